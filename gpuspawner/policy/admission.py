@@ -1,0 +1,149 @@
+"""Admission: may this user start this profile now, and where does its GPU share go?
+
+The one decision both spawners and the job service make before anything starts:
+entitlement (is the profile offered now), quotas (per user, per course or
+allocation), then capacity (which slice of which GPU). A refusal is a
+:class:`Refusal` whose message a student can act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .capacity import Allocation, CapacityPool, Refusal, Reservation
+from .catalog import Catalog
+from .entitlements import Entitlement, Role, UserIdentity, entitlement_for
+from .wording import when
+
+
+@dataclass(frozen=True)
+class StartDecision:
+    """A granted start: the entitlement it rests on and the GPU share it holds (if any)."""
+
+    entitlement: Entitlement
+    allocation: Allocation | None
+    prewarmed: bool = False
+
+    @property
+    def session_end(self) -> datetime | None:
+        """When the server is reclaimed (None: never)."""
+        if self.allocation is not None:
+            return self.allocation.session_end
+        return self.entitlement.session_end
+
+
+def active_reservations(catalog: Catalog, now: datetime) -> tuple[Reservation, ...]:
+    """Reserved seats of courses whose window (lead time included) is open at ``now``."""
+    result = []
+    for course in catalog.courses:
+        share = course.share
+        if not course.reserved_seats or share is None:
+            continue
+        status = course.course_schedule.status(now)
+        if status.phase.accepts_new_servers and status.session is not None:
+            zone = course.course_schedule.timezone
+            result.append(
+                Reservation(
+                    course.id, course.title, course.reserved_seats, share, status.session.end,
+                    until_text=when(status.session.end, now, zone),
+                )
+            )
+    return tuple(result)
+
+
+def prewarm_applies(entitlement: Entitlement, now: datetime) -> bool:
+    """True when ``now`` is inside the pre-warming period before the course's next class."""
+    course = entitlement.profile.course
+    if course is None or course.course_schedule.prewarm is None:
+        return False
+    start = entitlement.class_start
+    if start is None:
+        return False
+    return start - course.course_schedule.prewarm <= now < start
+
+
+def admit(
+    catalog: Catalog,
+    pool: CapacityPool,
+    user: UserIdentity,
+    profile_id: object,
+    *,
+    key: str,
+    now: datetime,
+    prewarm: bool = False,
+) -> StartDecision:
+    """Decide a start and record its allocation in ``pool``; raises :class:`Refusal`.
+
+    ``prewarm`` is honoured only for a course with pre-warming configured, inside
+    its pre-warming period; callers must establish that the sessions service,
+    not the student, asked for it.
+    """
+    entitlement = entitlement_for(catalog, user, profile_id, now)
+    if entitlement is None:
+        raise Refusal(
+            "not-entitled",
+            f"The profile {str(profile_id)[:80]!r} is not offered to you. "
+            "Choose one of the profiles on the start page.",
+            status=403,
+        )
+    profile = entitlement.profile
+    prewarmed = False
+    session_end = entitlement.session_end
+    if not entitlement.available:
+        if prewarm and prewarm_applies(entitlement, now):
+            prewarmed = True
+            course = profile.course
+            assert course is not None and entitlement.class_end is not None
+            session_end = entitlement.class_end + course.course_schedule.grace
+        else:
+            raise Refusal(
+                "closed",
+                f"{profile.title} cannot be started now. {entitlement.status}.",
+                status=403,
+            )
+    share = profile.share
+    if share is None:
+        pool.release(key)
+        return StartDecision(entitlement, None, prewarmed)
+    pool.release(key)  # a stale record of this same server, from a failed start
+    limit = catalog.settings.max_gpu_servers_per_user
+    mine = [a for a in pool.allocations.values() if a.owner == user.name and a.key.startswith("server:")]
+    if entitlement.role is not Role.ADMIN and key.startswith("server:") and len(mine) >= limit:
+        names = ", ".join(sorted(a.profile_id for a in mine))
+        raise Refusal(
+            "user-limit",
+            f"You already have {len(mine)} GPU server{'s' if len(mine) != 1 else ''} running "
+            f"({names}); each person may run {limit} at a time. Stop one from the Home page "
+            "before starting another.",
+        )
+    seats = profile.max_gpu_servers
+    if seats is not None and pool.count(profile_id=profile.id) >= seats:
+        raise Refusal(
+            "course-full",
+            f"All {seats} GPU seats of {profile.title} are taken. Try again when a classmate "
+            "stops their server, or start a profile without a GPU.",
+        )
+    allocation = pool.allocate(
+        key,
+        owner=user.name,
+        profile_id=profile.id,
+        course_id=profile.course_id,
+        share=share,
+        reservations=active_reservations(catalog, now),
+        session_end=session_end if entitlement.role is Role.STUDENT else None,
+    )
+    return StartDecision(entitlement, allocation, prewarmed)
+
+
+def seats_left(catalog: Catalog, pool: CapacityPool, entitlement: Entitlement, now: datetime) -> int | None:
+    """How many more servers of this profile can start now (None: no GPU, no limit)."""
+    profile = entitlement.profile
+    if profile.share is None:
+        return None
+    fit = pool.how_many_fit(
+        profile.share, active_reservations(catalog, now), course_id=profile.course_id
+    )
+    if profile.max_gpu_servers is not None:
+        fit = min(fit, max(profile.max_gpu_servers - pool.count(profile_id=profile.id), 0))
+    return fit

@@ -1,0 +1,316 @@
+"""The capacity pool: which slice of which GPU each server or job holds.
+
+All decisions are synchronous and free of I/O, so a caller running on one event
+loop can check and record an allocation without another spawn slipping in
+between: concurrent spawns never double-book a slice.
+
+Placement packs slices onto the fullest GPU that still fits them (best fit), so
+whole GPUs stay free for whole-GPU requests. During a course's open window, its
+``reserved_seats`` are held as placeholder slices that only its own students
+can use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+
+from .share import WHOLE, GPUDevice, GPUShare, SliceDemand
+from .units import format_mib
+
+
+class Refusal(Exception):
+    """A start that cannot happen, with a sentence a student understands.
+
+    ``code`` is a short machine label (for metrics and tests): ``no-such-gpu``,
+    ``too-large``, ``full``, ``reserved``, ``course-full``, ``user-limit``,
+    ``not-entitled``, ``closed``, ``invalid``.
+    """
+
+    def __init__(self, code: str, message: str, *, status: int = 409):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A share held on one or more devices by a server or a job."""
+
+    key: str
+    """``server:<user>/<server name>`` or ``job:<id>``."""
+    owner: str
+    profile_id: str
+    course_id: str | None
+    device_ids: tuple[str, ...]
+    fraction: Fraction
+    memory_mib: int
+    compute_min_pct: int
+    session_end: datetime | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready, for spawner state."""
+        return {
+            "key": self.key,
+            "owner": self.owner,
+            "profile_id": self.profile_id,
+            "course_id": self.course_id,
+            "device_ids": list(self.device_ids),
+            "fraction": f"{self.fraction.numerator}/{self.fraction.denominator}",
+            "memory_mib": self.memory_mib,
+            "compute_min_pct": self.compute_min_pct,
+            "session_end": self.session_end.isoformat() if self.session_end else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Allocation:
+        end = data.get("session_end")
+        return cls(
+            key=data["key"],
+            owner=data["owner"],
+            profile_id=data["profile_id"],
+            course_id=data.get("course_id"),
+            device_ids=tuple(data["device_ids"]),
+            fraction=Fraction(data["fraction"]),
+            memory_mib=int(data["memory_mib"]),
+            compute_min_pct=int(data.get("compute_min_pct") or 0),
+            session_end=datetime.fromisoformat(end) if end else None,
+        )
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Seats a course holds while its window is open."""
+
+    course_id: str
+    title: str
+    seats: int
+    share: GPUShare
+    until: datetime
+    until_text: str = ""
+    """``until`` as the course's students read it, such as ``12:00``."""
+
+
+@dataclass
+class DeviceUsage:
+    """How full one device is."""
+
+    device: GPUDevice
+    fraction: Fraction = Fraction(0)
+    memory_mib: int = 0
+    compute_min_pct: int = 0
+    holders: list[Allocation] = field(default_factory=list)
+    placeholders: list[str] = field(default_factory=list)
+    """Course ids holding reserved, unused seats here."""
+
+    def fits(self, demand: SliceDemand) -> bool:
+        return (
+            self.fraction + demand.fraction <= WHOLE
+            and self.memory_mib + demand.memory_mib <= self.device.memory_mib
+            and self.compute_min_pct + demand.compute_min_pct <= 100
+        )
+
+    @property
+    def empty(self) -> bool:
+        return self.fraction == 0 and self.memory_mib == 0 and not self.placeholders
+
+    def take(self, demand: SliceDemand) -> None:
+        self.fraction += demand.fraction
+        self.memory_mib += demand.memory_mib
+        self.compute_min_pct += demand.compute_min_pct
+
+
+class CapacityPool:
+    """GPUs and the allocations on them."""
+
+    def __init__(self, devices: list[GPUDevice]):
+        self.devices = list(devices)
+        self._by_id = {d.id: d for d in self.devices}
+        self.allocations: dict[str, Allocation] = {}
+
+    # -- views --------------------------------------------------------------------
+
+    def usage(self, reservations: tuple[Reservation, ...] = (), *, for_course: str | None = None
+              ) -> dict[str, DeviceUsage]:
+        """Per-device usage, with unused reserved seats of other courses as placeholders."""
+        usage = {d.id: DeviceUsage(d) for d in self.devices}
+        for allocation in self.allocations.values():
+            for device_id in allocation.device_ids:
+                if device_id not in usage:
+                    continue
+                slot = usage[device_id]
+                slot.fraction += allocation.fraction
+                slot.memory_mib += allocation.memory_mib
+                slot.compute_min_pct += allocation.compute_min_pct
+                slot.holders.append(allocation)
+        for reservation in sorted(reservations, key=lambda r: r.course_id):
+            if reservation.course_id == for_course:
+                continue
+            unused = reservation.seats - self.count(course_id=reservation.course_id)
+            for _ in range(max(unused, 0)):
+                chosen = _choose(list(usage.values()), reservation.share)
+                if chosen is None:
+                    break
+                for slot, demand in chosen:
+                    slot.take(demand)
+                    slot.placeholders.append(reservation.course_id)
+        return usage
+
+    def count(self, *, course_id: str | None = None, owner: str | None = None,
+              profile_id: str | None = None) -> int:
+        """How many allocations match all the given filters."""
+        return sum(
+            1
+            for a in self.allocations.values()
+            if (course_id is None or a.course_id == course_id)
+            and (owner is None or a.owner == owner)
+            and (profile_id is None or a.profile_id == profile_id)
+        )
+
+    def how_many_fit(self, share: GPUShare, reservations: tuple[Reservation, ...] = (), *,
+                     course_id: str | None = None, limit: int = 99) -> int:
+        """How many more such shares fit now (up to ``limit``), for "seats left" on the page."""
+        usage = self.usage(reservations, for_course=course_id)
+        slots = list(usage.values())
+        placed = 0
+        while placed < limit:
+            chosen = _choose(slots, share)
+            if chosen is None:
+                break
+            for slot, demand in chosen:
+                slot.take(demand)
+                if share.is_whole:
+                    slot.placeholders.append("whole")
+            placed += 1
+        return placed
+
+    # -- changes ------------------------------------------------------------------
+
+    def allocate(
+        self,
+        key: str,
+        *,
+        owner: str,
+        profile_id: str,
+        course_id: str | None,
+        share: GPUShare,
+        reservations: tuple[Reservation, ...] = (),
+        session_end: datetime | None = None,
+    ) -> Allocation:
+        """Place ``share`` and record it under ``key``; raises :class:`Refusal` if it cannot."""
+        if key in self.allocations:
+            raise Refusal("duplicate", f"{key} already holds a GPU share; stop it first.")
+        candidates = [d for d in self.devices if d.matches_model(share.models)]
+        if not candidates:
+            wanted = " or ".join(share.models)
+            have = ", ".join(sorted({d.model for d in self.devices})) or "no GPUs"
+            raise Refusal(
+                "no-such-gpu",
+                f"This profile needs a {wanted} GPU, but this hub has {have}. "
+                "Please tell your instructor or the hub admins.",
+                status=409,
+            )
+        largest = max(candidates, key=lambda d: d.memory_mib)
+        if share.is_whole and share.count > len(candidates):
+            raise Refusal(
+                "too-large",
+                f"This profile asks for {share.count} whole GPUs, but this hub has only "
+                f"{len(candidates)} that match. Please tell the hub admins.",
+            )
+        if not share.is_whole and share.demand_on(largest).memory_mib > largest.memory_mib:
+            raise Refusal(
+                "too-large",
+                f"This profile asks for {format_mib(share.memory_mib or 0)} of GPU memory, but "
+                f"the largest GPU here has {format_mib(largest.memory_mib)}. "
+                "Please tell the hub admins.",
+            )
+        usage = self.usage(reservations, for_course=course_id)
+        chosen = _choose([usage[d.id] for d in candidates], share)
+        if chosen is None:
+            raise self._explain_full(share, candidates, reservations, course_id)
+        demand = chosen[0][1]
+        allocation = Allocation(
+            key=key, owner=owner, profile_id=profile_id, course_id=course_id,
+            device_ids=tuple(slot.device.id for slot, _ in chosen),
+            fraction=demand.fraction, memory_mib=demand.memory_mib,
+            compute_min_pct=demand.compute_min_pct, session_end=session_end,
+        )
+        self.allocations[key] = allocation
+        return allocation
+
+    def restore(self, allocation: Allocation) -> list[str]:
+        """Record an allocation read back from state after a restart.
+
+        The server or job is already running, so it is recorded even if it does
+        not fit any more (the GPUs changed, say); the returned warnings say so.
+        """
+        warnings = []
+        existing = self.allocations.get(allocation.key)
+        if existing is not None and existing != allocation:
+            warnings.append(f"{allocation.key} was already recorded with other devices; kept the first")
+            return warnings
+        unknown = [d for d in allocation.device_ids if d not in self._by_id]
+        if unknown:
+            warnings.append(f"{allocation.key} holds unknown GPUs {', '.join(unknown)}")
+        usage = self.usage()
+        for device_id in allocation.device_ids:
+            if device_id in usage and not usage[device_id].fits(
+                SliceDemand(allocation.fraction, allocation.memory_mib, allocation.compute_min_pct)
+            ) and existing is None:
+                warnings.append(f"{allocation.key} overcommits {usage[device_id].device.label}")
+        self.allocations[allocation.key] = allocation
+        return warnings
+
+    def release(self, key: str) -> Allocation | None:
+        """Forget the allocation under ``key`` (idempotent)."""
+        return self.allocations.pop(key, None)
+
+    # -- explanations ----------------------------------------------------------------
+
+    def _explain_full(self, share: GPUShare, candidates: list[GPUDevice],
+                      reservations: tuple[Reservation, ...], course_id: str | None) -> Refusal:
+        without_reservations = self.usage()
+        if _choose([without_reservations[d.id] for d in candidates], share) is not None:
+            holding = [r for r in reservations if r.course_id != course_id]
+            names = ", ".join(sorted({r.title for r in holding})) or "a class"
+            first = min(holding, key=lambda r: r.until) if holding else None
+            later = f" until {first.until_text or f'{first.until:%H:%M} UTC'}" if first else ""
+            return Refusal(
+                "reserved",
+                f"The free GPU capacity is reserved for {names}{later}. "
+                "Try again after the class, or start a profile without a GPU.",
+            )
+        busy = sum(1 for d in candidates if without_reservations[d.id].holders)
+        servers = len({a.key for d in candidates for a in without_reservations[d.id].holders})
+        gpus = "GPU" if len(candidates) == 1 else "GPUs"
+        return Refusal(
+            "full",
+            f"All GPUs are taken right now: {busy} of {len(candidates)} {gpus} are shared "
+            f"by {servers} running servers and jobs, with no room for "
+            f"{share.describe()}. Try again in a few minutes, or start a profile without a GPU.",
+        )
+
+
+def _choose(slots: list[DeviceUsage], share: GPUShare) -> list[tuple[DeviceUsage, SliceDemand]] | None:
+    """Best-fit placement of ``share`` over ``slots``; None if it does not fit."""
+    matching = [s for s in slots if s.device.matches_model(share.models)]
+    if share.is_whole:
+        free = [s for s in matching if s.empty]
+        if len(free) < share.count:
+            return None
+        picked = sorted(free, key=lambda s: s.device.index)[: share.count]
+        return [(s, share.demand_on(s.device)) for s in picked]
+    best: tuple | None = None
+    for slot in matching:
+        demand = share.demand_on(slot.device)
+        if not slot.fits(demand):
+            continue
+        rank = (WHOLE - slot.fraction - demand.fraction,
+                slot.device.memory_mib - slot.memory_mib - demand.memory_mib, slot.device.index)
+        if best is None or rank < best[0]:
+            best = (rank, slot, demand)
+    if best is None:
+        return None
+    return [(best[1], best[2])]

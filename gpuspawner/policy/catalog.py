@@ -1,0 +1,623 @@
+"""The course catalog: what instructors and admins write in YAML.
+
+One file, or a folder of ``*.yaml``/``*.yml`` files that are merged. Top-level
+keys, all optional::
+
+    settings:   time zone, default lead time and grace, per-user GPU server limit
+    standing:   profiles open to everyone all the time (the CPU-only default)
+    courses:    course profiles, open around their class windows
+    research:   research allocations granted to users or groups until a date
+
+See ``hub_config/local/catalog.yaml`` for a complete, commented example.
+Every validation error names the file, the line and the field, and says what is
+expected (:class:`CatalogError`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.functional_validators import AfterValidator
+
+from .schedule import CourseSchedule, WeeklyWindow, parse_clock, parse_timezone, parse_weekday
+from .share import GPUShare
+from .units import parse_duration, parse_fraction, parse_size_bytes, parse_size_mib
+from .yaml_source import LineMap, YAMLSourceError, line_for, load_with_lines
+
+ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+# Variables that enforce a GPU share: a catalog (or a user) may never set them.
+PROTECTED_VARIABLE_PREFIXES = ("CUDA_", "NVIDIA_", "GPUSPAWNER_", "HAMI_", "JUPYTERHUB_")
+PROTECTED_VARIABLES = frozenset(
+    {"LD_PRELOAD", "LD_LIBRARY_PATH", "GPU_CORE_UTILIZATION_POLICY", "RUNAI_GPU_MEMORY_LIMIT",
+     "PYTHONPATH", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION",
+     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TF_FORCE_GPU_ALLOW_GROWTH"}
+)
+
+
+def is_protected_variable(name: str) -> bool:
+    """True for environment variables that enforce or describe a GPU share."""
+    upper = name.upper()
+    return upper in PROTECTED_VARIABLES or upper.startswith(PROTECTED_VARIABLE_PREFIXES)
+
+
+def _check_id(value: str) -> str:
+    if not isinstance(value, str) or not ID_PATTERN.match(value):
+        raise ValueError(
+            "expected an id of lowercase letters, digits and dashes (at most 63, "
+            f"starting and ending with a letter or digit), such as ml101 or vision-lab, got {value!r}"
+        )
+    return value
+
+
+def _names(value: Any) -> Any:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+Identifier = Annotated[str, AfterValidator(_check_id)]
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+SizeBytes = Annotated[int, BeforeValidator(parse_size_bytes)]
+SizeMiB = Annotated[int, BeforeValidator(parse_size_mib)]
+GPUFraction = Annotated[Fraction, BeforeValidator(parse_fraction)]
+NameList = Annotated[list[str], BeforeValidator(_names)]
+
+
+class CatalogModel(BaseModel):
+    """Base: unknown keys are errors (they are usually typos)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class Compute(CatalogModel):
+    """Bounds on the share of the GPU's compute, in percent."""
+
+    min: int | None = Field(default=None, ge=0, le=100)
+    max: int | None = Field(default=None, ge=1, le=100)
+
+
+class GPUSpec(CatalogModel):
+    """A GPU share as written in YAML: ``count`` whole GPUs, or ``fraction`` and/or ``memory``."""
+
+    count: int | None = Field(default=None, ge=1, le=16)
+    fraction: GPUFraction | None = None
+    memory: SizeMiB | None = None
+    compute: Compute | None = None
+    model: NameList = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GPUSpec:
+        self.to_share()
+        return self
+
+    def to_share(self) -> GPUShare:
+        """The normalised :class:`GPUShare`; raises ValueError with a readable reason."""
+        return GPUShare(
+            fraction=self.fraction,
+            memory_mib=self.memory,
+            compute_min_pct=self.compute.min if self.compute else None,
+            compute_max_pct=self.compute.max if self.compute else None,
+            models=tuple(self.model),
+            count=self.count or 0,
+        )
+
+
+class Resources(CatalogModel):
+    """CPU cores and memory of the server."""
+
+    cpu: float | None = Field(default=None, gt=0, le=256)
+    memory: SizeBytes | None = None
+
+
+class Environment(CatalogModel):
+    """What the server runs.
+
+    ``image`` is used on Kubernetes; ``python`` (a Python environment's prefix,
+    whose ``bin/jupyterhub-singleuser`` starts the server) on one machine. Extra
+    ``variables`` may not touch the GPU enforcement variables.
+    """
+
+    image: str | None = None
+    python: str | None = None
+    default_url: str | None = None
+    variables: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("variables")
+    @classmethod
+    def _no_enforcement_variables(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+            if is_protected_variable(name):
+                raise ValueError(
+                    f"{name} enforces or describes the GPU share and is set by the hub; "
+                    "remove it from the catalog"
+                )
+        return value
+
+
+class StorageMount(CatalogModel):
+    """A folder mounted into the server (a host path locally, a volume on Kubernetes)."""
+
+    name: Identifier
+    source: str
+    mount: str
+    read_only: bool = True
+
+    @field_validator("mount")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or ".." in value.split("/"):
+            raise ValueError(f"expected an absolute mount path without '..', got {value!r}")
+        return value
+
+
+class WindowSpec(CatalogModel):
+    """A weekly class window: ``{day: Mon, start: "10:00", end: "12:00"}``; ``days`` for several."""
+
+    day: Annotated[int, BeforeValidator(parse_weekday)] | None = None
+    days: list[Annotated[int, BeforeValidator(parse_weekday)]] | None = None
+    start: Annotated[Any, BeforeValidator(parse_clock)]
+    end: Annotated[Any, BeforeValidator(parse_clock)]
+
+    @model_validator(mode="after")
+    def _one_day_field(self) -> WindowSpec:
+        if (self.day is None) == (self.days is None):
+            raise ValueError("give either day (one day) or days (a list of days)")
+        if self.start == self.end:
+            raise ValueError("a class window must end at a different time than it starts")
+        return self
+
+    def weekly(self) -> list[WeeklyWindow]:
+        days = [self.day] if self.day is not None else list(self.days or [])
+        return [WeeklyWindow(d, self.start, self.end) for d in days]
+
+
+class Term(CatalogModel):
+    """The term's first and last day of classes."""
+
+    first_day: date
+    last_day: date
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Term:
+        if self.first_day > self.last_day:
+            raise ValueError(
+                f"the term's first_day ({self.first_day}) comes after its last_day ({self.last_day})"
+            )
+        return self
+
+
+class ScheduleSpec(CatalogModel):
+    """When a course meets."""
+
+    timezone: str | None = None
+    term: Term
+    windows: list[WindowSpec] = Field(min_length=1)
+    no_class: list[date] = Field(default_factory=list)
+    lead_time: Duration | None = None
+    grace: Duration | None = None
+    prewarm: Duration | None = None
+    """Start enrolled students' servers this long before class (the sessions service)."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_timezone(value)
+        return value
+
+
+class Enrolment(CatalogModel):
+    """Who takes the course: usernames and/or JupyterHub groups."""
+
+    users: NameList = Field(default_factory=list)
+    groups: NameList = Field(default_factory=list)
+
+
+class Course(CatalogModel):
+    """A course profile."""
+
+    id: Identifier
+    title: str = Field(min_length=1)
+    description: str = ""
+    instructors: NameList = Field(default_factory=list)
+    enrolment: Enrolment = Field(default_factory=Enrolment)
+    environment: Environment = Field(default_factory=Environment)
+    resources: Resources = Field(default_factory=Resources)
+    gpu: GPUSpec | None = None
+    storage: list[StorageMount] = Field(default_factory=list)
+    schedule: ScheduleSpec
+    max_gpu_servers: int | None = Field(default=None, ge=0)
+    reserved_seats: int = Field(default=0, ge=0)
+    instructors_anytime: bool = True
+    """Instructors may start the course environment at any time during the term."""
+
+    _schedule: CourseSchedule | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _seats(self) -> Course:
+        if self.max_gpu_servers is not None and self.reserved_seats > self.max_gpu_servers:
+            raise ValueError(
+                f"reserved_seats ({self.reserved_seats}) cannot exceed max_gpu_servers "
+                f"({self.max_gpu_servers})"
+            )
+        if self.reserved_seats and self.gpu is None:
+            raise ValueError("reserved_seats only makes sense for a course with a gpu share")
+        return self
+
+    @property
+    def share(self) -> GPUShare | None:
+        """The GPU share of each student's server, if any."""
+        return self.gpu.to_share() if self.gpu else None
+
+    @property
+    def course_schedule(self) -> CourseSchedule:
+        """The resolved schedule (set when the catalog is assembled)."""
+        assert self._schedule is not None, "course schedules are resolved by load_catalog"
+        return self._schedule
+
+
+class ResearchAllocation(CatalogModel):
+    """GPU time granted to users or groups until an expiry date."""
+
+    id: Identifier
+    title: str = Field(min_length=1)
+    description: str = ""
+    users: NameList = Field(default_factory=list)
+    groups: NameList = Field(default_factory=list)
+    starts: date | None = None
+    expires: date
+    environment: Environment = Field(default_factory=Environment)
+    resources: Resources = Field(default_factory=Resources)
+    gpu: GPUSpec | None = None
+    storage: list[StorageMount] = Field(default_factory=list)
+    max_gpu_servers: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _grantees(self) -> ResearchAllocation:
+        if not self.users and not self.groups:
+            raise ValueError("a research allocation must name at least one user or group")
+        if self.starts and self.starts > self.expires:
+            raise ValueError(f"starts ({self.starts}) comes after expires ({self.expires})")
+        return self
+
+    @property
+    def share(self) -> GPUShare | None:
+        return self.gpu.to_share() if self.gpu else None
+
+
+class StandingProfile(CatalogModel):
+    """A profile open all the time, such as the CPU-only default."""
+
+    id: Identifier
+    title: str = Field(min_length=1)
+    description: str = ""
+    groups: NameList = Field(default_factory=list)
+    """Empty: everyone. Otherwise only members of these groups (and admins)."""
+    environment: Environment = Field(default_factory=Environment)
+    resources: Resources = Field(default_factory=Resources)
+    gpu: GPUSpec | None = None
+    storage: list[StorageMount] = Field(default_factory=list)
+    default: bool = False
+
+    @property
+    def share(self) -> GPUShare | None:
+        return self.gpu.to_share() if self.gpu else None
+
+
+class Settings(CatalogModel):
+    """Catalog-wide defaults."""
+
+    timezone: str = "UTC"
+    lead_time: Duration = timedelta(minutes=10)
+    grace: Duration = timedelta(minutes=10)
+    max_gpu_servers_per_user: int = Field(default=1, ge=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        parse_timezone(value)
+        return value
+
+
+class CatalogFile(CatalogModel):
+    """The shape of one catalog file."""
+
+    settings: Settings | None = None
+    standing: list[StandingProfile] = Field(default_factory=list)
+    courses: list[Course] = Field(default_factory=list)
+    research: list[ResearchAllocation] = Field(default_factory=list)
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogProblem:
+    """One thing wrong with a catalog, located."""
+
+    path: Path
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be used; ``problems`` lists every located error."""
+
+    def __init__(self, problems: list[CatalogProblem]):
+        self.problems = problems
+        count = len(problems)
+        heading = "The course catalog has 1 error" if count == 1 else (
+            f"The course catalog has {count} errors"
+        )
+        super().__init__(heading + ":\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _field_name(loc: tuple) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _clean_message(error: dict, allowed: list[str] | None) -> str:
+    kind = error.get("type", "")
+    message = str(error.get("msg", ""))
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if kind == "extra_forbidden":
+        name = error["loc"][-1]
+        hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
+        return f"unknown field {name!r} (a typo?){hint}"
+    if kind == "missing":
+        return "is required but missing"
+    if kind in ("date_from_datetime_parsing", "date_parsing", "date_type"):
+        return f"expected a date as YYYY-MM-DD, got {error.get('input')!r}"
+    if kind in ("list_type",):
+        return f"expected a list, got {error.get('input')!r}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"expected a block of fields (a mapping), got {error.get('input')!r}"
+    if kind.startswith(("int_", "float_", "greater_than", "less_than", "bool_", "string_", "too_short")):
+        return f"{message[0].lower()}{message[1:]}, got {error.get('input')!r}"
+    return message
+
+
+def _allowed_fields(loc: tuple) -> list[str] | None:
+    """The field names allowed at the parent of ``loc``, for 'unknown field' hints."""
+    model: Any = CatalogFile
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            return None
+        annotation = fields[part].annotation
+        model = _unwrap_model(annotation)
+        if model is None:
+            return None
+    fields = getattr(model, "model_fields", None)
+    return sorted(fields) if fields else None
+
+
+def _unwrap_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _unwrap_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+# -- the assembled catalog --------------------------------------------------------------
+
+
+@dataclass
+class Catalog:
+    """All profiles of the hub, merged from one or more files and indexed for lookups."""
+
+    settings: Settings
+    courses: list[Course]
+    research: list[ResearchAllocation]
+    standing: list[StandingProfile]
+    sources: dict[str, Path] = field(default_factory=dict)
+    """Where each profile id was defined."""
+
+    def __post_init__(self) -> None:
+        self.courses_by_id = {c.id: c for c in self.courses}
+        self.research_by_id = {r.id: r for r in self.research}
+        self.standing_by_id = {s.id: s for s in self.standing}
+        self._course_users: dict[str, list[Course]] = defaultdict(list)
+        self._course_groups: dict[str, list[Course]] = defaultdict(list)
+        self._course_instructors: dict[str, list[Course]] = defaultdict(list)
+        for course in self.courses:
+            for user in course.enrolment.users:
+                self._course_users[user].append(course)
+            for group in course.enrolment.groups:
+                self._course_groups[group].append(course)
+            for instructor in course.instructors:
+                self._course_instructors[instructor].append(course)
+        self._research_users: dict[str, list[ResearchAllocation]] = defaultdict(list)
+        self._research_groups: dict[str, list[ResearchAllocation]] = defaultdict(list)
+        for grant in self.research:
+            for user in grant.users:
+                self._research_users[user].append(grant)
+            for group in grant.groups:
+                self._research_groups[group].append(grant)
+
+    def courses_for(self, name: str, groups: frozenset[str] | set[str]) -> tuple[list[Course], set[str]]:
+        """Courses a user takes or teaches (catalog order), and the ids they teach."""
+        found: dict[str, Course] = {}
+        teaching: set[str] = set()
+        for course in self._course_instructors.get(name, ()):
+            found[course.id] = course
+            teaching.add(course.id)
+        for course in self._course_users.get(name, ()):
+            found[course.id] = course
+        for group in groups:
+            for course in self._course_groups.get(group, ()):
+                found[course.id] = course
+        order = {c.id: i for i, c in enumerate(self.courses)}
+        return sorted(found.values(), key=lambda c: order[c.id]), teaching
+
+    def research_for(self, name: str, groups: frozenset[str] | set[str]) -> list[ResearchAllocation]:
+        """Research allocations granted to a user directly or through a group."""
+        found = {g.id: g for g in self._research_users.get(name, ())}
+        for group in groups:
+            for grant in self._research_groups.get(group, ()):
+                found[grant.id] = grant
+        order = {g.id: i for i, g in enumerate(self.research)}
+        return sorted(found.values(), key=lambda g: order[g.id])
+
+    def students_of(self, course: Course, group_members: dict[str, list[str]]) -> list[str]:
+        """Enrolled usernames, resolving groups through ``group_members``."""
+        names = list(dict.fromkeys(course.enrolment.users))
+        for group in course.enrolment.groups:
+            for member in group_members.get(group, []):
+                if member not in names:
+                    names.append(member)
+        return names
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read and validate a catalog file or folder; raises :class:`CatalogError`."""
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(p for p in root.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not files:
+            raise CatalogError(
+                [CatalogProblem(root, None, "", "contains no .yaml or .yml catalog files")]
+            )
+    elif root.is_file():
+        files = [root]
+    else:
+        raise CatalogError(
+            [CatalogProblem(root, None, "", "does not exist; give a catalog file or folder")]
+        )
+    problems: list[CatalogProblem] = []
+    parsed: list[tuple[Path, CatalogFile, LineMap]] = []
+    for file in files:
+        try:
+            data, lines = load_with_lines(file)
+        except YAMLSourceError as error:
+            problems.append(CatalogProblem(file, error.line, "", error.message))
+            continue
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            problems.append(
+                CatalogProblem(
+                    file, lines.get(()), "",
+                    "must be a mapping with settings, standing, courses and/or research at the top",
+                )
+            )
+            continue
+        try:
+            parsed.append((file, CatalogFile.model_validate(data), lines))
+        except ValidationError as error:
+            for item in error.errors():
+                loc = tuple(item["loc"])
+                problems.append(
+                    CatalogProblem(
+                        file, line_for(lines, loc), _field_name(loc),
+                        _clean_message(item, _allowed_fields(loc)),
+                    )
+                )
+    if problems:
+        raise CatalogError(problems)
+    return _assemble(parsed)
+
+
+def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
+    problems: list[CatalogProblem] = []
+    settings: Settings | None = None
+    settings_file: Path | None = None
+    courses: list[Course] = []
+    research: list[ResearchAllocation] = []
+    standing: list[StandingProfile] = []
+    sources: dict[str, Path] = {}
+    seen: dict[str, tuple[Path, int | None]] = {}
+    for file, content, lines in parsed:
+        if content.settings is not None:
+            if settings is not None:
+                problems.append(
+                    CatalogProblem(
+                        file, lines.get(("settings",)), "settings",
+                        f"settings are already defined in {settings_file}; keep them in one file",
+                    )
+                )
+            settings, settings_file = content.settings, file
+        for section, items in (("standing", content.standing), ("courses", content.courses),
+                               ("research", content.research)):
+            for index, item in enumerate(items):
+                line = lines.get((section, index, "id")) or lines.get((section, index))
+                if item.id in seen:
+                    other_file, other_line = seen[item.id]
+                    problems.append(
+                        CatalogProblem(
+                            file, line, f"{section}[{index}].id",
+                            f"the id {item.id!r} is already used at {other_file}:{other_line}; "
+                            "profile ids must be unique across the catalog",
+                        )
+                    )
+                    continue
+                seen[item.id] = (file, line)
+                sources[item.id] = file
+        courses.extend(content.courses)
+        research.extend(content.research)
+        standing.extend(content.standing)
+    defaults = [s for s in standing if s.default]
+    if len(defaults) > 1:
+        problems.append(
+            CatalogProblem(
+                sources[defaults[1].id], None, "standing.default",
+                f"only one standing profile may be the default; both {defaults[0].id!r} and "
+                f"{defaults[1].id!r} say default: true",
+            )
+        )
+    settings = settings or Settings()
+    if problems:
+        raise CatalogError(problems)
+    for course in courses:
+        spec = course.schedule
+        zone = parse_timezone(spec.timezone or settings.timezone)
+        windows = tuple(w for ws in spec.windows for w in ws.weekly())
+        course._schedule = CourseSchedule(
+            timezone=zone,
+            windows=windows,
+            first_day=spec.term.first_day,
+            last_day=spec.term.last_day,
+            no_class=frozenset(spec.no_class),
+            lead_time=spec.lead_time if spec.lead_time is not None else settings.lead_time,
+            grace=spec.grace if spec.grace is not None else settings.grace,
+            prewarm=spec.prewarm,
+        )
+    return Catalog(settings, courses, research, standing, sources)

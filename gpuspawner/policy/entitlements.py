@@ -1,0 +1,229 @@
+"""Entitlements: which profiles a user may start now, and for the others why not and when.
+
+``evaluate`` is called for every spawn-page render and again, server-side, at
+every start, so a tampered form can never start what the page did not offer.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, tzinfo
+from zoneinfo import ZoneInfo
+
+from .catalog import Catalog, Course, Environment, ResearchAllocation, Resources, StandingProfile
+from .catalog import StorageMount
+from .schedule import Phase
+from .share import GPUShare
+from .wording import when
+
+
+@dataclass(frozen=True)
+class UserIdentity:
+    """Who is asking: the JupyterHub user's name, groups and admin flag."""
+
+    name: str
+    groups: frozenset[str] = field(default_factory=frozenset)
+    admin: bool = False
+
+
+class ProfileKind(enum.Enum):
+    COURSE = "course"
+    RESEARCH = "research"
+    STANDING = "standing"
+
+
+class Role(enum.Enum):
+    """Why the user sees a profile."""
+
+    STUDENT = "student"
+    INSTRUCTOR = "instructor"
+    ADMIN = "admin"
+    GRANTEE = "grantee"
+    EVERYONE = "everyone"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A startable environment, whatever the catalog section it came from."""
+
+    id: str
+    kind: ProfileKind
+    title: str
+    description: str
+    share: GPUShare | None
+    resources: Resources
+    environment: Environment
+    storage: tuple[StorageMount, ...]
+    max_gpu_servers: int | None = None
+    course: Course | None = None
+    research: ResearchAllocation | None = None
+    default: bool = False
+
+    @property
+    def course_id(self) -> str | None:
+        return self.course.id if self.course else None
+
+
+@dataclass(frozen=True)
+class Entitlement:
+    """One profile as one user sees it at one instant."""
+
+    profile: Profile
+    available: bool
+    status: str
+    """A short sentence: "Open until 12:00" or, when not available, why and when it will be."""
+    role: Role
+    phase: Phase | None = None
+    opens_at: datetime | None = None
+    """When it becomes available, if it is not now."""
+    class_start: datetime | None = None
+    class_end: datetime | None = None
+    session_end: datetime | None = None
+    """When a server started now is reclaimed (class end plus grace); None: never."""
+
+
+def _course_profile(course: Course) -> Profile:
+    return Profile(
+        id=course.id, kind=ProfileKind.COURSE, title=course.title,
+        description=course.description, share=course.share, resources=course.resources,
+        environment=course.environment, storage=tuple(course.storage),
+        max_gpu_servers=course.max_gpu_servers, course=course,
+    )
+
+
+def _research_profile(grant: ResearchAllocation) -> Profile:
+    return Profile(
+        id=grant.id, kind=ProfileKind.RESEARCH, title=grant.title,
+        description=grant.description, share=grant.share, resources=grant.resources,
+        environment=grant.environment, storage=tuple(grant.storage),
+        max_gpu_servers=grant.max_gpu_servers, research=grant,
+    )
+
+
+def _standing_profile(profile: StandingProfile) -> Profile:
+    return Profile(
+        id=profile.id, kind=ProfileKind.STANDING, title=profile.title,
+        description=profile.description, share=profile.share, resources=profile.resources,
+        environment=profile.environment, storage=tuple(profile.storage), default=profile.default,
+    )
+
+
+def _course_entitlement(course: Course, role: Role, now: datetime) -> Entitlement:
+    schedule = course.course_schedule
+    zone = schedule.timezone
+    profile = _course_profile(course)
+    status = schedule.status(now)
+    today = now.astimezone(zone).date()
+    in_term = schedule.first_day <= today <= schedule.last_day
+    upcoming = status.next_session
+    if role in (Role.INSTRUCTOR, Role.ADMIN) and course.instructors_anytime and in_term:
+        note = "Instructor access during the term"
+        if status.phase.accepts_new_servers and status.session:
+            note += f"; class until {when(status.session.end, now, zone)}"
+        elif upcoming:
+            note += f"; students from {when(upcoming.opens_at, now, zone)}"
+        return Entitlement(profile, True, note, role, status.phase)
+    session = status.session
+    if status.phase.accepts_new_servers and session is not None:
+        if status.phase is Phase.OPENING:
+            text = (
+                f"Open now for the {when(session.start, now, zone)} class "
+                f"until {when(session.end, now, zone)}"
+            )
+        else:
+            text = f"Open until {when(session.end, now, zone)}"
+        return Entitlement(
+            profile, True, text, role, status.phase,
+            class_start=session.start, class_end=session.end, session_end=session.reclaim_at,
+        )
+    if upcoming is None:
+        if today < schedule.first_day:
+            text = f"The term starts on {schedule.first_day:%a %d %b %Y}"
+        elif status.phase is Phase.GRACE and session is not None:
+            text = f"Class ended at {when(session.end, now, zone)}; this was the last class"
+        else:
+            text = f"The term ended on {schedule.last_day:%a %d %b %Y}; no more classes"
+        return Entitlement(profile, False, text, role, status.phase)
+    opens = when(upcoming.opens_at, now, zone)
+    if status.phase is Phase.GRACE and session is not None:
+        text = f"Class ended at {when(session.end, now, zone)}; opens again {opens}"
+    elif today < schedule.first_day:
+        text = f"Opens {opens}, the first class of the term"
+    else:
+        text = f"Opens {opens}"
+    return Entitlement(
+        profile, False, text, role, status.phase, opens_at=upcoming.opens_at,
+        class_start=upcoming.start, class_end=upcoming.end,
+    )
+
+
+def _research_entitlement(grant: ResearchAllocation, now: datetime, zone: tzinfo) -> Entitlement:
+    profile = _research_profile(grant)
+    today = now.astimezone(zone).date()
+    if grant.starts and today < grant.starts:
+        opens = datetime.combine(grant.starts, datetime.min.time(), tzinfo=zone)
+        return Entitlement(
+            profile, False, f"Starts on {grant.starts:%a %d %b %Y}", Role.GRANTEE,
+            opens_at=opens.astimezone(UTC),
+        )
+    if today > grant.expires:
+        return Entitlement(
+            profile, False,
+            f"Expired on {grant.expires:%a %d %b %Y}; ask your research computing team to renew it",
+            Role.GRANTEE,
+        )
+    return Entitlement(profile, True, f"Granted until {_day(grant.expires)}", Role.GRANTEE)
+
+
+def _day(value: date) -> str:
+    return f"{value:%a %d %b %Y}"
+
+
+def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitlement]:
+    """Every profile ``user`` can see at ``now`` (aware), startable or not.
+
+    Order: courses, research allocations, then standing profiles (catalog order
+    within each).
+    """
+    if now.tzinfo is None:
+        raise ValueError("evaluate() needs an aware datetime")
+    result: list[Entitlement] = []
+    if user.admin:
+        courses = list(catalog.courses)
+        taught = {c.id for c in courses}
+    else:
+        courses, taught = catalog.courses_for(user.name, user.groups)
+    for course in courses:
+        if course.id in taught:
+            role = Role.ADMIN if user.admin and user.name not in course.instructors else (
+                Role.INSTRUCTOR
+            )
+        else:
+            role = Role.STUDENT
+        result.append(_course_entitlement(course, role, now))
+    zone = ZoneInfo(catalog.settings.timezone)
+    for grant in catalog.research_for(user.name, user.groups):
+        result.append(_research_entitlement(grant, now, zone))
+    for standing in catalog.standing:
+        if standing.groups and not user.admin and not (set(standing.groups) & user.groups):
+            continue
+        result.append(
+            Entitlement(
+                _standing_profile(standing), True, "Always available",
+                Role.ADMIN if standing.groups and user.admin else Role.EVERYONE,
+            )
+        )
+    return result
+
+
+def entitlement_for(
+    catalog: Catalog, user: UserIdentity, profile_id: object, now: datetime
+) -> Entitlement | None:
+    """The entitlement for one profile id, or None if the user cannot see it at all."""
+    if not isinstance(profile_id, str):
+        return None
+    for entitlement in evaluate(catalog, user, now):
+        if entitlement.profile.id == profile_id:
+            return entitlement
+    return None

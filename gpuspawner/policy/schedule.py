@@ -1,0 +1,275 @@
+"""Course schedules: weekly class windows in a named time zone.
+
+Windows are written in the course's wall-clock time ("Mondays 10:00-12:00,
+Europe/Zurich") and stay at that wall-clock time across daylight-saving
+changes. A window whose wall-clock start does not exist (inside a spring-forward
+gap) starts at the first valid instant after the gap; one that ends before it
+starts (``22:00``-``01:00``) runs past midnight. Overlapping or touching
+windows of one course merge into one class session.
+
+Around each session:
+
+- ``OPENING``: from ``start - lead_time`` to ``start``; students may start servers.
+- ``OPEN``: from ``start`` to ``end``; students may start servers.
+- ``GRACE``: from ``end`` to ``end + grace``; running servers keep going, no new
+  ones start; at ``end + grace`` the sessions service reclaims them.
+- ``CLOSED``: otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from zoneinfo import ZoneInfo
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEKDAY_ABBREVIATIONS = {name[:3]: index for index, name in enumerate(WEEKDAYS)}
+
+# How far ahead "when does it open next" looks: a term rarely runs longer.
+MAX_LOOKAHEAD_DAYS = 400
+
+
+class Phase(enum.Enum):
+    """Where an instant falls relative to a course's class sessions."""
+
+    OPENING = "opening"
+    OPEN = "open"
+    GRACE = "grace"
+    CLOSED = "closed"
+
+    @property
+    def accepts_new_servers(self) -> bool:
+        """Students may start a server in the lead time and during class."""
+        return self in (Phase.OPENING, Phase.OPEN)
+
+
+def parse_weekday(value: object) -> int:
+    """``"Mon"``, ``"monday"`` or ``0`` (Monday) to 0-6."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 6:
+        return value
+    if isinstance(value, str):
+        key = value.strip().lower()[:3]
+        if key in WEEKDAY_ABBREVIATIONS and WEEKDAYS[WEEKDAY_ABBREVIATIONS[key]].startswith(
+            value.strip().lower()
+        ):
+            return WEEKDAY_ABBREVIATIONS[key]
+    raise ValueError(f"expected a day of the week such as Mon or monday, got {value!r}")
+
+
+def parse_clock(value: object) -> time:
+    """``"10:00"`` or ``"9:05"`` to a wall-clock time. YAML may give minutes since midnight."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        # YAML 1.1 reads an unquoted 10:00 as the sexagesimal number 600.
+        if 0 <= value < 24 * 60:
+            return time(value // 60, value % 60)
+    if isinstance(value, str):
+        parts = value.strip().split(":")
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            hour, minute = int(parts[0]), int(parts[1])
+            if 0 <= hour <= 23 and 0 <= minute <= 59:
+                return time(hour, minute)
+    raise ValueError(f"expected a time of day as HH:MM, such as 10:00 or 14:30, got {value!r}")
+
+
+def parse_timezone(value: object) -> ZoneInfo:
+    """A named IANA time zone such as ``Europe/Zurich``."""
+    if isinstance(value, str) and value.strip():
+        try:
+            return ZoneInfo(value.strip())
+        except (KeyError, ValueError, OSError):
+            pass
+    raise ValueError(
+        f"expected a named time zone such as Europe/Zurich or America/New_York, got {value!r}"
+    )
+
+
+@dataclass(frozen=True)
+class WeeklyWindow:
+    """A class time that repeats every week, in the course's wall-clock time."""
+
+    weekday: int
+    start: time
+    end: time
+
+    def __post_init__(self) -> None:
+        if self.start == self.end:
+            raise ValueError("a class window must end at a different time than it starts")
+
+    def describe(self) -> str:
+        """``Mon 10:00-12:00``."""
+        return f"{WEEKDAYS[self.weekday][:3].title()} {self.start:%H:%M}-{self.end:%H:%M}"
+
+
+@dataclass(frozen=True)
+class ClassSession:
+    """One concrete class meeting, in UTC, with the course's lead time and grace."""
+
+    start: datetime
+    end: datetime
+    lead_time: timedelta
+    grace: timedelta
+
+    @property
+    def opens_at(self) -> datetime:
+        """When students may start servers for this session."""
+        return self.start - self.lead_time
+
+    @property
+    def reclaim_at(self) -> datetime:
+        """When the sessions service stops the session's servers."""
+        return self.end + self.grace
+
+
+@dataclass(frozen=True)
+class ScheduleStatus:
+    """A course's situation at one instant."""
+
+    phase: Phase
+    session: ClassSession | None
+    """The session the instant falls in (lead time and grace included), if any."""
+    next_session: ClassSession | None
+    """The next session whose lead time has not begun yet, if the term has one."""
+
+
+@dataclass(frozen=True)
+class CourseSchedule:
+    """When a course meets: weekly windows inside a term, minus dates without class."""
+
+    timezone: tzinfo
+    windows: tuple[WeeklyWindow, ...]
+    first_day: date
+    last_day: date
+    no_class: frozenset[date] = field(default_factory=frozenset)
+    lead_time: timedelta = timedelta(minutes=10)
+    grace: timedelta = timedelta(minutes=10)
+    prewarm: timedelta | None = None
+    """How long before the start the sessions service starts servers, if it does."""
+
+    def __post_init__(self) -> None:
+        if self.first_day > self.last_day:
+            raise ValueError("the term's first day comes after its last day")
+        if self.lead_time < timedelta(0) or self.grace < timedelta(0):
+            raise ValueError("lead time and grace cannot be negative")
+
+    # -- sessions -----------------------------------------------------------------
+
+    def _sessions_starting_on(self, day: date) -> list[tuple[datetime, datetime]]:
+        """Raw (unmerged) UTC intervals of windows that start on local date ``day``."""
+        if day < self.first_day or day > self.last_day or day in self.no_class:
+            return []
+        weekday = day.weekday()
+        result = []
+        for window in self.windows:
+            if window.weekday != weekday:
+                continue
+            end_day = day if window.end > window.start else day + timedelta(days=1)
+            start = _wall_to_utc(day, window.start, self.timezone)
+            end = _wall_to_utc(end_day, window.end, self.timezone)
+            if end > start:
+                result.append((start, end))
+        return result
+
+    def sessions_between(self, begin: datetime, finish: datetime) -> list[ClassSession]:
+        """Merged class sessions that overlap ``[begin, finish)`` (aware datetimes)."""
+        begin_local = begin.astimezone(self.timezone).date() - timedelta(days=2)
+        finish_local = finish.astimezone(self.timezone).date() + timedelta(days=1)
+        first = max(begin_local, self.first_day)
+        last = min(finish_local, self.last_day)
+        raw: list[tuple[datetime, datetime]] = []
+        day = first
+        while day <= last:
+            raw.extend(self._sessions_starting_on(day))
+            day += timedelta(days=1)
+        merged = _merge(raw)
+        return [
+            ClassSession(start, end, self.lead_time, self.grace)
+            for start, end in merged
+            if end + self.grace > begin - self.lead_time and start - self.lead_time < finish
+        ]
+
+    def status(self, now: datetime) -> ScheduleStatus:
+        """Which phase ``now`` (an aware datetime) is in, and the next session."""
+        if now.tzinfo is None:
+            raise ValueError("status() needs an aware datetime")
+        now = now.astimezone(UTC)
+        reach = max(self.lead_time, self.grace) + timedelta(days=1)
+        current = None
+        upcoming = None
+        for session in self.sessions_between(now - reach, now + reach):
+            if session.opens_at <= now < session.reclaim_at and current is None:
+                current = session
+            elif session.opens_at > now and upcoming is None:
+                upcoming = session
+        if upcoming is None:
+            upcoming = self._next_after(now + reach)
+        if current is None:
+            return ScheduleStatus(Phase.CLOSED, None, upcoming)
+        if now < current.start:
+            phase = Phase.OPENING
+        elif now < current.end:
+            phase = Phase.OPEN
+        else:
+            phase = Phase.GRACE
+        return ScheduleStatus(phase, current, upcoming)
+
+    def _next_after(self, moment: datetime) -> ClassSession | None:
+        """The first session whose lead time begins after ``moment``, searching day by day."""
+        day = max(moment.astimezone(self.timezone).date() - timedelta(days=1), self.first_day)
+        horizon = min(self.last_day, day + timedelta(days=MAX_LOOKAHEAD_DAYS))
+        weekdays = {w.weekday for w in self.windows}
+        while day <= horizon:
+            if day.weekday() in weekdays:
+                for session in self.sessions_between(
+                    _wall_to_utc(day, time(0), self.timezone),
+                    _wall_to_utc(day + timedelta(days=1), time(0), self.timezone),
+                ):
+                    if session.opens_at > moment:
+                        return session
+            day += timedelta(days=1)
+        return None
+
+    def week(self, start: datetime) -> list[ClassSession]:
+        """The sessions in the seven days from ``start``, for ``gpuspawner check``."""
+        return [
+            s
+            for s in self.sessions_between(start, start + timedelta(days=7))
+            if s.start >= start - timedelta(days=1) and s.start < start + timedelta(days=7)
+        ]
+
+
+def _wall_to_utc(day: date, clock: time, zone: tzinfo) -> datetime:
+    """Wall-clock ``day clock`` in ``zone`` as UTC, stepping out of a DST gap forwards.
+
+    ``fold=0`` picks the first of two repeated times in the autumn; a time that
+    does not exist in spring (02:30 on the change day) maps past the gap.
+    """
+    local = datetime.combine(day, clock, tzinfo=zone)
+    as_utc = local.astimezone(UTC)
+    roundtrip = as_utc.astimezone(zone)
+    if roundtrip.replace(tzinfo=None) != local.replace(tzinfo=None):
+        # Inside a spring-forward gap: start at the first instant after the gap.
+        # The transition lies between the two readings of the wall time; find it.
+        low = local.replace(fold=1).astimezone(UTC)
+        high = local.replace(fold=0).astimezone(UTC)
+        low, high = min(low, high), max(low, high)
+        offset_after = high.astimezone(zone).utcoffset()
+        while high - low > timedelta(seconds=1):
+            middle = low + (high - low) / 2
+            if middle.astimezone(zone).utcoffset() == offset_after:
+                high = middle
+            else:
+                low = middle
+        return high.replace(microsecond=0)
+    return as_utc
+
+
+def _merge(intervals: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Merge overlapping or touching intervals."""
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
