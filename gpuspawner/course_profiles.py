@@ -1,0 +1,376 @@
+"""The JupyterHub side of course-time profiles, shared by the local and Kubernetes spawners.
+
+``CourseProfilesMixin`` turns policy decisions into spawner behaviour:
+
+- the spawn page lists the user's profiles as cards (``options_form``);
+- every start re-checks entitlement, quotas and capacity on the server side and
+  refuses with a :class:`~jupyterhub.spawner.SpawnException` (a 4xx that does not
+  count toward the hub's consecutive-failure limit);
+- the GPU allocation lives in spawner state and is rebuilt after a hub restart.
+
+Subclasses provide the GPU inventory and apply the decision (environment
+variables locally, a pod spec on Kubernetes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jupyterhub.spawner import SpawnException
+from traitlets import Bool, Unicode, default
+
+from .policy import (
+    Allocation,
+    CapacityPool,
+    Catalog,
+    CatalogError,
+    GPUDevice,
+    Refusal,
+    StartDecision,
+    UserIdentity,
+    admit,
+    evaluate,
+    load_catalog,
+    seats_left,
+)
+from .policy.entitlements import Entitlement, entitlement_for
+from .policy.prewarm import verify_prewarm_token
+from .spawn_page import ProfileCard, render_profile_cards
+
+STATE_VERSION = 1
+ALLOWED_OPTION_KEYS = frozenset({"profile", "prewarm_token"})
+
+
+class _CatalogCache:
+    """One loaded catalog per path, reloaded when any of its files changes."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[tuple, Catalog]] = {}
+
+    @staticmethod
+    def _signature(path: Path) -> tuple:
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+        else:
+            files = [path]
+        return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files if p.exists())
+
+    def get(self, path: str, log) -> Catalog:
+        location = Path(path)
+        try:
+            signature = self._signature(location)
+        except OSError:
+            signature = ()
+        cached = self._entries.get(path)
+        if cached and cached[0] == signature:
+            return cached[1]
+        try:
+            catalog = load_catalog(location)
+        except CatalogError as error:
+            if cached:
+                log.error("Keeping the last good course catalog; the new one is invalid:\n%s", error)
+                return cached[1]
+            raise
+        self._entries[path] = (signature, catalog)
+        log.info("Loaded course catalog %s", path)
+        return catalog
+
+
+def refusal_exception(code: str, message: str, status: int) -> SpawnException:
+    """A SpawnException whose text shows as-is on the spawn page and in the REST error."""
+    error = SpawnException(message, reason=code, status_code=status)
+    error.jupyterhub_message = message  # type: ignore[attr-defined]
+    error.jupyterhub_html_message = html.escape(message)  # type: ignore[attr-defined]
+    return error
+
+
+class CourseProfilesMixin:
+    """Course-time profiles and GPU shares for a JupyterHub spawner."""
+
+    catalog_path = Unicode(
+        "",
+        config=True,
+        help="""
+        The course catalog: one YAML file or a folder of them.
+
+        Reloaded when a file changes; an invalid new catalog is logged and the
+        last good one stays in force. Validate edits first with
+        ``gpuspawner check PATH``.
+
+        Example::
+
+            c.LocalGPUSpawner.catalog_path = "/etc/jupyterhub/courses/"
+        """,
+    )
+
+    prewarm_secret = Unicode(
+        config=True,
+        help="""
+        Secret shared with the course-sessions service, so that only it can start
+        servers before a class opens (pre-warming). Defaults to the environment
+        variable ``GPUSPAWNER_PREWARM_SECRET``; empty disables pre-warming.
+
+        Example::
+
+            c.LocalGPUSpawner.prewarm_secret = os.environ["GPUSPAWNER_PREWARM_SECRET"]
+        """,
+    )
+
+    @default("prewarm_secret")
+    def _default_prewarm_secret(self) -> str:
+        return os.environ.get("GPUSPAWNER_PREWARM_SECRET", "")
+
+    show_unavailable_profiles = Bool(
+        True,
+        config=True,
+        help="""
+        Show closed or expired profiles on the spawn page, greyed out with the
+        reason and when they open. False hides them.
+
+        Example::
+
+            c.LocalGPUSpawner.show_unavailable_profiles = False
+        """,
+    )
+
+    # Shared by every spawner of this hub process: allocations must be seen by all.
+    _catalogs = _CatalogCache()
+    _pools: dict[tuple, CapacityPool] = {}
+
+    # Per server, set by start() or load_state().
+    _decision: StartDecision | None = None
+    _allocation: Allocation | None = None
+    _profile_id: str | None = None
+    _progress_messages: list[str]
+
+    # -- inventory, implemented by subclasses --------------------------------------
+
+    def gpu_devices(self) -> list[GPUDevice]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def capacity_pool(self) -> CapacityPool:
+        """The hub-wide pool for this spawner's GPU inventory."""
+        devices = self.gpu_devices()
+        signature = tuple(devices)
+        pool = self._pools.get(signature)
+        if pool is None:
+            pool = self._pools[signature] = CapacityPool(devices)
+        return pool
+
+    # -- policy inputs ---------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        if not self.catalog_path:
+            raise refusal_exception(
+                "no-catalog",
+                "This hub has no course catalog configured; ask the hub admins to set "
+                "catalog_path.",
+                503,
+            )
+        try:
+            return self._catalogs.get(self.catalog_path, self.log)
+        except CatalogError as error:
+            self.log.error("The course catalog cannot be loaded:\n%s", error)
+            raise refusal_exception(
+                "bad-catalog",
+                "The course catalog has errors, so no profile can start right now. "
+                "The hub admins can see the details in the hub log.",
+                503,
+            ) from None
+
+    def identity(self) -> UserIdentity:
+        user = self.user
+        groups = frozenset(g.name for g in getattr(user, "groups", []) or [])
+        return UserIdentity(user.name, groups, bool(getattr(user, "admin", False)))
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    @property
+    def allocation_key(self) -> str:
+        return f"server:{self.user.name}/{self.name or ''}"
+
+    # -- spawn page ------------------------------------------------------------------
+
+    @default("options_form")
+    def _default_options_form(self):
+        return CourseProfilesMixin._render_options_form
+
+    @staticmethod
+    def _render_options_form(spawner) -> str:
+        return spawner.render_profile_page()
+
+    def profile_cards(self) -> list[ProfileCard]:
+        """The cards of the spawn page, for this user, now."""
+        catalog, now = self.catalog, self.now()
+        pool = self.capacity_pool
+        cards = []
+        for entitlement in evaluate(catalog, self.identity(), now):
+            if not entitlement.available and not self.show_unavailable_profiles:
+                continue
+            seats = seats_left(catalog, pool, entitlement, now) if entitlement.available else None
+            cards.append(ProfileCard.build(entitlement, seats, pool.devices))
+        return cards
+
+    def render_profile_page(self) -> str:
+        cards = self.profile_cards()
+        previous = (self.user_options or {}).get("profile") if self.user_options else None
+        return render_profile_cards(cards, selected=previous if isinstance(previous, str) else None)
+
+    def options_from_form(self, formdata: dict) -> dict:
+        """Keep the submitted fields as single values; start() decides what is allowed."""
+        options = {}
+        for key, values in formdata.items():
+            if key == "_xsrf":
+                continue
+            if isinstance(values, list):
+                options[key] = values[0] if len(values) == 1 else values
+            else:
+                options[key] = values
+        return options
+
+    # -- start -----------------------------------------------------------------------
+
+    def _requested_profile(self, options: object) -> tuple[str, str | None]:
+        """Validate the shape of user_options: only a profile id and an optional token."""
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise refusal_exception(
+                "invalid", "The start request must be a JSON object such as "
+                '{"profile": "ml101"}.', 400
+            )
+        unknown = sorted(str(k)[:40] for k in options if k not in ALLOWED_OPTION_KEYS)
+        if unknown:
+            raise refusal_exception(
+                "invalid",
+                f"Unexpected start option(s): {', '.join(unknown)}. Only a profile can be "
+                "chosen; its resources come from the course catalog.",
+                400,
+            )
+        profile = options.get("profile")
+        token = options.get("prewarm_token")
+        if token is not None and not isinstance(token, str):
+            raise refusal_exception("invalid", "The pre-warm token must be a string.", 400)
+        if profile is None or profile == "":
+            default = next(
+                (e for e in evaluate(self.catalog, self.identity(), self.now())
+                 if e.profile.default and e.available),
+                None,
+            )
+            if default is None:
+                raise refusal_exception(
+                    "invalid", "Choose a profile on the start page.", 400
+                )
+            return default.profile.id, token
+        if not isinstance(profile, str) or len(profile) > 100:
+            raise refusal_exception(
+                "invalid", "The profile must be one of the profile ids on the start page.", 400
+            )
+        return profile, token
+
+    def decide_start(self) -> StartDecision:
+        """Re-check everything for this start and record its GPU allocation.
+
+        Synchronous on purpose: the check and the booking happen with no await
+        in between, so two concurrent spawns can never take the same slice.
+        """
+        profile_id, token = self._requested_profile(self.user_options)
+        catalog, user, now = self.catalog, self.identity(), self.now()
+        prewarm = False
+        if token is not None:
+            entitlement = entitlement_for(catalog, user, profile_id, now)
+            class_start = entitlement.class_start if entitlement else None
+            if class_start is None or not verify_prewarm_token(
+                token, self.prewarm_secret, user.name, self.name or "", profile_id, class_start
+            ):
+                raise refusal_exception(
+                    "invalid", "The pre-warm token is not valid for this server and class.", 403
+                )
+            prewarm = True
+        try:
+            decision = admit(
+                catalog, self.capacity_pool, user, profile_id,
+                key=self.allocation_key, now=now, prewarm=prewarm,
+            )
+        except Refusal as refusal:
+            self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)
+            raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
+        self._decision = decision
+        self._allocation = decision.allocation
+        self._profile_id = decision.entitlement.profile.id
+        return decision
+
+    def progress_note(self, message: str) -> None:
+        if not hasattr(self, "_progress_messages") or self._progress_messages is None:
+            self._progress_messages = []
+        self._progress_messages.append(message)
+
+    async def progress(self):
+        """Spawn progress events: the decision, the device, then the server start."""
+        sent = 0
+        percent = 10
+        while True:
+            messages = getattr(self, "_progress_messages", None) or []
+            while sent < len(messages):
+                percent = min(percent + 20, 90)
+                yield {"progress": percent, "message": messages[sent]}
+                sent += 1
+            if self._spawn_future is not None and self._spawn_future.done():
+                return
+            await asyncio.sleep(0.2)
+
+    def describe_decision(self, decision: StartDecision) -> str:
+        profile = decision.entitlement.profile
+        allocation = decision.allocation
+        if allocation is None or profile.share is None:
+            return f"{profile.title}: no GPU"
+        devices = {d.id: d for d in self.capacity_pool.devices}
+        held = [devices[i] for i in allocation.device_ids if i in devices]
+        where = ", ".join(d.label for d in held)
+        return f"{profile.title}: {profile.share.describe()} on {where}"
+
+    def release_allocation(self) -> None:
+        if self._allocation is not None:
+            self.capacity_pool.release(self._allocation.key)
+        self._allocation = None
+        self._decision = None
+
+    # -- state -------------------------------------------------------------------------
+
+    def course_state(self) -> dict:
+        if self._profile_id is None:
+            return {}
+        decision = self._decision
+        session_end = decision.session_end if decision else (
+            self._allocation.session_end if self._allocation else None
+        )
+        return {
+            "version": STATE_VERSION,
+            "profile": self._profile_id,
+            "allocation": self._allocation.to_dict() if self._allocation else None,
+            "session_end": session_end.isoformat() if session_end else None,
+        }
+
+    def restore_course_state(self, state: dict) -> None:
+        data = state.get("gpuspawner") if isinstance(state, dict) else None
+        if not isinstance(data, dict):
+            return
+        self._profile_id = data.get("profile")
+        if data.get("allocation"):
+            allocation = Allocation.from_dict(data["allocation"])
+            for warning in self.capacity_pool.restore(allocation):
+                self.log.warning("Restoring GPU allocation: %s", warning)
+            self._allocation = allocation
+
+
+def entitlement_summary(entitlement: Entitlement) -> str:
+    """One line for logs."""
+    state = "available" if entitlement.available else "unavailable"
+    return f"{entitlement.profile.id} ({state}: {entitlement.status})"

@@ -1,0 +1,164 @@
+"""LocalGPUSpawner: course-time profiles and GPU shares on one multi-GPU workstation.
+
+Servers are local processes (JupyterHub's LocalProcessSpawner, or its simple
+variant for demos). Each one gets its share through its environment: the GPUs
+CUDA sees, soft memory limits for PyTorch, JAX and TensorFlow, optional HAMi-core
+enforcement, and its session end for the JupyterLab countdown.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
+from traitlets import Enum, List, Unicode
+
+from .course_profiles import CourseProfilesMixin
+from .inventory import discover_nvml_gpus, simulated_gpus
+from .policy import GPUDevice
+from .policy.catalog import is_protected_variable
+from .policy.local_share import local_share_environment
+
+SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
+
+
+class LocalGPUSpawnerMixin(CourseProfilesMixin):
+    """The local-process half: inventory, environment and server lifecycle."""
+
+    gpu_inventory = Enum(
+        ["auto", "nvml", "simulated"],
+        "auto",
+        config=True,
+        help="""
+        Where the GPU inventory comes from.
+
+        - ``auto``: NVML when it finds GPUs, otherwise ``simulated_gpus``
+        - ``nvml``: only real GPUs (none if NVML finds none)
+        - ``simulated``: only ``simulated_gpus`` (demos and tests), labelled as simulated
+
+        Example::
+
+            c.LocalGPUSpawner.gpu_inventory = "nvml"
+        """,
+    )
+
+    simulated_gpus = List(
+        config=True,
+        help="""
+        GPUs to pretend this machine has when it has none (or when
+        ``gpu_inventory = "simulated"``). They are shown as simulated everywhere.
+
+        Example::
+
+            c.LocalGPUSpawner.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
+        """,
+    )
+
+    hami_core_library = Unicode(
+        "",
+        config=True,
+        help="""
+        Path to HAMi-core's ``libvgpu.so``. When set, GPU servers run with it
+        preloaded and ``CUDA_DEVICE_MEMORY_LIMIT``/``CUDA_DEVICE_SM_LIMIT`` set,
+        which enforces the memory share instead of only suggesting it.
+
+        Example::
+
+            c.LocalGPUSpawner.hami_core_library = "/opt/hami/libvgpu.so"
+        """,
+    )
+
+    _inventory_cache: dict[tuple, list[GPUDevice]] = {}
+
+    def gpu_devices(self) -> list[GPUDevice]:
+        key = (self.gpu_inventory, repr(self.simulated_gpus))
+        devices = self._inventory_cache.get(key)
+        if devices is None:
+            devices = discover_nvml_gpus() if self.gpu_inventory in ("auto", "nvml") else []
+            if not devices and self.gpu_inventory in ("auto", "simulated"):
+                devices = simulated_gpus(self.simulated_gpus)
+            self._inventory_cache[key] = devices
+            self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
+        return devices
+
+    def get_env(self):
+        env = super().get_env()
+        decision = self._decision
+        if decision is None:
+            return env
+        profile = decision.entitlement.profile
+        for name, value in profile.environment.variables.items():
+            if not is_protected_variable(name):
+                env[name] = value
+        # Nothing the admin's or user's environment holds may loosen the share.
+        for name in list(env):
+            if is_protected_variable(name) and not name.startswith("JUPYTERHUB_"):
+                env.pop(name)
+        share_env = local_share_environment(
+            profile.share,
+            decision.allocation,
+            self.capacity_pool.devices,
+            profile_id=profile.id,
+            session_end=decision.session_end,
+            class_end=decision.entitlement.class_end,
+            hami_core_library=self.hami_core_library or None,
+        )
+        if "GPUSPAWNER_TORCH_MEMORY_FRACTION" in share_env:
+            current = env.get("PYTHONPATH")
+            share_env["PYTHONPATH"] = SHARE_HOOKS + (os.pathsep + current if current else "")
+        env.update(share_env)
+        return env
+
+    async def start(self):
+        self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
+        decision = self.decide_start()
+        profile = decision.entitlement.profile
+        self.progress_note(self.describe_decision(decision))
+        if profile.resources.cpu:
+            self.cpu_limit = profile.resources.cpu
+        if profile.resources.memory:
+            self.mem_limit = profile.resources.memory
+        if profile.environment.python:
+            self.cmd = [str(Path(profile.environment.python) / "bin" / "jupyterhub-singleuser")]
+        if profile.environment.default_url:
+            self.default_url = profile.environment.default_url
+        self.progress_note("Starting JupyterLab")
+        try:
+            return await super().start()
+        except BaseException:
+            self.release_allocation()
+            raise
+
+    async def stop(self, now=False):
+        try:
+            await super().stop(now=now)
+        finally:
+            self.release_allocation()
+
+    def get_state(self):
+        state = super().get_state()
+        course = self.course_state()
+        if course:
+            state["gpuspawner"] = course
+        return state
+
+    def load_state(self, state):
+        super().load_state(state)
+        self.restore_course_state(state)
+
+    def clear_state(self):
+        super().clear_state()
+        self.release_allocation()
+        self._profile_id = None
+
+
+class LocalGPUSpawner(LocalGPUSpawnerMixin, LocalProcessSpawner):
+    """Course profiles and GPU shares for servers run as the users' own system accounts."""
+
+
+class SimpleLocalGPUSpawner(LocalGPUSpawnerMixin, SimpleLocalProcessSpawner):
+    """The same for demos: every user runs as the hub's own account in a home under /tmp.
+
+    Only for trying the hub out: users are not isolated from each other.
+    """

@@ -1,0 +1,110 @@
+"""The embedded default: a local JupyterHub with demo users, LocalGPUSpawner and simulated GPUs.
+
+Start it with ``make demo`` (http://127.0.0.1:8000). Every demo user logs in with
+the password ``demo``. The dummy authenticator accepts that password for anyone
+listed below: it is for trying the hub out on your own machine only.
+"""
+
+import os
+import secrets
+import shutil
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from gpuspawner.sessions import sessions_service_role
+
+c = get_config()  # noqa: F821
+
+HERE = Path(__file__).resolve().parent
+RUNTIME = Path(os.environ.get("GPUSPAWNER_DEMO_RUNTIME", Path.cwd()))
+CATALOG = RUNTIME / "catalog"
+
+STUDENTS = ["student1", "student2", "student3"]
+INSTRUCTOR = "instructor"
+RESEARCHER = "researcher"
+ADMIN = "admin"
+
+
+def demo_course(now: datetime) -> str:
+    """A course whose class window is open now: it began 15 minutes ago and runs 3 hours."""
+    start = (now - timedelta(minutes=15)).replace(second=0, microsecond=0)
+    end = start + timedelta(hours=3)
+    return f"""\
+courses:
+  - id: gpu-demo
+    title: GPU demo course
+    description: Open whenever the demo starts, so you can try a course server right away.
+    instructors: [{INSTRUCTOR}]
+    enrolment:
+      users: [{", ".join(STUDENTS)}]
+    resources: {{cpu: 1, memory: 2GiB}}
+    gpu: {{fraction: 1/4, memory: 6GiB, compute: {{min: 25, max: 100}}}}
+    max_gpu_servers: 6
+    schedule:
+      timezone: UTC
+      term: {{first_day: {start.date()}, last_day: {(start + timedelta(days=120)).date()}}}
+      windows:
+        - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+      lead_time: 10m
+      grace: 10m
+"""
+
+
+# The catalog in force: the demo catalog plus the always-open demo course.
+CATALOG.mkdir(parents=True, exist_ok=True)
+shutil.copyfile(HERE / "catalog.yaml", CATALOG / "catalog.yaml")
+(CATALOG / "gpu-demo.yaml").write_text(demo_course(datetime.now(UTC)))
+
+# -- authentication: demo only --------------------------------------------------------
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = "demo"
+c.Authenticator.allowed_users = set(STUDENTS + [INSTRUCTOR, RESEARCHER, ADMIN])
+c.Authenticator.admin_users = {ADMIN}
+c.JupyterHub.load_groups = {
+    "ml101-students": {"users": STUDENTS},
+    "instructors": {"users": [INSTRUCTOR]},
+    "researchers": {"users": [RESEARCHER]},
+}
+print(
+    "WARNING: demo hub. Anyone can log in as "
+    + ", ".join(sorted(c.Authenticator.allowed_users))
+    + " with the password 'demo'. Do not expose it beyond this machine.",
+    file=sys.stderr,
+)
+
+# -- the hub ----------------------------------------------------------------------------
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = int(os.environ.get("GPUSPAWNER_DEMO_PORT", "8000"))
+c.JupyterHub.db_url = f"sqlite:///{RUNTIME / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(RUNTIME / "jupyterhub_cookie_secret")
+node_bin = HERE.parent.parent / "node_modules" / ".bin" / "configurable-http-proxy"
+if node_bin.exists():
+    c.ConfigurableHTTPProxy.command = [str(node_bin)]
+
+# -- the spawner ----------------------------------------------------------------------------
+c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
+c.SimpleLocalGPUSpawner.catalog_path = str(CATALOG)
+c.SimpleLocalGPUSpawner.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
+c.SimpleLocalGPUSpawner.home_dir_template = str(RUNTIME / "homes" / "{username}")
+c.Spawner.default_url = "/lab"
+c.Spawner.http_timeout = 60
+if os.geteuid() == 0:
+    c.Spawner.args = ["--allow-root"]
+
+# -- the course-sessions service: pre-warm before class, reclaim after grace -------------
+prewarm_secret = os.environ.setdefault("GPUSPAWNER_PREWARM_SECRET", secrets.token_hex(32))
+c.SimpleLocalGPUSpawner.prewarm_secret = prewarm_secret
+c.JupyterHub.services = [
+    {
+        "name": "course-sessions",
+        "command": [
+            sys.executable, "-m", "gpuspawner.sessions",
+            "--catalog", str(CATALOG),
+            "--interval", "30",
+            "--audit-log", str(RUNTIME / "course-sessions.jsonl"),
+        ],
+        "environment": {"GPUSPAWNER_PREWARM_SECRET": prewarm_secret},
+    }
+]
+c.JupyterHub.load_roles = [sessions_service_role("course-sessions")]
