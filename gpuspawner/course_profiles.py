@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from jupyterhub.spawner import SpawnException
+from traitlets.config import LoggingConfigurable
 from traitlets import Bool, Unicode, default
 
 from .policy import (
@@ -88,8 +89,12 @@ def refusal_exception(code: str, message: str, status: int) -> SpawnException:
     return error
 
 
-class CourseProfilesMixin:
-    """Course-time profiles and GPU shares for a JupyterHub spawner."""
+class CourseProfilesMixin(LoggingConfigurable):
+    """Course-time profiles and GPU shares for a JupyterHub spawner.
+
+    Listed before the concrete spawner class in the bases, as in
+    ``class LocalGPUSpawner(LocalGPUSpawnerMixin, LocalProcessSpawner)``.
+    """
 
     catalog_path = Unicode(
         "",

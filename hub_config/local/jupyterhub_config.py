@@ -1,8 +1,8 @@
 """The embedded default: a local JupyterHub with demo users, LocalGPUSpawner and simulated GPUs.
 
-Start it with ``make demo`` (http://127.0.0.1:8000). Every demo user logs in with
-the password ``demo``. The dummy authenticator accepts that password for anyone
-listed below: it is for trying the hub out on your own machine only.
+Start it with ``make demo`` (http://127.0.0.1:8000). Log in as one of the demo
+users below with any password: the dummy authenticator checks none. It is for
+trying the hub out on your own machine only.
 """
 
 import os
@@ -58,7 +58,6 @@ shutil.copyfile(HERE / "catalog.yaml", CATALOG / "catalog.yaml")
 
 # -- authentication: demo only --------------------------------------------------------
 c.JupyterHub.authenticator_class = "dummy"
-c.DummyAuthenticator.password = "demo"
 c.Authenticator.allowed_users = set(STUDENTS + [INSTRUCTOR, RESEARCHER, ADMIN])
 c.Authenticator.admin_users = {ADMIN}
 c.JupyterHub.load_groups = {
@@ -69,7 +68,7 @@ c.JupyterHub.load_groups = {
 print(
     "WARNING: demo hub. Anyone can log in as "
     + ", ".join(sorted(c.Authenticator.allowed_users))
-    + " with the password 'demo'. Do not expose it beyond this machine.",
+    + " with any password. Do not expose it beyond this machine.",
     file=sys.stderr,
 )
 
@@ -87,6 +86,8 @@ c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
 c.SimpleLocalGPUSpawner.catalog_path = str(CATALOG)
 c.SimpleLocalGPUSpawner.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
 c.SimpleLocalGPUSpawner.home_dir_template = str(RUNTIME / "homes" / "{username}")
+# The single-user server from the hub's own environment, whatever PATH says.
+c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.http_timeout = 60
 if os.geteuid() == 0:
