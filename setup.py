@@ -1,0 +1,61 @@
+"""Packaging for the campus GPU hub.
+
+One distribution installs both Python packages: ``gpuspawner`` (the hub side: policy,
+spawners, sessions service, spawn page) and ``jupyter_to_job`` (Run as Job). Tool
+configuration (ruff, pytest, mypy) lives in pyproject.toml.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="campus-gpu-hub",
+    version="0.1.0",
+    description=(
+        "JupyterHub front door that shares a few GPUs among many students: "
+        "course-time GPU profiles, GPU shares and Run as Job."
+    ),
+    license="BSD-3-Clause",
+    packages=find_packages(include=["gpuspawner*", "jupyter_to_job*"]),
+    include_package_data=True,
+    package_data={
+        "gpuspawner": ["templates/*.html", "share_hooks/*.py"],
+    },
+    python_requires=">=3.10",
+    install_requires=[
+        "jupyterhub>=6.1,<7",
+        "pyyaml>=6",
+        "pydantic>=2.7,<3",
+        "tzdata",
+        "traitlets",
+        "tornado",
+        "jinja2",
+        # NVML discovery of local GPUs; the import is guarded so machines without
+        # an NVIDIA driver still work.
+        "nvidia-ml-py",
+    ],
+    extras_require={
+        "test": [
+            "pytest",
+            "pytest-asyncio",
+            "requests",
+            "ruff",
+            "mypy",
+            "types-PyYAML",
+        ],
+        "lab": ["jupyterlab>=4.4,<5"],
+    },
+    entry_points={
+        "console_scripts": [
+            "gpuspawner = gpuspawner.cli:main",
+        ],
+        "jupyterhub.spawners": [
+            "localgpu = gpuspawner.local:LocalGPUSpawner",
+            "simplelocalgpu = gpuspawner.local:SimpleLocalGPUSpawner",
+        ],
+    },
+    classifiers=[
+        "Framework :: Jupyter",
+        "Framework :: Jupyter :: JupyterLab :: 4",
+        "Programming Language :: Python :: 3",
+    ],
+)

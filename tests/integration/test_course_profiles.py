@@ -1,0 +1,216 @@
+"""Course-time profiles on a real JupyterHub with LocalGPUSpawner and real single-user servers.
+
+Scenarios from the point of view of students: what the spawn page offers, what
+starts, what is refused and how, and what survives a hub restart.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from .course_catalogs import catalog, course, minute, now, spawner_config, write_catalog
+
+pytestmark = pytest.mark.integration
+
+ONE_GPU = '[{"model": "RTX 4090", "memory": "24GiB"}]'
+TWO_GPUS = '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
+
+
+def cards(page_text: str) -> dict[str, dict]:
+    """The profile cards on a spawn page: id -> {available, status, text}."""
+    found = {}
+    for match in re.finditer(
+        r'<label class="gpus-card[^"]*"\s+data-profile="([^"]+)" data-available="(\w+)">(.*?)</label>',
+        page_text,
+        re.S,
+    ):
+        status = re.search(r'class="gpus-line gpus-status"[^>]*>(.*?)</p>', match.group(3), re.S)
+        found[match.group(1)] = {
+            "available": match.group(2) == "true",
+            "status": html.unescape(status.group(1).strip()) if status else "",
+            "text": html.unescape(re.sub(r"<[^>]+>", " ", match.group(3))),
+        }
+    return found
+
+
+def page_error(page_text: str) -> str:
+    match = re.search(r'class="alert alert-danger"[^>]*>(.*?)</div>', page_text, re.S)
+    if not match:
+        match = re.search(r"alert-danger[^>]*>(.*?)</", page_text, re.S)
+    return html.unescape(re.sub(r"\s+", " ", match.group(1))).strip() if match else ""
+
+
+def process_environment(hub, user: str, server: str = "") -> dict[str, str]:
+    """The real environment of a user's server process (pid from the spawner state)."""
+    model = hub.api("GET", f"/users/{user}").json()
+    state = model["servers"][server]["state"]
+    raw = Path(f"/proc/{state['pid']}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def allocation_of(hub, user: str, server: str = "") -> dict:
+    model = hub.api("GET", f"/users/{user}").json()
+    return model["servers"][server]["state"]["gpuspawner"]["allocation"]
+
+
+def test_a_course_profile_is_offered_inside_its_window_and_gone_after(
+    start_hub, browserless_user, tmp_path
+):
+    # Given a course in its lead time (class starts in 5 minutes, lead time 10 minutes)
+    # and a course whose class ended an hour ago
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    soon = course("ml101", start=t + timedelta(minutes=5), end=t + timedelta(minutes=65),
+                  students=["ana"], lead="10m")
+    over = course("cv201", start=t - timedelta(minutes=120), end=t - timedelta(minutes=60),
+                  students=["ana"])
+    write_catalog(catalog_dir, catalog(soon, over))
+    hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
+    ana = browserless_user(hub, "ana")
+    ana.login()
+
+    # When Ana opens the spawn page
+    page = ana.get_spawn_page()
+
+    # Then the course in its lead time is startable, with seats, and the ended one is not
+    shown = cards(page.text)
+    assert shown["ml101"]["available"] is True
+    assert "Open now for the" in shown["ml101"]["status"]
+    assert "GPU seats left" in shown["ml101"]["text"]
+    assert "1/2 of an RTX 4090, 8 GiB" in shown["ml101"]["text"]
+    assert shown["cv201"]["available"] is False
+    assert shown["cv201"]["status"].startswith("Opens ")
+    assert shown["cpu"]["available"] is True
+
+    # When the window of ml101 is over (the catalog now says it ended an hour ago)
+    write_catalog(catalog_dir, catalog(
+        course("ml101", start=t - timedelta(minutes=120), end=t - timedelta(minutes=60),
+               students=["ana"]),
+        over,
+    ))
+
+    # Then the card says when it opens next, and submitting it anyway is refused clearly
+    assert cards(ana.get_spawn_page().text)["ml101"]["available"] is False
+    refused = ana.post_spawn_form({"profile": "ml101"})
+    assert refused.status_code == 403
+    assert "ML101 cannot be started now. Opens " in page_error(refused.text)
+    assert ana.model()["servers"] == {}
+
+
+def test_two_students_get_distinct_slices_and_a_third_is_refused_when_the_gpu_is_full(
+    start_hub, browserless_user, tmp_path
+):
+    # Given one 24 GiB GPU and an open course giving each student half of it
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    write_catalog(catalog_dir, catalog(
+        course("ml101", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
+               students=["ana", "ben", "cai"], seats=10)
+    ))
+    hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
+    ana, ben, cai = (browserless_user(hub, n) for n in ("ana", "ben", "cai"))
+    for student in (ana, ben, cai):
+        student.login()
+
+    # When Ana and Ben start the course from the spawn page
+    for student in (ana, ben):
+        response = student.post_spawn_form({"profile": "ml101"})
+        assert response.status_code == 200, page_error(response.text)
+        student.wait_ready()
+
+    # Then each server runs with its own half of the GPU, in its real environment
+    slices = [allocation_of(hub, s.name) for s in (ana, ben)]
+    assert [a["device_ids"] for a in slices] == [["sim-0"], ["sim-0"]]
+    assert [a["fraction"] for a in slices] == ["1/2", "1/2"]
+    assert slices[0]["key"] != slices[1]["key"]
+    env = process_environment(hub, "ana")
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert env["GPUSPAWNER_GPU_SHARE"] == "1/2 of an RTX 4090, 8 GiB"
+    assert env["GPUSPAWNER_GPU_MEMORY_MIB"] == "8192"
+    assert env["GPUSPAWNER_TORCH_MEMORY_FRACTION"] == "0.333"
+    assert env["GPUSPAWNER_SESSION_END"].startswith(
+        (t + timedelta(minutes=100)).strftime("%Y-%m-%dT%H:%M")
+    )
+    assert ana.get_from_server("api/status").status_code == 200
+
+    # And Cai sees no seats left, and is told why when he tries anyway
+    assert "No GPU seats left right now" in cards(cai.get_spawn_page().text)["ml101"]["text"]
+    refused = cai.post_spawn_form({"profile": "ml101"})
+    assert refused.status_code == 409
+    message = page_error(refused.text)
+    assert "All GPUs are taken right now: 1 of 1 GPU is shared by 2 running servers" in message
+    assert "start a profile without a GPU" in message
+
+    # And once Ben stops, Cai gets the freed half
+    ben.stop_server()
+    assert cai.post_spawn_form({"profile": "ml101"}).status_code == 200
+    cai.wait_ready()
+    assert allocation_of(hub, "cai")["device_ids"] == ["sim-0"]
+
+
+def test_the_course_seat_limit_refuses_the_next_student_with_the_reason(
+    start_hub, browserless_user, tmp_path
+):
+    # Given plenty of GPU capacity but a course limited to 2 concurrent GPU servers
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    write_catalog(catalog_dir, catalog(
+        course("ml101", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
+               students=["ana", "ben", "cai"], seats=2, gpu="{fraction: 1/4}")
+    ))
+    hub = start_hub(spawner_config(catalog_dir, TWO_GPUS))
+    users = [browserless_user(hub, n) for n in ("ana", "ben", "cai")]
+
+    # When three students start it through the REST API
+    first, second = (u.spawn_via_api({"profile": "ml101"}) for u in users[:2])
+    third = users[2].spawn_via_api({"profile": "ml101"})
+
+    # Then two start and the third is refused with a 409 that names the limit
+    assert first.status_code in (201, 202) and second.status_code in (201, 202)
+    assert third.status_code == 409
+    assert "All 2 GPU seats of ML101 are taken" in third.json()["message"]
+    for user in users[:2]:
+        user.wait_ready()
+
+
+def test_a_hub_restart_keeps_every_allocation_and_double_books_none(
+    start_hub, browserless_user, tmp_path
+):
+    # Given one GPU fully shared by two running course servers
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    write_catalog(catalog_dir, catalog(
+        course("ml101", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
+               students=["ana", "ben", "cai"])
+    ))
+    hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
+    ana, ben, cai = (browserless_user(hub, n) for n in ("ana", "ben", "cai"))
+    for student in (ana, ben):
+        assert student.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
+        student.wait_ready()
+    before = {s.name: allocation_of(hub, s.name) for s in (ana, ben)}
+
+    # When the hub restarts (servers keep running)
+    hub.restart()
+
+    # Then both servers are still running with the same slices
+    for student in (ana, ben):
+        assert student.wait_ready()["ready"] is True
+        assert student.get_from_server("api/status").status_code == 200
+    assert {s.name: allocation_of(hub, s.name) for s in (ana, ben)} == before
+
+    # And the rebuilt pool still knows the GPU is full: a third student is refused
+    refused = cai.spawn_via_api({"profile": "ml101"})
+    assert refused.status_code == 409
+    assert "All GPUs are taken right now" in refused.json()["message"]
+
+    # And a slice freed after the restart is given out exactly once
+    ana.stop_server()
+    assert cai.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
+    cai.wait_ready()
+    assert ana.spawn_via_api({"profile": "ml101"}).status_code == 409
