@@ -20,7 +20,7 @@ setup(
     package_data={
         "gpuspawner": ["templates/*.html", "share_hooks/*.py"],
     },
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     install_requires=[
         "jupyterhub>=6.1,<7",
         "pyyaml>=6",
