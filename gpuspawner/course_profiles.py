@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from jupyterhub.spawner import SpawnException
-from traitlets.config import LoggingConfigurable
 from traitlets import Bool, Unicode, default
+from traitlets.config import LoggingConfigurable
 
 from .policy import (
     Allocation,
@@ -73,7 +73,9 @@ class _CatalogCache:
             catalog = load_catalog(location)
         except CatalogError as error:
             if cached:
-                log.error("Keeping the last good course catalog; the new one is invalid:\n%s", error)
+                log.error(
+                    "Keeping the last good course catalog; the new one is invalid:\n%s", error
+                )
                 return cached[1]
             raise
         self._entries[path] = (signature, catalog)
@@ -248,8 +250,9 @@ class CourseProfilesMixin(LoggingConfigurable):
             options = {}
         if not isinstance(options, dict):
             raise refusal_exception(
-                "invalid", "The start request must be a JSON object such as "
-                '{"profile": "ml101"}.', 400
+                "invalid",
+                'The start request must be a JSON object such as {"profile": "ml101"}.',
+                400,
             )
         unknown = sorted(str(k)[:40] for k in options if k not in ALLOWED_OPTION_KEYS)
         if unknown:
@@ -265,14 +268,15 @@ class CourseProfilesMixin(LoggingConfigurable):
             raise refusal_exception("invalid", "The pre-warm token must be a string.", 400)
         if profile is None or profile == "":
             default = next(
-                (e for e in evaluate(self.catalog, self.identity(), self.now())
-                 if e.profile.default and e.available),
+                (
+                    e
+                    for e in evaluate(self.catalog, self.identity(), self.now())
+                    if e.profile.default and e.available
+                ),
                 None,
             )
             if default is None:
-                raise refusal_exception(
-                    "invalid", "Choose a profile on the start page.", 400
-                )
+                raise refusal_exception("invalid", "Choose a profile on the start page.", 400)
             return default.profile.id, token
         if not isinstance(profile, str) or len(profile) > 100:
             raise refusal_exception(
@@ -301,8 +305,13 @@ class CourseProfilesMixin(LoggingConfigurable):
             prewarm = True
         try:
             decision = admit(
-                catalog, self.capacity_pool, user, profile_id,
-                key=self.allocation_key, now=now, prewarm=prewarm,
+                catalog,
+                self.capacity_pool,
+                user,
+                profile_id,
+                key=self.allocation_key,
+                now=now,
+                prewarm=prewarm,
             )
         except Refusal as refusal:
             self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)
@@ -353,8 +362,10 @@ class CourseProfilesMixin(LoggingConfigurable):
         if self._profile_id is None:
             return {}
         decision = self._decision
-        session_end = decision.session_end if decision else (
-            self._allocation.session_end if self._allocation else None
+        session_end = (
+            decision.session_end
+            if decision
+            else (self._allocation.session_end if self._allocation else None)
         )
         return {
             "version": STATE_VERSION,

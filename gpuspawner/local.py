@@ -93,7 +93,12 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
                 env[name] = value
         # Nothing the admin's or user's environment holds may loosen the share.
         for name in list(env):
-            if is_protected_variable(name) and not name.startswith("JUPYTERHUB_"):
+            # JupyterHub's own variables and the host's library path are the hub's, not users'.
+            if (
+                is_protected_variable(name)
+                and not name.startswith("JUPYTERHUB_")
+                and (name != "LD_LIBRARY_PATH")
+            ):
                 env.pop(name)
         share_env = local_share_environment(
             profile.share,

@@ -36,8 +36,9 @@ class ProfileCard:
     default: bool
 
     @classmethod
-    def build(cls, entitlement: Entitlement, seats_left: int | None,
-              devices: list[GPUDevice]) -> ProfileCard:
+    def build(
+        cls, entitlement: Entitlement, seats_left: int | None, devices: list[GPUDevice]
+    ) -> ProfileCard:
         profile = entitlement.profile
         share = profile.share
         if share is None:

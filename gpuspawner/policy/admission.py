@@ -45,7 +45,11 @@ def active_reservations(catalog: Catalog, now: datetime) -> tuple[Reservation, .
             zone = course.course_schedule.timezone
             result.append(
                 Reservation(
-                    course.id, course.title, course.reserved_seats, share, status.session.end,
+                    course.id,
+                    course.title,
+                    course.reserved_seats,
+                    share,
+                    status.session.end,
                     until_text=when(status.session.end, now, zone),
                 )
             )
@@ -108,7 +112,9 @@ def admit(
         return StartDecision(entitlement, None, prewarmed)
     pool.release(key)  # a stale record of this same server, from a failed start
     limit = catalog.settings.max_gpu_servers_per_user
-    mine = [a for a in pool.allocations.values() if a.owner == user.name and a.key.startswith("server:")]
+    mine = [
+        a for a in pool.allocations.values() if a.owner == user.name and a.key.startswith("server:")
+    ]
     if entitlement.role is not Role.ADMIN and key.startswith("server:") and len(mine) >= limit:
         names = ", ".join(sorted(a.profile_id for a in mine))
         raise Refusal(
@@ -136,7 +142,9 @@ def admit(
     return StartDecision(entitlement, allocation, prewarmed)
 
 
-def seats_left(catalog: Catalog, pool: CapacityPool, entitlement: Entitlement, now: datetime) -> int | None:
+def seats_left(
+    catalog: Catalog, pool: CapacityPool, entitlement: Entitlement, now: datetime
+) -> int | None:
     """How many more servers of this profile can start now (None: no GPU, no limit)."""
     profile = entitlement.profile
     if profile.share is None:

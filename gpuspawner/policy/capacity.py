@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 
-from .share import WHOLE, GPUDevice, GPUShare, SliceDemand
+from .share import WHOLE, GPUDevice, GPUShare, SliceDemand, _article
 from .units import format_mib
 
 
@@ -132,8 +132,9 @@ class CapacityPool:
 
     # -- views --------------------------------------------------------------------
 
-    def usage(self, reservations: tuple[Reservation, ...] = (), *, for_course: str | None = None
-              ) -> dict[str, DeviceUsage]:
+    def usage(
+        self, reservations: tuple[Reservation, ...] = (), *, for_course: str | None = None
+    ) -> dict[str, DeviceUsage]:
         """Per-device usage, with unused reserved seats of other courses as placeholders."""
         usage = {d.id: DeviceUsage(d) for d in self.devices}
         for allocation in self.allocations.values():
@@ -158,8 +159,13 @@ class CapacityPool:
                     slot.placeholders.append(reservation.course_id)
         return usage
 
-    def count(self, *, course_id: str | None = None, owner: str | None = None,
-              profile_id: str | None = None) -> int:
+    def count(
+        self,
+        *,
+        course_id: str | None = None,
+        owner: str | None = None,
+        profile_id: str | None = None,
+    ) -> int:
         """How many allocations match all the given filters."""
         return sum(
             1
@@ -169,8 +175,14 @@ class CapacityPool:
             and (profile_id is None or a.profile_id == profile_id)
         )
 
-    def how_many_fit(self, share: GPUShare, reservations: tuple[Reservation, ...] = (), *,
-                     course_id: str | None = None, limit: int = 99) -> int:
+    def how_many_fit(
+        self,
+        share: GPUShare,
+        reservations: tuple[Reservation, ...] = (),
+        *,
+        course_id: str | None = None,
+        limit: int = 99,
+    ) -> int:
         """How many more such shares fit now (up to ``limit``), for "seats left" on the page."""
         usage = self.usage(reservations, for_course=course_id)
         slots = list(usage.values())
@@ -208,7 +220,7 @@ class CapacityPool:
             have = ", ".join(sorted({d.model for d in self.devices})) or "no GPUs"
             raise Refusal(
                 "no-such-gpu",
-                f"This profile needs a {wanted} GPU, but this hub has {have}. "
+                f"This profile needs {_article(wanted)} {wanted} GPU, but this hub has {have}. "
                 "Please tell your instructor or the hub admins.",
                 status=409,
             )
@@ -232,10 +244,15 @@ class CapacityPool:
             raise self._explain_full(share, candidates, reservations, course_id)
         demand = chosen[0][1]
         allocation = Allocation(
-            key=key, owner=owner, profile_id=profile_id, course_id=course_id,
+            key=key,
+            owner=owner,
+            profile_id=profile_id,
+            course_id=course_id,
             device_ids=tuple(slot.device.id for slot, _ in chosen),
-            fraction=demand.fraction, memory_mib=demand.memory_mib,
-            compute_min_pct=demand.compute_min_pct, session_end=session_end,
+            fraction=demand.fraction,
+            memory_mib=demand.memory_mib,
+            compute_min_pct=demand.compute_min_pct,
+            session_end=session_end,
         )
         self.allocations[key] = allocation
         return allocation
@@ -249,16 +266,24 @@ class CapacityPool:
         warnings = []
         existing = self.allocations.get(allocation.key)
         if existing is not None and existing != allocation:
-            warnings.append(f"{allocation.key} was already recorded with other devices; kept the first")
+            warnings.append(
+                f"{allocation.key} was already recorded with other devices; kept the first"
+            )
             return warnings
         unknown = [d for d in allocation.device_ids if d not in self._by_id]
         if unknown:
             warnings.append(f"{allocation.key} holds unknown GPUs {', '.join(unknown)}")
         usage = self.usage()
         for device_id in allocation.device_ids:
-            if device_id in usage and not usage[device_id].fits(
-                SliceDemand(allocation.fraction, allocation.memory_mib, allocation.compute_min_pct)
-            ) and existing is None:
+            if (
+                device_id in usage
+                and not usage[device_id].fits(
+                    SliceDemand(
+                        allocation.fraction, allocation.memory_mib, allocation.compute_min_pct
+                    )
+                )
+                and existing is None
+            ):
                 warnings.append(f"{allocation.key} overcommits {usage[device_id].device.label}")
         self.allocations[allocation.key] = allocation
         return warnings
@@ -269,8 +294,13 @@ class CapacityPool:
 
     # -- explanations ----------------------------------------------------------------
 
-    def _explain_full(self, share: GPUShare, candidates: list[GPUDevice],
-                      reservations: tuple[Reservation, ...], course_id: str | None) -> Refusal:
+    def _explain_full(
+        self,
+        share: GPUShare,
+        candidates: list[GPUDevice],
+        reservations: tuple[Reservation, ...],
+        course_id: str | None,
+    ) -> Refusal:
         without_reservations = self.usage()
         if _choose([without_reservations[d.id] for d in candidates], share) is not None:
             holding = [r for r in reservations if r.course_id != course_id]
@@ -285,15 +315,21 @@ class CapacityPool:
         busy = sum(1 for d in candidates if without_reservations[d.id].holders)
         servers = len({a.key for d in candidates for a in without_reservations[d.id].holders})
         gpus = "GPU" if len(candidates) == 1 else "GPUs"
+        verb = "is" if busy == 1 else "are"
+        holders = (
+            "1 running server or job" if servers == 1 else f"{servers} running servers and jobs"
+        )
         return Refusal(
             "full",
-            f"All GPUs are taken right now: {busy} of {len(candidates)} {gpus} are shared "
-            f"by {servers} running servers and jobs, with no room for "
+            f"All GPUs are taken right now: {busy} of {len(candidates)} {gpus} {verb} shared "
+            f"by {holders}, with no room for "
             f"{share.describe()}. Try again in a few minutes, or start a profile without a GPU.",
         )
 
 
-def _choose(slots: list[DeviceUsage], share: GPUShare) -> list[tuple[DeviceUsage, SliceDemand]] | None:
+def _choose(
+    slots: list[DeviceUsage], share: GPUShare
+) -> list[tuple[DeviceUsage, SliceDemand]] | None:
     """Best-fit placement of ``share`` over ``slots``; None if it does not fit."""
     matching = [s for s in slots if s.device.matches_model(share.models)]
     if share.is_whole:
@@ -307,8 +343,11 @@ def _choose(slots: list[DeviceUsage], share: GPUShare) -> list[tuple[DeviceUsage
         demand = share.demand_on(slot.device)
         if not slot.fits(demand):
             continue
-        rank = (WHOLE - slot.fraction - demand.fraction,
-                slot.device.memory_mib - slot.memory_mib - demand.memory_mib, slot.device.index)
+        rank = (
+            WHOLE - slot.fraction - demand.fraction,
+            slot.device.memory_mib - slot.memory_mib - demand.memory_mib,
+            slot.device.index,
+        )
         if best is None or rank < best[0]:
             best = (rank, slot, demand)
     if best is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from fractions import Fraction
@@ -30,6 +31,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -38,16 +40,25 @@ from pydantic.functional_validators import AfterValidator
 from .schedule import CourseSchedule, WeeklyWindow, parse_clock, parse_timezone, parse_weekday
 from .share import GPUShare
 from .units import parse_duration, parse_fraction, parse_size_bytes, parse_size_mib
-from .yaml_source import LineMap, YAMLSourceError, line_for, load_with_lines
+from .yaml_source import LineMap, YAMLSourceError, field_name, line_for, load_with_lines
 
 ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 # Variables that enforce a GPU share: a catalog (or a user) may never set them.
 PROTECTED_VARIABLE_PREFIXES = ("CUDA_", "NVIDIA_", "GPUSPAWNER_", "HAMI_", "JUPYTERHUB_")
 PROTECTED_VARIABLES = frozenset(
-    {"LD_PRELOAD", "LD_LIBRARY_PATH", "GPU_CORE_UTILIZATION_POLICY", "RUNAI_GPU_MEMORY_LIMIT",
-     "PYTHONPATH", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION",
-     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TF_FORCE_GPU_ALLOW_GROWTH"}
+    {
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "GPU_CORE_UTILIZATION_POLICY",
+        "RUNAI_GPU_MEMORY_LIMIT",
+        "PYTHONPATH",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        "XLA_CLIENT_MEM_FRACTION",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "PYTORCH_ALLOC_CONF",
+        "TF_FORCE_GPU_ALLOW_GROWTH",
+    }
 )
 
 
@@ -66,6 +77,19 @@ def _check_id(value: str) -> str:
     return value
 
 
+def _check_variable_name(name: str) -> str:
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        raise ValueError(
+            f"{name!r} is not a valid environment variable name; use letters, digits and _"
+        )
+    if is_protected_variable(name):
+        raise ValueError(
+            f"{name} enforces or describes the GPU share and is set by the hub; "
+            "remove it from the catalog"
+        )
+    return name
+
+
 def _names(value: Any) -> Any:
     if value is None:
         return []
@@ -80,6 +104,8 @@ SizeBytes = Annotated[int, BeforeValidator(parse_size_bytes)]
 SizeMiB = Annotated[int, BeforeValidator(parse_size_mib)]
 GPUFraction = Annotated[Fraction, BeforeValidator(parse_fraction)]
 NameList = Annotated[list[str], BeforeValidator(_names)]
+# Checked as a mapping key, so an error points at the variable's own line.
+VariableName = Annotated[str, AfterValidator(_check_variable_name)]
 
 
 class CatalogModel(BaseModel):
@@ -93,6 +119,15 @@ class Compute(CatalogModel):
 
     min: int | None = Field(default=None, ge=0, le=100)
     max: int | None = Field(default=None, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Compute:
+        # Checked here (GPUShare checks it too) so the error points at the compute block.
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(
+                f"the compute min ({self.min}%) cannot be larger than its max ({self.max}%)"
+            )
+        return self
 
 
 class GPUSpec(CatalogModel):
@@ -139,20 +174,7 @@ class Environment(CatalogModel):
     image: str | None = None
     python: str | None = None
     default_url: str | None = None
-    variables: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("variables")
-    @classmethod
-    def _no_enforcement_variables(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
-            if is_protected_variable(name):
-                raise ValueError(
-                    f"{name} enforces or describes the GPU share and is set by the hub; "
-                    "remove it from the catalog"
-                )
-        return value
+    variables: dict[VariableName, str] = Field(default_factory=dict)
 
 
 class StorageMount(CatalogModel):
@@ -254,16 +276,20 @@ class Course(CatalogModel):
 
     _schedule: CourseSchedule | None = PrivateAttr(default=None)
 
-    @model_validator(mode="after")
-    def _seats(self) -> Course:
-        if self.max_gpu_servers is not None and self.reserved_seats > self.max_gpu_servers:
+    @field_validator("reserved_seats")
+    @classmethod
+    def _seats(cls, value: int, info: ValidationInfo) -> int:
+        # A field validator (gpu and max_gpu_servers come earlier) so the error points
+        # at the reserved_seats line.
+        limit = info.data.get("max_gpu_servers")
+        if limit is not None and value > limit:
             raise ValueError(
-                f"reserved_seats ({self.reserved_seats}) cannot exceed max_gpu_servers "
-                f"({self.max_gpu_servers})"
+                f"reserved_seats ({value}) cannot exceed max_gpu_servers ({limit}); "
+                "lower reserved_seats or raise max_gpu_servers"
             )
-        if self.reserved_seats and self.gpu is None:
+        if value and info.data.get("gpu") is None and "gpu" in info.data:
             raise ValueError("reserved_seats only makes sense for a course with a gpu share")
-        return self
+        return value
 
     @property
     def share(self) -> GPUShare | None:
@@ -363,7 +389,9 @@ class CatalogProblem:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else str(self.path)
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
 
 
 class CatalogError(ValueError):
@@ -372,23 +400,20 @@ class CatalogError(ValueError):
     def __init__(self, problems: list[CatalogProblem]):
         self.problems = problems
         count = len(problems)
-        heading = "The course catalog has 1 error" if count == 1 else (
-            f"The course catalog has {count} errors"
+        heading = (
+            "The course catalog has 1 error"
+            if count == 1
+            else (f"The course catalog has {count} errors")
         )
         super().__init__(heading + ":\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def _field_name(loc: tuple) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
+    # Pydantic marks an invalid mapping key with "[key]"; the key itself names the field.
+    return field_name(tuple(part for part in loc if part != "[key]"))
 
 
-def _clean_message(error: dict, allowed: list[str] | None) -> str:
+def _clean_message(error: Mapping[str, Any], allowed: list[str] | None) -> str:
     kind = error.get("type", "")
     message = str(error.get("msg", ""))
     if message.startswith("Value error, "):
@@ -405,7 +430,9 @@ def _clean_message(error: dict, allowed: list[str] | None) -> str:
         return f"expected a list, got {error.get('input')!r}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"expected a block of fields (a mapping), got {error.get('input')!r}"
-    if kind.startswith(("int_", "float_", "greater_than", "less_than", "bool_", "string_", "too_short")):
+    if kind.startswith(
+        ("int_", "float_", "greater_than", "less_than", "bool_", "string_", "too_short")
+    ):
         return f"{message[0].lower()}{message[1:]}, got {error.get('input')!r}"
     return message
 
@@ -473,7 +500,9 @@ class Catalog:
             for group in grant.groups:
                 self._research_groups[group].append(grant)
 
-    def courses_for(self, name: str, groups: frozenset[str] | set[str]) -> tuple[list[Course], set[str]]:
+    def courses_for(
+        self, name: str, groups: frozenset[str] | set[str]
+    ) -> tuple[list[Course], set[str]]:
         """Courses a user takes or teaches (catalog order), and the ids they teach."""
         found: dict[str, Course] = {}
         teaching: set[str] = set()
@@ -488,7 +517,9 @@ class Catalog:
         order = {c.id: i for i, c in enumerate(self.courses)}
         return sorted(found.values(), key=lambda c: order[c.id]), teaching
 
-    def research_for(self, name: str, groups: frozenset[str] | set[str]) -> list[ResearchAllocation]:
+    def research_for(
+        self, name: str, groups: frozenset[str] | set[str]
+    ) -> list[ResearchAllocation]:
         """Research allocations granted to a user directly or through a group."""
         found = {g.id: g for g in self._research_users.get(name, ())}
         for group in groups:
@@ -528,14 +559,16 @@ def load_catalog(path: str | Path) -> Catalog:
         try:
             data, lines = load_with_lines(file)
         except YAMLSourceError as error:
-            problems.append(CatalogProblem(file, error.line, "", error.message))
+            problems.append(CatalogProblem(file, error.line, error.field, error.message))
             continue
         if data is None:
             data = {}
         if not isinstance(data, dict):
             problems.append(
                 CatalogProblem(
-                    file, lines.get(()), "",
+                    file,
+                    lines.get(()),
+                    "",
                     "must be a mapping with settings, standing, courses and/or research at the top",
                 )
             )
@@ -547,13 +580,24 @@ def load_catalog(path: str | Path) -> Catalog:
                 loc = tuple(item["loc"])
                 problems.append(
                     CatalogProblem(
-                        file, line_for(lines, loc), _field_name(loc),
+                        file,
+                        line_for(lines, loc),
+                        _field_name(loc),
                         _clean_message(item, _allowed_fields(loc)),
                     )
                 )
     if problems:
         raise CatalogError(problems)
     return _assemble(parsed)
+
+
+def _profile_ids(content: CatalogFile) -> list[tuple[str, int, str]]:
+    """``(section, index, id)`` of every profile in one file."""
+    return [
+        *(("standing", i, p.id) for i, p in enumerate(content.standing)),
+        *(("courses", i, c.id) for i, c in enumerate(content.courses)),
+        *(("research", i, r.id) for i, r in enumerate(content.research)),
+    ]
 
 
 def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
@@ -565,42 +609,51 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
     standing: list[StandingProfile] = []
     sources: dict[str, Path] = {}
     seen: dict[str, tuple[Path, int | None]] = {}
+    defaults: list[tuple[str, Path, int, int | None]] = []
     for file, content, lines in parsed:
         if content.settings is not None:
             if settings is not None:
                 problems.append(
                     CatalogProblem(
-                        file, lines.get(("settings",)), "settings",
+                        file,
+                        lines.get(("settings",)),
+                        "settings",
                         f"settings are already defined in {settings_file}; keep them in one file",
                     )
                 )
             settings, settings_file = content.settings, file
-        for section, items in (("standing", content.standing), ("courses", content.courses),
-                               ("research", content.research)):
-            for index, item in enumerate(items):
-                line = lines.get((section, index, "id")) or lines.get((section, index))
-                if item.id in seen:
-                    other_file, other_line = seen[item.id]
-                    problems.append(
-                        CatalogProblem(
-                            file, line, f"{section}[{index}].id",
-                            f"the id {item.id!r} is already used at {other_file}:{other_line}; "
-                            "profile ids must be unique across the catalog",
-                        )
+        for section, index, profile_id in _profile_ids(content):
+            line = lines.get((section, index, "id")) or lines.get((section, index))
+            if profile_id in seen:
+                other_file, other_line = seen[profile_id]
+                problems.append(
+                    CatalogProblem(
+                        file,
+                        line,
+                        f"{section}[{index}].id",
+                        f"the id {profile_id!r} is already used at {other_file}:{other_line}; "
+                        "profile ids must be unique across the catalog",
                     )
-                    continue
-                seen[item.id] = (file, line)
-                sources[item.id] = file
+                )
+                continue
+            seen[profile_id] = (file, line)
+            sources[profile_id] = file
+        for index, profile in enumerate(content.standing):
+            if profile.default:
+                where = lines.get(("standing", index, "default"))
+                defaults.append((profile.id, file, index, where))
         courses.extend(content.courses)
         research.extend(content.research)
         standing.extend(content.standing)
-    defaults = [s for s in standing if s.default]
     if len(defaults) > 1:
+        (first_id, first_file, _, first_line), (second_id, file, index, line) = defaults[:2]
         problems.append(
             CatalogProblem(
-                sources[defaults[1].id], None, "standing.default",
-                f"only one standing profile may be the default; both {defaults[0].id!r} and "
-                f"{defaults[1].id!r} say default: true",
+                file,
+                line,
+                f"standing[{index}].default",
+                f"only one standing profile may be the default; both {first_id!r} "
+                f"({first_file}:{first_line}) and {second_id!r} say default: true",
             )
         )
     settings = settings or Settings()

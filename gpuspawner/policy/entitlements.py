@@ -11,8 +11,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
 from zoneinfo import ZoneInfo
 
-from .catalog import Catalog, Course, Environment, ResearchAllocation, Resources, StandingProfile
-from .catalog import StorageMount
+from .catalog import (
+    Catalog,
+    Course,
+    Environment,
+    ResearchAllocation,
+    Resources,
+    StandingProfile,
+    StorageMount,
+)
 from .schedule import Phase
 from .share import GPUShare
 from .wording import when
@@ -85,27 +92,45 @@ class Entitlement:
 
 def _course_profile(course: Course) -> Profile:
     return Profile(
-        id=course.id, kind=ProfileKind.COURSE, title=course.title,
-        description=course.description, share=course.share, resources=course.resources,
-        environment=course.environment, storage=tuple(course.storage),
-        max_gpu_servers=course.max_gpu_servers, course=course,
+        id=course.id,
+        kind=ProfileKind.COURSE,
+        title=course.title,
+        description=course.description,
+        share=course.share,
+        resources=course.resources,
+        environment=course.environment,
+        storage=tuple(course.storage),
+        max_gpu_servers=course.max_gpu_servers,
+        course=course,
     )
 
 
 def _research_profile(grant: ResearchAllocation) -> Profile:
     return Profile(
-        id=grant.id, kind=ProfileKind.RESEARCH, title=grant.title,
-        description=grant.description, share=grant.share, resources=grant.resources,
-        environment=grant.environment, storage=tuple(grant.storage),
-        max_gpu_servers=grant.max_gpu_servers, research=grant,
+        id=grant.id,
+        kind=ProfileKind.RESEARCH,
+        title=grant.title,
+        description=grant.description,
+        share=grant.share,
+        resources=grant.resources,
+        environment=grant.environment,
+        storage=tuple(grant.storage),
+        max_gpu_servers=grant.max_gpu_servers,
+        research=grant,
     )
 
 
 def _standing_profile(profile: StandingProfile) -> Profile:
     return Profile(
-        id=profile.id, kind=ProfileKind.STANDING, title=profile.title,
-        description=profile.description, share=profile.share, resources=profile.resources,
-        environment=profile.environment, storage=tuple(profile.storage), default=profile.default,
+        id=profile.id,
+        kind=ProfileKind.STANDING,
+        title=profile.title,
+        description=profile.description,
+        share=profile.share,
+        resources=profile.resources,
+        environment=profile.environment,
+        storage=tuple(profile.storage),
+        default=profile.default,
     )
 
 
@@ -134,8 +159,14 @@ def _course_entitlement(course: Course, role: Role, now: datetime) -> Entitlemen
         else:
             text = f"Open until {when(session.end, now, zone)}"
         return Entitlement(
-            profile, True, text, role, status.phase,
-            class_start=session.start, class_end=session.end, session_end=session.reclaim_at,
+            profile,
+            True,
+            text,
+            role,
+            status.phase,
+            class_start=session.start,
+            class_end=session.end,
+            session_end=session.reclaim_at,
         )
     if upcoming is None:
         if today < schedule.first_day:
@@ -153,8 +184,14 @@ def _course_entitlement(course: Course, role: Role, now: datetime) -> Entitlemen
     else:
         text = f"Opens {opens}"
     return Entitlement(
-        profile, False, text, role, status.phase, opens_at=upcoming.opens_at,
-        class_start=upcoming.start, class_end=upcoming.end,
+        profile,
+        False,
+        text,
+        role,
+        status.phase,
+        opens_at=upcoming.opens_at,
+        class_start=upcoming.start,
+        class_end=upcoming.end,
     )
 
 
@@ -164,12 +201,16 @@ def _research_entitlement(grant: ResearchAllocation, now: datetime, zone: tzinfo
     if grant.starts and today < grant.starts:
         opens = datetime.combine(grant.starts, datetime.min.time(), tzinfo=zone)
         return Entitlement(
-            profile, False, f"Starts on {grant.starts:%a %d %b %Y}", Role.GRANTEE,
+            profile,
+            False,
+            f"Starts on {grant.starts:%a %d %b %Y}",
+            Role.GRANTEE,
             opens_at=opens.astimezone(UTC),
         )
     if today > grant.expires:
         return Entitlement(
-            profile, False,
+            profile,
+            False,
             f"Expired on {grant.expires:%a %d %b %Y}; ask your research computing team to renew it",
             Role.GRANTEE,
         )
@@ -196,8 +237,10 @@ def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitl
         courses, taught = catalog.courses_for(user.name, user.groups)
     for course in courses:
         if course.id in taught:
-            role = Role.ADMIN if user.admin and user.name not in course.instructors else (
-                Role.INSTRUCTOR
+            role = (
+                Role.ADMIN
+                if user.admin and user.name not in course.instructors
+                else (Role.INSTRUCTOR)
             )
         else:
             role = Role.STUDENT
@@ -210,7 +253,9 @@ def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitl
             continue
         result.append(
             Entitlement(
-                _standing_profile(standing), True, "Always available",
+                _standing_profile(standing),
+                True,
+                "Always available",
                 Role.ADMIN if standing.groups and user.admin else Role.EVERYONE,
             )
         )

@@ -13,15 +13,22 @@ import hmac
 from datetime import datetime
 
 
-def prewarm_token(secret: str, username: str, server_name: str, profile_id: str,
-                  class_start: datetime) -> str:
+def prewarm_token(
+    secret: str, username: str, server_name: str, profile_id: str, class_start: datetime
+) -> str:
     """The token for one pre-warmed start."""
     message = f"{username}\n{server_name}\n{profile_id}\n{class_start.isoformat()}".encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def verify_prewarm_token(token: object, secret: str, username: str, server_name: str,
-                         profile_id: str, class_start: datetime) -> bool:
+def verify_prewarm_token(
+    token: object,
+    secret: str,
+    username: str,
+    server_name: str,
+    profile_id: str,
+    class_start: datetime,
+) -> bool:
     """True only for a well-formed token made with ``secret`` for exactly this start."""
     if not secret or not isinstance(token, str) or len(token) != 64:
         return False

@@ -63,6 +63,9 @@ def parse_clock(value: object) -> time:
         # YAML 1.1 reads an unquoted 10:00 as the sexagesimal number 600.
         if 0 <= value < 24 * 60:
             return time(value // 60, value % 60)
+        if value >= 0:
+            # Show what the instructor wrote (25:00), not the number YAML made of it (1500).
+            value = f"{value // 60}:{value % 60:02d}"
     if isinstance(value, str):
         parts = value.strip().split(":")
         if len(parts) == 2 and all(p.isdigit() for p in parts):
@@ -197,8 +200,11 @@ class CourseSchedule:
         current = None
         upcoming = None
         for session in self.sessions_between(now - reach, now + reach):
-            if session.opens_at <= now < session.reclaim_at and current is None:
-                current = session
+            if session.opens_at <= now < session.reclaim_at:
+                # The grace of one class may overlap the lead time of the next: the
+                # next one's opening wins, so students can start for it.
+                if current is None or now >= current.end:
+                    current = session
             elif session.opens_at > now and upcoming is None:
                 upcoming = session
         if upcoming is None:

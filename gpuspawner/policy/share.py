@@ -145,7 +145,9 @@ class GPUShare:
             fraction = min(fraction, WHOLE)
         return SliceDemand(fraction, memory, self.compute_min_pct or 0)
 
-    def describe(self, device_model: str | None = None, device_memory_mib: int | None = None) -> str:
+    def describe(
+        self, device_model: str | None = None, device_memory_mib: int | None = None
+    ) -> str:
         """The share in words: ``1/4 of an RTX 4090, 6 GiB`` or ``2 whole A100 GPUs``."""
         gpu = device_model or (" or ".join(self.models) if self.models else "GPU")
         article = _article(gpu)
@@ -153,7 +155,11 @@ class GPUShare:
             if self.count == 1:
                 text = f"1 whole {gpu}"
             else:
-                text = f"{self.count} whole {gpu}s" if gpu == "GPU" else f"{self.count} whole {gpu} GPUs"
+                text = (
+                    f"{self.count} whole {gpu}s"
+                    if gpu == "GPU"
+                    else f"{self.count} whole {gpu} GPUs"
+                )
             if device_memory_mib:
                 text += f", {format_mib(device_memory_mib)} each"
             return text

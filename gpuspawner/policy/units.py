@@ -91,7 +91,7 @@ def parse_fraction(value: object) -> Fraction:
                 result = Fraction(text).limit_denominator(100) if "." in text else Fraction(text)
         else:
             raise ValueError
-    except (ValueError, ZeroDivisionError):
+    except (ValueError, ZeroDivisionError, OverflowError):  # OverflowError: YAML's .inf
         raise ValueError(f"expected {FRACTION_HINT}, got {value!r}") from None
     if not 0 < result <= 1:
         raise ValueError(f"expected {FRACTION_HINT}, got {value!r}")

@@ -18,10 +18,12 @@ LineMap = dict[tuple[Any, ...], int]
 class YAMLSourceError(ValueError):
     """A file that is not valid YAML, or not shaped like a catalog at all."""
 
-    def __init__(self, path: Path, line: int | None, message: str):
+    def __init__(self, path: Path, line: int | None, message: str, field: str = ""):
         self.path = path
         self.line = line
         self.message = message
+        self.field = field
+        """Where in the data, such as ``courses[0].title``; empty for whole-file problems."""
         where = f"{path}:{line}" if line else str(path)
         super().__init__(f"{where}: {message}")
 
@@ -53,7 +55,20 @@ def load_with_lines(path: Path) -> tuple[Any, LineMap]:
     return data, lines
 
 
-def _build(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: LineMap, source: Path):
+def field_name(loc: tuple) -> str:
+    """``("courses", 0, "gpu")`` as ``courses[0].gpu``, the way errors name a field."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _build(
+    loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: LineMap, source: Path
+) -> Any:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)
@@ -68,7 +83,9 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: LineMap
                 raise YAMLSourceError(
                     source,
                     key_node.start_mark.line + 1,
-                    f"repeats the key {key!r}; each key may appear once in a block",
+                    f"repeats the key {key!r} (first at line {lines[path + (key,)]}); "
+                    "each key may appear once in a block, so merge or remove one of them",
+                    field_name(path + (key,)),
                 )
             lines[path + (key,)] = key_node.start_mark.line + 1
             result[key] = _build(loader, value_node, path + (key,), lines, source)
@@ -79,7 +96,12 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: LineMap
             lines[path + (index,)] = item.start_mark.line + 1
             items.append(_build(loader, item, path + (index,), lines, source))
         return items
-    return loader.construct_object(node, deep=True)
+    try:
+        return loader.construct_object(node, deep=True)
+    except ValueError:
+        # A scalar YAML resolves but cannot build, such as the date 2024-13-01: keep the
+        # text, so validation reports it at its field with what is expected.
+        return node.value
 
 
 def line_for(lines: LineMap, loc: tuple) -> int | None:

@@ -35,8 +35,9 @@ def _apply_torch_share(torch_module) -> None:
         for device in range(cuda.device_count()):
             cuda.set_per_process_memory_fraction(fraction, device)
     except Exception as error:  # never break "import torch" over a soft limit
-        print(f"gpuspawner: could not apply the GPU memory share to PyTorch: {error}",
-              file=sys.stderr)
+        print(
+            f"gpuspawner: could not apply the GPU memory share to PyTorch: {error}", file=sys.stderr
+        )
 
 
 class _TorchShareFinder(importlib.abc.MetaPathFinder):

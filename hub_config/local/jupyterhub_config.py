@@ -100,10 +100,15 @@ c.JupyterHub.services = [
     {
         "name": "course-sessions",
         "command": [
-            sys.executable, "-m", "gpuspawner.sessions",
-            "--catalog", str(CATALOG),
-            "--interval", "30",
-            "--audit-log", str(RUNTIME / "course-sessions.jsonl"),
+            sys.executable,
+            "-m",
+            "gpuspawner.sessions",
+            "--catalog",
+            str(CATALOG),
+            "--interval",
+            "30",
+            "--audit-log",
+            str(RUNTIME / "course-sessions.jsonl"),
         ],
         "environment": {"GPUSPAWNER_PREWARM_SECRET": prewarm_secret},
     }

@@ -65,10 +65,16 @@ def test_a_course_profile_is_offered_inside_its_window_and_gone_after(
     # and a course whose class ended an hour ago
     t = minute(now())
     catalog_dir = tmp_path / "catalog"
-    soon = course("ml101", start=t + timedelta(minutes=5), end=t + timedelta(minutes=65),
-                  students=["ana"], lead="10m")
-    over = course("cv201", start=t - timedelta(minutes=120), end=t - timedelta(minutes=60),
-                  students=["ana"])
+    soon = course(
+        "ml101",
+        start=t + timedelta(minutes=5),
+        end=t + timedelta(minutes=65),
+        students=["ana"],
+        lead="10m",
+    )
+    over = course(
+        "cv201", start=t - timedelta(minutes=120), end=t - timedelta(minutes=60), students=["ana"]
+    )
     write_catalog(catalog_dir, catalog(soon, over))
     hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
     ana = browserless_user(hub, "ana")
@@ -88,11 +94,18 @@ def test_a_course_profile_is_offered_inside_its_window_and_gone_after(
     assert shown["cpu"]["available"] is True
 
     # When the window of ml101 is over (the catalog now says it ended an hour ago)
-    write_catalog(catalog_dir, catalog(
-        course("ml101", start=t - timedelta(minutes=120), end=t - timedelta(minutes=60),
-               students=["ana"]),
-        over,
-    ))
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(minutes=120),
+                end=t - timedelta(minutes=60),
+                students=["ana"],
+            ),
+            over,
+        ),
+    )
 
     # Then the card says when it opens next, and submitting it anyway is refused clearly
     assert cards(ana.get_spawn_page().text)["ml101"]["available"] is False
@@ -108,10 +121,18 @@ def test_two_students_get_distinct_slices_and_a_third_is_refused_when_the_gpu_is
     # Given one 24 GiB GPU and an open course giving each student half of it
     t = minute(now())
     catalog_dir = tmp_path / "catalog"
-    write_catalog(catalog_dir, catalog(
-        course("ml101", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
-               students=["ana", "ben", "cai"], seats=10)
-    ))
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["ana", "ben", "cai"],
+                seats=10,
+            )
+        ),
+    )
     hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
     ana, ben, cai = (browserless_user(hub, n) for n in ("ana", "ben", "cai"))
     for student in (ana, ben, cai):
@@ -159,10 +180,19 @@ def test_the_course_seat_limit_refuses_the_next_student_with_the_reason(
     # Given plenty of GPU capacity but a course limited to 2 concurrent GPU servers
     t = minute(now())
     catalog_dir = tmp_path / "catalog"
-    write_catalog(catalog_dir, catalog(
-        course("ml101", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
-               students=["ana", "ben", "cai"], seats=2, gpu="{fraction: 1/4}")
-    ))
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["ana", "ben", "cai"],
+                seats=2,
+                gpu="{fraction: 1/4}",
+            )
+        ),
+    )
     hub = start_hub(spawner_config(catalog_dir, TWO_GPUS))
     users = [browserless_user(hub, n) for n in ("ana", "ben", "cai")]
 
@@ -184,10 +214,17 @@ def test_a_hub_restart_keeps_every_allocation_and_double_books_none(
     # Given one GPU fully shared by two running course servers
     t = minute(now())
     catalog_dir = tmp_path / "catalog"
-    write_catalog(catalog_dir, catalog(
-        course("ml101", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
-               students=["ana", "ben", "cai"])
-    ))
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["ana", "ben", "cai"],
+            )
+        ),
+    )
     hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
     ana, ben, cai = (browserless_user(hub, n) for n in ("ana", "ben", "cai"))
     for student in (ana, ben):

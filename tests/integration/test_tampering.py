@@ -34,16 +34,32 @@ API_CASES = [
     ("a profile that does not exist", {"profile": "gpu-unlimited"}, 403, "is not offered"),
     ("someone else's research allocation", {"profile": "vision-lab"}, 403, "is not offered"),
     ("an extra resource key", {"profile": "cpu", "cpu_limit": 64}, 400, "cpu_limit"),
-    ("an environment override", {"profile": "ml101", "environment": {"LD_PRELOAD": "/x.so"}},
-     400, "environment"),
-    ("a GPU override", {"profile": "ml101", "extra_resource_limits": {"nvidia.com/gpu": 8}},
-     400, "extra_resource_limits"),
+    (
+        "an environment override",
+        {"profile": "ml101", "environment": {"LD_PRELOAD": "/x.so"}},
+        400,
+        "environment",
+    ),
+    (
+        "a GPU override",
+        {"profile": "ml101", "extra_resource_limits": {"nvidia.com/gpu": 8}},
+        400,
+        "extra_resource_limits",
+    ),
     ("a profile that is not a string", {"profile": ["ml101", "cv201"]}, 400, "profile"),
     ("a huge profile id", {"profile": "x" * 5000}, 400, "profile"),
-    ("a forged pre-warm token", {"profile": "ml101-closed", "prewarm_token": "0" * 64}, 403,
-     "pre-warm token"),
-    ("a pre-warm token of the wrong type", {"profile": "ml101", "prewarm_token": 7}, 400,
-     "pre-warm token"),
+    (
+        "a forged pre-warm token",
+        {"profile": "ml101-closed", "prewarm_token": "0" * 64},
+        403,
+        "pre-warm token",
+    ),
+    (
+        "a pre-warm token of the wrong type",
+        {"profile": "ml101", "prewarm_token": 7},
+        400,
+        "pre-warm token",
+    ),
 ]
 
 FORM_CASES = [
@@ -51,8 +67,7 @@ FORM_CASES = [
     ("a closed course", {"profile": "ml101-closed"}, 403, "cannot be started now"),
     ("an extra field", {"profile": "ml101", "gpu_fraction": "1"}, 400, "gpu_fraction"),
     ("two profiles at once", {"profile": ["ml101", "cpu"]}, 400, "profile"),
-    ("a resource field in the form", {"profile": "ml101", "cpu_limit": "64"}, 400,
-     "cpu_limit"),
+    ("a resource field in the form", {"profile": "ml101", "cpu_limit": "64"}, 400, "cpu_limit"),
 ]
 
 
@@ -60,15 +75,32 @@ FORM_CASES = [
 def tampering_hub(start_hub, browserless_user, tmp_path):
     t = minute(now())
     catalog_dir = tmp_path / "catalog"
-    write_catalog(catalog_dir, catalog(
-        course("ml101", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
-               students=["sam"]),
-        course("ml101-closed", start=t + timedelta(hours=5), end=t + timedelta(hours=6),
-               students=["sam"], title="ML101 evening"),
-        course("cv201", start=t - timedelta(minutes=5), end=t + timedelta(minutes=90),
-               students=["other"], title="CV201"),
-        research=RESEARCH,
-    ))
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["sam"],
+            ),
+            course(
+                "ml101-closed",
+                start=t + timedelta(hours=5),
+                end=t + timedelta(hours=6),
+                students=["sam"],
+                title="ML101 evening",
+            ),
+            course(
+                "cv201",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["other"],
+                title="CV201",
+            ),
+            research=RESEARCH,
+        ),
+    )
     hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
     sam = browserless_user(hub, "sam")
     sam.login()
@@ -87,8 +119,12 @@ def test_tampered_requests_are_refused_and_the_hub_keeps_running(tampering_hub):
         assert sam.model()["servers"] == {}, description
 
     # And a body that is not a JSON object is refused too
-    raw = sam.api("POST", "/users/sam/server", data=json.dumps(["ml101"]),
-                  headers={"Content-Type": "application/json"})
+    raw = sam.api(
+        "POST",
+        "/users/sam/server",
+        data=json.dumps(["ml101"]),
+        headers={"Content-Type": "application/json"},
+    )
     assert 400 <= raw.status_code < 500
 
     # When Sam submits tampered spawn forms
