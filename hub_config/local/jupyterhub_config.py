@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpuspawner.sessions import sessions_service_role
+from gpuspawner.sessions import course_sessions_service, sessions_service_role
 
 c = get_config()  # noqa: F821
 
@@ -97,20 +97,11 @@ if os.geteuid() == 0:
 prewarm_secret = os.environ.setdefault("GPUSPAWNER_PREWARM_SECRET", secrets.token_hex(32))
 c.SimpleLocalGPUSpawner.prewarm_secret = prewarm_secret
 c.JupyterHub.services = [
-    {
-        "name": "course-sessions",
-        "command": [
-            sys.executable,
-            "-m",
-            "gpuspawner.sessions",
-            "--catalog",
-            str(CATALOG),
-            "--interval",
-            "30",
-            "--audit-log",
-            str(RUNTIME / "course-sessions.jsonl"),
-        ],
-        "environment": {"GPUSPAWNER_PREWARM_SECRET": prewarm_secret},
-    }
+    course_sessions_service(
+        str(CATALOG),
+        prewarm_secret=prewarm_secret,
+        interval=30,
+        audit_log=str(RUNTIME / "course-sessions.jsonl"),
+    )
 ]
-c.JupyterHub.load_roles = [sessions_service_role("course-sessions")]
+c.JupyterHub.load_roles = [sessions_service_role()]

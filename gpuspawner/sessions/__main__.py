@@ -1,0 +1,132 @@
+"""``python -m gpuspawner.sessions``: run the course-sessions service until SIGTERM.
+
+Every flag can also be set by an environment variable, ``GPUSPAWNER_SESSIONS_<FLAG>``
+(``GPUSPAWNER_SESSIONS_CATALOG``, ``..._INTERVAL``, ``..._AUDIT_LOG``, ``..._DRY_RUN``);
+a flag on the command line wins. The hub provides ``JUPYTERHUB_API_URL`` and
+``JUPYTERHUB_API_TOKEN``; the pre-warm secret shared with the spawner comes from
+``GPUSPAWNER_PREWARM_SECRET``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from gpuspawner.policy.schedule import UTC
+
+from .audit import AuditLog
+from .hub_client import HubClient
+from .service import SessionsService, courses_with_prewarm
+from .watched_catalog import WatchedCatalog
+
+ENV_PREFIX = "GPUSPAWNER_SESSIONS_"
+TRUE_WORDS = {"1", "true", "yes", "on"}
+
+log = logging.getLogger("gpuspawner.sessions")
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
+def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    def env(flag: str) -> str | None:
+        return environ.get(ENV_PREFIX + flag.upper().replace("-", "_")) or None
+
+    parser = argparse.ArgumentParser(
+        prog="python -m gpuspawner.sessions",
+        description="Pre-warm course servers before class; warn about and reclaim them after.",
+        epilog=f"Each flag may also be set as an environment variable {ENV_PREFIX}<FLAG>, "
+        f"such as {ENV_PREFIX}CATALOG.",
+    )
+    parser.add_argument(
+        "--catalog",
+        default=env("catalog"),
+        required=env("catalog") is None,
+        help="the course catalog file or folder (reloaded when it changes)",
+    )
+    parser.add_argument(
+        # A string default goes through ``type`` too, so a bad environment value is reported.
+        "--interval",
+        type=_positive_seconds,
+        default=env("interval") or "30",
+        help="seconds between rounds (default 30)",
+    )
+    parser.add_argument(
+        "--audit-log",
+        default=env("audit-log"),
+        help="append one JSON line per action to this file",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=(env("dry-run") or "").lower() in TRUE_WORDS,
+        help="decide and record, but neither start nor stop any server",
+    )
+    return parser
+
+
+async def serve(service: SessionsService) -> None:
+    """Run ``service`` until SIGTERM or SIGINT, then return (the process exits 0)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info(
+        "Course sessions service running, a round every %gs%s",
+        service.interval,
+        " (dry run)" if service.dry_run else "",
+    )
+    await service.run(stop)
+    log.info("Course sessions service stopped")
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    environ = os.environ if environ is None else environ
+    args = build_parser(environ).parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s"
+    )
+    api_url = environ.get("JUPYTERHUB_API_URL")
+    token = environ.get("JUPYTERHUB_API_TOKEN")
+    if not api_url or not token:
+        log.error(
+            "JUPYTERHUB_API_URL and JUPYTERHUB_API_TOKEN are not set. Run this as a "
+            "hub-managed service (c.JupyterHub.services), or set both for a hub you manage."
+        )
+        return 2
+    secret = environ.get("GPUSPAWNER_PREWARM_SECRET") or None
+    audit = AuditLog(args.audit_log)
+    catalog = WatchedCatalog(args.catalog, audit)
+    loaded = catalog.current(datetime.now(UTC))
+    if loaded is not None and secret is None and any(courses_with_prewarm(loaded)):
+        log.warning(
+            "Some courses ask for pre-warming but GPUSPAWNER_PREWARM_SECRET is not set; "
+            "servers will not be pre-warmed. Give the service and the spawner the same secret."
+        )
+    service = SessionsService(
+        HubClient(api_url, token),
+        catalog,
+        audit,
+        interval=args.interval,
+        secret=secret,
+        dry_run=args.dry_run,
+    )
+    asyncio.run(serve(service))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""How a hub registers the course-sessions service: its ``services`` entry and its role.
+
+In ``jupyterhub_config.py``::
+
+    from gpuspawner.sessions import course_sessions_service, sessions_service_role
+
+    c.JupyterHub.services.append(
+        course_sessions_service("/etc/jupyterhub/courses", prewarm_secret=PREWARM_SECRET)
+    )
+    c.JupyterHub.load_roles.append(sessions_service_role())
+
+The spawner must be given the same pre-warm secret, so it can check the service's tokens.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SERVICE_NAME = "course-sessions"
+
+# Each scope, and the JupyterHub 6 code that needs it (jupyterhub/apihandlers/...).
+SCOPE_REASONS = {
+    "list:users": (
+        "GET /users (UserListAPIHandler.get needs list:users). It implies read:users:name, "
+        "which puts each user's name and admin flag in the model (user_model's access map); "
+        "admins' servers are never reclaimed."
+    ),
+    "read:servers": (
+        "puts the servers dict in each user model (user_model), whose server models carry "
+        "started, pending and user_options (server_model has no separate scope for "
+        "user_options): which course a server runs and since when."
+    ),
+    "start:servers": "POST /users/{name}/server to pre-warm a student's server.",
+    "delete:servers": "DELETE /users/{name}/server(s/{server}) to reclaim after class.",
+    "read:groups": (
+        "GET /groups/{name} with its users list (group_model: read:groups:name alone gives "
+        "only the name), to resolve groups enrolled in a pre-warmed course."
+    ),
+}
+
+
+def sessions_service_role(name: str = SERVICE_NAME) -> dict:
+    """The least-privilege role of the service, for ``c.JupyterHub.load_roles``.
+
+    Scopes, and why each is needed (evidence from JupyterHub 6.1's REST handlers):
+
+    - ``list:users``: list users (``GET /users``); implies ``read:users:name``, which gives
+      the ``name`` and ``admin`` fields of each user model.
+    - ``read:servers``: the ``servers`` of each user model, with ``started``, ``pending`` and
+      ``user_options`` (the course a server runs).
+    - ``start:servers``: pre-warm a student's server (``POST /users/{name}/server``).
+    - ``delete:servers``: reclaim a server after class (``DELETE``).
+    - ``read:groups``: the members of a group enrolled in a course (``GET /groups/{name}``).
+
+    ``read:servers``, ``start:servers`` and ``delete:servers`` are exactly what ``servers``
+    expands to; they are listed separately so each can be justified. Not needed:
+    ``list:groups`` (groups are read by name), ``read:users`` (roles, groups and activity
+    are unused), ``admin:server_state`` (spawner state is never read), ``access:servers``
+    (the service never talks to a user's server), ``admin:users`` (it never creates users).
+    """
+    return {
+        "name": f"{name}-service",
+        "description": "Pre-warm course servers before class; warn and reclaim them after.",
+        "scopes": list(SCOPE_REASONS),
+        "services": [name],
+    }
+
+
+def course_sessions_service(
+    catalog: str | Path,
+    *,
+    prewarm_secret: str | None = None,
+    interval: float | None = None,
+    audit_log: str | Path | None = None,
+    dry_run: bool = False,
+    name: str = SERVICE_NAME,
+) -> dict:
+    """The hub-managed service entry for ``c.JupyterHub.services`` (no URL: a background loop).
+
+    The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
+    service, so the pre-warm secret travels there rather than on the command line, where
+    other local users could read it from the process list.
+    """
+    command = [sys.executable, "-m", "gpuspawner.sessions", "--catalog", str(catalog)]
+    if interval is not None:
+        command += ["--interval", str(interval)]
+    if audit_log is not None:
+        command += ["--audit-log", str(audit_log)]
+    if dry_run:
+        command.append("--dry-run")
+    service: dict = {"name": name, "command": command}
+    if prewarm_secret:
+        service["environment"] = {"GPUSPAWNER_PREWARM_SECRET": prewarm_secret}
+    return service
