@@ -33,6 +33,7 @@ from .policy import (
     Refusal,
     StartDecision,
     UserIdentity,
+    active_reservations,
     admit,
     evaluate,
     load_catalog,
@@ -218,10 +219,15 @@ class CourseProfilesMixin(LoggingConfigurable):
         catalog, now = self.catalog, self.now()
         pool = self.capacity_pool
         cards = []
+        reservations = active_reservations(catalog, now)
         for entitlement in evaluate(catalog, self.identity(), now):
             if not entitlement.available and not self.show_unavailable_profiles:
                 continue
-            seats = seats_left(catalog, pool, entitlement, now) if entitlement.available else None
+            seats = (
+                seats_left(catalog, pool, entitlement, now, reservations)
+                if entitlement.available
+                else None
+            )
             cards.append(ProfileCard.build(entitlement, seats, pool.devices))
         return cards
 

@@ -36,9 +36,9 @@ class StartDecision:
 def active_reservations(catalog: Catalog, now: datetime) -> tuple[Reservation, ...]:
     """Reserved seats of courses whose window (lead time included) is open at ``now``."""
     result = []
-    for course in catalog.courses:
+    for course in catalog.reserving_courses:
         share = course.share
-        if not course.reserved_seats or share is None:
+        if share is None:
             continue
         status = course.course_schedule.status(now)
         if status.phase.accepts_new_servers and status.session is not None:
@@ -143,15 +143,19 @@ def admit(
 
 
 def seats_left(
-    catalog: Catalog, pool: CapacityPool, entitlement: Entitlement, now: datetime
+    catalog: Catalog,
+    pool: CapacityPool,
+    entitlement: Entitlement,
+    now: datetime,
+    reservations: tuple[Reservation, ...] | None = None,
 ) -> int | None:
     """How many more servers of this profile can start now (None: no GPU, no limit)."""
     profile = entitlement.profile
     if profile.share is None:
         return None
-    fit = pool.how_many_fit(
-        profile.share, active_reservations(catalog, now), course_id=profile.course_id
-    )
+    if reservations is None:
+        reservations = active_reservations(catalog, now)
+    fit = pool.how_many_fit(profile.share, reservations, course_id=profile.course_id)
     if profile.max_gpu_servers is not None:
         fit = min(fit, max(profile.max_gpu_servers - pool.count(profile_id=profile.id), 0))
     return fit

@@ -183,20 +183,30 @@ class CapacityPool:
         course_id: str | None = None,
         limit: int = 99,
     ) -> int:
-        """How many more such shares fit now (up to ``limit``), for "seats left" on the page."""
+        """How many more such shares fit now (up to ``limit``), for "seats left" on the page.
+
+        Identical shares placed one by one fill each device independently, so the
+        count is the sum over devices of what each can still take.
+        """
         usage = self.usage(reservations, for_course=course_id)
-        slots = list(usage.values())
-        placed = 0
-        while placed < limit:
-            chosen = _choose(slots, share)
-            if chosen is None:
-                break
-            for slot, demand in chosen:
-                slot.take(demand)
-                if share.is_whole:
-                    slot.placeholders.append("whole")
-            placed += 1
-        return placed
+        slots = [s for s in usage.values() if s.device.matches_model(share.models)]
+        if share.is_whole:
+            return min(sum(1 for s in slots if s.empty) // share.count, limit)
+        total = 0
+        for slot in slots:
+            demand = share.demand_on(slot.device)
+            if not slot.fits(demand):
+                continue
+            room = [
+                (WHOLE - slot.fraction) // demand.fraction,
+                (slot.device.memory_mib - slot.memory_mib) // max(demand.memory_mib, 1),
+            ]
+            if demand.compute_min_pct:
+                room.append((100 - slot.compute_min_pct) // demand.compute_min_pct)
+            total += int(min(room))
+            if total >= limit:
+                return limit
+        return total
 
     # -- changes ------------------------------------------------------------------
 

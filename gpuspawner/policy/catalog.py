@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,7 +38,14 @@ from pydantic import (
 )
 from pydantic.functional_validators import AfterValidator
 
-from .schedule import CourseSchedule, WeeklyWindow, parse_clock, parse_timezone, parse_weekday
+from .schedule import (
+    MAX_TERM_DAYS,
+    CourseSchedule,
+    WeeklyWindow,
+    parse_clock,
+    parse_timezone,
+    parse_weekday,
+)
 from .share import GPUShare
 from .units import parse_duration, parse_fraction, parse_size_bytes, parse_size_mib
 from .yaml_source import LineMap, YAMLSourceError, field_name, line_for, load_with_lines
@@ -226,6 +234,11 @@ class Term(CatalogModel):
             raise ValueError(
                 f"the term's first_day ({self.first_day}) comes after its last_day ({self.last_day})"
             )
+        if (self.last_day - self.first_day).days > MAX_TERM_DAYS:
+            raise ValueError(
+                f"a term may last at most three years; this one runs from {self.first_day} to "
+                f"{self.last_day}. Split it into terms or use a research allocation."
+            )
         return self
 
 
@@ -291,16 +304,19 @@ class Course(CatalogModel):
             raise ValueError("reserved_seats only makes sense for a course with a gpu share")
         return value
 
-    @property
+    @cached_property
     def share(self) -> GPUShare | None:
-        """The GPU share of each student's server, if any."""
+        """The GPU share of each student's server, if any (built once)."""
         return self.gpu.to_share() if self.gpu else None
 
-    @property
+    @cached_property
     def course_schedule(self) -> CourseSchedule:
         """The resolved schedule (set when the catalog is assembled)."""
-        assert self._schedule is not None, "course schedules are resolved by load_catalog"
-        return self._schedule
+        # Read the private slot directly: pydantic's attribute fallback is slow, and
+        # this is read for every course on every spawn-page render.
+        schedule = (self.__pydantic_private__ or {}).get("_schedule")
+        assert schedule is not None, "course schedules are resolved by load_catalog"
+        return schedule
 
 
 class ResearchAllocation(CatalogModel):
@@ -327,7 +343,7 @@ class ResearchAllocation(CatalogModel):
             raise ValueError(f"starts ({self.starts}) comes after expires ({self.expires})")
         return self
 
-    @property
+    @cached_property
     def share(self) -> GPUShare | None:
         return self.gpu.to_share() if self.gpu else None
 
@@ -346,7 +362,7 @@ class StandingProfile(CatalogModel):
     storage: list[StorageMount] = Field(default_factory=list)
     default: bool = False
 
-    @property
+    @cached_property
     def share(self) -> GPUShare | None:
         return self.gpu.to_share() if self.gpu else None
 
@@ -480,6 +496,9 @@ class Catalog:
 
     def __post_init__(self) -> None:
         self.courses_by_id = {c.id: c for c in self.courses}
+        self.reserving_courses = [c for c in self.courses if c.reserved_seats]
+        self.profile_cache: dict[str, Any] = {}
+        """Profiles built from catalog entries, by id (filled by entitlements)."""
         self.research_by_id = {r.id: r for r in self.research}
         self.standing_by_id = {s.id: s for s in self.standing}
         self._course_users: dict[str, list[Course]] = defaultdict(list)

@@ -7,8 +7,11 @@ every start, so a tampered form can never start what the page did not offer.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
+from functools import lru_cache
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from .catalog import (
@@ -134,10 +137,22 @@ def _standing_profile(profile: StandingProfile) -> Profile:
     )
 
 
-def _course_entitlement(course: Course, role: Role, now: datetime) -> Entitlement:
+def _cached_profile(cache: dict, key: str, build: Callable[[Any], Profile], item: Any) -> Profile:
+    """Profiles are immutable: build each once per catalog."""
+    profile = cache.get(key)
+    if profile is None:
+        profile = cache[key] = build(item)
+    return profile
+
+
+def _course_entitlement(
+    course: Course, role: Role, now: datetime, cache: dict | None = None
+) -> Entitlement:
     schedule = course.course_schedule
     zone = schedule.timezone
-    profile = _course_profile(course)
+    profile = _cached_profile(
+        {} if cache is None else cache, "course:" + course.id, _course_profile, course
+    )
     status = schedule.status(now)
     today = now.astimezone(zone).date()
     in_term = schedule.first_day <= today <= schedule.last_day
@@ -195,8 +210,12 @@ def _course_entitlement(course: Course, role: Role, now: datetime) -> Entitlemen
     )
 
 
-def _research_entitlement(grant: ResearchAllocation, now: datetime, zone: tzinfo) -> Entitlement:
-    profile = _research_profile(grant)
+def _research_entitlement(
+    grant: ResearchAllocation, now: datetime, zone: tzinfo, cache: dict | None = None
+) -> Entitlement:
+    profile = _cached_profile(
+        {} if cache is None else cache, "research:" + grant.id, _research_profile, grant
+    )
     today = now.astimezone(zone).date()
     if grant.starts and today < grant.starts:
         opens = datetime.combine(grant.starts, datetime.min.time(), tzinfo=zone)
@@ -221,6 +240,11 @@ def _day(value: date) -> str:
     return f"{value:%a %d %b %Y}"
 
 
+@lru_cache(maxsize=64)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
 def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitlement]:
     """Every profile ``user`` can see at ``now`` (aware), startable or not.
 
@@ -230,6 +254,7 @@ def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitl
     if now.tzinfo is None:
         raise ValueError("evaluate() needs an aware datetime")
     result: list[Entitlement] = []
+    cache = catalog.profile_cache
     if user.admin:
         courses = list(catalog.courses)
         taught = {c.id for c in courses}
@@ -244,16 +269,16 @@ def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitl
             )
         else:
             role = Role.STUDENT
-        result.append(_course_entitlement(course, role, now))
-    zone = ZoneInfo(catalog.settings.timezone)
+        result.append(_course_entitlement(course, role, now, cache))
+    zone = _zone(catalog.settings.timezone)
     for grant in catalog.research_for(user.name, user.groups):
-        result.append(_research_entitlement(grant, now, zone))
+        result.append(_research_entitlement(grant, now, zone, cache))
     for standing in catalog.standing:
         if standing.groups and not user.admin and not (set(standing.groups) & user.groups):
             continue
         result.append(
             Entitlement(
-                _standing_profile(standing),
+                _cached_profile(cache, "standing:" + standing.id, _standing_profile, standing),
                 True,
                 "Always available",
                 Role.ADMIN if standing.groups and user.admin else Role.EVERYONE,

@@ -19,8 +19,10 @@ Around each session:
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import cached_property
 from zoneinfo import ZoneInfo
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -28,6 +30,8 @@ WEEKDAY_ABBREVIATIONS = {name[:3]: index for index, name in enumerate(WEEKDAYS)}
 
 # How far ahead "when does it open next" looks: a term rarely runs longer.
 MAX_LOOKAHEAD_DAYS = 400
+# The longest term whose sessions are computed (the catalog refuses longer terms).
+MAX_TERM_DAYS = 3 * 366
 
 
 class Phase(enum.Enum):
@@ -191,24 +195,49 @@ class CourseSchedule:
             if end + self.grace > begin - self.lead_time and start - self.lead_time < finish
         ]
 
+    @cached_property
+    def term_sessions(self) -> tuple[ClassSession, ...]:
+        """Every class session of the term, merged and in order, computed once.
+
+        ``status()`` then only searches this list, which keeps evaluating hundreds of
+        courses per spawn-page render cheap.
+        """
+        weekdays = {w.weekday for w in self.windows}
+        last = min(self.last_day, self.first_day + timedelta(days=MAX_TERM_DAYS))
+        raw: list[tuple[datetime, datetime]] = []
+        day = self.first_day
+        while day <= last:
+            if day.weekday() in weekdays:
+                raw.extend(self._sessions_starting_on(day))
+            day += timedelta(days=1)
+        return tuple(
+            ClassSession(start, end, self.lead_time, self.grace) for start, end in _merge(raw)
+        )
+
+    @cached_property
+    def _openings(self) -> list[datetime]:
+        return [session.opens_at for session in self.term_sessions]
+
     def status(self, now: datetime) -> ScheduleStatus:
         """Which phase ``now`` (an aware datetime) is in, and the next session."""
         if now.tzinfo is None:
             raise ValueError("status() needs an aware datetime")
         now = now.astimezone(UTC)
-        reach = max(self.lead_time, self.grace) + timedelta(days=1)
+        sessions = self.term_sessions
+        # sessions[:index] opened (lead time included) at or before now; the rest later.
+        index = bisect_right(self._openings, now)
+        upcoming = sessions[index] if index < len(sessions) else None
+        # Ends, and so reclaim times, increase along the list: the sessions still in
+        # their lead time, class or grace are a run just before ``index``.
+        first = index
+        while first > 0 and sessions[first - 1].reclaim_at > now:
+            first -= 1
         current = None
-        upcoming = None
-        for session in self.sessions_between(now - reach, now + reach):
-            if session.opens_at <= now < session.reclaim_at:
-                # The grace of one class may overlap the lead time of the next: the
-                # next one's opening wins, so students can start for it.
-                if current is None or now >= current.end:
-                    current = session
-            elif session.opens_at > now and upcoming is None:
-                upcoming = session
-        if upcoming is None:
-            upcoming = self._next_after(now + reach)
+        for session in sessions[first:index]:
+            # The grace of one class may overlap the lead time of the next: the next
+            # one's opening wins, so students can start for it.
+            if current is None or now >= current.end:
+                current = session
         if current is None:
             return ScheduleStatus(Phase.CLOSED, None, upcoming)
         if now < current.start:
@@ -218,22 +247,6 @@ class CourseSchedule:
         else:
             phase = Phase.GRACE
         return ScheduleStatus(phase, current, upcoming)
-
-    def _next_after(self, moment: datetime) -> ClassSession | None:
-        """The first session whose lead time begins after ``moment``, searching day by day."""
-        day = max(moment.astimezone(self.timezone).date() - timedelta(days=1), self.first_day)
-        horizon = min(self.last_day, day + timedelta(days=MAX_LOOKAHEAD_DAYS))
-        weekdays = {w.weekday for w in self.windows}
-        while day <= horizon:
-            if day.weekday() in weekdays:
-                for session in self.sessions_between(
-                    _wall_to_utc(day, time(0), self.timezone),
-                    _wall_to_utc(day + timedelta(days=1), time(0), self.timezone),
-                ):
-                    if session.opens_at > moment:
-                        return session
-            day += timedelta(days=1)
-        return None
 
     def week(self, start: datetime) -> list[ClassSession]:
         """The sessions in the seven days from ``start``, for ``gpuspawner check``."""

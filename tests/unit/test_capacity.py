@@ -273,3 +273,37 @@ def test_given_many_random_starts_stops_and_restarts_then_no_gpu_is_ever_overboo
                 assert pool.restore(Allocation.from_dict(data)) == []
         assert_never_overbooked(pool)
     assert granted > 500 and refused > 100  # the loop exercised both outcomes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_seats_left_counts_what_placing_one_by_one_would_place(seed):
+    # Given GPUs partly taken by slices of several sizes
+    rng = random.Random(seed)
+    pool = CapacityPool([rtx(i) for i in range(4)])
+    shares = [
+        GPUShare(fraction=Fraction(1, 4)),
+        GPUShare(fraction=Fraction(1, 3), memory_mib=4096),
+        GPUShare(memory_mib=6144, compute_min_pct=30),
+    ]
+    for number in range(6):
+        try:
+            allocate(pool, f"server:u{number}/", rng.choice(shares))
+        except Refusal:
+            pass
+    for share in shares + [GPUShare(count=1)]:
+        # When the page asks how many more fit
+        counted = pool.how_many_fit(share)
+        # Then it is exactly how many admits succeed on a copy of the pool
+        copy = CapacityPool(pool.devices)
+        for allocation in pool.allocations.values():
+            copy.restore(allocation)
+        placed = 0
+        while True:
+            try:
+                copy.allocate(
+                    f"server:extra{placed}/", owner="x", profile_id="p", course_id=None, share=share
+                )
+            except Refusal:
+                break
+            placed += 1
+        assert counted == placed, share

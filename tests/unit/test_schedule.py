@@ -404,3 +404,44 @@ class TestValidation:
     def test_given_an_unknown_time_zone_then_the_message_gives_examples(self):
         with pytest.raises(ValueError, match="such as Europe/Zurich"):
             parse_timezone("Mars/Olympus_Mons")
+
+
+def test_the_next_class_is_found_exactly_one_day_plus_grace_before_it_opens():
+    # Given classes on Sun 10:00-11:45 and Wed 17:10-19:55 (UTC), lead 10 min, grace 30 min
+    schedule = course(
+        "Sun 10:00-11:45",
+        "Wed 17:10-19:55",
+        zone=UTC,
+        first_day=date(2026, 3, 1),
+        last_day=date(2026, 6, 13),
+        lead_time=timedelta(minutes=10),
+        grace=timedelta(minutes=30),
+    )
+    # When asked exactly one day plus the grace before Sunday's class opens, and around it
+    for moment in ("2026-03-28 09:19", "2026-03-28 09:20", "2026-03-28 09:21"):
+        status = schedule.status(at(moment, UTC))
+        # Then the next class is Sunday's, never the following Wednesday's
+        assert status.next_session is not None
+        assert status.next_session.opens_at == at("2026-03-29 09:50", UTC), moment
+
+
+def test_status_agrees_with_a_day_by_day_scan_over_a_whole_term():
+    # Given a course whose classes and grace periods overlap, across a DST change
+    schedule = course(
+        "Mon 10:00-12:00",
+        "Mon 12:15-13:00",
+        "Thu 22:00-01:00",
+        lead_time=timedelta(minutes=20),
+        grace=timedelta(minutes=30),
+    )
+    sessions = schedule.sessions_between(at("2024-02-18 00:00"), at("2024-12-22 00:00"))
+    moment = at("2024-02-18 00:00")
+    # When status() is asked every 7 minutes through the term
+    while moment < at("2024-12-21 00:00"):
+        status = schedule.status(moment)
+        # Then its next session is the first one opening later, as a plain scan says
+        expected = next((s for s in sessions if s.opens_at > moment), None)
+        assert status.next_session == expected, moment
+        inside = [s for s in sessions if s.opens_at <= moment < s.reclaim_at]
+        assert (status.session is None) == (not inside), moment
+        moment += timedelta(minutes=7 * 60 + 7)
