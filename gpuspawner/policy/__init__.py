@@ -4,14 +4,21 @@ Both spawners and the job service call these, so no path can grant what
 another would refuse.
 """
 
-from .admission import StartDecision, active_reservations, admit, seats_left
+from .admission import JobDecision, StartDecision, active_reservations, admit, admit_job, seats_left
 from .capacity import Allocation, CapacityPool, Refusal, Reservation
-from .catalog import Catalog, CatalogError, CatalogProblem, Course, load_catalog
+from .catalog import Catalog, CatalogError, CatalogProblem, Course, JobFlavor, load_catalog
 from .entitlements import Entitlement, Profile, ProfileKind, Role, UserIdentity, evaluate
+from .flavors import FlavorEntitlement, flavor_entitlements, flavor_for
 from .schedule import ClassSession, CourseSchedule, Phase, WeeklyWindow
 from .share import GPUDevice, GPUShare
 
 __all__ = [
+    "FlavorEntitlement",
+    "JobDecision",
+    "JobFlavor",
+    "admit_job",
+    "flavor_entitlements",
+    "flavor_for",
     "Allocation",
     "CapacityPool",
     "Catalog",

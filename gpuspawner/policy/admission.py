@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .capacity import Allocation, CapacityPool, Refusal, Reservation
-from .catalog import Catalog
+from .catalog import Catalog, JobFlavor
 from .entitlements import Entitlement, Role, UserIdentity, entitlement_for
+from .flavors import flavor_for
 from .wording import when
 
 
@@ -159,3 +160,59 @@ def seats_left(
     if profile.max_gpu_servers is not None:
         fit = min(fit, max(profile.max_gpu_servers - pool.count(profile_id=profile.id), 0))
     return fit
+
+
+@dataclass(frozen=True)
+class JobDecision:
+    """A granted job start: its flavor and the GPU share it holds (if any)."""
+
+    flavor: JobFlavor
+    allocation: Allocation | None
+
+
+def admit_job(
+    catalog: Catalog,
+    pool: CapacityPool,
+    user: UserIdentity,
+    flavor_id: object,
+    *,
+    key: str,
+    now: datetime,
+) -> JobDecision:
+    """Decide whether a job may start now and record its GPU allocation; raises :class:`Refusal`.
+
+    Jobs respect the same capacity, and the seats that open classes reserve, as
+    servers do. ``Refusal.code`` ``full``/``reserved``/``job-limit`` mean "wait in the
+    queue"; ``not-entitled``/``no-such-gpu``/``too-large`` mean it can never start.
+    """
+    entitlement = flavor_for(catalog, user, flavor_id, now)
+    if entitlement is None or not entitlement.available:
+        reason = entitlement.reason if entitlement else "There is no such job flavor."
+        raise Refusal(
+            "not-entitled", f"You cannot run jobs on {str(flavor_id)[:80]!r}: {reason}", status=403
+        )
+    flavor = entitlement.flavor
+    running = [
+        a
+        for a in pool.allocations.values()
+        if a.owner == user.name and a.key.startswith("job:") and a.profile_id == flavor.id
+    ]
+    if len(running) >= flavor.max_running_per_user:
+        raise Refusal(
+            "job-limit",
+            f"You already have {len(running)} job(s) running on {flavor.title}; each person may "
+            f"run {flavor.max_running_per_user} at a time. This job waits in the queue.",
+        )
+    share = flavor.share
+    if share is None:
+        return JobDecision(flavor, None)
+    pool.release(key)
+    allocation = pool.allocate(
+        key,
+        owner=user.name,
+        profile_id=flavor.id,
+        course_id=None,
+        share=share,
+        reservations=active_reservations(catalog, now),
+    )
+    return JobDecision(flavor, allocation)

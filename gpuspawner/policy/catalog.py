@@ -382,6 +382,48 @@ class Settings(CatalogModel):
         return value
 
 
+class FlavorAccess(CatalogModel):
+    """Who may run jobs on a flavor. Admins always may."""
+
+    everyone: bool = False
+    users: NameList = Field(default_factory=list)
+    groups: NameList = Field(default_factory=list)
+    courses: list[Identifier] = Field(default_factory=list)
+    """Students and instructors of these courses, during the term."""
+    research: list[Identifier] = Field(default_factory=list)
+    """Holders of these research allocations, while the allocation is active."""
+
+
+class JobFlavor(CatalogModel):
+    """What a "Run as Job" batch job runs on: GPU share, CPU, memory, environment."""
+
+    id: Identifier
+    title: str = Field(min_length=1)
+    description: str = ""
+    gpu: GPUSpec | None = None
+    resources: Resources = Field(default_factory=Resources)
+    environment: Environment = Field(default_factory=Environment)
+    default_deadline: Duration = timedelta(hours=1)
+    max_deadline: Duration = timedelta(hours=24)
+    max_running_per_user: int = Field(default=1, ge=1)
+    access: FlavorAccess = Field(default_factory=FlavorAccess)
+
+    @model_validator(mode="after")
+    def _deadlines(self) -> JobFlavor:
+        if self.default_deadline > self.max_deadline:
+            raise ValueError(
+                f"default_deadline ({self.default_deadline}) is longer than max_deadline "
+                f"({self.max_deadline})"
+            )
+        if self.default_deadline <= timedelta(0):
+            raise ValueError("default_deadline must be longer than zero")
+        return self
+
+    @cached_property
+    def share(self) -> GPUShare | None:
+        return self.gpu.to_share() if self.gpu else None
+
+
 class CatalogFile(CatalogModel):
     """The shape of one catalog file."""
 
@@ -389,6 +431,7 @@ class CatalogFile(CatalogModel):
     standing: list[StandingProfile] = Field(default_factory=list)
     courses: list[Course] = Field(default_factory=list)
     research: list[ResearchAllocation] = Field(default_factory=list)
+    flavors: list[JobFlavor] = Field(default_factory=list)
 
 
 # -- errors ---------------------------------------------------------------------------
@@ -493,9 +536,12 @@ class Catalog:
     standing: list[StandingProfile]
     sources: dict[str, Path] = field(default_factory=dict)
     """Where each profile id was defined."""
+    flavors: list[JobFlavor] = field(default_factory=list)
+    """Job flavors for "Run as Job"."""
 
     def __post_init__(self) -> None:
         self.courses_by_id = {c.id: c for c in self.courses}
+        self.flavors_by_id = {f.id: f for f in self.flavors}
         self.reserving_courses = [c for c in self.courses if c.reserved_seats]
         self.profile_cache: dict[str, Any] = {}
         """Profiles built from catalog entries, by id (filled by entitlements)."""
@@ -616,6 +662,7 @@ def _profile_ids(content: CatalogFile) -> list[tuple[str, int, str]]:
         *(("standing", i, p.id) for i, p in enumerate(content.standing)),
         *(("courses", i, c.id) for i, c in enumerate(content.courses)),
         *(("research", i, r.id) for i, r in enumerate(content.research)),
+        *(("flavors", i, f.id) for i, f in enumerate(content.flavors)),
     ]
 
 
@@ -626,6 +673,7 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
     courses: list[Course] = []
     research: list[ResearchAllocation] = []
     standing: list[StandingProfile] = []
+    flavors: list[tuple[Path, int, JobFlavor, LineMap]] = []
     sources: dict[str, Path] = {}
     seen: dict[str, tuple[Path, int | None]] = {}
     defaults: list[tuple[str, Path, int, int | None]] = []
@@ -664,6 +712,26 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
         courses.extend(content.courses)
         research.extend(content.research)
         standing.extend(content.standing)
+        flavors.extend((file, i, f, lines) for i, f in enumerate(content.flavors))
+    known_courses = {c.id for c in courses}
+    known_research = {r.id for r in research}
+    for file, index, flavor, lines in flavors:
+        for kind, names, known in (
+            ("courses", flavor.access.courses, known_courses),
+            ("research", flavor.access.research, known_research),
+        ):
+            for position, name in enumerate(names):
+                if name not in known:
+                    loc = ("flavors", index, "access", kind, position)
+                    problems.append(
+                        CatalogProblem(
+                            file,
+                            line_for(lines, loc),
+                            _field_name(loc),
+                            f"there is no {'course' if kind == 'courses' else 'research allocation'}"
+                            f" with the id {name!r} in the catalog",
+                        )
+                    )
     if len(defaults) > 1:
         (first_id, first_file, _, first_line), (second_id, file, index, line) = defaults[:2]
         problems.append(
@@ -692,4 +760,4 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
             grace=spec.grace if spec.grace is not None else settings.grace,
             prewarm=spec.prewarm,
         )
-    return Catalog(settings, courses, research, standing, sources)
+    return Catalog(settings, courses, research, standing, sources, [f for _, _, f, _ in flavors])

@@ -43,7 +43,7 @@ MALFORMED = [
         """,
         3,
         "cours",
-        ["unknown field 'cours'", "expected one of: courses, research, settings"],
+        ["unknown field 'cours'", "expected one of: courses, flavors, research, settings"],
         id="unknown-top-level-key",
     ),
     pytest.param(

@@ -1,0 +1,106 @@
+"""Job flavors: which "Run as Job" flavors a user may use now, and why not otherwise.
+
+The same identity and the same catalog as the spawner decide it, so a student can
+never get through the job path what the spawn page would refuse: a course's
+flavor is open to its students and instructors during the term, a research
+flavor to the holders of an active allocation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .catalog import Catalog, JobFlavor
+from .entitlements import UserIdentity
+
+
+@dataclass(frozen=True)
+class FlavorEntitlement:
+    """One flavor as one user sees it."""
+
+    flavor: JobFlavor
+    available: bool
+    reason: str
+    """Why it is available ("through ML101") or not, as a sentence."""
+
+
+def _course_access(
+    catalog: Catalog, user: UserIdentity, course_id: str, now: datetime
+) -> str | None:
+    course = catalog.courses_by_id.get(course_id)
+    if course is None:
+        return None
+    enrolled = (
+        user.name in course.enrolment.users
+        or user.name in course.instructors
+        or bool(set(course.enrolment.groups) & user.groups)
+    )
+    if not enrolled:
+        return None
+    schedule = course.course_schedule
+    today = now.astimezone(schedule.timezone).date()
+    if schedule.first_day <= today <= schedule.last_day:
+        return f"through {course.title}"
+    return ""
+
+
+def _research_access(
+    catalog: Catalog, user: UserIdentity, grant_id: str, now: datetime
+) -> str | None:
+    grant = catalog.research_by_id.get(grant_id)
+    if grant is None:
+        return None
+    if user.name not in grant.users and not (set(grant.groups) & user.groups):
+        return None
+    today = now.date()
+    if (grant.starts is None or grant.starts <= today) and today <= grant.expires:
+        return f"through {grant.title}"
+    return ""
+
+
+def flavor_entitlements(
+    catalog: Catalog, user: UserIdentity, now: datetime
+) -> list[FlavorEntitlement]:
+    """Every flavor with whether ``user`` may run jobs on it at ``now``."""
+    result = []
+    for flavor in catalog.flavors:
+        access = flavor.access
+        if user.admin:
+            result.append(FlavorEntitlement(flavor, True, "as a hub admin"))
+            continue
+        if access.everyone or user.name in access.users or set(access.groups) & user.groups:
+            result.append(FlavorEntitlement(flavor, True, "open to you"))
+            continue
+        reasons = [
+            _course_access(catalog, user, course_id, now) for course_id in access.courses
+        ] + [_research_access(catalog, user, grant_id, now) for grant_id in access.research]
+        granted = next((r for r in reasons if r), None)
+        if granted:
+            result.append(FlavorEntitlement(flavor, True, granted))
+        elif any(r == "" for r in reasons):
+            result.append(
+                FlavorEntitlement(
+                    flavor,
+                    False,
+                    f"{flavor.title} came with a course term or research allocation that is not "
+                    "active now.",
+                )
+            )
+        else:
+            result.append(
+                FlavorEntitlement(flavor, False, f"{flavor.title} is not offered to you.")
+            )
+    return result
+
+
+def flavor_for(
+    catalog: Catalog, user: UserIdentity, flavor_id: object, now: datetime
+) -> FlavorEntitlement | None:
+    """The entitlement for one flavor id, or None for an id the catalog does not have."""
+    if not isinstance(flavor_id, str):
+        return None
+    for entitlement in flavor_entitlements(catalog, user, now):
+        if entitlement.flavor.id == flavor_id:
+            return entitlement
+    return None
