@@ -48,6 +48,14 @@ courses:
         - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
       lead_time: 10m
       grace: 10m
+flavors:
+  - id: quarter-gpu
+    title: A quarter GPU
+    description: Run a course notebook as a job on a quarter of a GPU.
+    gpu: {{fraction: 1/4, memory: 6GiB}}
+    default_deadline: 30m
+    max_deadline: 2h
+    access: {{courses: [gpu-demo, ml101]}}
 """
 
 
