@@ -24,6 +24,7 @@ from jupyterhub.spawner import SpawnException
 from traitlets import Bool, Unicode, default
 from traitlets.config import LoggingConfigurable
 
+from .gpu_map import gpu_map
 from .policy import (
     Allocation,
     CapacityPool,
@@ -234,7 +235,11 @@ class CourseProfilesMixin(LoggingConfigurable):
     def render_profile_page(self) -> str:
         cards = self.profile_cards()
         previous = (self.user_options or {}).get("profile") if self.user_options else None
-        return render_profile_cards(cards, selected=previous if isinstance(previous, str) else None)
+        identity = self.identity()
+        gpus = gpu_map(self.capacity_pool, viewer=identity.name, admin=identity.admin)
+        return render_profile_cards(
+            cards, selected=previous if isinstance(previous, str) else None, gpus=gpus
+        )
 
     def options_from_form(self, formdata: dict) -> dict:
         """Keep the submitted fields as single values; start() decides what is allowed."""

@@ -79,7 +79,9 @@ class ProfileCard:
         )
 
 
-def render_profile_cards(cards: list[ProfileCard], selected: str | None = None) -> str:
+def render_profile_cards(
+    cards: list[ProfileCard], selected: str | None = None, gpus: list | None = None
+) -> str:
     """HTML for JupyterHub's spawn form (inserted inside its <form>)."""
     startable = [c for c in cards if c.available]
     ids = {c.id for c in startable}
@@ -88,4 +90,6 @@ def render_profile_cards(cards: list[ProfileCard], selected: str | None = None) 
         if selected is None and startable:
             open_courses = [c for c in startable if c.kind == "course" and not c.full]
             selected = (open_courses or startable)[0].id
-    return _templates.get_template("profiles.html").render(cards=cards, selected=selected)
+    return _templates.get_template("profiles.html").render(
+        cards=cards, selected=selected, gpus=gpus or []
+    )

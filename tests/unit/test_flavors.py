@@ -122,5 +122,8 @@ def test_a_flavor_naming_an_unknown_course_is_a_located_catalog_error(catalog_fr
         catalog_from(CATALOG.replace("courses: [ml101]", "courses: [ml999]"))
     problem = error.value.problems[0]
     assert problem.field == "flavors[1].access.courses[0]"
-    assert problem.line == CATALOG.lstrip("\n").splitlines().index("    access: {courses: [ml101]}") + 1
+    assert (
+        problem.line
+        == CATALOG.lstrip("\n").splitlines().index("    access: {courses: [ml101]}") + 1
+    )
     assert "no course with the id 'ml999'" in problem.message

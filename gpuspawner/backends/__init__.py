@@ -1,0 +1,71 @@
+"""GPU sharing back ends: render a GPU share as pod-spec changes for one sharing technology.
+
+Each back end is a pure renderer (no Kubernetes imports, no I/O) from a
+:class:`~gpuspawner.policy.share.GPUShare` to a :class:`PodGPUPlan`, and reports in
+``PodGPUPlan.unhonoured`` what of the share it cannot enforce. Pick one by name::
+
+    backend = make_backend("time-slicing", replicas=4)
+    errors = backend.check(share, {"NVIDIA A100-SXM4-80GB": 81920})
+    plan = backend.render(share, gpu_model="NVIDIA A100-SXM4-80GB",
+                          gpu_memory_mib=81920, name="jupyter-alice-gpu")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_only_plan
+from .dra import DRABackend
+from .hami import HAMiBackend
+from .mig import MIGBackend
+from .mps import MPSBackend
+from .protect import merge_environment, strip_protected
+from .timeslicing import TimeSlicingBackend
+from .volcano import VolcanoVGPUBackend
+from .whole import WholeGPUBackend
+
+BACKENDS: dict[str, type[SharingBackend]] = {
+    "whole": WholeGPUBackend,
+    "time-slicing": TimeSlicingBackend,
+    "mps": MPSBackend,
+    "mig": MIGBackend,
+    "hami": HAMiBackend,
+    "volcano": VolcanoVGPUBackend,
+    "dra": DRABackend,
+}
+
+
+def make_backend(name: str, **config: Any) -> SharingBackend:
+    """The back end called ``name``, configured with ``config``; ValueError names the choices."""
+    try:
+        backend_class = BACKENDS[name]
+    except KeyError:
+        raise ValueError(
+            f"There is no GPU sharing backend called {name!r}; choose one of {', '.join(BACKENDS)}."
+        ) from None
+    try:
+        return backend_class(**config)
+    except TypeError as error:
+        # A misspelt or missing setting: say which back end, in a sentence.
+        raise ValueError(
+            f"The {name} sharing backend cannot use these settings: {error}."
+        ) from None
+
+
+__all__ = [
+    "BACKENDS",
+    "DRABackend",
+    "HAMiBackend",
+    "MIGBackend",
+    "MPSBackend",
+    "PodGPUPlan",
+    "SharingBackend",
+    "TimeSlicingBackend",
+    "UnsupportedShare",
+    "VolcanoVGPUBackend",
+    "WholeGPUBackend",
+    "cpu_only_plan",
+    "make_backend",
+    "merge_environment",
+    "strip_protected",
+]

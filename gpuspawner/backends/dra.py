@@ -1,0 +1,232 @@
+"""Dynamic Resource Allocation with NVIDIA's DRA driver: a ResourceClaimTemplate per server.
+
+The plan creates one ``ResourceClaimTemplate`` (``resource.k8s.io/v1``, GA since Kubernetes
+1.34) named after the server, lists it in the pod's ``spec.resourceClaims`` as ``gpu``, and
+gives the notebook container ``resources.claims: [{name: gpu}]``. The claim asks for
+``count`` devices of class ``gpu.nvidia.com``, narrowed by CEL selectors on the device's
+``productName`` attribute and ``memory`` capacity when the share names them.
+
+A slice adds the driver's opaque ``GpuConfig`` (``resource.nvidia.com/v1beta1``) with
+``sharing.strategy: MPS`` and ``mpsConfig.defaultActiveThreadPercentage`` (compute: the
+minimum, else the fraction, as for HAMi) and ``mpsConfig.defaultPinnedDeviceMemoryLimit``
+(memory), or ``strategy: TimeSlicing`` with ``timeSlicingConfig.interval``. Field names are
+from the reference (driver ``api/nvidia.com/resource/v1beta1/sharing.go`` and
+``demo/specs/quickstart/v1/gpu-test-mps.yaml``); the Kubernetes side was checked against the
+``kubernetes_asyncio`` 36 models (``V1ExactDeviceRequest``, ``V1DeviceClaimConfiguration``,
+``V1PodResourceClaim``). The driver needs its ``MPSSupport`` (or ``TimeSlicingSettings``)
+feature gate, and its GPU kubelet plugin is off by default in the Helm chart.
+
+The big limit, reported in every slice's ``unhonoured``: a claim is allocated a whole
+device, and only pods that reference the *same* ResourceClaim share it. A template per
+server therefore gives every server its own GPU, capped but not shared; sharing across
+servers needs one named claim for several pods or DRA consumable capacity (KEP-5075).
+CEL ``contains`` is case-sensitive, unlike the catalog's model matching.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, ClassVar
+
+from gpuspawner.policy.share import GPUShare
+from gpuspawner.policy.units import format_mib
+
+from .base import PodGPUPlan, SharingBackend, mib_quantity
+from .framework_limits import framework_memory_limits, share_environment
+
+SHARING_STRATEGIES = ("MPS", "TimeSlicing")
+TIME_SLICING_INTERVALS = ("Default", "Short", "Medium", "Long")
+CLAIM = "gpu"
+"""The name of the claim in the pod, and of the request in the claim."""
+
+
+def _cel_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+class DRABackend(SharingBackend):
+    """``make_backend("dra")``; ``sharing_strategy="TimeSlicing"`` instead of MPS for slices."""
+
+    name: ClassVar[str] = "dra"
+    default_resource_names = {"device_class": "gpu.nvidia.com", "driver": "gpu.nvidia.com"}
+
+    def __init__(
+        self,
+        *,
+        sharing_strategy: str = "MPS",
+        time_slicing_interval: str = "Default",
+        config_api_version: str = "resource.nvidia.com/v1beta1",
+        **common: Any,
+    ) -> None:
+        """``resource_names`` renames the DeviceClass (``device_class``) and the driver whose
+        attributes the selectors read and whose opaque config the claim carries (``driver``)."""
+        if sharing_strategy not in SHARING_STRATEGIES:
+            raise ValueError(
+                f"The DRA sharing strategy must be MPS or TimeSlicing, got {sharing_strategy!r}."
+            )
+        if time_slicing_interval not in TIME_SLICING_INTERVALS:
+            raise ValueError(
+                "The DRA time-slicing interval must be one of "
+                f"{', '.join(TIME_SLICING_INTERVALS)}, got {time_slicing_interval!r}."
+            )
+        super().__init__(**common)
+        self.sharing_strategy = sharing_strategy
+        self.time_slicing_interval = time_slicing_interval
+        self.config_api_version = config_api_version
+
+    def render(
+        self,
+        share: GPUShare,
+        *,
+        gpu_model: str | None = None,
+        gpu_memory_mib: int | None = None,
+        name: str,
+    ) -> PodGPUPlan:
+        driver = _cel_string(self.resource_names["driver"])
+        selectors = []
+        models = [gpu_model] if gpu_model else list(share.models)
+        if models:
+            product = f"device.attributes[{driver}].productName"
+            expression = " || ".join(f"{product}.contains({_cel_string(m)})" for m in models)
+            selectors.append({"cel": {"expression": expression}})
+
+        plan = self._new_plan()
+        if share.is_whole:
+            count = share.count
+            config = None
+            plan.environment.update(
+                share_environment(
+                    share,
+                    gpu_model=gpu_model,
+                    gpu_memory_mib=gpu_memory_mib,
+                    fraction=Fraction(1),
+                    memory_mib=gpu_memory_mib,
+                )
+            )
+        else:
+            self._refuse_memory_beyond_device(share, gpu_model, gpu_memory_mib)
+            count = 1
+            if share.memory_mib is not None:
+                minimum = _cel_string(mib_quantity(share.memory_mib))
+                selectors.append(
+                    {
+                        "cel": {
+                            "expression": f"device.capacity[{driver}].memory"
+                            f".compareTo(quantity({minimum})) >= 0"
+                        }
+                    }
+                )
+            config = self._sharing_config(plan, share, gpu_model, gpu_memory_mib)
+
+        exactly: dict[str, Any] = {
+            "deviceClassName": self.resource_names["device_class"],
+            "allocationMode": "ExactCount",
+            "count": count,
+        }
+        if selectors:
+            exactly["selectors"] = selectors
+        devices: dict[str, Any] = {"requests": [{"name": CLAIM, "exactly": exactly}]}
+        if config is not None:
+            devices["config"] = [
+                {
+                    "requests": [CLAIM],
+                    "opaque": {"driver": self.resource_names["driver"], "parameters": config},
+                }
+            ]
+        plan.resource_claim_templates.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name},
+                "spec": {"spec": {"devices": devices}},
+            }
+        )
+        plan.pod_resource_claims.append({"name": CLAIM, "resourceClaimTemplateName": name})
+        plan.container_claims.append({"name": CLAIM})
+        return plan
+
+    def _sharing_config(
+        self,
+        plan: PodGPUPlan,
+        share: GPUShare,
+        gpu_model: str | None,
+        gpu_memory_mib: int | None,
+    ) -> dict[str, Any]:
+        """The driver's GpuConfig for a slice; adds the slice's environment and notes to ``plan``."""
+        memory = share.memory_mib
+        if memory is None and gpu_memory_mib is not None:
+            assert share.fraction is not None
+            memory = int(share.fraction * gpu_memory_mib)
+        plan.environment.update(
+            share_environment(
+                share,
+                gpu_model=gpu_model,
+                gpu_memory_mib=gpu_memory_mib,
+                fraction=share.fraction,
+                memory_mib=memory,
+            )
+        )
+        if memory is not None and gpu_memory_mib is not None:
+            # The claim's device is the whole GPU, which is what frameworks see as its total.
+            plan.environment.update(framework_memory_limits(memory, gpu_memory_mib))
+        technology = "MPS" if self.sharing_strategy == "MPS" else "time-slicing"
+        plan.unhonoured.append(
+            "Other servers cannot share this GPU: each server's ResourceClaim is allocated a "
+            f"whole GPU, and the {technology} settings only divide it among this server's own "
+            "processes."
+        )
+        if self.sharing_strategy == "TimeSlicing":
+            self._time_slicing_notes(plan, share, memory)
+            return {
+                "apiVersion": self.config_api_version,
+                "kind": "GpuConfig",
+                "sharing": {
+                    "strategy": "TimeSlicing",
+                    "timeSlicingConfig": {"interval": self.time_slicing_interval},
+                },
+            }
+        mps: dict[str, Any] = {}
+        if share.compute_min_pct:
+            threads: int | None = share.compute_min_pct
+        elif share.fraction is not None:
+            threads = max(1, int(share.fraction * 100))
+        else:
+            threads = None
+        if threads is not None and threads < 100:
+            mps["defaultActiveThreadPercentage"] = threads
+            ceiling = share.compute_max_pct
+            if ceiling is not None and ceiling > threads:
+                plan.unhonoured.append(
+                    f"Compute cannot burst above {threads}%: MPS caps this server at {threads}% "
+                    f"of the GPU's threads, so the {ceiling}% maximum is never reached."
+                )
+            elif ceiling is not None and ceiling < threads:
+                plan.unhonoured.append(
+                    f"A compute maximum of {ceiling}% is not applied: MPS caps this server at "
+                    f"{threads}% of the GPU's threads."
+                )
+        if memory is not None:
+            mps["defaultPinnedDeviceMemoryLimit"] = mib_quantity(memory)
+        else:
+            plan.unhonoured.append(
+                "No MPS memory limit is set: the share has no memory amount and the GPU's "
+                "memory size is unknown."
+            )
+        sharing: dict[str, Any] = {"strategy": "MPS"}
+        if mps:
+            sharing["mpsConfig"] = mps
+        return {"apiVersion": self.config_api_version, "kind": "GpuConfig", "sharing": sharing}
+
+    @staticmethod
+    def _time_slicing_notes(plan: PodGPUPlan, share: GPUShare, memory: int | None) -> None:
+        if memory is not None:
+            plan.unhonoured.append(
+                f"GPU memory is not isolated by time-slicing: the {format_mib(memory)} limit is "
+                "applied only through PyTorch, JAX and TensorFlow settings, which a notebook can "
+                "change."
+            )
+        if share.compute_max_pct is not None and share.compute_max_pct < 100:
+            plan.unhonoured.append(
+                f"A compute maximum of {share.compute_max_pct}% is not enforced by time-slicing."
+            )

@@ -1,0 +1,80 @@
+"""The environment that describes a GPU share, and the soft limits frameworks honour.
+
+Shared by every sharing back end, and written so that the local spawner
+(``gpuspawner/policy/local_share.py``) can use the same two functions: a server gets the
+same variables, with the same values, whether it runs on one workstation or on Kubernetes.
+
+The soft limits are cooperative (a notebook can change them). They matter where a
+framework would otherwise take memory that is not its share:
+
+- PyTorch: ``GPUSPAWNER_TORCH_MEMORY_FRACTION`` is applied on import by
+  ``gpuspawner/share_hooks/sitecustomize.py`` (``torch.cuda.set_per_process_memory_fraction``);
+- JAX: ``XLA_PYTHON_CLIENT_MEM_FRACTION`` and its new name ``XLA_CLIENT_MEM_FRACTION``
+  preallocate only the share instead of 75% of the GPU;
+- TensorFlow: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` grows on demand instead of taking the GPU.
+
+All three fractions are of the memory the framework *sees* as the GPU's total. Back ends
+pass that total: the whole device under time-slicing and MPS, but only the slice under MIG
+and HAMi (HAMi-core reports its limit as the total), where these fractions are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from types import MappingProxyType
+
+from gpuspawner.policy.share import GPUShare
+
+NO_GPU_ENVIRONMENT: Mapping[str, str] = MappingProxyType(
+    {
+        "CUDA_VISIBLE_DEVICES": "",
+        # "void" makes the NVIDIA container runtime behave like runc: no GPU device at all.
+        "NVIDIA_VISIBLE_DEVICES": "void",
+        "GPUSPAWNER_GPU_SHARE": "No GPU",
+    }
+)
+"""What a server without a GPU share gets: it sees no GPU, even in a CUDA image."""
+
+
+def memory_fraction(memory_mib: int, visible_memory_mib: int) -> float:
+    """The share's memory as a part of the memory frameworks see, at most 1."""
+    return min(memory_mib / visible_memory_mib, 1.0)
+
+
+def framework_memory_limits(memory_mib: int, visible_memory_mib: int) -> dict[str, str]:
+    """Soft limits that keep PyTorch, JAX and TensorFlow within ``memory_mib``.
+
+    ``visible_memory_mib`` is the total the frameworks see (the whole device when memory
+    is not isolated). The fraction is written with three decimals, ``0.125``.
+    """
+    text = f"{memory_fraction(memory_mib, visible_memory_mib):.3f}"
+    return {
+        "GPUSPAWNER_TORCH_MEMORY_FRACTION": text,
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": text,
+        "XLA_CLIENT_MEM_FRACTION": text,
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
+
+
+def share_environment(
+    share: GPUShare,
+    *,
+    gpu_model: str | None,
+    gpu_memory_mib: int | None,
+    fraction: Fraction | None,
+    memory_mib: int | None,
+) -> dict[str, str]:
+    """``GPUSPAWNER_*`` variables that describe the share to the server (status bar, hooks).
+
+    ``fraction`` and ``memory_mib`` are what the server actually gets on this back end (a
+    time-slicing slot, a MIG slice), which may be more than the share asked for.
+    """
+    env = {"GPUSPAWNER_GPU_SHARE": share.describe(gpu_model, gpu_memory_mib)}
+    if fraction is not None:
+        env["GPUSPAWNER_GPU_FRACTION"] = f"{fraction.numerator}/{fraction.denominator}"
+    if memory_mib is not None:
+        env["GPUSPAWNER_GPU_MEMORY_MIB"] = str(memory_mib)
+    if share.compute_max_pct is not None:
+        env["GPUSPAWNER_GPU_COMPUTE_MAX_PCT"] = str(share.compute_max_pct)
+    return env
