@@ -7,7 +7,10 @@ starts, what is refused and how, and what survives a hub restart.
 from __future__ import annotations
 
 import html
+import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -51,6 +54,28 @@ def process_environment(hub, user: str, server: str = "") -> dict[str, str]:
     state = model["servers"][server]["state"]
     raw = Path(f"/proc/{state['pid']}/environ").read_bytes()
     return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def spawn_progress(user) -> list[str]:
+    """The messages of the hub's spawn progress event stream, until the server is ready.
+
+    Asks again until the spawn is pending (the stream is refused before it starts).
+    """
+    for _ in range(600):
+        response = user.api("GET", f"/users/{user.name}/server/progress", stream=True, timeout=120)
+        if response.status_code == 200:
+            break
+        response.close()
+        time.sleep(0.05)
+    messages = []
+    for line in response.iter_lines(decode_unicode=True):
+        if line and line.startswith("data:"):
+            event = json.loads(line[5:])
+            messages.append(event.get("message", ""))
+            if event.get("ready") or event.get("failed"):
+                break
+    response.close()
+    return messages
 
 
 def allocation_of(hub, user: str, server: str = "") -> dict:
@@ -197,7 +222,13 @@ def test_the_course_seat_limit_refuses_the_next_student_with_the_reason(
     users = [browserless_user(hub, n) for n in ("ana", "ben", "cai")]
 
     # When three students start it through the REST API
-    first, second = (u.spawn_via_api({"profile": "ml101"}) for u in users[:2])
+    # (the first one follows the spawn progress while it starts)
+    assert users[0].token  # her account and token exist before both threads use them
+    with ThreadPoolExecutor(1) as pool:
+        following = pool.submit(spawn_progress, users[0])
+        first = users[0].spawn_via_api({"profile": "ml101"})
+        progress = following.result(timeout=120)
+    second = users[1].spawn_via_api({"profile": "ml101"})
     third = users[2].spawn_via_api({"profile": "ml101"})
 
     # Then two start and the third is refused with a 409 that names the limit
@@ -206,6 +237,14 @@ def test_the_course_seat_limit_refuses_the_next_student_with_the_reason(
     assert "All 2 GPU seats of ML101 are taken" in third.json()["message"]
     for user in users[:2]:
         user.wait_ready()
+    # And the progress told the first student what was decided and where, before "ready"
+    assert progress[:2] == [
+        "Server requested",
+        "Checking your profile, its class window and GPU capacity",
+    ], progress
+    assert re.match(r"ML101: 1/4 of a GPU on GPU \d \(RTX 4090, 24 GiB, simulated\)", progress[2])
+    assert progress[3] == "Starting JupyterLab"
+    assert progress[-1].startswith("Server ready")
 
 
 def test_a_hub_restart_keeps_every_allocation_and_double_books_none(
