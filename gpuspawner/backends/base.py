@@ -150,7 +150,6 @@ class SharingBackend(ABC):
 
     # -- rendering ---------------------------------------------------------------------------
 
-    @abstractmethod
     def render(
         self,
         share: GPUShare,
@@ -165,6 +164,23 @@ class SharingBackend(ABC):
         when the hub has not chosen a model; ``name`` names objects the plan creates (DRA
         claim templates). Raises :class:`UnsupportedShare` for a share it can never give.
         """
+        if gpu_model and not model_matches(gpu_model, share.models):
+            raise UnsupportedShare(
+                f"The share {share.describe()} asks for {' or '.join(share.models)}, so it cannot "
+                f"be given on the {gpu_model}. Choose the GPU model with models_for()."
+            )
+        return self._render(share, gpu_model=gpu_model, gpu_memory_mib=gpu_memory_mib, name=name)
+
+    @abstractmethod
+    def _render(
+        self,
+        share: GPUShare,
+        *,
+        gpu_model: str | None,
+        gpu_memory_mib: int | None,
+        name: str,
+    ) -> PodGPUPlan:
+        """What :meth:`render` returns, for a ``gpu_model`` the share accepts."""
 
     def cpu_only_plan(self) -> PodGPUPlan:
         """The plan for a profile without a GPU (the same for every back end)."""

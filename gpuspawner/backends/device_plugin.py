@@ -45,18 +45,23 @@ class DevicePluginSlots(NodeLabelBackend):
     sharing_strategy: ClassVar[str]
     """The value of GFD's ``nvidia.com/gpu.sharing-strategy`` label on the shared nodes."""
     technology: ClassVar[str]
-    """The technology's name in sentences."""
+    """The technology's name within a sentence (``time-slicing``, ``MPS``)."""
     default_resource_names = {"gpu": "nvidia.com/gpu", "shared": "nvidia.com/gpu"}
 
     def __init__(self, *, replicas: int, **common: Any) -> None:
         """``replicas``: how many slots each GPU is split into, as in the device plugin config."""
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
             raise ValueError(
-                f"{self.technology} needs replicas of 2 or more (the number of slots per GPU in "
+                f"{self.technology_first} needs replicas of 2 or more (the number of slots per GPU in "
                 f"the device plugin's configuration), got {replicas!r}."
             )
         super().__init__(**common)
         self.replicas = replicas
+
+    @property
+    def technology_first(self) -> str:
+        """The technology's name at the start of a sentence."""
+        return self.technology[:1].upper() + self.technology[1:]
 
     @property
     def slot(self) -> Fraction:
@@ -68,7 +73,7 @@ class DevicePluginSlots(NodeLabelBackend):
         """True when shared slots have their own resource name (``renameByDefault``)."""
         return self.resource_names["shared"] != self.resource_names["gpu"]
 
-    def render(
+    def _render(
         self,
         share: GPUShare,
         *,
@@ -82,7 +87,8 @@ class DevicePluginSlots(NodeLabelBackend):
         slot = format_fraction(self.slot)
         if share.fraction is not None and share.fraction > self.slot:
             raise UnsupportedShare(
-                f"{self.technology} splits every GPU into {self.replicas} slots of {slot}, and a "
+                f"{self.technology_first} splits every GPU into {self.replicas} slots of {slot}, "
+                "and a "
                 f"server gets one slot, so the share {share.describe()} cannot be given. Lower "
                 f"the share to {slot} of a GPU, give a whole GPU, or configure fewer replicas."
             )
@@ -91,7 +97,8 @@ class DevicePluginSlots(NodeLabelBackend):
             if share.memory_mib > slot_memory:
                 gpu = gpu_model or "this GPU"
                 raise UnsupportedShare(
-                    f"{self.technology} splits every GPU into {self.replicas} slots, so a slot of "
+                    f"{self.technology_first} splits every GPU into {self.replicas} slots, so a "
+                    "slot of "
                     f"{gpu} has {format_mib(slot_memory)} of its memory, and the share "
                     f"{share.describe()} asks for {format_mib(share.memory_mib)}. Lower the "
                     f"memory to {format_mib(slot_memory)} or less, give a whole GPU, or "

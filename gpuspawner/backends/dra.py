@@ -75,7 +75,7 @@ class DRABackend(SharingBackend):
         self.time_slicing_interval = time_slicing_interval
         self.config_api_version = config_api_version
 
-    def render(
+    def _render(
         self,
         share: GPUShare,
         *,

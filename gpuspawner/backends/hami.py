@@ -72,7 +72,7 @@ class HAMiBackend(SharingBackend):
         self.core_policy = core_policy
         self.priority = priority
 
-    def render(
+    def _render(
         self,
         share: GPUShare,
         *,

@@ -120,7 +120,7 @@ class MIGBackend(NodeLabelBackend):
                 )
         return errors
 
-    def render(
+    def _render(
         self,
         share: GPUShare,
         *,

@@ -25,7 +25,7 @@ class TimeSlicingBackend(DevicePluginSlots):
 
     name: ClassVar[str] = "time-slicing"
     sharing_strategy: ClassVar[str] = "time-slicing"
-    technology: ClassVar[str] = "Time-slicing"
+    technology: ClassVar[str] = "time-slicing"
 
     def _fill_slot(
         self,

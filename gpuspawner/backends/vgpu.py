@@ -10,7 +10,8 @@ Both take three numbers per container: physical GPUs, memory and cores. How a sh
   so that shares add up: four quarters are 25 each, three thirds 33 each.
 - **cores**: the compute **minimum** when the share has one, else the fraction as a
   percentage (rounded down), else nothing (no compute limit). Why the minimum: cores are
-  counted against the GPU's 100 when placing a pod, and HAMi-core applies them as an
+  counted against the GPU's 100 when placing a pod (HAMi's ``Fit`` skips a GPU when
+  ``Totalcore - Usedcores < Coresreq``), and HAMi-core applies them as an
   SM-utilisation limit *only while another task on the GPU is computing* (the default
   policy; maintainers in HAMi #737). So "25% under contention, up to 100% alone" is what a
   minimum of 25 and a maximum of 100 ask for. With ``GPU_CORE_UTILIZATION_POLICY=force`` the

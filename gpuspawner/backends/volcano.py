@@ -58,7 +58,7 @@ class VolcanoVGPUBackend(NodeLabelBackend):
         self.memory_as = memory_as
         self.core_policy = core_policy
 
-    def render(
+    def _render(
         self,
         share: GPUShare,
         *,

@@ -20,7 +20,7 @@ class WholeGPUBackend(NodeLabelBackend):
     name: ClassVar[str] = "whole"
     default_resource_names = {"gpu": "nvidia.com/gpu"}
 
-    def render(
+    def _render(
         self,
         share: GPUShare,
         *,

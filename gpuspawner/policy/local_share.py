@@ -70,6 +70,20 @@ def local_share_environment(
         env["GPUSPAWNER_GPU_COMPUTE_MAX_PCT"] = str(share.compute_max_pct)
     if share.is_whole or first is None:
         return env
+    if hami_core_library:
+        # HAMi-core enforces the cap and reports it as the device's total memory, so
+        # fractions of the "device" would shrink the share a second time.
+        env.update(
+            {
+                "LD_PRELOAD": hami_core_library,
+                "CUDA_DEVICE_MEMORY_LIMIT": f"{allocation.memory_mib}m",
+                "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+                "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+            }
+        )
+        if share.compute_max_pct is not None and share.compute_max_pct < 100:
+            env["CUDA_DEVICE_SM_LIMIT"] = str(share.compute_max_pct)
+        return env
     memory_fraction = min(allocation.memory_mib / first.memory_mib, 1.0)
     text = f"{memory_fraction:.3f}"
     env.update(
@@ -83,13 +97,4 @@ def local_share_environment(
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",
         }
     )
-    if hami_core_library:
-        env.update(
-            {
-                "LD_PRELOAD": hami_core_library,
-                "CUDA_DEVICE_MEMORY_LIMIT": f"{allocation.memory_mib}m",
-            }
-        )
-        if share.compute_max_pct is not None and share.compute_max_pct < 100:
-            env["CUDA_DEVICE_SM_LIMIT"] = str(share.compute_max_pct)
     return env
