@@ -1,0 +1,436 @@
+"""GPUSpawner: course-time profiles and GPU shares on Kubernetes, on top of KubeSpawner.
+
+Thin glue from the policy to a pod spec, through KubeSpawner's public traits:
+
+- the spawn page and every start use the same entitlement, quota and capacity
+  decisions as LocalGPUSpawner (``CourseProfilesMixin``);
+- the GPU share is rendered by the cluster's sharing back end (``sharing_backend``:
+  whole GPUs, time-slicing, MPS, MIG, HAMi, Volcano vGPU, DRA) into resources,
+  annotations, node selection, scheduler name and environment;
+- the GPU inventory comes from node labels (GPU Feature Discovery), and the
+  capacity view is rebuilt from the annotations of the pods the hub manages, so
+  a hub restart loses and duplicates nothing;
+- a pod the scheduler cannot place (``FailedScheduling``) ends the spawn within
+  seconds with a sentence naming what is missing, instead of waiting for
+  ``start_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any
+
+from kubernetes_asyncio.client import CustomObjectsApi
+from kubernetes_asyncio.client.rest import ApiException
+from kubespawner import KubeSpawner
+from traitlets import Bool, Dict, Float, Unicode, default, validate
+
+from .backends import BACKENDS, make_backend
+from .backends.base import PodGPUPlan, SharingBackend, UnsupportedShare
+from .backends.protect import strip_protected
+from .course_profiles import CourseProfilesMixin, refusal_exception
+from .policy import Allocation, CapacityPool, GPUDevice
+
+ALLOCATION_ANNOTATION = "gpuspawner.campus-gpu-hub.org/allocation"
+PROFILE_LABEL = "gpuspawner.campus-gpu-hub.org/profile"
+COURSE_LABEL = "gpuspawner.campus-gpu-hub.org/course"
+NODE_LABEL = "kubernetes.io/hostname"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def devices_from_nodes(nodes: list[dict]) -> list[GPUDevice]:
+    """GPUs from node labels written by GPU Feature Discovery (pure; tested with literal nodes)."""
+    devices: list[GPUDevice] = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        labels = node["metadata"].get("labels") or {}
+        product = labels.get(GPU_PRODUCT_LABEL)
+        try:
+            count = int(labels.get(GPU_COUNT_LABEL, "0"))
+            memory = int(labels.get(GPU_MEMORY_LABEL, "0"))
+        except ValueError:
+            continue
+        if not product or count <= 0 or memory <= 0:
+            continue
+        if (node.get("spec") or {}).get("unschedulable"):
+            continue
+        model = re.sub(r"-(SHARED|MIG-.*)$", "", product)
+        model = model.replace("NVIDIA-", "", 1).replace("GeForce-", "", 1)
+        name = node["metadata"]["name"]
+        for index in range(count):
+            devices.append(
+                GPUDevice(id=f"{name}/{index}", index=len(devices), model=model, memory_mib=memory)
+            )
+    return devices
+
+
+def node_of(device_id: str) -> str:
+    return device_id.rsplit("/", 1)[0]
+
+
+def scheduling_refusal(message: str) -> str:
+    """A student's sentence for a FailedScheduling event message."""
+    missing = sorted(set(re.findall(r"Insufficient ([\w./-]+)", message)))
+    if missing:
+        names = ", ".join(missing)
+        return (
+            f"The cluster has no room for this server right now: no node has enough {names} "
+            "free. Try again in a few minutes, or start a profile without a GPU."
+        )
+    return (
+        "The cluster cannot place this server right now "
+        f"({message.strip()[:200]}). Try again later, or tell the hub admins."
+    )
+
+
+class _ClusterInventory:
+    """The GPUs and allocations of one cluster, shared by every spawner of the hub."""
+
+    def __init__(self) -> None:
+        self.pool: CapacityPool | None = None
+        self.loaded_at = 0.0
+        self.lock = asyncio.Lock()
+
+
+class GPUSpawner(CourseProfilesMixin, KubeSpawner):
+    """KubeSpawner with course-time profiles and GPU shares rendered for the cluster."""
+
+    sharing_backend = Unicode(
+        "whole",
+        config=True,
+        help=f"""
+        The GPU sharing technology of the cluster: one of {", ".join(sorted(BACKENDS))}.
+
+        Example::
+
+            c.GPUSpawner.sharing_backend = "hami"
+        """,
+    )
+
+    @validate("sharing_backend")
+    def _known_backend(self, proposal):
+        if proposal.value not in BACKENDS:
+            raise ValueError(
+                f"sharing_backend must be one of {', '.join(sorted(BACKENDS))}, "
+                f"not {proposal.value!r}"
+            )
+        return proposal.value
+
+    sharing_backend_config = Dict(
+        config=True,
+        help="""
+        Settings of the sharing back end: renamed resources, replicas, MIG strategy...
+
+        Example::
+
+            c.GPUSpawner.sharing_backend = "time-slicing"
+            c.GPUSpawner.sharing_backend_config = {"replicas": 4}
+        """,
+    )
+
+    pin_to_node = Bool(
+        True,
+        config=True,
+        help="""
+        Pin each GPU server to the node whose GPU the hub's capacity pool chose (a
+        ``kubernetes.io/hostname`` node selector), so the hub's view of who holds
+        which GPU is the cluster's. Turn off to let the scheduler pick among nodes.
+
+        Example::
+
+            c.GPUSpawner.pin_to_node = False
+        """,
+    )
+
+    inventory_refresh_seconds = Float(
+        60.0,
+        config=True,
+        help="""
+        How often the GPU inventory is re-read from the nodes' labels.
+
+        Example::
+
+            c.GPUSpawner.inventory_refresh_seconds = 300
+        """,
+    )
+
+    scheduling_failure_grace_seconds = Float(
+        3.0,
+        config=True,
+        help="""
+        How long a ``FailedScheduling`` event may stand before the spawn is ended with
+        a clear refusal (the scheduler sometimes retries successfully at once).
+
+        Example::
+
+            c.GPUSpawner.scheduling_failure_grace_seconds = 10
+        """,
+    )
+
+    _inventories: dict[str, _ClusterInventory] = {}
+    _plan: PodGPUPlan | None = None
+
+    @default("options_form")
+    def _default_options_form(self):
+        return GPUSpawner._render_form_async
+
+    @staticmethod
+    async def _render_form_async(spawner):
+        await spawner.ensure_inventory()
+        return spawner.render_profile_page()
+
+    # -- inventory and capacity --------------------------------------------------
+
+    @property
+    def backend(self) -> SharingBackend:
+        return make_backend(self.sharing_backend, **self.sharing_backend_config)
+
+    @property
+    def _inventory(self) -> _ClusterInventory:
+        key = f"{self.namespace}"
+        if key not in self._inventories:
+            self._inventories[key] = _ClusterInventory()
+        return self._inventories[key]
+
+    def gpu_devices(self) -> list[GPUDevice]:
+        pool = self._inventory.pool
+        return pool.devices if pool else []
+
+    @property
+    def capacity_pool(self) -> CapacityPool:
+        inventory = self._inventory
+        if inventory.pool is None:
+            inventory.pool = CapacityPool([])
+        return inventory.pool
+
+    async def ensure_inventory(self) -> None:
+        """Read GPUs from the nodes and allocations from the managed pods, when due."""
+        inventory = self._inventory
+        if inventory.pool is not None and (
+            time.monotonic() - inventory.loaded_at < self.inventory_refresh_seconds
+        ):
+            return
+        async with inventory.lock:
+            if inventory.pool is not None and (
+                time.monotonic() - inventory.loaded_at < self.inventory_refresh_seconds
+            ):
+                return
+            nodes = await self.api.list_node(_request_timeout=self.k8s_api_request_timeout)
+            node_dicts = [self.api.api_client.sanitize_for_serialization(n) for n in nodes.items]
+            devices = devices_from_nodes(node_dicts)
+            first_load = inventory.pool is None or not inventory.pool.devices
+            pool = CapacityPool(devices)
+            if inventory.pool is not None:
+                for allocation in inventory.pool.allocations.values():
+                    pool.restore(allocation)
+            if first_load:
+                for allocation in await self._allocations_from_pods():
+                    for warning in pool.restore(allocation):
+                        self.log.warning("Rebuilding GPU capacity: %s", warning)
+            inventory.pool = pool
+            inventory.loaded_at = time.monotonic()
+            self.log.info(
+                "GPU inventory: %d GPUs on %d nodes, %d allocations",
+                len(devices),
+                len({node_of(d.id) for d in devices}),
+                len(pool.allocations),
+            )
+
+    async def _allocations_from_pods(self) -> list[Allocation]:
+        pods = await self.api.list_namespaced_pod(
+            self.namespace,
+            label_selector=PROFILE_LABEL,
+            _request_timeout=self.k8s_api_request_timeout,
+        )
+        found = []
+        for pod in pods.items:
+            if pod.status and pod.status.phase in ("Succeeded", "Failed"):
+                continue
+            raw = (pod.metadata.annotations or {}).get(ALLOCATION_ANNOTATION)
+            if not raw:
+                continue
+            try:
+                found.append(Allocation.from_dict(json.loads(raw)))
+            except (ValueError, KeyError, TypeError) as error:
+                self.log.warning(
+                    "Pod %s has an unreadable allocation: %s", pod.metadata.name, error
+                )
+        return found
+
+    # -- start ------------------------------------------------------------------
+
+    def start(self):
+        return asyncio.ensure_future(self._start_with_gpu_share())
+
+    async def _start_with_gpu_share(self):
+        self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
+        await self.ensure_inventory()
+        decision = self.decide_start()
+        try:
+            self._apply_decision(decision)
+            self.progress_note(self.describe_decision(decision))
+            await self._create_claim_templates()
+            start_future = super().start()
+            return await self._until_scheduled_or_refused(start_future)
+        except BaseException:
+            self.release_allocation()
+            raise
+
+    def _apply_decision(self, decision) -> None:
+        profile = decision.entitlement.profile
+        allocation = decision.allocation
+        backend = self.backend
+        share = profile.share
+        if share is None or allocation is None:
+            plan = backend.cpu_only_plan()
+        else:
+            device = next(d for d in self.capacity_pool.devices if d.id == allocation.device_ids[0])
+            try:
+                plan = backend.render(
+                    share,
+                    gpu_model="NVIDIA " + device.model,
+                    gpu_memory_mib=device.memory_mib,
+                    name=f"{self.pod_name}-gpu",
+                )
+            except UnsupportedShare as error:
+                raise refusal_exception("unsupported", error.message, 409) from None
+        self._plan = plan
+        for note in plan.unhonoured:
+            self.log.info("%s: %s", self.allocation_key, note)
+        if profile.environment.image:
+            self.image = profile.environment.image
+        if profile.resources.cpu:
+            self.cpu_limit = profile.resources.cpu
+            self.cpu_guarantee = min(
+                profile.resources.cpu, self.cpu_guarantee or profile.resources.cpu
+            )
+        if profile.resources.memory:
+            self.mem_limit = profile.resources.memory
+        self.extra_resource_limits = {**self.extra_resource_limits, **plan.resource_limits}
+        self.extra_resource_guarantees = {
+            **self.extra_resource_guarantees,
+            **plan.resource_requests,
+        }
+        self.node_selector = {**self.node_selector, **plan.node_selector}
+        if allocation is not None and self.pin_to_node:
+            self.node_selector = {
+                **self.node_selector,
+                NODE_LABEL: node_of(allocation.device_ids[0]),
+            }
+        self.tolerations = [*self.tolerations, *plan.tolerations]
+        if plan.scheduler_name:
+            self.scheduler_name = plan.scheduler_name
+        annotations = dict(plan.annotations)
+        if allocation is not None:
+            annotations[ALLOCATION_ANNOTATION] = json.dumps(allocation.to_dict())
+        self.extra_annotations = {**self.extra_annotations, **annotations}
+        labels = {**plan.labels, PROFILE_LABEL: profile.id}
+        if profile.course_id:
+            labels[COURSE_LABEL] = profile.course_id
+        self.extra_labels = {**self.extra_labels, **labels}
+        environment = strip_protected(dict(self.environment))
+        environment.update({k: v for k, v in profile.environment.variables.items()})
+        environment = strip_protected(environment)
+        environment.update(plan.environment)
+        environment["GPUSPAWNER_PROFILE"] = profile.id
+        if decision.session_end:
+            environment["GPUSPAWNER_SESSION_END"] = decision.session_end.isoformat()
+        if decision.entitlement.class_end:
+            environment["GPUSPAWNER_CLASS_END"] = decision.entitlement.class_end.isoformat()
+        self.environment = environment
+        pod_config: dict[str, Any] = dict(self.extra_pod_config)
+        if plan.pod_resource_claims:
+            pod_config["resourceClaims"] = plan.pod_resource_claims
+        if plan.runtime_class_name:
+            pod_config["runtimeClassName"] = plan.runtime_class_name
+        self.extra_pod_config = pod_config
+
+    async def get_pod_manifest(self):
+        pod = await super().get_pod_manifest()
+        plan = self._plan
+        if plan is not None and plan.container_claims:
+            container = pod.spec.containers[0]
+            if container.resources is not None:
+                container.resources.claims = plan.container_claims
+        return pod
+
+    async def _create_claim_templates(self) -> None:
+        plan = self._plan
+        if plan is None or not plan.resource_claim_templates:
+            return
+        custom = CustomObjectsApi(self.api.api_client)
+        for manifest in plan.resource_claim_templates:
+            group, version = manifest["apiVersion"].split("/")
+            try:
+                await custom.create_namespaced_custom_object(
+                    group, version, self.namespace, "resourceclaimtemplates", manifest
+                )
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+
+    async def _until_scheduled_or_refused(self, start_future):
+        """Wait for KubeSpawner's start, ending it early on a standing FailedScheduling."""
+        first_seen: float | None = None
+        while not start_future.done():
+            events = self._events_of_current_pod()
+            failed = [e for e in events if e.get("reason") == "FailedScheduling"]
+            scheduled = any(e.get("reason") in ("Scheduled", "Started") for e in events)
+            if failed and not scheduled:
+                first_seen = first_seen or time.monotonic()
+                if time.monotonic() - first_seen >= self.scheduling_failure_grace_seconds:
+                    start_future.cancel()
+                    message = scheduling_refusal(failed[-1].get("message") or "")
+                    self.log.info(
+                        "Ending spawn of %s: %s", self.pod_name, failed[-1].get("message")
+                    )
+                    try:
+                        await super().stop(now=True)
+                    finally:
+                        self.release_allocation()
+                    raise refusal_exception("unschedulable", message, 409)
+            await asyncio.wait([start_future], timeout=0.5)
+        return start_future.result()
+
+    def _events_of_current_pod(self) -> list[dict]:
+        """Events of the pod this start created (not of an earlier pod with the same name)."""
+        reflector = getattr(self, "pod_reflector", None)
+        pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
+        uid = (pod or {}).get("metadata", {}).get("uid")
+        if not uid:
+            return []
+        return [e for e in self.events if (e.get("involvedObject") or {}).get("uid") == uid]
+
+    async def progress(self):
+        for number, message in enumerate(getattr(self, "_progress_messages", None) or []):
+            yield {"progress": 5 + number * 5, "message": message}
+        async for event in KubeSpawner.progress(self):
+            yield event
+
+    # -- stop and state ----------------------------------------------------------
+
+    async def stop(self, now=False):
+        try:
+            await super().stop(now=now)
+        finally:
+            self.release_allocation()
+
+    def get_state(self):
+        state = super().get_state()
+        course = self.course_state()
+        if course:
+            state["gpuspawner"] = course
+        return state
+
+    def load_state(self, state):
+        super().load_state(state)
+        self.restore_course_state(state)
+
+    def clear_state(self):
+        super().clear_state()
+        self.release_allocation()
+        self._profile_id = None
