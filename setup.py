@@ -32,6 +32,16 @@ setup(
         # NVML discovery of local GPUs; the import is guarded so machines without
         # an NVIDIA driver still work.
         "nvidia-ml-py",
+        # GPUSpawner builds on KubeSpawner's public traits; pinned to its major version.
+        "jupyterhub-kubespawner>=7.1,<8",
+        "kubernetes_asyncio",
+        # Run as Job: notebook execution, stores and wire models.
+        "papermill>=2.6,<3",
+        "nbclient>=0.10,<0.12",
+        "nbconvert>=7",
+        "nbformat>=5",
+        "SQLAlchemy>=2,<3",
+        "jupyter_server>=2.14,<3",
     ],
     extras_require={
         "test": [
@@ -41,6 +51,7 @@ setup(
             "ruff",
             "mypy",
             "types-PyYAML",
+            "psycopg[binary]>=3.1",
         ],
         "lab": ["jupyterlab>=4.4,<5"],
     },
@@ -51,6 +62,7 @@ setup(
         "jupyterhub.spawners": [
             "localgpu = gpuspawner.local:LocalGPUSpawner",
             "simplelocalgpu = gpuspawner.local:SimpleLocalGPUSpawner",
+            "gpu = gpuspawner.kubernetes:GPUSpawner",
         ],
     },
     classifiers=[
