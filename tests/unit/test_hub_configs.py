@@ -1,0 +1,43 @@
+"""The shipped configurations parse and name settings the code accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuspawner.backends import BACKENDS, make_backend
+from gpuspawner.policy import load_catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "hub_config" / "kubernetes"
+
+
+@pytest.mark.parametrize("overlay", sorted((K8S / "backends").glob("*.yaml")), ids=lambda p: p.stem)
+def test_each_backend_overlay_builds_its_sharing_backend(overlay):
+    settings = yaml.safe_load(overlay.read_text())["hub"]["config"]["GPUSpawner"]
+    assert settings["sharing_backend"] == overlay.stem
+    backend = make_backend(
+        settings["sharing_backend"], **settings.get("sharing_backend_config", {})
+    )
+    assert backend is not None
+
+
+def test_there_is_an_overlay_for_every_backend():
+    assert {p.stem for p in (K8S / "backends").glob("*.yaml")} == set(BACKENDS)
+
+
+def test_the_z2jh_values_and_rbac_parse():
+    values = yaml.safe_load((K8S / "values.yaml").read_text())
+    assert values["hub"]["config"]["JupyterHub"]["spawner_class"] == (
+        "gpuspawner.kubernetes.GPUSpawner"
+    )
+    kinds = [doc["kind"] for doc in yaml.safe_load_all((K8S / "rbac.yaml").read_text())]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+
+
+def test_the_demo_catalog_is_valid():
+    catalog = load_catalog(ROOT / "hub_config" / "local" / "catalog.yaml")
+    assert {c.id for c in catalog.courses} == {"ml101"}
+    assert {f.id for f in catalog.flavors} == {"cpu-job", "whole-gpu"}
