@@ -20,7 +20,7 @@ INSTALL_INPUTS := setup.py pyproject.toml constraints.txt \
 	$(wildcard gpuspawner/__init__.py jupyter_to_job/__init__.py)
 NODE_STAMP := node_modules/.package-lock.json
 
-LINT_PATHS ?= gpuspawner tests benchmarks setup.py
+LINT_PATHS ?= gpuspawner jupyter_to_job tests benchmarks hub_config setup.py
 TYPED_PATHS ?= gpuspawner/policy
 PYTEST_ARGS ?= -v tests
 DEMO_CONFIG := $(CURDIR)/hub_config/local/jupyterhub_config.py

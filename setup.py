@@ -42,6 +42,8 @@ setup(
         "nbformat>=5",
         "SQLAlchemy>=2,<3",
         "jupyter_server>=2.14,<3",
+        "jupyter_client>=8",
+        "psutil>=5.9",
     ],
     extras_require={
         "test": [

@@ -1,0 +1,175 @@
+"""Whether a job may start now, and with which GPU share: the manager's capacity hook.
+
+The manager asks :meth:`JobCapacity.acquire` before it starts a queued job. The
+answer is a :class:`CapacityGrant` (the environment that gives the job its GPU
+share) or a :class:`CapacityWait` (the job stays first in the queue, with the
+reason shown to its owner). A flavor that can never run is refused at create
+time by :meth:`JobCapacity.validate`.
+
+:class:`PoolCapacity` plugs the hub's policy in: it places shares on the same
+:class:`~gpuspawner.policy.CapacityPool` the spawners use (allocation key
+``job:<id>``) and renders them with ``local_share_environment``, so a job can
+never get what the spawner would refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuspawner.policy import Allocation, CapacityPool, GPUShare, Refusal, Reservation
+from gpuspawner.policy.local_share import local_share_environment
+
+from .errors import JobRefused
+
+# Refusals that pass with time (another job or server ends, the class ends).
+WAIT_CODES = frozenset({"full", "reserved", "course-full", "user-limit", "duplicate"})
+
+
+@dataclass(frozen=True)
+class JobTicket:
+    """What the capacity hook knows of a job."""
+
+    job_id: str
+    owner: str
+    flavor: str | None
+
+    @property
+    def key(self) -> str:
+        """The job's key in the capacity pool."""
+        return f"job:{self.job_id}"
+
+
+@dataclass(frozen=True)
+class CapacityGrant:
+    """The job may start; ``environment`` gives it its GPU share."""
+
+    environment: dict[str, str] = field(default_factory=dict)
+    gpu: dict[str, Any] | None = None
+    """Stored with the job: ``description``, ``device_ids`` and the pool's ``allocation``."""
+
+
+@dataclass(frozen=True)
+class CapacityWait:
+    """The job must wait; ``reason`` is a sentence for its owner."""
+
+    reason: str
+
+
+class JobCapacity:
+    """No capacity management: every job may start at once, with the GPUs its host shows.
+
+    Right for standalone mode, where the manager runs inside one user's server: a job
+    inherits that server's own GPU share (its ``CUDA_VISIBLE_DEVICES`` and friends).
+    """
+
+    def validate(self, ticket: JobTicket) -> None:
+        """Raise :class:`JobRefused` when the job could never start."""
+
+    def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
+        return CapacityGrant()
+
+    def release(self, ticket: JobTicket) -> None:
+        """The job has ended: free what it held."""
+
+    def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
+        """After a restart, record what a still-running job holds."""
+
+
+class PoolCapacity(JobCapacity):
+    """GPU shares from the hub's capacity pool, by job flavor.
+
+    ``shares`` maps a flavor to its GPU share (None: a flavor without GPU); a
+    flavor missing from it is refused. ``reservations`` returns the course seats
+    held right now (``active_reservations(catalog, now)``), so jobs do not take
+    a class's reserved GPUs.
+    """
+
+    def __init__(
+        self,
+        pool: CapacityPool,
+        shares: Mapping[str | None, GPUShare | None] | Callable[[str | None], GPUShare | None],
+        *,
+        reservations: Callable[[], tuple[Reservation, ...]] = tuple,
+        hami_core_library: str | None = None,
+    ):
+        self.pool = pool
+        self._shares = shares
+        self._reservations = reservations
+        self.hami_core_library = hami_core_library
+
+    def share_for(self, flavor: str | None) -> GPUShare | None:
+        if callable(self._shares):
+            return self._shares(flavor)
+        if flavor not in self._shares:
+            known = ", ".join(sorted(str(name) for name in self._shares if name)) or "none"
+            raise JobRefused(
+                f"There is no job flavor {flavor!r} here (flavors: {known}). "
+                "Choose one of the flavors offered in the Run as Job dialog.",
+                code="unknown-flavor",
+            )
+        return self._shares[flavor]
+
+    def validate(self, ticket: JobTicket) -> None:
+        share = self.share_for(ticket.flavor)
+        if share is None:
+            return
+        probe = f"{ticket.key}:probe"
+        try:
+            self.pool.allocate(
+                probe,
+                owner=ticket.owner,
+                profile_id=ticket.flavor or "",
+                course_id=None,
+                share=share,
+            )
+        except Refusal as refusal:
+            if refusal.code not in WAIT_CODES:
+                raise JobRefused(refusal.message, code=refusal.code) from None
+        finally:
+            self.pool.release(probe)
+
+    def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
+        share = self.share_for(ticket.flavor)
+        profile = ticket.flavor or ""
+        if share is None:
+            return CapacityGrant(
+                local_share_environment(None, None, self.pool.devices, profile_id=profile)
+            )
+        self.pool.release(ticket.key)  # a stale record of this job, from a failed start
+        try:
+            allocation = self.pool.allocate(
+                ticket.key,
+                owner=ticket.owner,
+                profile_id=profile,
+                course_id=None,
+                share=share,
+                reservations=self._reservations(),
+            )
+        except Refusal as refusal:
+            if refusal.code in WAIT_CODES:
+                return CapacityWait(refusal.message)
+            raise JobRefused(refusal.message, code=refusal.code) from None
+        environment = local_share_environment(
+            share,
+            allocation,
+            self.pool.devices,
+            profile_id=profile,
+            hami_core_library=self.hami_core_library,
+        )
+        return CapacityGrant(
+            environment,
+            {
+                "description": environment.get("GPUSPAWNER_GPU_SHARE", share.describe()),
+                "device_ids": list(allocation.device_ids),
+                "allocation": allocation.to_dict(),
+            },
+        )
+
+    def release(self, ticket: JobTicket) -> None:
+        self.pool.release(ticket.key)
+
+    def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
+        if gpu and gpu.get("allocation"):
+            self.pool.restore(Allocation.from_dict(gpu["allocation"]))

@@ -1,0 +1,71 @@
+"""Stored jobs as the API shows them: :class:`DescribeJob` and the job's output files."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import cast
+
+from .models import DescribeJob, JobErrorInfo, JobGPU, JobOutput, OutputFormat
+from .runfiles import JobFiles
+from .store import JobRow
+
+
+def iso_utc(moment: datetime | None) -> str | None:
+    """``2024-05-06T10:15:00.123Z`` (the wire format of every time)."""
+    if moment is None:
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def job_outputs(row: JobRow, files: JobFiles) -> list[tuple[JobOutput, Path]]:
+    """The outputs written so far, named for download: ``train-3f2a1b4c.ipynb``."""
+    stem = PurePosixPath(row.input_path).stem
+    found = []
+    for fmt in row.output_formats or ["ipynb"]:
+        path = files.output(fmt)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        name = f"{stem}-{row.job_id[:8]}.{fmt}"
+        found.append((JobOutput(name=name, format=cast(OutputFormat, fmt), size=size), path))
+    return found
+
+
+def describe_job(
+    row: JobRow, files: JobFiles, *, log_size: int, queue_position: int | None
+) -> DescribeJob:
+    gpu = None
+    if row.gpu:
+        gpu = JobGPU(
+            description=row.gpu.get("description", ""),
+            device_ids=list(row.gpu.get("device_ids", [])),
+        )
+    return DescribeJob(
+        job_id=row.job_id,
+        owner=row.owner,
+        name=row.name,
+        flavor=row.flavor,
+        status=row.job_status,
+        status_message=row.status_message,
+        create_time=iso_utc(row.create_time) or "",
+        update_time=iso_utc(row.update_time) or "",
+        start_time=iso_utc(row.start_time),
+        end_time=iso_utc(row.end_time),
+        exit_code=row.exit_code,
+        error=JobErrorInfo.model_validate(row.error) if row.error else None,
+        cells_completed=row.cells_completed or 0,
+        cells_total=row.cells_total,
+        current_cell=row.current_cell,
+        queue_position=queue_position,
+        outputs=[output for output, _ in job_outputs(row, files)],
+        log_size=log_size,
+        input_path=row.input_path,
+        parameters=row.parameters or {},
+        deadline_seconds=row.deadline_seconds,
+        cell_timeout_seconds=row.cell_timeout_seconds,
+        output_formats=cast(list[OutputFormat], row.output_formats or ["ipynb"]),
+        kernel_name=row.kernel_name,
+        gpu=gpu,
+    )

@@ -1,0 +1,63 @@
+"""Errors a job's owner can see, each a full sentence with what to do next.
+
+Every class carries the HTTP status the REST layer answers with, so handlers map
+them in one place instead of pasting a try/except into each handler.
+"""
+
+from __future__ import annotations
+
+
+class JobError(Exception):
+    """Base of every user-facing job error."""
+
+    status = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidJobRequest(JobError):
+    """The request cannot be accepted as written (bad path, unreadable notebook, bad token)."""
+
+    status = 400
+
+
+class JobNotFound(JobError):
+    """No such job, or not one the asker may see (the two are not told apart)."""
+
+    status = 404
+
+    def __init__(self, job_id: str):
+        super().__init__(
+            f"There is no job {job_id[:64]!r}. It may have been deleted; reload the job list."
+        )
+        self.job_id = job_id
+
+
+class JobNotStoppable(JobError):
+    """The job has already finished."""
+
+    status = 409
+
+
+class JobNotDeletable(JobError):
+    """The job is still queued or running."""
+
+    status = 409
+
+
+class OutputNotFound(JobError):
+    """The job has no such output (not requested, or not written yet)."""
+
+    status = 404
+
+
+class JobRefused(JobError):
+    """The job can never run as asked (unknown flavor, larger than any GPU here)."""
+
+    status = 409
+
+    def __init__(self, message: str, *, code: str = "refused"):
+        super().__init__(message)
+        self.code = code

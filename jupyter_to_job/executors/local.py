@@ -1,0 +1,316 @@
+"""LocalExecutor: each job is a runner subprocess on this machine.
+
+- The runner starts in a session (process group) of its own, so a stop reaches
+  it and only it; its kernel runs in another group, killed too when the runner
+  has to be killed.
+- Its stdout and stderr are appended straight to the job's log file (no pipe):
+  the log survives a restart of the job service, and a restart does not kill
+  the job with SIGPIPE.
+- The GPU share arrives as environment variables computed by the caller from
+  the capacity pool (``CUDA_VISIBLE_DEVICES`` and friends); the service's own
+  environment is passed on only through an allow-list, so its secrets (the hub
+  API token) never reach a notebook. A granted share overrides the inherited one.
+- The pid and the process's start time are stored, so after a restart the job
+  is re-adopted only if that very process still runs (pids get reused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+from traitlets import Dict, List, Unicode
+
+from ..models import JobStatus
+from .base import JobExecutor, JobOutcome, StopReason
+
+INHERITED_ENVIRONMENT = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "JUPYTER_PATH",
+    "JUPYTER_DATA_DIR",
+    "JUPYTER_CONFIG_DIR",
+    "JUPYTER_RUNTIME_DIR",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    # The host's own GPU share (standalone mode: the user's server), unless the
+    # capacity hook grants another.
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_DEVICE_MEMORY_LIMIT",
+    "CUDA_DEVICE_SM_LIMIT",
+    "GPUSPAWNER_*",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "LD_PRELOAD",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+]
+
+# psutil derives start times from the boot time and clock ticks: equal for one
+# process across calls, but allow for rounding.
+_START_TIME_TOLERANCE = 1.0
+
+
+def process_start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def same_process_running(pid: int, start_time: float) -> bool:
+    """True when ``pid`` is still the process that started at ``start_time`` and runs."""
+    try:
+        process = psutil.Process(pid)
+        if abs(process.create_time() - start_time) > _START_TIME_TOLERANCE:
+            return False
+        if process.status() == psutil.STATUS_ZOMBIE:
+            _reap(pid)
+            return False
+        return True
+    except psutil.Error:
+        return False
+
+
+def _reap(pid: int) -> None:
+    """Collect a finished child of ours (a no-op for anyone else's process)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+@dataclass
+class _RunnerProcess:
+    pid: int
+    start_time: float
+    popen: subprocess.Popen[bytes] | None = None
+    """None for a process adopted after a restart (not our child)."""
+
+    def running(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return same_process_running(self.pid, self.start_time)
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.popen.returncode if self.popen is not None else None
+
+    def signal_group(self, signum: int) -> None:
+        """Signal the runner's whole process group (it leads its own session)."""
+        if not self.running():
+            return
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+class LocalExecutor(JobExecutor):
+    """Runs the job runner as a local subprocess."""
+
+    runner_command = List(
+        Unicode(),
+        default_value=[sys.executable, "-m", "jupyter_to_job.runner"],
+        help="""The command that starts the runner; ``--job-dir`` and ``--log-file`` are added.
+
+        Example, to run jobs in another environment that has the same package installed:
+        ``c.LocalExecutor.runner_command = ["/opt/jobs-env/bin/python", "-m",
+        "jupyter_to_job.runner"]``.
+        """,
+    ).tag(config=True)
+
+    inherit_environment = List(
+        Unicode(),
+        default_value=INHERITED_ENVIRONMENT,
+        help="""Variables of the job service's environment that jobs see (``LC_*``: a prefix).
+
+        Everything else, the hub's API token in particular, is withheld. Example:
+        ``c.LocalExecutor.inherit_environment.append("HF_HOME")``.
+        """,
+    ).tag(config=True)
+
+    extra_environment = Dict(
+        key_trait=Unicode(),
+        value_trait=Unicode(),
+        help="""Variables set in every job: ``c.LocalExecutor.extra_environment =
+        {"HF_HUB_OFFLINE": "1"}``. The GPU share's variables take precedence.""",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._process: _RunnerProcess | None = None
+        self._terminator: asyncio.Future[None] | None = None
+        self._forced = False
+
+    # -- launching ----------------------------------------------------------------------
+
+    def job_environment(self) -> dict[str, str]:
+        """The runner's environment: allowed service variables, extras, then the GPU share."""
+        exact = {name for name in self.inherit_environment if not name.endswith("*")}
+        prefixes = tuple(name[:-1] for name in self.inherit_environment if name.endswith("*"))
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if name in exact or (prefixes and name.startswith(prefixes))
+        }
+        env.update(self.extra_environment)
+        env.update(self.environment)
+        env["JUPYTER_TO_JOB_ID"] = self.job_id
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    async def execute(self) -> JobOutcome:
+        log_path = self.log_store.create(self.job_id)
+        command = [
+            *self.runner_command,
+            "--job-dir",
+            str(self.files.directory),
+            "--log-file",
+            str(log_path),
+        ]
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            popen = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=log_fd,
+                cwd=self.files.directory,
+                env=self.job_environment(),
+                start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            os.close(log_fd)
+        start_time = process_start_time(popen.pid) or time.time()
+        self._process = _RunnerProcess(popen.pid, start_time, popen)
+        self.store.update(self.job_id, pid=popen.pid, process_start_time=start_time)
+        self.log_line(f"runner process {popen.pid} started")
+        if self.stop_reason is not None:  # a stop that came before the process existed
+            self._terminator = asyncio.ensure_future(self._terminate())
+        return await self._watch()
+
+    async def still_running(self) -> bool:
+        job = self.job
+        return (
+            job.pid is not None
+            and job.process_start_time is not None
+            and same_process_running(job.pid, job.process_start_time)
+        )
+
+    async def reattach(self) -> JobOutcome:
+        job = self.job
+        stopping = job.status == JobStatus.STOPPING.value
+        if await self.still_running():
+            assert job.pid is not None and job.process_start_time is not None
+            self._process = _RunnerProcess(job.pid, job.process_start_time)
+            self.log_line(f"the job service restarted; watching runner process {job.pid} again")
+            if stopping:
+                await self.stop(StopReason.REQUEST)
+            return await self._watch()
+        self._kill_kernel()
+        return JobOutcome(
+            self.read_status(),
+            stop_reason=StopReason.REQUEST if stopping else None,
+            vanished=True,
+        )
+
+    # -- watching -----------------------------------------------------------------------
+
+    async def _watch(self) -> JobOutcome:
+        process = self._process
+        assert process is not None
+        while process.running():
+            self.report_progress(self.read_status())
+            if self.stop_reason is None and self.stop_requested_elsewhere():
+                await self.stop(StopReason.REQUEST)
+            left = self.seconds_left()
+            if left is not None and left <= 0 and self.stop_reason is None:
+                self.log_line(f"the deadline of {self.job.deadline_seconds} s has passed")
+                await self.stop(StopReason.DEADLINE)
+            wait = self.poll_interval
+            if left is not None and 0 < left < wait:
+                wait = left
+            await asyncio.sleep(wait)
+        if self._terminator is not None:
+            self._terminator.cancel()
+        status = self.read_status()
+        if status is None or not status.final:
+            self._kill_kernel()  # the runner died without shutting its kernel down
+        return JobOutcome(
+            status,
+            exit_code=process.exit_code,
+            stop_reason=self.stop_reason,
+            forced=self._forced,
+            last_cell=self.last_cell,
+        )
+
+    # -- stopping -----------------------------------------------------------------------
+
+    async def stop(self, reason: StopReason = StopReason.REQUEST) -> None:
+        if self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        if self._process is not None:
+            self._terminator = asyncio.ensure_future(self._terminate())
+
+    async def _terminate(self) -> None:
+        process = self._process
+        assert process is not None
+        process.signal_group(signal.SIGTERM)
+        give_up = time.monotonic() + self.stop_grace_seconds
+        while process.running():
+            if time.monotonic() >= give_up:
+                self._forced = True
+                self.log_line(
+                    f"the job did not stop within {self.stop_grace_seconds:g} s; killing it"
+                )
+                process.signal_group(signal.SIGKILL)
+                self._kill_kernel()
+                return
+            await asyncio.sleep(0.1)
+
+    def _kill_kernel(self) -> None:
+        """Kill the kernel's process group, if the runner left it behind."""
+        status = self.read_status()
+        if status is None or status.kernel_pid is None:
+            return
+        pid = status.kernel_pid
+        runner_start = self._process.start_time if self._process else self.job.process_start_time
+        try:
+            kernel = psutil.Process(pid)
+            started_after_job = (
+                runner_start is None or kernel.create_time() >= runner_start - _START_TIME_TOLERANCE
+            )
+            if started_after_job and os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            pass

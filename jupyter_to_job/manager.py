@@ -1,0 +1,652 @@
+"""The job manager: create, queue, run, stop, delete and reconcile jobs.
+
+One manager owns one store and one folder of job data. The REST service and the
+server extension (standalone mode) both sit on top of it and call the methods
+below; they map :mod:`jupyter_to_job.errors` to HTTP statuses.
+
+Lifecycle: ``create`` snapshots the notebook into the job's folder (later edits
+do not change the job) and queues it; a first-in, first-out queue starts the
+oldest queued job when fewer than ``max_running_jobs`` run and the capacity hook
+grants it a GPU share; otherwise the job waits with a visible position and a
+reason. An executor (``executor_class``) runs it and records the result.
+
+``start`` reconciles before anything else: a job that was running when the
+service stopped is watched again if its very process still runs, takes the
+runner's final status if it finished meanwhile, and fails with a clear message
+if its process is gone; queued jobs keep their places. A job is started only by
+a conditional QUEUED → RUNNING update, so none runs twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Float, Instance, Integer, Type, Unicode, default, validate
+from traitlets.config import LoggingConfigurable
+
+from .capacity import CapacityWait, JobCapacity, JobTicket
+from .describe import describe_job, job_outputs
+from .errors import (
+    InvalidJobRequest,
+    JobNotDeletable,
+    JobNotFound,
+    JobNotStoppable,
+    JobRefused,
+    OutputNotFound,
+)
+from .executors import JobExecutor, LocalExecutor, StopReason
+from .logs import LogStore, check_job_id
+from .models import (
+    CreateJob,
+    CreateJobResponse,
+    DescribeJob,
+    JobErrorInfo,
+    JobLogChunk,
+    JobStatus,
+    ListJobsQuery,
+    ListJobsResponse,
+)
+from .runfiles import JobFiles, RunnerSpec, write_model
+from .snapshot import notebook_snapshot
+from .store import ACTIVE, DuplicateToken, JobRow, JobStore, utcnow
+
+
+@dataclass
+class ReconcileReport:
+    """What ``reconcile`` found after a restart (job ids)."""
+
+    adopted: list[str] = field(default_factory=list)
+    """Still running: watched again."""
+    ended: list[str] = field(default_factory=list)
+    """Running before, gone now: finished with the runner's result, or failed as lost."""
+    requeued: list[str] = field(default_factory=list)
+    """Caught half-created: queued now."""
+    failed: list[str] = field(default_factory=list)
+    """Caught half-created without their notebook: failed."""
+    queued: int = 0
+
+
+class JobManager(LoggingConfigurable):
+    """Creates, queues, runs, stops and deletes jobs; one per store."""
+
+    root_dir = Unicode(
+        help="""Folder for job data: ``jobs/<id>/`` (notebook snapshot, outputs, status),
+        ``logs/<id>.log`` and, by default, the SQLite database.
+
+        Example: ``c.JobManager.root_dir = "/srv/jupyter-to-job"``.
+        """,
+    ).tag(config=True)
+
+    @default("root_dir")
+    def _default_root_dir(self) -> str:
+        return os.path.join(jupyter_data_dir(), "jupyter_to_job")
+
+    db_url = Unicode(
+        help="""SQLAlchemy URL of the job store; SQLite and PostgreSQL are supported.
+
+        Example: ``c.JobManager.db_url = "postgresql+psycopg://jobs@db/jobs"``.
+        Defaults to ``sqlite:///<root_dir>/jobs.sqlite``.
+        """,
+    ).tag(config=True)
+
+    @default("db_url")
+    def _default_db_url(self) -> str:
+        return f"sqlite:///{os.path.join(self.root_dir, 'jobs.sqlite')}"
+
+    executor_class = Type(
+        default_value=LocalExecutor,
+        klass=JobExecutor,
+        help="""Where jobs run: ``c.JobManager.executor_class =
+        "jupyter_to_job.executors.LocalExecutor"`` (local processes, the default).""",
+    ).tag(config=True)
+
+    store_class = Type(
+        default_value=JobStore,
+        klass=JobStore,
+        help="The job store: ``c.JobManager.store_class = 'jupyter_to_job.store.JobStore'``.",
+    ).tag(config=True)
+
+    log_store_class = Type(
+        default_value=LogStore,
+        klass=LogStore,
+        help="The log store: ``c.JobManager.log_store_class = 'jupyter_to_job.logs.LogStore'``.",
+    ).tag(config=True)
+
+    max_running_jobs = Integer(
+        2,
+        help="""Jobs that may run at once; later ones queue, first in, first out.
+
+        Example: ``c.JobManager.max_running_jobs = 4``. GPU capacity can hold jobs back
+        further (see ``capacity``).
+        """,
+    ).tag(config=True)
+
+    @validate("max_running_jobs")
+    def _at_least_one(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise ValueError("max_running_jobs must be at least 1")
+        return int(proposal["value"])
+
+    queue_poll_interval = Float(
+        5.0,
+        help="""Seconds between retries of a queue waiting for GPU capacity (servers that
+        stop free capacity without telling the manager): ``c.JobManager.queue_poll_interval
+        = 10``.""",
+    ).tag(config=True)
+
+    max_notebook_bytes = Integer(
+        64 * 1024 * 1024,
+        help="The largest notebook a job takes: ``c.JobManager.max_notebook_bytes = 67108864``.",
+    ).tag(config=True)
+
+    kernel_startup_timeout = Integer(
+        60,
+        help="Seconds a job's kernel may take to start (large images are slow): ``= 300``.",
+    ).tag(config=True)
+
+    autosave_seconds = Float(
+        30.0,
+        help="Save a job's output notebook this often during a long cell (0: between cells only).",
+    ).tag(config=True)
+
+    max_log_bytes = Integer(
+        256 * 1024 * 1024,
+        help="Cell output kept in a job's log; the output notebook keeps everything.",
+    ).tag(config=True)
+
+    capacity = Instance(
+        JobCapacity,
+        help="""The capacity hook: may a job start now, and with which GPU environment.
+
+        The job service sets a ``PoolCapacity`` over the hub's capacity pool; the default
+        lets every job start without a GPU.
+        """,
+    )
+
+    @default("capacity")
+    def _default_capacity(self) -> JobCapacity:
+        return JobCapacity()
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        Path(self.root_dir).mkdir(parents=True, exist_ok=True)
+        self.store: JobStore = self.store_class(self.db_url)
+        self.log_store: LogStore = self.log_store_class(parent=self)
+        if not self.log_store.root:
+            self.log_store.root = os.path.join(self.root_dir, "logs")
+        self._executors: dict[str, JobExecutor] = {}
+        self._tasks: dict[str, asyncio.Future[None]] = {}
+        self._dispatch_lock = asyncio.Lock()
+        self._queue_task: asyncio.Future[None] | None = None
+        self._follow_ups: set[asyncio.Future[None]] = set()
+        self._closing = False
+        self.reconcile_report: ReconcileReport | None = None
+        """What the last ``reconcile`` found."""
+
+    # -- lifecycle of the manager -----------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once ``shutdown`` has begun."""
+        return self._closing
+
+    async def start(self) -> ReconcileReport:
+        """Create the tables, reconcile with the processes out there, and start the queue."""
+        self.store.create_tables()
+        report = await self.reconcile()
+        self._queue_task = asyncio.ensure_future(self._queue_loop())
+        return report
+
+    async def shutdown(self, *, stop_jobs: bool = False) -> None:
+        """Stop managing. Running jobs keep running (the next ``start`` adopts them),
+        unless ``stop_jobs``: then they are stopped and their results recorded."""
+        self._closing = True
+        if self._queue_task is not None:
+            self._queue_task.cancel()
+        if stop_jobs:
+            for executor in list(self._executors.values()):
+                await executor.stop(StopReason.REQUEST)
+            tasks = list(self._tasks.values())
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        for task in list(self._tasks.values()):
+            task.cancel()
+        self._executors.clear()
+        self._tasks.clear()
+        self.store.close()
+
+    async def reconcile(self) -> ReconcileReport:
+        """Bring the store in line with reality after a restart (see the module docstring)."""
+        report = ReconcileReport()
+        for row in self.store.with_status(JobStatus.CREATED):
+            files = self.job_files(row.job_id)
+            if files.spec.exists() and files.input_notebook.exists():
+                if self.store.transition(
+                    row.job_id, (JobStatus.CREATED,), JobStatus.QUEUED, queue_time=utcnow()
+                ):
+                    report.requeued.append(row.job_id)
+            elif self.store.transition(
+                row.job_id,
+                (JobStatus.CREATED,),
+                JobStatus.FAILED,
+                status_message="The job service restarted while this job was being created; "
+                "create it again.",
+                end_time=utcnow(),
+            ):
+                report.failed.append(row.job_id)
+        for row in self.store.with_status(*ACTIVE):
+            if row.job_id in self._executors:
+                continue
+            ticket = JobTicket(row.job_id, row.owner, row.flavor)
+            executor = self._make_executor(row, {})
+            if await executor.still_running():
+                self.capacity.restore(ticket, row.gpu)
+                self._watch(executor, executor.resume())
+                report.adopted.append(row.job_id)
+            else:
+                await executor.resume()  # ends at once: the runner's result, or lost
+                report.ended.append(row.job_id)
+        report.queued = self.store.count(JobStatus.QUEUED)
+        self.reconcile_report = report
+        if any((report.adopted, report.ended, report.requeued, report.failed)):
+            self.log.info(
+                "Reconciled jobs: %d adopted, %d ended while the service was down, "
+                "%d requeued, %d failed; %d queued",
+                len(report.adopted),
+                len(report.ended),
+                len(report.requeued),
+                len(report.failed),
+                report.queued,
+            )
+        await self.dispatch()
+        return report
+
+    # -- create -----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        owner: str,
+        request: CreateJob,
+        *,
+        notebook: dict[str, Any] | str | bytes | None = None,
+        source_root: str | os.PathLike[str] | None = None,
+        working_dir: str | os.PathLike[str] | None = None,
+    ) -> CreateJobResponse:
+        """Create and queue a job for ``owner``.
+
+        The notebook is ``notebook`` (its content, as the server extension sends it)
+        or else read from ``source_root/request.input_path``; either way it is copied
+        into the job, so later edits do not change it. ``working_dir`` is the kernel's
+        folder (default: a ``work`` folder of the job's own).
+
+        A repeated ``idempotency_token`` returns the first job with ``created=False``.
+        Raises :class:`InvalidJobRequest` or :class:`JobRefused`.
+        """
+        if not owner or len(owner) > 255:
+            raise InvalidJobRequest("A job needs an owner: the name of the user it runs for.")
+        if request.idempotency_token is not None:
+            existing = self.store.find_by_token(owner, request.idempotency_token)
+            if existing is not None:
+                return CreateJobResponse(
+                    job_id=existing.job_id, created=False, job=self._describe(existing)
+                )
+        job_id = str(uuid.uuid4())
+        self.capacity.validate(JobTicket(job_id, owner, request.flavor))
+        content = notebook_snapshot(
+            request.input_path, notebook, source_root, max_bytes=self.max_notebook_bytes
+        )
+        now = utcnow()
+        row = JobRow(
+            job_id=job_id,
+            owner=owner,
+            name=request.name or PurePosixPath(request.input_path).stem,
+            flavor=request.flavor,
+            status=JobStatus.CREATED.value,
+            input_path=request.input_path,
+            parameters=request.parameters,
+            output_formats=list(request.output_formats),
+            kernel_name=request.kernel_name,
+            deadline_seconds=request.deadline_seconds,
+            cell_timeout_seconds=request.cell_timeout_seconds,
+            idempotency_token=request.idempotency_token,
+            create_time=now,
+            cells_completed=0,
+        )
+        try:
+            self.store.add(row)
+        except DuplicateToken as duplicate:  # the same token, created a moment ago
+            return CreateJobResponse(
+                job_id=duplicate.existing.job_id,
+                created=False,
+                job=self._describe(duplicate.existing),
+            )
+        files = self.job_files(job_id)
+        try:
+            files.directory.mkdir(parents=True)
+            files.input_notebook.write_bytes(content)
+            write_model(
+                files.spec,
+                RunnerSpec(
+                    job_id=job_id,
+                    parameters=request.parameters,
+                    kernel_name=request.kernel_name,
+                    cell_timeout_seconds=request.cell_timeout_seconds,
+                    output_formats=list(request.output_formats),
+                    working_dir=os.fspath(working_dir) if working_dir is not None else None,
+                    kernel_startup_timeout=self.kernel_startup_timeout,
+                    autosave_seconds=self.autosave_seconds,
+                    max_log_bytes=self.max_log_bytes,
+                ),
+            )
+            self.log_store.create(job_id)
+        except OSError as error:
+            message = (
+                f"The job's files could not be written ({error.strerror}); tell the hub admins."
+            )
+            self.store.transition(
+                job_id, (JobStatus.CREATED,), JobStatus.FAILED, status_message=message
+            )
+            raise InvalidJobRequest(message) from None
+        self.log_store.append_line(job_id, f"[job] created by {owner} from {request.input_path}")
+        self.store.transition(job_id, (JobStatus.CREATED,), JobStatus.QUEUED, queue_time=utcnow())
+        await self.dispatch()
+        return CreateJobResponse(job_id=job_id, created=True, job=self.describe(job_id))
+
+    # -- the queue --------------------------------------------------------------------------
+
+    async def dispatch(self) -> None:
+        """Start queued jobs, oldest first, while slots and GPU capacity allow.
+
+        The service may call this when capacity frees up (a server stopped).
+        """
+        if self._closing:
+            return
+        async with self._dispatch_lock:
+            queued = self.store.with_status(JobStatus.QUEUED)
+            if not queued:
+                return
+            running = self.store.count(*ACTIVE)
+            for index, row in enumerate(queued):
+                if running >= self.max_running_jobs:
+                    jobs = "job is" if running == 1 else "jobs are"
+                    self._waiting(
+                        queued[index:],
+                        f"Waiting for a free job slot: {running} {jobs} running, and at "
+                        f"most {self.max_running_jobs} run at a time.",
+                    )
+                    return
+                ticket = JobTicket(row.job_id, row.owner, row.flavor)
+                try:
+                    decision = self.capacity.acquire(ticket)
+                except JobRefused as refusal:
+                    self._fail_queued(row, refusal.message)
+                    continue
+                if isinstance(decision, CapacityWait):
+                    self._waiting(queued[index:], f"Waiting for GPU capacity: {decision.reason}")
+                    return
+                if not self.store.transition(
+                    row.job_id,
+                    (JobStatus.QUEUED,),
+                    JobStatus.RUNNING,
+                    start_time=utcnow(),
+                    gpu=decision.gpu,
+                    status_message=None,
+                ):
+                    self.capacity.release(ticket)  # stopped or taken meanwhile
+                    continue
+                started = self.store.get(row.job_id)
+                assert started is not None
+                try:
+                    executor = self._make_executor(started, decision.environment)
+                except Exception as error:
+                    self.capacity.release(ticket)
+                    self.store.transition(
+                        row.job_id,
+                        ACTIVE,
+                        JobStatus.FAILED,
+                        status_message=f"The job could not be started: {error}.",
+                        end_time=utcnow(),
+                    )
+                    continue
+                self._watch(executor, executor.process())
+                running += 1
+
+    def _waiting(self, rows: list[JobRow], reason: str) -> None:
+        """Tell the first waiting job why it waits, and the others that jobs are ahead."""
+        for position, row in enumerate(rows):
+            message = reason if position == 0 else "Waiting for the jobs ahead of it to start."
+            if row.status_message != message:
+                self.store.update(row.job_id, status_message=message)
+
+    def _fail_queued(self, row: JobRow, message: str) -> None:
+        if self.store.transition(
+            row.job_id,
+            (JobStatus.QUEUED,),
+            JobStatus.FAILED,
+            status_message=message,
+            error=JobErrorInfo(ename="JobRefused", evalue=message).model_dump(),
+            end_time=utcnow(),
+        ):
+            self.log_store.append_line(row.job_id, f"[job] failed: {message}")
+
+    async def _queue_loop(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self.queue_poll_interval)
+            try:
+                await self.dispatch()
+            except Exception:  # a database hiccup must not end the queue for good
+                self.log.exception("Could not start queued jobs")
+
+    def _make_executor(self, row: JobRow, environment: dict[str, str]) -> JobExecutor:
+        return self.executor_class(
+            parent=self,
+            job=row,
+            files=self.job_files(row.job_id),
+            store=self.store,
+            log_store=self.log_store,
+            environment=environment,
+        )
+
+    def _watch(self, executor: JobExecutor, run: Any) -> None:
+        job_id = executor.job_id
+        task = asyncio.ensure_future(run)
+        self._executors[job_id] = executor
+        self._tasks[job_id] = task
+        task.add_done_callback(lambda done: self._job_ended(executor, done))
+
+    def _job_ended(self, executor: JobExecutor, task: asyncio.Future[None]) -> None:
+        job_id = executor.job_id
+        if self._tasks.get(job_id) is task:
+            del self._tasks[job_id]
+            self._executors.pop(job_id, None)
+        if task.cancelled():  # the manager shut down; the job runs on, unwatched
+            return
+        if task.exception() is not None:
+            self.log.error("Watching job %s failed", job_id, exc_info=task.exception())
+        self.capacity.release(JobTicket(job_id, executor.job.owner, executor.job.flavor))
+        if self._closing:
+            return
+        row = self.store.get(job_id)
+        if row is not None and not row.job_status.is_final:
+            self.log.error("Job %s ended without a final state", job_id)
+        # Keep a reference: the event loop holds tasks only weakly.
+        follow_up = asyncio.ensure_future(self.dispatch())
+        self._follow_ups.add(follow_up)
+        follow_up.add_done_callback(self._follow_ups.discard)
+
+    # -- read -------------------------------------------------------------------------------
+
+    def job_files(self, job_id: str) -> JobFiles:
+        return JobFiles(Path(self.root_dir) / "jobs" / check_job_id(job_id))
+
+    def _get(self, job_id: str, owner: str | None) -> JobRow:
+        try:
+            check_job_id(job_id)
+        except ValueError:
+            raise JobNotFound(str(job_id)) from None
+        row = self.store.get(job_id)
+        if row is None or (owner is not None and row.owner != owner):
+            raise JobNotFound(job_id)
+        return row
+
+    def describe(self, job_id: str, *, owner: str | None = None) -> DescribeJob:
+        """The job ``job_id``; with ``owner``, only if it is theirs (else JobNotFound)."""
+        return self._describe(self._get(job_id, owner))
+
+    def list_jobs(self, query: ListJobsQuery) -> ListJobsResponse:
+        """A page of jobs; pass ``next_token`` from the answer to get the next page."""
+        page = self.store.list(query)
+        positions = self._queue_positions()
+        return ListJobsResponse(
+            jobs=[self._describe(row, positions) for row in page.rows],
+            next_token=page.next_token,
+            total_count=page.total_count,
+        )
+
+    def _queue_positions(self) -> dict[str, int]:
+        queued = self.store.with_status(JobStatus.QUEUED)
+        return {row.job_id: position for position, row in enumerate(queued, start=1)}
+
+    def _describe(self, row: JobRow, positions: dict[str, int] | None = None) -> DescribeJob:
+        if row.job_status is JobStatus.QUEUED and positions is None:
+            positions = self._queue_positions()
+        return describe_job(
+            row,
+            self.job_files(row.job_id),
+            log_size=self.log_store.size(row.job_id),
+            queue_position=(positions or {}).get(row.job_id),
+        )
+
+    def output_path(self, job_id: str, fmt: str, *, owner: str | None = None) -> Path:
+        """The file of output ``fmt`` (``ipynb`` or ``html``); raises OutputNotFound."""
+        row = self._get(job_id, owner)
+        for output, path in job_outputs(row, self.job_files(job_id)):
+            if output.format == fmt:
+                return path
+        raise OutputNotFound(
+            f"The job {row.name!r} has no {fmt} output"
+            + (" yet." if not row.job_status.is_final else ".")
+        )
+
+    async def wait(self, job_id: str, *, poll_interval: float = 0.1) -> DescribeJob:
+        """Wait until the job is final (callers bound it with ``asyncio.wait_for``)."""
+        while True:
+            job = self.describe(job_id)
+            if job.status.is_final:
+                return job
+            await asyncio.sleep(poll_interval)
+
+    # -- stop and delete --------------------------------------------------------------------
+
+    async def stop(self, job_id: str, *, owner: str | None = None) -> DescribeJob:
+        """Stop a job: a queued one at once; a running one after its current cell.
+
+        Returns the job as it is now (STOPPING while the runner wraps up). Raises
+        :class:`JobNotStoppable` for a job that has already finished.
+        """
+        row = self._get(job_id, owner)
+        if row.job_status in (JobStatus.CREATED, JobStatus.QUEUED):
+            if self.store.transition(
+                job_id,
+                (JobStatus.CREATED, JobStatus.QUEUED),
+                JobStatus.STOPPED,
+                status_message="Stopped before it started.",
+                end_time=utcnow(),
+            ):
+                self.log_store.append_line(job_id, "[job] stopped before it started")
+                await self.dispatch()
+                return self.describe(job_id)
+            row = self._get(job_id, owner)  # it started meanwhile
+        if row.job_status is JobStatus.RUNNING:
+            self.store.transition(
+                job_id,
+                (JobStatus.RUNNING,),
+                JobStatus.STOPPING,
+                status_message="Stopping: the running cell is interrupted, then the job ends.",
+            )
+            self.log_store.append_line(job_id, "[job] stop requested")
+            executor = self._executors.get(job_id)
+            if executor is not None:
+                await executor.stop(StopReason.REQUEST)
+            return self.describe(job_id)
+        if row.job_status is JobStatus.STOPPING:
+            return self._describe(row)
+        raise JobNotStoppable(
+            f"The job {row.name!r} has already finished ({row.job_status.value.lower()}); "
+            "there is nothing to stop."
+        )
+
+    async def delete(self, job_id: str, *, owner: str | None = None) -> None:
+        """Delete a finished job with its files and log; raises JobNotDeletable otherwise."""
+        row = self._get(job_id, owner)
+        if not row.job_status.is_final:
+            raise JobNotDeletable(
+                f"The job {row.name!r} is still {row.job_status.value.lower()}; "
+                "stop it first, then delete it."
+            )
+        self.store.delete(job_id)
+        shutil.rmtree(self.job_files(job_id).directory, ignore_errors=True)
+        self.log_store.delete(job_id)
+
+    # -- logs -------------------------------------------------------------------------------
+
+    def read_log(
+        self, job_id: str, *, offset: int = 0, limit: int | None = None, owner: str | None = None
+    ) -> JobLogChunk:
+        """Bytes ``offset`` onwards of the job's log (at most ``limit``)."""
+        row = self._get(job_id, owner)
+        if offset < 0:
+            raise InvalidJobRequest("A log offset cannot be negative.")
+        final = row.job_status.is_final
+        piece = self.log_store.read(job_id, offset, limit)
+        return self._chunk(job_id, piece, final)
+
+    def tail_log(self, job_id: str, *, lines: int = 100, owner: str | None = None) -> JobLogChunk:
+        """The last ``lines`` lines of the job's log."""
+        row = self._get(job_id, owner)
+        final = row.job_status.is_final
+        return self._chunk(job_id, self.log_store.tail(job_id, lines), final)
+
+    async def follow_log(
+        self, job_id: str, *, offset: int = 0, owner: str | None = None
+    ) -> AsyncIterator[JobLogChunk]:
+        """Log data from ``offset`` as it is written, until the job is final and all read.
+
+        The last chunk always has ``complete=True`` (with empty ``data`` when the job
+        became final after its last output), so a follower knows it missed nothing.
+        """
+        self._get(job_id, owner)
+
+        def is_final() -> bool:
+            row = self.store.get(job_id)
+            return row is None or row.job_status.is_final
+
+        last = None
+        async for piece in self.log_store.follow(job_id, offset, is_final=is_final):
+            last = self._chunk(job_id, piece, is_final())
+            yield last
+        if last is None or not last.complete:
+            end = last.next_offset if last is not None else offset
+            size = self.log_store.size(job_id)
+            yield JobLogChunk(
+                job_id=job_id, offset=end, next_offset=end, size=size, data="", complete=True
+            )
+
+    @staticmethod
+    def _chunk(job_id: str, piece: Any, final: bool) -> JobLogChunk:
+        return JobLogChunk(
+            job_id=job_id,
+            offset=piece.offset,
+            next_offset=piece.next_offset,
+            size=piece.size,
+            data=piece.data,
+            complete=final and piece.next_offset >= piece.size,
+        )

@@ -1,0 +1,356 @@
+"""Wire models of the job API (mirrored one-to-one by TypeScript ``I*`` interfaces).
+
+Conventions every model follows:
+
+- Times are ISO-8601 strings in UTC with millisecond precision and a ``Z``
+  suffix, such as ``"2024-05-06T10:15:00.123Z"``; ``None`` when the moment has
+  not happened yet.
+- Cell indices are 0-based positions in the *executed* notebook, which holds
+  the injected-parameters cell (papermill's convention), so the index a job
+  reports is the cell a user finds in the output notebook.
+- Requests reject unknown fields, so a typo is a clear 400, not a silent default.
+
+:func:`json_schemas` exports the JSON schema of every model, for drift checks
+against the TypeScript interfaces and the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+
+MAX_NAME_LENGTH = 100
+MAX_PATH_LENGTH = 1024
+MAX_PARAMETERS = 100
+MAX_PARAMETERS_BYTES = 64 * 1024
+MAX_DEADLINE_SECONDS = 30 * 24 * 3600
+MAX_LIST_ITEMS = 100
+
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TOKEN = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class JobStatus(StrEnum):
+    """Where a job is in its life.
+
+    CREATED → QUEUED → RUNNING → (STOPPING →) COMPLETED | FAILED | STOPPED.
+    """
+
+    CREATED = "CREATED"
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def is_final(self) -> bool:
+        """True once the job can change no more."""
+        return self in FINAL_STATUSES
+
+    @property
+    def is_active(self) -> bool:
+        """True while the job holds a process (and possibly a GPU share)."""
+        return self in (JobStatus.RUNNING, JobStatus.STOPPING)
+
+
+FINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED})
+
+OutputFormat = Literal["ipynb", "html"]
+
+
+def _notebook_and_html() -> list[OutputFormat]:
+    return ["ipynb", "html"]
+
+
+def _notebook_only() -> list[OutputFormat]:
+    return ["ipynb"]
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_relative_notebook_path(value: str) -> str:
+    if len(value) > MAX_PATH_LENGTH:
+        raise ValueError(f"the notebook path is longer than {MAX_PATH_LENGTH} characters")
+    if not value or _CONTROL.search(value):
+        raise ValueError("the notebook path is empty or contains control characters")
+    if "\\" in value:
+        raise ValueError("use / to separate folders in the notebook path")
+    path = PurePosixPath(value)
+    if path.is_absolute() or value.startswith("~"):
+        raise ValueError(
+            "the notebook path must be relative to your home folder, such as 'project/train.ipynb'"
+        )
+    if ".." in path.parts:
+        raise ValueError("the notebook path must not contain '..'")
+    if path.suffix != ".ipynb" or not path.stem:
+        raise ValueError("only notebooks (files ending in .ipynb) can run as jobs")
+    return path.as_posix()
+
+
+def _check_parameters(value: dict[str, Any]) -> dict[str, Any]:
+    if len(value) > MAX_PARAMETERS:
+        raise ValueError(f"a job takes at most {MAX_PARAMETERS} parameters")
+    for name in value:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(
+                f"parameter name {name[:40]!r} is not a valid variable name "
+                "(letters, digits and _, not starting with a digit)"
+            )
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"parameters must be plain JSON values ({error})") from None
+    if len(text.encode()) > MAX_PARAMETERS_BYTES:
+        raise ValueError(
+            f"the parameters take more than {MAX_PARAMETERS_BYTES // 1024} KiB; "
+            "pass large inputs as a file instead"
+        )
+    return value
+
+
+class CreateJob(WireModel):
+    """A request to run a saved notebook as a job."""
+
+    input_path: str = Field(
+        description="The notebook, relative to the user's root folder: 'project/train.ipynb'."
+    )
+    name: str | None = Field(
+        default=None,
+        description="A name for the job list; defaults to the notebook's name.",
+    )
+    flavor: str | None = Field(
+        default=None,
+        description="The job flavor (GPU share and resources) to run on; None: the default.",
+    )
+    parameters: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description=(
+            "Values injected after the cell tagged 'parameters', as papermill does; "
+            "JSON values only, at most 100 names and 64 KiB."
+        ),
+    )
+    deadline_seconds: Annotated[int, Field(ge=1, le=MAX_DEADLINE_SECONDS)] | None = Field(
+        default=None, description="Stop the whole job (and fail it) after this many seconds."
+    )
+    cell_timeout_seconds: Annotated[int, Field(ge=1, le=MAX_DEADLINE_SECONDS)] | None = Field(
+        default=None, description="Fail the job when one cell runs longer than this."
+    )
+    output_formats: list[OutputFormat] = Field(
+        default_factory=_notebook_and_html,
+        description="Files to produce; the executed notebook (ipynb) is always kept.",
+    )
+    idempotency_token: str | None = Field(
+        default=None,
+        description=(
+            "A client-chosen key: a second create with the same token (same owner) returns the "
+            "first job instead of starting another."
+        ),
+    )
+    kernel_name: str | None = Field(
+        default=None, description="The kernel to run with; defaults to the notebook's kernel."
+    )
+
+    @field_validator("input_path")
+    @classmethod
+    def _relative_notebook(cls, value: str) -> str:
+        return _check_relative_notebook_path(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not value:
+            return None
+        if len(value) > MAX_NAME_LENGTH:
+            raise ValueError(f"the job name is longer than {MAX_NAME_LENGTH} characters")
+        if _CONTROL.search(value):
+            raise ValueError("the job name contains control characters")
+        return value
+
+    @field_validator("flavor", "kernel_name")
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        if value is not None and not _IDENTIFIER.match(value):
+            raise ValueError(
+                "use letters, digits, '.', '_' and '-' (at most 64 characters, "
+                "starting with a letter or digit)"
+            )
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_parameters(value)
+
+    @field_validator("output_formats")
+    @classmethod
+    def _formats(cls, value: list[OutputFormat]) -> list[OutputFormat]:
+        wanted = {"ipynb", *value}
+        return [fmt for fmt in _notebook_and_html() if fmt in wanted]
+
+    @field_validator("idempotency_token")
+    @classmethod
+    def _token(cls, value: str | None) -> str | None:
+        if value is not None and not _TOKEN.match(value):
+            raise ValueError("the idempotency token must be 1 to 128 printable ASCII characters")
+        return value
+
+    @model_validator(mode="after")
+    def _default_name(self) -> CreateJob:
+        if self.name is None:
+            self.name = PurePosixPath(self.input_path).stem[:MAX_NAME_LENGTH]
+        return self
+
+
+class JobErrorInfo(WireModel):
+    """Why a job failed, as the notebook reported it."""
+
+    cell_index: int | None = Field(
+        default=None, description="0-based index of the failing cell in the executed notebook."
+    )
+    ename: str
+    evalue: str
+    traceback: str = Field(default="", description="Plain text, without terminal colours.")
+
+
+class JobOutput(WireModel):
+    """One file a job produced."""
+
+    name: str = Field(description="The name to download it under: 'train-3f2a1b4c.ipynb'.")
+    format: OutputFormat
+    size: int
+
+
+class JobGPU(WireModel):
+    """The GPU share a job holds (or held)."""
+
+    description: str = Field(description="In words: '1/4 of an RTX 4090, 6 GiB'.")
+    device_ids: list[str] = Field(default_factory=list)
+
+
+class DescribeJob(WireModel):
+    """Everything the job list and the job page show about one job."""
+
+    job_id: str
+    owner: str
+    name: str
+    flavor: str | None = None
+    status: JobStatus
+    status_message: str | None = Field(
+        default=None, description="A sentence for people: why it is queued, failed or stopped."
+    )
+    create_time: str
+    update_time: str
+    start_time: str | None = None
+    end_time: str | None = None
+    exit_code: int | None = Field(default=None, description="The job process's exit code.")
+    error: JobErrorInfo | None = None
+    cells_completed: int = 0
+    cells_total: int | None = Field(default=None, description="Code cells to run; None: unknown.")
+    current_cell: int | None = Field(
+        default=None, description="Index of the cell running now (executed-notebook numbering)."
+    )
+    queue_position: int | None = Field(
+        default=None, description="1 for the next job to start; None unless QUEUED."
+    )
+    outputs: list[JobOutput] = Field(default_factory=list)
+    log_size: int = Field(default=0, description="Bytes of log kept so far.")
+    input_path: str
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+    deadline_seconds: int | None = None
+    cell_timeout_seconds: int | None = None
+    output_formats: list[OutputFormat] = Field(default_factory=_notebook_only)
+    kernel_name: str | None = None
+    gpu: JobGPU | None = None
+
+
+class CreateJobResponse(WireModel):
+    """The answer to a create: the job, and whether this request created it."""
+
+    job_id: str
+    created: bool = Field(
+        description="False when an earlier request with the same idempotency token made the job."
+    )
+    job: DescribeJob
+
+
+SortField = Literal["create_time", "name", "status"]
+SortOrder = Literal["asc", "desc"]
+
+
+class ListJobsQuery(WireModel):
+    """Filters, order and page of a job listing."""
+
+    owner: str | None = Field(default=None, description="Only this user's jobs; None: all.")
+    status: JobStatus | None = None
+    name: str | None = Field(
+        default=None, max_length=MAX_NAME_LENGTH, description="Case-insensitive part of the name."
+    )
+    sort_by: SortField = "create_time"
+    sort_order: SortOrder = "desc"
+    max_items: int = Field(default=50, ge=1, le=MAX_LIST_ITEMS)
+    next_token: str | None = Field(
+        default=None, max_length=1024, description="Opaque; from the previous page."
+    )
+
+
+class ListJobsResponse(WireModel):
+    jobs: list[DescribeJob]
+    next_token: str | None = Field(default=None, description="None on the last page.")
+    total_count: int = Field(description="Jobs matching the filters, over all pages.")
+
+
+class JobLogChunk(WireModel):
+    """A piece of a job's log.
+
+    ``offset`` and ``next_offset`` count bytes; pass ``next_offset`` back to read
+    on. ``data`` always ends on a whole UTF-8 character.
+    """
+
+    job_id: str
+    offset: int
+    next_offset: int
+    size: int = Field(description="Bytes in the whole log when this chunk was read.")
+    data: str
+    complete: bool = Field(
+        description="True when the job has finished and this chunk reaches the end of its log."
+    )
+
+
+WIRE_MODELS: tuple[type[BaseModel], ...] = (
+    CreateJob,
+    CreateJobResponse,
+    DescribeJob,
+    JobErrorInfo,
+    JobGPU,
+    JobLogChunk,
+    JobOutput,
+    ListJobsQuery,
+    ListJobsResponse,
+)
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON schema of every wire model, by model name (for drift checks)."""
+    schemas: dict[str, dict[str, Any]] = {
+        model.__name__: model.model_json_schema() for model in WIRE_MODELS
+    }
+    schemas["JobStatus"] = {
+        "title": "JobStatus",
+        "type": "string",
+        "enum": [status.value for status in JobStatus],
+    }
+    return schemas

@@ -1,0 +1,146 @@
+"""The files of one job directory, shared by the runner and every executor.
+
+The runner reads its instructions from ``job.json`` and reports through
+``status.json``; both are small JSON documents described by the models below.
+The same directory works locally and on a Kubernetes volume: only who launches
+the runner differs.
+
+Layout of ``<root>/jobs/<job id>/``::
+
+    job.json        RunnerSpec, written at create
+    input.ipynb     the notebook as it was when the job was created
+    output.ipynb    the executed notebook, saved after every cell
+    output.html     the executed notebook as HTML (when asked for)
+    status.json     RunnerStatus, rewritten atomically at every change
+    work/           the kernel's working directory unless the spec names one
+
+The log is kept apart, by the log store, so it outlives the job directory's
+other files if an admin prunes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from .models import JobErrorInfo, JobStatus, OutputFormat
+
+SPEC_VERSION = 1
+STATUS_VERSION = 1
+
+# Runner exit codes (also the job's exit_code when the runner reports itself).
+EXIT_COMPLETED = 0
+EXIT_FAILED = 1
+EXIT_INVALID_JOB = 2
+EXIT_STOPPED = 143  # 128 + SIGTERM, the shell's convention for "terminated"
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """Paths inside one job directory."""
+
+    directory: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.directory / "job.json"
+
+    @property
+    def input_notebook(self) -> Path:
+        return self.directory / "input.ipynb"
+
+    @property
+    def status(self) -> Path:
+        return self.directory / "status.json"
+
+    @property
+    def work(self) -> Path:
+        return self.directory / "work"
+
+    def output(self, fmt: str) -> Path:
+        """``output.ipynb`` or ``output.html``."""
+        if fmt not in ("ipynb", "html"):
+            raise ValueError(f"unknown output format {fmt!r}")
+        return self.directory / f"output.{fmt}"
+
+
+class RunnerSpec(BaseModel):
+    """``job.json``: what the runner executes and how."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: int = SPEC_VERSION
+    job_id: str
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+    kernel_name: str | None = None
+    cell_timeout_seconds: int | None = None
+    output_formats: list[OutputFormat] = ["ipynb"]  # pydantic copies mutable defaults
+    working_dir: str | None = None
+    """Absolute path for the kernel's working directory; None: ``work/`` in the job dir."""
+    kernel_startup_timeout: int = 60
+    autosave_seconds: float = 30.0
+    """Save the output notebook this often while a long cell runs (0: only between cells)."""
+    max_log_bytes: int = 256 * 1024 * 1024
+    """Stop copying cell output to the log beyond this; the output notebook keeps it all."""
+
+
+class RunnerStatus(BaseModel):
+    """``status.json``: the runner's progress and, at the end, its result."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: int = STATUS_VERSION
+    job_id: str
+    state: JobStatus
+    message: str | None = None
+    runner_pid: int | None = None
+    kernel_pid: int | None = None
+    kernel_name: str | None = None
+    cells_total: int | None = None
+    cells_completed: int = 0
+    current_cell: int | None = None
+    start_time: str | None = None
+    update_time: str | None = None
+    end_time: str | None = None
+    exit_code: int | None = None
+    error: JobErrorInfo | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state.is_final
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` so that readers see the old file or the new one, never half of one."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(handle, 0o640)  # mkstemp makes 0600; outputs are read by the service's group
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    atomic_write_text(path, model.model_dump_json(indent=1) + "\n")
+
+
+def read_spec(files: JobFiles) -> RunnerSpec:
+    return RunnerSpec.model_validate_json(files.spec.read_text(encoding="utf-8"))
+
+
+def read_status(files: JobFiles) -> RunnerStatus | None:
+    """The runner's last status, or None when it has written none (or it is unreadable)."""
+    try:
+        data: Any = json.loads(files.status.read_text(encoding="utf-8"))
+        return RunnerStatus.model_validate(data)
+    except (OSError, ValueError):
+        return None

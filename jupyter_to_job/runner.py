@@ -1,0 +1,487 @@
+"""The in-job notebook runner: ``python -m jupyter_to_job.runner --job-dir DIR``.
+
+It runs in the job's process (a local subprocess or a Kubernetes pod), reads
+``job.json``, executes ``input.ipynb`` with nbclient and reports through files
+only, so it needs no database and no network:
+
+- every cell's output goes to the job log as it arrives, each line prefixed
+  ``[cell N] ``; the runner's own lines start with ``[job] ``;
+- ``status.json`` is rewritten atomically at each cell start and end
+  (cells completed / total, current cell) and holds the result at the end;
+- ``output.ipynb`` is saved after every cell (and every ``autosave_seconds``
+  during a long one), so a crash keeps the cells that ran; ``output.html`` is
+  exported at the end, whatever the outcome.
+
+Why nbclient rather than ``papermill.execute_notebook``: papermill's loop cannot
+stop between cells on request, streams output without saying which cell it
+came from, and turns a dead kernel into a generic failure. Papermill is still
+used for what it does best, injecting parameters with its language-aware
+translators (``parameterize_notebook``), so a notebook prepared for papermill
+behaves the same here.
+
+On SIGTERM (or SIGINT) the runner interrupts the kernel, stops after the
+current cell, saves what ran and reports STOPPED; a whole-job deadline is the
+executor's business (it sends the same SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .models import JobErrorInfo, JobStatus
+from .runfiles import (
+    EXIT_COMPLETED,
+    EXIT_FAILED,
+    EXIT_INVALID_JOB,
+    EXIT_STOPPED,
+    JobFiles,
+    RunnerSpec,
+    RunnerStatus,
+    atomic_write_text,
+    read_spec,
+    write_model,
+)
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from .notebook_client import JobNotebookClient
+
+DEFAULT_KERNEL = "python3"
+_Outcome = tuple[JobStatus, int, str, JobErrorInfo | None]
+_EARLY_EXIT_VALUES = ("", "0", "None")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class JobLog:
+    """The job's log file, written through an append-only descriptor.
+
+    Each write is one ``write(2)`` on an ``O_APPEND`` descriptor, so lines from
+    the runner and from the executor (which appends the process's stdout and
+    stderr to the same file) never overwrite each other.
+    """
+
+    def __init__(self, path: Path, *, max_bytes: int):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        self._max_bytes = max_bytes
+        self._written = 0
+        self._capped = False
+        self._at_line_start = True
+        self._line_owner: object = None
+
+    def cell(self, index: int, text: str) -> None:
+        """Output of cell ``index``; partial lines continue where they stopped."""
+        if self._capped:
+            return
+        if self._written + len(text) > self._max_bytes:
+            self._capped = True
+            self.job(
+                f"the log reached its limit of {self._max_bytes // (1024 * 1024)} MiB; "
+                "further cell output is kept only in the output notebook"
+            )
+            return
+        self._write(f"[cell {index}] ", text, owner=index)
+
+    def job(self, line: str) -> None:
+        """One line from the runner itself."""
+        self._write("[job] ", line.rstrip("\n") + "\n", owner="job")
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def _write(self, prefix: str, text: str, *, owner: object) -> None:
+        parts = []
+        if not self._at_line_start and owner != self._line_owner:
+            parts.append("\n")
+            self._at_line_start = True
+        for piece in text.splitlines(keepends=True) if "\n" in text else [text]:
+            if self._at_line_start:
+                parts.append(prefix)
+            parts.append(piece)
+            self._at_line_start = piece.endswith("\n")
+        self._line_owner = owner
+        data = "".join(parts).encode("utf-8", errors="replace")
+        self._written += len(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+
+class _LogHandler(logging.Handler):
+    """Warnings from nbclient and jupyter_client go to the job log as ``[job]`` lines."""
+
+    def __init__(self, log: JobLog):
+        super().__init__(logging.WARNING)
+        self._log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._log.job(record.getMessage())
+
+
+def _executable(cell: Any, skip_tag: str) -> bool:
+    return (
+        cell.cell_type == "code"
+        and bool(cell.source.strip())
+        and skip_tag not in cell.metadata.get("tags", [])
+    )
+
+
+class NotebookRun:
+    """One execution of one job's notebook."""
+
+    def __init__(self, files: JobFiles, spec: RunnerSpec, log: JobLog):
+        self.files = files
+        self.spec = spec
+        self.log = log
+        self.status = RunnerStatus(
+            job_id=spec.job_id,
+            state=JobStatus.RUNNING,
+            runner_pid=os.getpid(),
+            start_time=utc_now(),
+        )
+        self.stop_reason: str | None = None
+        self._interrupting: asyncio.Future[None] | None = None
+        self.nb: NotebookNode | None = None
+        self.client: JobNotebookClient | None = None
+        self._logger = logging.getLogger(f"jupyter_to_job.runner.{spec.job_id}")
+        self._logger.propagate = False
+
+    # -- reporting -------------------------------------------------------------------
+
+    def report(self, **changes: Any) -> None:
+        self.status = self.status.model_copy(update={**changes, "update_time": utc_now()})
+        write_model(self.files.status, self.status)
+
+    def save(self) -> None:
+        """Write the executed notebook as it is now (atomically)."""
+        import nbformat
+
+        if self.nb is None:
+            return
+        atomic_write_text(self.files.output("ipynb"), nbformat.writes(self.nb))
+        if self.client is not None:
+            self.client.unsaved_output = False
+
+    def export_html(self) -> None:
+        if self.nb is None or "html" not in self.spec.output_formats:
+            return
+        try:
+            from nbconvert import HTMLExporter
+
+            body, _ = HTMLExporter().from_notebook_node(self.nb)
+            atomic_write_text(self.files.output("html"), body)
+        except Exception as error:  # the notebook itself is saved; HTML is a convenience
+            self.log.job(f"could not export HTML: {error}")
+
+    # -- stopping -----------------------------------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        """Interrupt the running cell and stop after it (signal handler)."""
+        if self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        self.log.job(f"stop requested ({reason}); interrupting the kernel")
+        if self.client is not None:
+            self._interrupting = asyncio.ensure_future(self.client.interrupt())
+
+    # -- the run ------------------------------------------------------------------------
+
+    async def execute(self) -> int:
+        handler = _LogHandler(self.log)
+        self._logger.addHandler(handler)
+        try:
+            self.report()
+            return await self._execute()
+        except Exception as error:  # never leave a job RUNNING without saying why
+            return self._finish(
+                JobStatus.FAILED,
+                EXIT_FAILED,
+                f"The job runner failed: {type(error).__name__}: {error}",
+            )
+        finally:
+            self._logger.removeHandler(handler)
+
+    def _finish(
+        self, state: JobStatus, exit_code: int, message: str, error: JobErrorInfo | None = None
+    ) -> int:
+        """Write the final status (the last thing the runner does) and return the exit code."""
+        self.log.job(f"{state.value.lower()}: {message}")
+        self.report(
+            state=state,
+            exit_code=exit_code,
+            message=message,
+            error=error,
+            current_cell=None,
+            end_time=utc_now(),
+        )
+        return exit_code
+
+    def _prepare(self) -> tuple[NotebookNode, str, str] | str:
+        """The parameterised notebook, kernel name and working directory, or why not."""
+        import nbformat
+        from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+        try:
+            nb = nbformat.read(self.files.input_notebook, as_version=4)
+        except Exception as error:
+            return f"The notebook could not be read: {error}"
+        kernelspec = nb.metadata.get("kernelspec", {})
+        kernel_name = self.spec.kernel_name or kernelspec.get("name") or DEFAULT_KERNEL
+        manager = KernelSpecManager()
+        try:
+            spec = manager.get_kernel_spec(kernel_name)
+        except NoSuchKernel:
+            found = ", ".join(sorted(manager.find_kernel_specs())) or "none"
+            return (
+                f"The kernel {kernel_name!r} is not installed where the job runs "
+                f"(available: {found}). Choose one of these kernels in the notebook, "
+                "or ask the hub admins to add yours to the job image."
+            )
+        if kernel_name != kernelspec.get("name"):
+            nb.metadata["kernelspec"] = {
+                "name": kernel_name,
+                "display_name": spec.display_name,
+                "language": spec.language,
+            }
+        if self.spec.parameters:
+            from papermill.parameterize import parameterize_notebook
+
+            for cell in nb.cells:  # papermill expects a tags list on every cell
+                cell.metadata.setdefault("tags", [])
+            if not any("parameters" in cell.metadata.tags for cell in nb.cells):
+                self.log.job(
+                    "the notebook has no cell tagged 'parameters'; "
+                    "the parameters are set in a new first cell"
+                )
+            nb.metadata.setdefault("papermill", {})
+            nb = parameterize_notebook(
+                nb, self.spec.parameters, kernel_name=kernel_name, language=spec.language
+            )
+        if self.spec.working_dir:
+            cwd = self.spec.working_dir
+        else:
+            self.files.work.mkdir(exist_ok=True)
+            cwd = str(self.files.work)
+        return nb, kernel_name, cwd
+
+    async def _execute(self) -> int:
+        prepared = self._prepare()
+        if isinstance(prepared, str):
+            return self._finish(JobStatus.FAILED, EXIT_INVALID_JOB, prepared)
+        nb, kernel_name, cwd = prepared
+        self.nb = nb
+        autosave = asyncio.ensure_future(self._autosave())
+        try:
+            outcome = await self._run_cells(nb, kernel_name, cwd)
+        finally:
+            autosave.cancel()
+            self.save()
+            self.export_html()
+        return self._finish(*outcome)
+
+    async def _run_cells(self, nb: NotebookNode, kernel_name: str, cwd: str) -> _Outcome:
+        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+        from .notebook_client import JobNotebookClient
+
+        client = JobNotebookClient(
+            nb,
+            on_output=self.log.cell,
+            kernel_name=kernel_name,
+            timeout=self.spec.cell_timeout_seconds,
+            startup_timeout=self.spec.kernel_startup_timeout,
+            interrupt_on_timeout=False,
+            record_timing=True,
+            log=self._logger,
+        )
+        self.client = client
+        runnable = [i for i, c in enumerate(nb.cells) if _executable(c, client.skip_cells_with_tag)]
+        total = len(runnable)
+        self.report(cells_total=total, kernel_name=kernel_name)
+        self.save()
+        if self.stop_reason:
+            return self._stopped()
+        self.log.job(f"starting kernel {kernel_name!r}: {total} code cells to run")
+        current: int | None = None
+        try:
+            async with client.running_kernel(cwd):
+                self.report(kernel_pid=client.kernel_pid)
+                for index in runnable:
+                    if self.stop_reason:
+                        break
+                    current = index
+                    done = self.status.cells_completed
+                    self.log.job(f"cell {index} started ({done + 1} of {total})")
+                    self.report(current_cell=index)
+                    try:
+                        await client.async_execute_cell(
+                            nb.cells[index], index, execution_count=client.code_cells_executed + 1
+                        )
+                    finally:
+                        self.save()
+                    self.report(cells_completed=done + 1)
+                    current = None
+                client.graceful_shutdown = True
+        except CellExecutionError as error:
+            client.graceful_shutdown = False
+            if self.stop_reason:
+                return self._stopped()
+            if error.ename == "SystemExit" and error.evalue.strip() in _EARLY_EXIT_VALUES:
+                return (
+                    JobStatus.COMPLETED,
+                    EXIT_COMPLETED,
+                    f"The notebook ended itself in cell {current} (SystemExit); "
+                    f"{self.status.cells_completed} of {total} code cells ran.",
+                    None,
+                )
+            evalue = error.evalue if len(error.evalue) <= 300 else error.evalue[:297] + "..."
+            return (
+                JobStatus.FAILED,
+                EXIT_FAILED,
+                f"Cell {current} raised {error.ename}: {evalue}",
+                JobErrorInfo(
+                    cell_index=current,
+                    ename=error.ename,
+                    evalue=error.evalue,
+                    traceback=self._traceback(current) or str(error),
+                ),
+            )
+        except CellTimeoutError:
+            client.graceful_shutdown = False
+            timeout = self.spec.cell_timeout_seconds
+            evalue = f"cell {current} did not finish within {timeout} s"
+            self._add_error_output(current, "CellTimeoutError", evalue)
+            return (
+                JobStatus.FAILED,
+                EXIT_FAILED,
+                f"Cell {current} ran longer than the cell timeout of {timeout} s and was stopped.",
+                JobErrorInfo(cell_index=current, ename="CellTimeoutError", evalue=evalue),
+            )
+        except DeadKernelError:
+            client.graceful_shutdown = False
+            evalue = "the kernel died (out of memory?)"
+            self._add_error_output(current, "DeadKernelError", evalue)
+            where = f"while running cell {current}" if current is not None else "between cells"
+            return (
+                JobStatus.FAILED,
+                EXIT_FAILED,
+                f"The kernel died {where} (out of memory?). The output notebook keeps the "
+                "cells that ran before; try a flavor with more memory, or smaller batches.",
+                JobErrorInfo(cell_index=current, ename="DeadKernelError", evalue=evalue),
+            )
+        except Exception as error:
+            client.graceful_shutdown = False
+            if self.stop_reason:
+                return self._stopped()
+            where = f" in cell {current}" if current is not None else ""
+            return (
+                JobStatus.FAILED,
+                EXIT_FAILED,
+                f"The job failed{where}: {type(error).__name__}: {error}",
+                JobErrorInfo(cell_index=current, ename=type(error).__name__, evalue=str(error)),
+            )
+        if self.stop_reason and self.status.cells_completed < total:
+            return self._stopped()
+        return (JobStatus.COMPLETED, EXIT_COMPLETED, f"All {total} code cells ran.", None)
+
+    def _stopped(self) -> _Outcome:
+        total = self.status.cells_total
+        ran = f"{self.status.cells_completed} of {total}" if total is not None else "no"
+        return (
+            JobStatus.STOPPED,
+            EXIT_STOPPED,
+            f"Stopped ({self.stop_reason}) after {ran} code cells; the output notebook keeps them.",
+            None,
+        )
+
+    def _traceback(self, index: int | None) -> str:
+        from .notebook_client import strip_ansi
+
+        if index is None or self.nb is None:
+            return ""
+        for output in self.nb.cells[index].get("outputs", []):
+            if output.get("output_type") == "error":
+                return strip_ansi("\n".join(output.get("traceback", [])))
+        return ""
+
+    def _add_error_output(self, index: int | None, ename: str, evalue: str) -> None:
+        """Mark the cell where the run ended, so the output notebook shows why."""
+        import nbformat
+
+        if index is None or self.nb is None:
+            return
+        self.nb.cells[index].setdefault("outputs", []).append(
+            nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[])
+        )
+
+    async def _autosave(self) -> None:
+        interval = self.spec.autosave_seconds
+        if interval <= 0:
+            return
+        while True:
+            await asyncio.sleep(interval)
+            if self.client is not None and self.client.unsaved_output:
+                self.save()
+
+
+async def run_job(
+    job_dir: Path, *, log_file: Path | None = None, handle_signals: bool = False
+) -> int:
+    """Run the job in ``job_dir`` to its end; returns the runner's exit code."""
+    files = JobFiles(Path(job_dir))
+    log_path = log_file or files.directory / "job.log"
+    try:
+        spec = read_spec(files)
+    except (OSError, ValueError) as error:
+        log = JobLog(log_path, max_bytes=1024 * 1024)
+        log.job(f"failed: the job's instructions (job.json) could not be read: {error}")
+        log.close()
+        return EXIT_INVALID_JOB
+    log = JobLog(log_path, max_bytes=spec.max_log_bytes)
+    run = NotebookRun(files, spec, log)
+    loop = asyncio.get_running_loop()
+    if handle_signals:
+        loop.add_signal_handler(signal.SIGTERM, run.request_stop, "SIGTERM")
+        loop.add_signal_handler(signal.SIGINT, run.request_stop, "SIGINT")
+    try:
+        return await run.execute()
+    finally:
+        if handle_signals:
+            loop.remove_signal_handler(signal.SIGTERM)
+            loop.remove_signal_handler(signal.SIGINT)
+        log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jupyter_to_job.runner",
+        description="Run a job's notebook: reads DIR/job.json and DIR/input.ipynb, writes "
+        "DIR/output.ipynb, DIR/status.json and the log.",
+    )
+    parser.add_argument("--job-dir", required=True, type=Path, help="the job's directory")
+    parser.add_argument(
+        "--log-file", type=Path, default=None, help="append the log here (default: DIR/job.log)"
+    )
+    args = parser.parse_args(argv)
+    # jsonschema, which nbformat imports, compiles an IRI grammar from rfc3987_syntax
+    # when that package is installed: about 1.3 s per job for a format notebooks never
+    # use. A None entry makes that optional import fail fast, in this process only.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    logging.getLogger("papermill").setLevel(logging.ERROR)
+    return asyncio.run(run_job(args.job_dir, log_file=args.log_file, handle_signals=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

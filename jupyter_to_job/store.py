@@ -1,0 +1,327 @@
+"""The job store: one table of jobs, SQLAlchemy 2, SQLite by default, PostgreSQL supported.
+
+Only portable column types are used (strings, integers, floats, JSON, and times
+stored as naive UTC), so the same code runs on both. State changes that must
+happen once (a queued job starting, a running job finishing) are conditional
+updates: ``UPDATE … WHERE status IN (…)`` reports whether this caller won, so a
+job is never started or finished twice, even by two managers on one database.
+
+The store is synchronous: every call is one short transaction. Callers on an
+event loop call it directly, as jupyter-scheduler does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    JSON,
+    CursorResult,
+    DateTime,
+    Float,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    and_,
+    create_engine,
+    delete,
+    event,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+from .errors import InvalidJobRequest
+from .models import JobStatus, ListJobsQuery
+
+ACTIVE = (JobStatus.RUNNING, JobStatus.STOPPING)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, stored naive (portable)."""
+
+    impl = DateTime(timezone=False)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("the job store takes aware datetimes only")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class JobRow(Base):
+    """One job. ``id`` orders the queue (first in, first out); ``job_id`` is its public name."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("owner", "idempotency_token", name="uq_jobs_owner_token"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    flavor: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), index=True, default=JobStatus.CREATED.value)
+    status_message: Mapped[str | None] = mapped_column(Text)
+    input_path: Mapped[str] = mapped_column(Text)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    output_formats: Mapped[list[str]] = mapped_column(JSON, default=list)
+    kernel_name: Mapped[str | None] = mapped_column(String(64))
+    deadline_seconds: Mapped[int | None] = mapped_column(Integer)
+    cell_timeout_seconds: Mapped[int | None] = mapped_column(Integer)
+    idempotency_token: Mapped[str | None] = mapped_column(String(128))
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime)
+    queue_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    cells_completed: Mapped[int] = mapped_column(Integer, default=0)
+    cells_total: Mapped[int | None] = mapped_column(Integer)
+    current_cell: Mapped[int | None] = mapped_column(Integer)
+    gpu: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """The share held: description, device ids, and the capacity pool's allocation."""
+    pid: Mapped[int | None] = mapped_column(Integer)
+    process_start_time: Mapped[float | None] = mapped_column(Float)
+    """The job process's start time (seconds since the epoch), to tell it from a reused pid."""
+
+    @property
+    def job_status(self) -> JobStatus:
+        return JobStatus(self.status)
+
+
+class DuplicateToken(Exception):
+    """Another job of this owner already uses this idempotency token."""
+
+    def __init__(self, existing: JobRow):
+        super().__init__(existing.job_id)
+        self.existing = existing
+
+
+@dataclass(frozen=True)
+class JobPage:
+    rows: list[JobRow]
+    total_count: int
+    next_token: str | None
+
+
+_SORT_COLUMNS = {"create_time": JobRow.create_time, "name": JobRow.name, "status": JobRow.status}
+
+
+def _encode_token(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
+
+
+def _decode_token(token: str, query: ListJobsQuery) -> dict[str, Any]:
+    problem = InvalidJobRequest(
+        "The page token is not valid for this listing; list the jobs again from the first page."
+    )
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise problem from None
+    if (
+        not isinstance(data, dict)
+        or data.get("sort") != [query.sort_by, query.sort_order]
+        or not isinstance(data.get("id"), int)
+        or not isinstance(data.get("value"), str)
+    ):
+        raise problem
+    return data
+
+
+class JobStore:
+    """All reads and writes of job rows."""
+
+    def __init__(self, db_url: str, *, echo: bool = False):
+        self.db_url = db_url
+        connect_args: dict[str, Any] = {}
+        if db_url.startswith("sqlite"):
+            # The manager's event loop and its helper threads share one file.
+            connect_args = {"check_same_thread": False, "timeout": 30}
+        self.engine = create_engine(db_url, echo=echo, connect_args=connect_args)
+        if db_url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def create_tables(self) -> None:
+        Base.metadata.create_all(self.engine)
+
+    def drop_tables(self) -> None:
+        Base.metadata.drop_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- create and read ----------------------------------------------------------------
+
+    def add(self, row: JobRow) -> JobRow:
+        """Insert a new job; raises :class:`DuplicateToken` when its token is taken."""
+        now = utcnow()
+        row.create_time = row.create_time or now
+        row.update_time = now
+        try:
+            with self._sessions.begin() as session:
+                session.add(row)
+        except IntegrityError:
+            if row.idempotency_token is not None:
+                existing = self.find_by_token(row.owner, row.idempotency_token)
+                if existing is not None:
+                    raise DuplicateToken(existing) from None
+            raise
+        return row
+
+    def get(self, job_id: str) -> JobRow | None:
+        with self._sessions() as session:
+            return session.scalar(select(JobRow).where(JobRow.job_id == job_id))
+
+    def find_by_token(self, owner: str, token: str) -> JobRow | None:
+        with self._sessions() as session:
+            return session.scalar(
+                select(JobRow).where(JobRow.owner == owner, JobRow.idempotency_token == token)
+            )
+
+    def with_status(self, *statuses: JobStatus) -> list[JobRow]:
+        """Jobs in any of ``statuses``, oldest first (queue order)."""
+        with self._sessions() as session:
+            return list(
+                session.scalars(
+                    select(JobRow)
+                    .where(JobRow.status.in_([s.value for s in statuses]))
+                    .order_by(JobRow.id)
+                )
+            )
+
+    def count(self, *statuses: JobStatus) -> int:
+        with self._sessions() as session:
+            return (
+                session.scalar(
+                    select(func.count())
+                    .select_from(JobRow)
+                    .where(JobRow.status.in_([s.value for s in statuses]))
+                )
+                or 0
+            )
+
+    def queue_position(self, row: JobRow) -> int | None:
+        """1 for the next queued job to start; None unless ``row`` is queued."""
+        if row.job_status is not JobStatus.QUEUED:
+            return None
+        with self._sessions() as session:
+            ahead = session.scalar(
+                select(func.count())
+                .select_from(JobRow)
+                .where(JobRow.status == JobStatus.QUEUED.value, JobRow.id < row.id)
+            )
+        return (ahead or 0) + 1
+
+    def list(self, query: ListJobsQuery) -> JobPage:
+        """One page of jobs matching ``query``, with keyset pagination (stable under inserts)."""
+        filters = []
+        if query.owner is not None:
+            filters.append(JobRow.owner == query.owner)
+        if query.status is not None:
+            filters.append(JobRow.status == query.status.value)
+        if query.name:
+            filters.append(func.lower(JobRow.name).contains(query.name.lower(), autoescape=True))
+        column = _SORT_COLUMNS[query.sort_by]
+        descending = query.sort_order == "desc"
+        page_filters = list(filters)
+        if query.next_token:
+            token = _decode_token(query.next_token, query)
+            value: Any = token["value"]
+            if query.sort_by == "create_time":
+                try:
+                    value = datetime.fromisoformat(value)
+                except ValueError:
+                    raise InvalidJobRequest(
+                        "The page token is not valid for this listing; "
+                        "list the jobs again from the first page."
+                    ) from None
+            if descending:
+                page_filters.append(
+                    or_(column < value, and_(column == value, JobRow.id < token["id"]))
+                )
+            else:
+                page_filters.append(
+                    or_(column > value, and_(column == value, JobRow.id > token["id"]))
+                )
+        order = (column.desc(), JobRow.id.desc()) if descending else (column.asc(), JobRow.id)
+        with self._sessions() as session:
+            total = session.scalar(select(func.count()).select_from(JobRow).where(*filters))
+            rows = list(
+                session.scalars(
+                    select(JobRow).where(*page_filters).order_by(*order).limit(query.max_items + 1)
+                )
+            )
+        next_token = None
+        if len(rows) > query.max_items:
+            rows = rows[: query.max_items]
+            last = rows[-1]
+            value = getattr(last, query.sort_by)
+            next_token = _encode_token(
+                {
+                    "sort": [query.sort_by, query.sort_order],
+                    "value": value.isoformat() if isinstance(value, datetime) else value,
+                    "id": last.id,
+                }
+            )
+        return JobPage(rows, total or 0, next_token)
+
+    # -- change -------------------------------------------------------------------------
+
+    def update(self, job_id: str, **fields: Any) -> None:
+        """Set ``fields`` on a job, whatever its state."""
+        fields["update_time"] = utcnow()
+        with self._sessions.begin() as session:
+            session.execute(update(JobRow).where(JobRow.job_id == job_id).values(**fields))
+
+    def transition(
+        self, job_id: str, from_: Iterable[JobStatus], to: JobStatus, **fields: Any
+    ) -> bool:
+        """Move a job to ``to`` only if it is in one of ``from_``; True if this call did it."""
+        fields["update_time"] = utcnow()
+        with self._sessions.begin() as session:
+            result = session.execute(
+                update(JobRow)
+                .where(JobRow.job_id == job_id, JobRow.status.in_([s.value for s in from_]))
+                .values(status=to.value, **fields)
+            )
+            return cast(CursorResult[Any], result).rowcount == 1
+
+    def delete(self, job_id: str) -> bool:
+        with self._sessions.begin() as session:
+            result = session.execute(delete(JobRow).where(JobRow.job_id == job_id))
+            return cast(CursorResult[Any], result).rowcount == 1
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    # WAL lets readers (the job page) proceed while a job's progress is written.
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

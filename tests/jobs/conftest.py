@@ -1,0 +1,108 @@
+"""Fixtures for the job tests: job managers on a temporary root, gates, real kernels.
+
+Every process a test starts is stopped at teardown: managers stop their jobs,
+and any runner or kernel still alive after that is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from traitlets.config import Config
+
+from jupyter_to_job.manager import JobManager
+from jupyter_to_job.runfiles import JobFiles, read_status
+
+from .postgres import postgres_url_fixture
+
+REPO = Path(__file__).resolve().parents[2]
+SESSION_START = time.time()
+
+postgres_url = postgres_url_fixture()
+
+# A generous bound so a broken test fails instead of hanging; never a timing assertion.
+HANG_GUARD = 90
+
+
+def job_config(executor: dict[str, Any] | None = None, **traits: Any) -> Config:
+    """Manager configuration for tests: fast polling, the runner on our path."""
+    config = Config()
+    # The runner must import this checkout's jupyter_to_job, installed or not.
+    config.LocalExecutor.extra_environment = {"PYTHONPATH": str(REPO)}
+    config.LocalExecutor.poll_interval = 0.1
+    config.LocalExecutor.stop_grace_seconds = 10.0
+    config.JobManager.queue_poll_interval = 0.2
+    config.LogStore.follow_interval = 0.05
+    for name, value in traits.items():
+        setattr(config.JobManager, name, value)
+    for name, value in (executor or {}).items():
+        setattr(config.LocalExecutor, name, value)
+    return config
+
+
+def kill_leftovers(root: Path) -> None:
+    """Kill runners and kernels this session started that are still alive."""
+    for status_file in root.glob("jobs/*/status.json"):
+        status = read_status(JobFiles(status_file.parent))
+        if status is None:
+            continue
+        for pid in (status.runner_pid, status.kernel_pid):
+            if pid is None:
+                continue
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                if psutil.Process(pid).create_time() >= SESSION_START - 1:
+                    os.killpg(pid, signal.SIGKILL)
+
+
+ManagerFactory = Callable[..., Awaitable[JobManager]]
+
+
+@pytest.fixture
+async def make_manager(tmp_path: Path) -> AsyncIterator[ManagerFactory]:
+    """``await make_manager(max_running_jobs=1, root=..., executor={...})``: a started manager."""
+    managers: list[JobManager] = []
+    roots: set[Path] = set()
+
+    async def make(*, root: Path | None = None, **traits: Any) -> JobManager:
+        root = root or tmp_path / "root"
+        capacity = traits.pop("capacity", None)
+        manager = JobManager(root_dir=str(root), config=job_config(**traits))
+        if capacity is not None:
+            manager.capacity = capacity
+        await manager.start()
+        managers.append(manager)
+        roots.add(root)
+        return manager
+
+    yield make
+    for manager in managers:
+        if not manager.closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(manager.shutdown(stop_jobs=True), HANG_GUARD)
+    for root in roots:
+        kill_leftovers(root)
+
+
+async def eventually(check: Callable[[], Any], *, what: str) -> Any:
+    """Poll ``check`` until it returns something truthy (bounded by HANG_GUARD)."""
+    deadline = time.monotonic() + HANG_GUARD
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+async def finished(manager: JobManager, job_id: str):  # type: ignore[no-untyped-def]
+    """The job once it is final."""
+    return await asyncio.wait_for(manager.wait(job_id), HANG_GUARD)

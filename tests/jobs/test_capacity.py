@@ -1,0 +1,119 @@
+"""Scenarios: jobs take their GPU share from the hub's capacity pool, or wait for one."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
+from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket, PoolCapacity
+from jupyter_to_job.errors import JobRefused
+from jupyter_to_job.models import CreateJob, JobStatus
+
+from .conftest import ManagerFactory, eventually, finished
+from .notebooks import notebook, wait_for_file
+
+GPU = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
+FLAVORS = {
+    None: None,
+    "cpu": None,
+    "1gpu": GPUShare(count=1),
+    "quarter": GPUShare(fraction=Fraction(1, 4)),
+    "2gpu": GPUShare(count=2),
+}
+
+
+def pool_capacity() -> PoolCapacity:
+    return PoolCapacity(CapacityPool([GPU]), FLAVORS)
+
+
+def test_a_granted_share_becomes_the_jobs_gpu_environment() -> None:
+    capacity = pool_capacity()
+
+    grant = capacity.acquire(JobTicket("j1", "alice", "quarter"))
+
+    assert isinstance(grant, CapacityGrant)
+    assert grant.environment["CUDA_VISIBLE_DEVICES"] == "0"
+    assert grant.environment["GPUSPAWNER_GPU_FRACTION"] == "1/4"
+    assert grant.gpu is not None and grant.gpu["device_ids"] == ["sim-0"]
+    assert "job:j1" in capacity.pool.allocations
+
+
+def test_a_job_without_gpu_sees_none() -> None:
+    grant = pool_capacity().acquire(JobTicket("j1", "alice", "cpu"))
+
+    assert isinstance(grant, CapacityGrant)
+    assert grant.environment["CUDA_VISIBLE_DEVICES"] == ""
+    assert grant.gpu is None
+
+
+def test_a_full_gpu_means_waiting_and_release_frees_it() -> None:
+    capacity = pool_capacity()
+    first = JobTicket("j1", "alice", "1gpu")
+    capacity.acquire(first)
+
+    waiting = capacity.acquire(JobTicket("j2", "bob", "quarter"))
+
+    assert isinstance(waiting, CapacityWait)
+    assert waiting.reason.startswith("All GPUs are taken right now")
+    capacity.release(first)
+    assert isinstance(capacity.acquire(JobTicket("j2", "bob", "quarter")), CapacityGrant)
+
+
+@pytest.mark.parametrize(
+    ("flavor", "complaint"),
+    [("huge", "There is no job flavor 'huge' here"), ("2gpu", "asks for 2 whole GPUs")],
+)
+def test_a_flavor_that_can_never_run_is_refused_up_front(flavor: str, complaint: str) -> None:
+    with pytest.raises(JobRefused, match=complaint):
+        pool_capacity().validate(JobTicket("j1", "alice", flavor))
+
+
+def test_a_running_jobs_share_is_restored_after_a_restart() -> None:
+    before = pool_capacity()
+    grant = before.acquire(JobTicket("j1", "alice", "1gpu"))
+    assert isinstance(grant, CapacityGrant)
+
+    after = pool_capacity()
+    after.restore(JobTicket("j1", "alice", "1gpu"), grant.gpu)
+
+    assert isinstance(after.acquire(JobTicket("j2", "bob", "quarter")), CapacityWait)
+
+
+async def test_a_job_waits_in_the_queue_for_the_gpu_and_then_gets_it(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    capacity = pool_capacity()
+    manager = await make_manager(max_running_jobs=5, capacity=capacity)
+    show_gpu = "import os\nprint('GPU:', os.environ['CUDA_VISIBLE_DEVICES'])"
+    holder = await manager.create(
+        "alice",
+        CreateJob(input_path="big.ipynb", flavor="1gpu", output_formats=["ipynb"]),
+        notebook=notebook(show_gpu, wait_for_file(gate)),
+    )
+    waiter = await manager.create(
+        "bob",
+        CreateJob(input_path="small.ipynb", flavor="quarter", output_formats=["ipynb"]),
+        notebook=notebook(show_gpu),
+    )
+
+    assert holder.job.status is JobStatus.RUNNING
+    assert holder.job.gpu is not None and holder.job.gpu.device_ids == ["sim-0"]
+    waiting = manager.describe(waiter.job_id)
+    assert (waiting.status, waiting.queue_position) == (JobStatus.QUEUED, 1)
+    assert waiting.status_message is not None
+    assert waiting.status_message.startswith("Waiting for GPU capacity: All GPUs are taken")
+    with pytest.raises(JobRefused):
+        await manager.create("carol", CreateJob(input_path="x.ipynb", flavor="2gpu"), notebook={})
+
+    await eventually(lambda: "GPU: 0" in manager.read_log(holder.job_id).data, what="GPU line")
+    gate.touch()
+    done = await finished(manager, waiter.job_id)
+
+    assert done.status is JobStatus.COMPLETED
+    assert "[cell 0] GPU: 0" in manager.read_log(waiter.job_id).data
+    await finished(manager, holder.job_id)
+    await eventually(lambda: not capacity.pool.allocations, what="all shares to be released")
