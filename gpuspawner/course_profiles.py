@@ -15,8 +15,10 @@ variables locally, a pod spec on Kubernetes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from traitlets import Bool, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from .gpu_map import gpu_map
+from .ledger import AllocationLedger
 from .policy import (
     Allocation,
     CapacityPool,
@@ -161,15 +164,40 @@ class CourseProfilesMixin(LoggingConfigurable):
     def gpu_devices(self) -> list[GPUDevice]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    allocation_ledger = Unicode(
+        "",
+        config=True,
+        help="""
+        A file shared with the job service on the same machine, holding who holds which
+        GPU slice, so servers and "Run as Job" jobs never get the same slice. Empty: the
+        hub keeps allocations in memory (and in spawner state) only.
+
+        Example::
+
+            c.LocalGPUSpawner.allocation_ledger = "/var/lib/jupyterhub/gpu-allocations.json"
+        """,
+    )
+
     @property
     def capacity_pool(self) -> CapacityPool:
-        """The hub-wide pool for this spawner's GPU inventory."""
+        """The pool for this spawner's GPU inventory (a snapshot when a ledger is shared)."""
         devices = self.gpu_devices()
+        if self.allocation_ledger:
+            return AllocationLedger(self.allocation_ledger).snapshot(devices)
         signature = tuple(devices)
         pool = self._pools.get(signature)
         if pool is None:
             pool = self._pools[signature] = CapacityPool(devices)
         return pool
+
+    @contextlib.contextmanager
+    def capacity_transaction(self) -> Iterator[CapacityPool]:
+        """The pool to decide in: locked and saved when shared through a ledger."""
+        if self.allocation_ledger:
+            with AllocationLedger(self.allocation_ledger).transaction(self.gpu_devices()) as pool:
+                yield pool
+        else:
+            yield self.capacity_pool
 
     # -- policy inputs ---------------------------------------------------------------
 
@@ -315,15 +343,16 @@ class CourseProfilesMixin(LoggingConfigurable):
                 )
             prewarm = True
         try:
-            decision = admit(
-                catalog,
-                self.capacity_pool,
-                user,
-                profile_id,
-                key=self.allocation_key,
-                now=now,
-                prewarm=prewarm,
-            )
+            with self.capacity_transaction() as pool:
+                decision = admit(
+                    catalog,
+                    pool,
+                    user,
+                    profile_id,
+                    key=self.allocation_key,
+                    now=now,
+                    prewarm=prewarm,
+                )
         except Refusal as refusal:
             self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)
             raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
@@ -363,7 +392,8 @@ class CourseProfilesMixin(LoggingConfigurable):
 
     def release_allocation(self) -> None:
         if self._allocation is not None:
-            self.capacity_pool.release(self._allocation.key)
+            with self.capacity_transaction() as pool:
+                pool.release(self._allocation.key)
         self._allocation = None
         self._decision = None
 
@@ -392,7 +422,9 @@ class CourseProfilesMixin(LoggingConfigurable):
         self._profile_id = data.get("profile")
         if data.get("allocation"):
             allocation = Allocation.from_dict(data["allocation"])
-            for warning in self.capacity_pool.restore(allocation):
+            with self.capacity_transaction() as pool:
+                warnings = pool.restore(allocation)
+            for warning in warnings:
                 self.log.warning("Restoring GPU allocation: %s", warning)
             self._allocation = allocation
 

@@ -93,6 +93,8 @@ if node_bin.exists():
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
 c.SimpleLocalGPUSpawner.catalog_path = str(CATALOG)
 c.SimpleLocalGPUSpawner.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
+# Shared with the job service, so servers and jobs never get the same GPU slice.
+c.SimpleLocalGPUSpawner.allocation_ledger = str(RUNTIME / "gpu-allocations.json")
 c.SimpleLocalGPUSpawner.home_dir_template = str(RUNTIME / "homes" / "{username}")
 # The single-user server from the hub's own environment, whatever PATH says.
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]

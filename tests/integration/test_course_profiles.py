@@ -264,7 +264,13 @@ def test_a_hub_restart_keeps_every_allocation_and_double_books_none(
             )
         ),
     )
-    hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
+    # (allocations also go through the ledger file shared with the job service)
+    ledger = tmp_path / "allocations.json"
+    hub = start_hub(
+        spawner_config(
+            catalog_dir, ONE_GPU, f"c.SimpleLocalGPUSpawner.allocation_ledger = {str(ledger)!r}"
+        )
+    )
     ana, ben, cai = (browserless_user(hub, n) for n in ("ana", "ben", "cai"))
     for student in (ana, ben):
         assert student.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
@@ -279,6 +285,8 @@ def test_a_hub_restart_keeps_every_allocation_and_double_books_none(
         assert student.wait_ready()["ready"] is True
         assert student.get_from_server("api/status").status_code == 200
     assert {s.name: allocation_of(hub, s.name) for s in (ana, ben)} == before
+    recorded = json.loads(ledger.read_text())["allocations"]
+    assert sorted(a["key"] for a in recorded) == ["server:ana/", "server:ben/"]
 
     # And the rebuilt pool still knows the GPU is full: a third student is refused
     refused = cai.spawn_via_api({"profile": "ml101"})
