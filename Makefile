@@ -16,7 +16,18 @@ NODE_BIN := $(CURDIR)/node_modules/.bin
 # jupyter_to_job/) also triggers a reinstall, because an editable install maps the
 # packages that existed when it ran.
 INSTALL_STAMP := $(VENV)/.campus-gpu-hub-installed
-INSTALL_INPUTS := setup.py pyproject.toml constraints.txt \
+# The wheel ships the prebuilt JupyterLab extension (setup.py data_files), so the extension
+# is built before the project is installed, and a new build reinstalls it.
+LABEXT := labextension
+LABEXT_BUILD := jupyter_to_job/labextension
+LABEXT_STAMP := $(LABEXT_BUILD)/package.json
+LABEXT_NODE_STAMP := $(LABEXT)/node_modules/.yarn-state.yml
+LABEXT_SOURCES := $(LABEXT)/package.json $(LABEXT)/yarn.lock $(LABEXT)/tsconfig.json \
+	$(shell find $(LABEXT)/src $(LABEXT)/style $(LABEXT)/schema -type f -not -path '*/__tests__/*')
+UI_TESTS := tests/ui
+UI_NODE_STAMP := $(UI_TESTS)/node_modules/.yarn-state.yml
+
+INSTALL_INPUTS := setup.py pyproject.toml constraints.txt $(LABEXT_STAMP) $(LABEXT)/install.json \
 	$(wildcard gpuspawner/__init__.py jupyter_to_job/__init__.py)
 NODE_STAMP := node_modules/.package-lock.json
 
@@ -28,17 +39,34 @@ DEMO_DIR := .run/demo
 
 export PATH := $(BIN):$(NODE_BIN):$(PATH)
 
-.PHONY: help setup demo test lint typecheck pytest bench constraints clean distclean
+.PHONY: help setup labextension jstest ui-test demo test lint typecheck pytest bench constraints \
+	clean distclean
 
 help:
 	@echo "make demo   set everything up and start the local demo hub at http://127.0.0.1:8000"
 	@echo "make test   set everything up and run lint, type checks and the whole test suite"
-	@echo "make lint | typecheck | pytest | bench | constraints | clean | distclean"
+	@echo "make lint | typecheck | pytest | jstest | ui-test | labextension | bench | constraints"
+	@echo "make clean | distclean"
 
 setup: $(INSTALL_STAMP) $(NODE_STAMP)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+# jlpm (yarn 3) and jupyter-builder come with jupyter_builder, a dependency of jupyterlab;
+# they are installed on their own first because the project's install needs the build.
+$(BIN)/jupyter-builder: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c constraints.txt jupyter_builder
+
+# yarn's node-modules linker rewrites node_modules/.yarn-state.yml on every install.
+$(LABEXT_NODE_STAMP): $(LABEXT)/package.json $(LABEXT)/yarn.lock | $(BIN)/jupyter-builder
+	cd $(LABEXT) && $(BIN)/jlpm install --immutable
+	touch $@
+
+$(LABEXT_STAMP): $(LABEXT_SOURCES) $(LABEXT_NODE_STAMP)
+	cd $(LABEXT) && $(BIN)/jlpm build:prod
+
+labextension: $(LABEXT_STAMP)
 
 $(INSTALL_STAMP): $(INSTALL_INPUTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,lab]'
@@ -53,11 +81,23 @@ demo: setup
 	mkdir -p $(DEMO_DIR)
 	cd $(DEMO_DIR) && exec $(BIN)/jupyterhub -f $(DEMO_CONFIG)
 
-test: setup lint typecheck pytest
+test: setup lint typecheck jstest pytest
 
 lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	cd $(LABEXT) && $(BIN)/jlpm lint:check
+
+jstest: setup
+	cd $(LABEXT) && $(BIN)/jlpm test
+
+# Playwright drives Debian's Chromium (apt-get install -y chromium); no browser download.
+$(UI_NODE_STAMP): $(UI_TESTS)/package.json $(UI_TESTS)/yarn.lock | $(BIN)/jupyter-builder
+	cd $(UI_TESTS) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/jlpm install --immutable
+	touch $@
+
+ui-test: setup $(UI_NODE_STAMP)
+	cd $(UI_TESTS) && $(BIN)/jlpm test
 
 typecheck: setup
 	$(BIN)/mypy $(TYPED_PATHS)
@@ -70,7 +110,7 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 # Re-pin constraints.txt from a throwaway virtualenv built from setup.py's extras.
-constraints:
+constraints: $(LABEXT_STAMP)
 	rm -rf .run/constraints-venv
 	$(PYTHON) -m venv .run/constraints-venv
 	.run/constraints-venv/bin/python -m pip install --quiet --upgrade pip
@@ -82,8 +122,11 @@ constraints:
 
 clean:
 	rm -rf .run test-artifacts build dist .pytest_cache .ruff_cache .mypy_cache
-	find . -path ./$(VENV) -prune -o -path ./node_modules -prune -o \
+	rm -rf $(LABEXT_BUILD) $(LABEXT)/lib $(LABEXT)/coverage $(LABEXT)/junit.xml \
+		$(LABEXT)/tsconfig.tsbuildinfo $(LABEXT)/.eslintcache $(LABEXT)/.stylelintcache
+	find . -path ./$(VENV) -prune -o -name node_modules -prune -o \
 		\( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) node_modules
+	rm -rf $(VENV) node_modules $(LABEXT)/node_modules $(LABEXT)/.yarn \
+		$(UI_TESTS)/node_modules $(UI_TESTS)/.yarn

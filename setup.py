@@ -5,7 +5,32 @@ spawners, sessions service, spawn page) and ``jupyter_to_job`` (Run as Job). Too
 configuration (ruff, pytest, mypy) lives in pyproject.toml.
 """
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# The JupyterLab extension is built by `make labextension` (labextension/ -> jupyter_to_job/
+# labextension/) and shipped prebuilt: JupyterLab finds it in share/jupyter/labextensions/.
+LABEXTENSION_NAME = "@campus-gpu-hub/jupyter-to-job"
+LABEXTENSION_BUILD = Path("jupyter_to_job", "labextension")
+
+
+def labextension_data_files() -> list[tuple[str, list[str]]]:
+    """Map the built extension, and its install.json, under share/jupyter/labextensions/."""
+    if not (LABEXTENSION_BUILD / "package.json").is_file():
+        raise SystemExit(
+            f"The JupyterLab extension is not built ({LABEXTENSION_BUILD} is missing). "
+            "Run `make labextension` (or `cd labextension && jlpm install && jlpm build:prod`) "
+            "and install again."
+        )
+    dest_root = Path("share", "jupyter", "labextensions", LABEXTENSION_NAME)
+    by_dest: dict[str, list[str]] = {str(dest_root): ["labextension/install.json"]}
+    for path in sorted(LABEXTENSION_BUILD.rglob("*")):
+        if path.is_file():
+            dest = dest_root / path.parent.relative_to(LABEXTENSION_BUILD)
+            by_dest.setdefault(str(dest), []).append(str(path))
+    return sorted(by_dest.items())
+
 
 setup(
     name="campus-gpu-hub",
@@ -20,6 +45,9 @@ setup(
     package_data={
         "gpuspawner": ["templates/*.html", "share_hooks/*.py"],
     },
+    # The built extension is installed under share/ (data_files), not inside the package.
+    exclude_package_data={"jupyter_to_job": ["labextension/*"]},
+    data_files=labextension_data_files(),
     python_requires=">=3.11",
     install_requires=[
         "jupyterhub>=6.1,<7",
@@ -55,7 +83,7 @@ setup(
             "types-PyYAML",
             "psycopg[binary]>=3.1",
         ],
-        "lab": ["jupyterlab>=4.4,<5"],
+        "lab": ["jupyterlab>=4.6,<5"],
     },
     entry_points={
         "console_scripts": [

@@ -10,3 +10,8 @@ This module imports nothing heavy: the runner starts from it in every job.
 """
 
 __version__ = "0.1.0"
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the prebuilt JupyterLab extension lies (for `jupyter labextension develop`)."""
+    return [{"src": "labextension", "dest": "@campus-gpu-hub/jupyter-to-job"}]
