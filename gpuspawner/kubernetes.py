@@ -74,7 +74,7 @@ def node_of(device_id: str) -> str:
 
 def scheduling_refusal(message: str) -> str:
     """A student's sentence for a FailedScheduling event message."""
-    missing = sorted(set(re.findall(r"Insufficient ([\w./-]+)", message)))
+    missing = sorted(set(re.findall(r"Insufficient ([\w./-]*\w)", message)))
     if missing:
         names = ", ".join(missing)
         return (
@@ -280,6 +280,13 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             self.release_allocation()
             raise
 
+    async def load_user_options(self):
+        """The course catalog, not KubeSpawner's profile_list, turns options into a pod.
+
+        ``decide_start`` has already validated ``user_options`` (a profile id, and a
+        pre-warm token from the sessions service) and ``_apply_decision`` set the traits.
+        """
+
     def _apply_decision(self, decision) -> None:
         profile = decision.entitlement.profile
         allocation = decision.allocation
@@ -326,7 +333,9 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             self.scheduler_name = plan.scheduler_name
         annotations = dict(plan.annotations)
         if allocation is not None:
-            annotations[ALLOCATION_ANNOTATION] = json.dumps(allocation.to_dict())
+            # KubeSpawner expands {placeholders} in annotation values: escape the JSON's braces.
+            raw = json.dumps(allocation.to_dict(), separators=(",", ":"))
+            annotations[ALLOCATION_ANNOTATION] = raw.replace("{", "{{").replace("}", "}}")
         self.extra_annotations = {**self.extra_annotations, **annotations}
         labels = {**plan.labels, PROFILE_LABEL: profile.id}
         if profile.course_id:
