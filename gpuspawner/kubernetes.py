@@ -406,11 +406,15 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         return start_future.result()
 
     def _events_of_current_pod(self) -> list[dict]:
-        """Events of the pod this start created (not of an earlier pod with the same name)."""
+        """Events of the pod this start created, while it waits to be scheduled.
+
+        Once the pod is bound to a node there is nothing to watch for, so the (costly)
+        scan of the event reflector is skipped.
+        """
         reflector = getattr(self, "pod_reflector", None)
         pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
         uid = (pod or {}).get("metadata", {}).get("uid")
-        if not uid:
+        if not uid or (pod.get("spec") or {}).get("nodeName"):
             return []
         return [e for e in self.events if (e.get("involvedObject") or {}).get("uid") == uid]
 
