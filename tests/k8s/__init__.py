@@ -1,0 +1,1 @@
+"""Tests against a Kubernetes API: the emulator in ``emulator/`` or a real cluster."""

@@ -1,0 +1,172 @@
+"""Plain KubeSpawner 7.1.0 starts, polls and stops servers against the emulated cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from unittest.mock import Mock
+
+import pytest
+from jupyterhub.objects import Hub, Server
+from kubespawner import KubeSpawner
+from traitlets.config import Config
+
+from .fixtures import wait_for
+
+pytestmark = pytest.mark.usefixtures("kubespawner_env")
+
+
+class MockUser(Mock):
+    """The user object KubeSpawner's own tests use: a name and a server."""
+
+    name = "fake"
+    server = Server()
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+    @property
+    def escaped_name(self):
+        return self.name
+
+    @property
+    def url(self):
+        return self.server.url
+
+
+def make_spawner(username: str, **traits) -> KubeSpawner:
+    config = Config()
+    config.KubeSpawner.namespace = "default"
+    config.KubeSpawner.cmd = ["jupyterhub-singleuser"]
+    config.KubeSpawner.image = "quay.io/jupyter/base-notebook:2025-01-06"
+    config.KubeSpawner.start_timeout = 30
+    for key, value in traits.items():
+        setattr(config.KubeSpawner, key, value)
+    return KubeSpawner(
+        hub=Hub(),
+        user=MockUser(name=username),
+        config=config,
+        api_token="abc123",
+        oauth_client_id="unused",
+        _mock=True,
+    )
+
+
+async def test_kubespawner_starts_polls_and_stops_a_gpu_server(k8s_controls):
+    k8s_controls.add_gpu_nodes(2, gpu_count=4)
+    spawner = make_spawner("alice", extra_resource_limits={"nvidia.com/gpu": "1"})
+    start = spawner.start()
+    progress = []
+    async for event in spawner.progress():
+        json.dumps(event)  # JupyterHub serializes every progress event
+        progress.append(event["message"])
+    url = await start
+    pod = k8s_controls.get("pods", spawner.pod_name, "default")
+    assert url == f"http://{pod['status']['podIP']}:8888"
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    text = "\n".join(progress)
+    for fragment in (
+        "[Normal] Successfully assigned default/jupyter-alice to gpu-node-",
+        "Pulling image",
+        "Created container: notebook",
+        "Started container notebook",
+    ):
+        assert fragment in text
+    assert await spawner.poll() is None
+    await spawner.stop()
+    assert k8s_controls.get("pods", spawner.pod_name, "default") is None
+    assert await spawner.poll() == 1
+
+
+async def test_poll_reports_the_exit_code_when_the_notebook_ends(k8s_controls):
+    k8s_controls.add_gpu_nodes(1)
+    spawner = make_spawner("bob")
+    await spawner.start()
+    k8s_controls.complete_container("default", spawner.pod_name, "notebook", exit_code=0)
+    assert await wait_for(lambda: _polled(spawner), what="poll to see the exit") == (0,)
+    await wait_for(
+        lambda: k8s_controls.get("pods", spawner.pod_name, "default") is None,
+        what="KubeSpawner deleting the stopped pod",
+    )
+
+
+async def _polled(spawner: KubeSpawner) -> tuple[int] | None:
+    status = await spawner.poll()
+    return None if status is None else (status,)
+
+
+async def test_a_spawn_that_cannot_fit_shows_the_schedulers_reason_and_times_out(k8s_controls):
+    k8s_controls.add_gpu_nodes(2, gpu_count=1)
+    spawner = make_spawner("carol", extra_resource_limits={"nvidia.com/gpu": "4"}, start_timeout=1)
+    start = spawner.start()
+    messages = [event["message"] async for event in spawner.progress()]
+    with pytest.raises(TimeoutError):
+        await start
+    assert any(
+        "[Warning] 0/2 nodes are available: 2 Insufficient nvidia.com/gpu." in m for m in messages
+    )
+    await spawner.stop(now=True)
+
+
+async def test_forty_users_start_poll_and_stop_concurrently(k8s_controls):
+    k8s_controls.add_gpu_nodes(10, gpu_count=4)
+    spawners = [
+        make_spawner(f"student-{i:02d}", extra_resource_limits={"nvidia.com/gpu": "1"})
+        for i in range(40)
+    ]
+    started = time.perf_counter()
+    urls = await asyncio.gather(*(s.start() for s in spawners))
+    ready = time.perf_counter()
+    assert len(set(urls)) == 40
+    assert await asyncio.gather(*(s.poll() for s in spawners)) == [None] * 40
+    await asyncio.gather(*(s.stop() for s in spawners))
+    done = time.perf_counter()
+    print(
+        f"\n40 concurrent KubeSpawner starts: {ready - started:.2f} s; start+poll+stop: {done - started:.2f} s"
+    )
+    assert [k8s_controls.get("pods", s.pod_name, "default") for s in spawners] == [None] * 40
+
+
+async def test_owned_services_go_with_the_pod_and_the_pvc_stays(k8s_controls):
+    k8s_controls.add_gpu_nodes(1)
+    spawner = make_spawner(
+        "dana",
+        services_enabled=True,
+        storage_pvc_ensure=True,
+        storage_capacity="10Gi",
+        # as z2jh's dynamic storage does; the claim binds when its first consumer is scheduled
+        volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}}],
+        volume_mounts=[{"name": "home", "mountPath": "/home/jovyan"}],
+    )
+    await spawner.start()
+    service = k8s_controls.get("services", spawner.pod_name, "default")
+    pod = k8s_controls.get("pods", spawner.pod_name, "default")
+    assert service["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    assert (
+        k8s_controls.get("persistentvolumeclaims", spawner.pvc_name, "default")["status"]["phase"]
+        == "Bound"
+    )
+    await spawner.stop()
+    await wait_for(
+        lambda: k8s_controls.get("services", spawner.pod_name, "default") is None,
+        what="the garbage collector",
+    )
+    assert k8s_controls.get("persistentvolumeclaims", spawner.pvc_name, "default") is not None
+
+
+async def test_user_namespaces_are_created_and_watched_across_namespaces(k8s_controls):
+    k8s_controls.add_gpu_nodes(1)
+    spawner = make_spawner(
+        "erin", enable_user_namespaces=True, user_namespace_template="hub-{username}"
+    )
+    url = await spawner.start()
+    assert spawner.namespace == "hub-erin"
+    assert k8s_controls.get("namespaces", "hub-erin")["status"]["phase"] == "Active"
+    assert (
+        url
+        == f"http://{k8s_controls.get('pods', spawner.pod_name, 'hub-erin')['status']['podIP']}:8888"
+    )
+    await spawner.stop()
