@@ -1,0 +1,95 @@
+"""GPUSpawner in a real JupyterHub against the Kubernetes API emulator: tampered requests.
+
+The same tampering cases as for the local spawner, through the REST API and the spawn form
+of a hub whose spawner is GPUSpawner; every one is refused with a 4xx before any pod is
+created, and none counts toward the consecutive-failure limit.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from .course_catalogs import catalog, course, minute, now, write_catalog
+from .test_course_profiles import cards, page_error
+from .test_tampering import API_CASES, FORM_CASES, RESEARCH
+
+pytestmark = pytest.mark.integration
+
+
+def test_gpuspawner_refuses_tampered_requests_without_creating_pods(
+    start_hub,
+    browserless_user,
+    tmp_path,
+    k8s_emulator,
+    k8s_controls,  # noqa: F811
+):
+    # Given a cluster of two A100 nodes and a hub running GPUSpawner with HAMi sharing
+    k8s_controls.add_gpu_nodes(2, gpu_count=2)
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["sam"],
+            ),
+            course(
+                "ml101-closed",
+                start=t + timedelta(hours=5),
+                end=t + timedelta(hours=6),
+                students=["sam"],
+                title="ML101 evening",
+            ),
+            course(
+                "cv201",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["other"],
+                title="CV201",
+            ),
+            research=RESEARCH,
+        ),
+    )
+    hub = start_hub(
+        f"""
+c.JupyterHub.authenticator_class = "dummy"
+c.JupyterHub.spawner_class = "gpuspawner.kubernetes.GPUSpawner"
+c.GPUSpawner.namespace = "default"
+c.GPUSpawner.catalog_path = {str(catalog_dir)!r}
+c.GPUSpawner.sharing_backend = "hami"
+c.Spawner.consecutive_failure_limit = 2
+""",
+        extra_env={"KUBECONFIG": str(k8s_emulator.kubeconfig)},
+    )
+    sam = browserless_user(hub, "sam")
+    sam.login()
+
+    # The spawn page shows the course with its share on the cluster's GPUs
+    shown = cards(sam.get_spawn_page().text)
+    assert shown["ml101"]["available"] is True
+    assert "1/2 of an A100-SXM4-80GB, 8 GiB" in shown["ml101"]["text"]
+    assert "8 GPU seats left" in shown["ml101"]["text"]  # 4 GPUs, two halves each
+
+    # When Sam sends each tampered request, then each is refused with a 4xx that says why
+    for description, options, status, words in API_CASES:
+        response = sam.spawn_via_api(options)
+        assert response.status_code == status, (description, response.text)
+        assert words in response.json()["message"], (description, response.text)
+    for description, fields, status, words in FORM_CASES:
+        page = sam.post_spawn_form(fields)
+        assert page.status_code == status, (description, page.status_code)
+        assert words in page_error(page.text), description
+
+    # And no pod was ever created, and the hub is still running
+    pods = (
+        [p for p in k8s_controls.list("pods", "default")] if hasattr(k8s_controls, "list") else []
+    )
+    assert pods == []
+    assert k8s_controls.get("pods", "jupyter-sam", "default") is None
+    assert hub.api("GET", "/").status_code == 200
+    assert "Aborting due to" not in hub.log_text()
