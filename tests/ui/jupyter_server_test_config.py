@@ -2,15 +2,10 @@
 
 Playwright starts this server (``webServer`` in playwright.config.js). The settings turn
 authentication off, so never use them outside the tests.
-
-The ``jupyter_to_job`` server extension runs in standalone mode: an embedded job manager
-runs jobs as local processes, with its data (queue, logs, outputs) in a fresh folder
-under ``.run/ui-tests/`` for every run.
 """
 
 import os
 from pathlib import Path
-from tempfile import mkdtemp
 
 import jupyterlab.galata
 from jupyterlab.galata import configure_jupyter_server
@@ -46,12 +41,3 @@ c.LabServerApp.extra_labextensions_path = [
     str(Path(jupyterlab.galata.__file__).parent),
     str(EXTENSIONS_DIR),
 ]
-
-# Run as Job's server half, without a hub: jobs run in this server's machine.
-c.ServerApp.jpserver_extensions = {"jupyter_to_job": True}
-c.JobsExtensionApp.mode = "standalone"
-JOBS_DIR = REPO / ".run" / "ui-tests" / "jobs"
-JOBS_DIR.mkdir(parents=True, exist_ok=True)
-c.JobsExtensionApp.root_dir = mkdtemp(prefix="run-", dir=JOBS_DIR)
-# One job at a time, so a second job waits in the queue (and shows its position).
-c.JobsExtensionApp.max_running_jobs = 1
