@@ -39,7 +39,7 @@ DEMO_DIR := .run/demo
 
 export PATH := $(BIN):$(NODE_BIN):$(PATH)
 
-.PHONY: help setup labextension jstest ui-test demo test lint typecheck pytest bench constraints \
+.PHONY: system-deps help setup labextension jstest ui-test demo test lint typecheck pytest bench constraints \
 	clean distclean
 
 help:
@@ -81,7 +81,22 @@ demo: setup
 	mkdir -p $(DEMO_DIR)
 	cd $(DEMO_DIR) && exec $(BIN)/jupyterhub -f $(DEMO_CONFIG)
 
-test: setup lint typecheck jstest pytest
+test: setup system-deps lint typecheck jstest pytest
+
+# Real components the tests use from Debian: PostgreSQL (the job store is tested against a
+# real server) and Chromium (browser tests). Installed when missing, as root (CI runs as root).
+system-deps:
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "Installing from Debian:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "The tests need:$$missing. Install with: sudo apt-get install -y$$missing" >&2; exit 1; \
+	  fi; \
+	fi
 
 lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
