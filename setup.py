@@ -47,7 +47,15 @@ setup(
     },
     # The built extension is installed under share/ (data_files), not inside the package.
     exclude_package_data={"jupyter_to_job": ["labextension/*"]},
-    data_files=labextension_data_files(),
+    data_files=[
+        *labextension_data_files(),
+        # Enables the jupyter_to_job server extension in every Jupyter server of this
+        # environment (jupyterhub-singleuser included).
+        (
+            "etc/jupyter/jupyter_server_config.d",
+            ["jupyter-config/jupyter_server_config.d/jupyter_to_job.json"],
+        ),
+    ],
     python_requires=">=3.11",
     install_requires=[
         "jupyterhub>=6.1,<7",

@@ -4,12 +4,22 @@
 - :mod:`.runner`: the in-job notebook runner (``python -m jupyter_to_job.runner``);
 - :mod:`.manager`: the job lifecycle (queue, stop, delete, reconcile), over
   :mod:`.store` (SQLAlchemy) and :mod:`.logs` (durable logs);
-- :mod:`.executors`: where jobs run (local processes; Kubernetes later).
+- :mod:`.executors`: where jobs run (local processes; Kubernetes later);
+- :mod:`.service`: the hub-managed job service; :mod:`.extension`: the server extension
+  in each user's server; :mod:`.hub` and :mod:`.scopes`: registering them in a hub.
 
-This module imports nothing heavy: the runner starts from it in every job.
+This module imports nothing heavy: the runner starts from it in every job, so the server
+extension is imported only when a Jupyter server asks for it.
 """
 
 __version__ = "0.1.0"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, object]]:
+    """The server extension, for ``jupyter server`` and ``jupyterhub-singleuser``."""
+    from .extension import JobsExtensionApp
+
+    return [{"module": "jupyter_to_job.extension", "app": JobsExtensionApp}]
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -23,7 +23,7 @@ import asyncio
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -501,9 +501,14 @@ class JobManager(LoggingConfigurable):
         """The job ``job_id``; with ``owner``, only if it is theirs (else JobNotFound)."""
         return self._describe(self._get(job_id, owner))
 
-    def list_jobs(self, query: ListJobsQuery) -> ListJobsResponse:
-        """A page of jobs; pass ``next_token`` from the answer to get the next page."""
-        page = self.store.list(query)
+    def list_jobs(
+        self, query: ListJobsQuery, *, owners: Collection[str] | None = None
+    ) -> ListJobsResponse:
+        """A page of jobs; pass ``next_token`` from the answer to get the next page.
+
+        ``owners``: only these users' jobs (None: everyone's, subject to ``query.owner``).
+        """
+        page = self.store.list(query, owners=owners)
         positions = self._queue_positions()
         return ListJobsResponse(
             jobs=[self._describe(row, positions) for row in page.rows],

@@ -330,16 +330,135 @@ class JobLogChunk(WireModel):
     )
 
 
+class UpdateJob(WireModel):
+    """A change to a job: only stopping it, as ``{"status": "STOPPED"}``."""
+
+    status: Literal["STOPPED"] = Field(
+        description="STOPPED: stop a queued job at once, a running one after its current cell."
+    )
+
+
+class JobFlavorInfo(WireModel):
+    """One job flavor as the caller sees it in the Run as Job dialog."""
+
+    id: str
+    title: str
+    description: str = ""
+    gpu: str | None = Field(
+        default=None, description="The GPU share in words: '1/4 of a GPU, 6 GiB'; None: no GPU."
+    )
+    resources: str = Field(default="", description="CPU and memory in words: '2 CPUs, 4 GiB'.")
+    available: bool
+    reason: str = Field(description="Why the caller may use it ('through ML101') or not.")
+    default: bool = Field(default=False, description="Used when a job names no flavor.")
+    default_deadline_seconds: int
+    max_deadline_seconds: int
+    max_running_per_user: int
+    running: int = Field(default=0, description="Jobs running on this flavor now (everyone's).")
+    queued: int = Field(default=0, description="Jobs waiting for this flavor (everyone's).")
+
+
+class ListFlavorsResponse(WireModel):
+    flavors: list[JobFlavorInfo]
+
+
+class JobFeatures(WireModel):
+    """What this job back end supports, so the UI hides what it cannot honour."""
+
+    follow_logs: bool = True
+    html_output: bool = True
+    deadline: bool = True
+    parameters: bool = True
+    stop: bool = True
+    delete: bool = True
+    idempotency_token: bool = True
+    queue: bool = True
+    gpu_flavors: bool = False
+    save_outputs: bool = False
+    """The server extension can write an output into the user's files."""
+
+
+class JobServiceConfig(WireModel):
+    """``GET api/config``: how jobs run here and what the back end supports."""
+
+    mode: Literal["hub", "standalone"]
+    version: str
+    features: JobFeatures
+    max_notebook_bytes: int
+
+
+class SaveOutput(WireModel):
+    """Write a job's output into the user's files (server extension only)."""
+
+    path: str = Field(description="Where, relative to the server's root: 'results/train.ipynb'.")
+    overwrite: bool = False
+
+
+class SavedOutput(WireModel):
+    path: str
+    size: int
+
+
+class NotebookParameter(WireModel):
+    """A variable of a notebook's cell tagged 'parameters', as papermill infers it."""
+
+    name: str
+    inferred_type_name: str
+    default: str = Field(description="The default as written in the cell: '0.01'.")
+    help: str = ""
+
+
+class NotebookParameters(WireModel):
+    path: str
+    parameters: list[NotebookParameter]
+
+
+class ServerSession(WireModel):
+    """The GPU share and session end of the user's server, for the Lab status bar."""
+
+    profile: str | None = None
+    gpu_share: str | None = None
+    session_end: str | None = None
+    class_end: str | None = None
+
+
+class FieldProblem(WireModel):
+    field: str
+    message: str
+
+
+class ErrorResponse(WireModel):
+    """Every 4xx and 5xx answer of the job API."""
+
+    message: str = Field(description="A sentence for people, with what to do next.")
+    reason: str = Field(description="A short machine label: 'not-found', 'invalid', 'full'...")
+    errors: list[FieldProblem] | None = Field(
+        default=None, description="For a 400 on a request body: each field that is wrong."
+    )
+
+
 WIRE_MODELS: tuple[type[BaseModel], ...] = (
     CreateJob,
     CreateJobResponse,
     DescribeJob,
+    ErrorResponse,
+    FieldProblem,
     JobErrorInfo,
+    JobFeatures,
+    JobFlavorInfo,
     JobGPU,
     JobLogChunk,
     JobOutput,
+    JobServiceConfig,
+    ListFlavorsResponse,
     ListJobsQuery,
     ListJobsResponse,
+    NotebookParameter,
+    NotebookParameters,
+    SaveOutput,
+    SavedOutput,
+    ServerSession,
+    UpdateJob,
 )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -239,11 +239,17 @@ class JobStore:
             )
         return (ahead or 0) + 1
 
-    def list(self, query: ListJobsQuery) -> JobPage:
-        """One page of jobs matching ``query``, with keyset pagination (stable under inserts)."""
+    def list(self, query: ListJobsQuery, *, owners: Collection[str] | None = None) -> JobPage:
+        """One page of jobs matching ``query``, with keyset pagination (stable under inserts).
+
+        ``owners`` limits the page to those users' jobs (None: no limit), on top of
+        ``query.owner``: the job service passes the owners a caller may read.
+        """
         filters = []
         if query.owner is not None:
             filters.append(JobRow.owner == query.owner)
+        if owners is not None:
+            filters.append(JobRow.owner.in_(sorted(owners)))
         if query.status is not None:
             filters.append(JobRow.status == query.status.value)
         if query.name:

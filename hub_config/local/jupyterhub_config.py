@@ -13,6 +13,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gpuspawner.sessions import course_sessions_service, sessions_service_role
+from jupyter_to_job.hub import (
+    job_server_token_scopes,
+    job_service,
+    job_service_roles,
+    job_service_url,
+)
+from jupyter_to_job.scopes import hub_custom_scopes
 
 c = get_config()  # noqa: F821
 
@@ -115,3 +122,27 @@ c.JupyterHub.services = [
     )
 ]
 c.JupyterHub.load_roles = [sessions_service_role()]
+
+# -- Run as Job: the job service, its scopes and roles, and each server's token ----------
+# The service owns the job store and runs jobs as local processes, apart from the servers:
+# jobs survive their owner's server being stopped. It shares the spawner's GPUs and
+# allocation ledger, so a job never gets a slice a server holds.
+JOB_SERVICE_PORT = int(os.environ.get("GPUSPAWNER_DEMO_JOBS_PORT", "8766"))
+c.JupyterHub.custom_scopes = hub_custom_scopes()
+c.JupyterHub.services.append(
+    job_service(
+        port=JOB_SERVICE_PORT,
+        catalog_path=str(CATALOG),
+        root_dir=str(RUNTIME / "jobs"),
+        simulated_gpus=c.SimpleLocalGPUSpawner.simulated_gpus,
+        allocation_ledger=c.SimpleLocalGPUSpawner.allocation_ledger,
+    )
+)
+# Every user: Run as Job on their own notebooks; the admin: every user's jobs.
+c.JupyterHub.load_roles.extend(job_service_roles(admins=[ADMIN]))
+# Each server's $JUPYTERHUB_API_TOKEN may call the service, for its own user only.
+c.Spawner.server_token_scopes = job_server_token_scopes()
+c.Spawner.environment.update({"JUPYTER_TO_JOB_SERVICE_URL": job_service_url(JOB_SERVICE_PORT)})
+# The wheel enables the server extension (etc/jupyter/jupyter_server_config.d); an
+# editable install (make setup) does not install that file, so enable it here too.
+c.Spawner.args.append("--ServerApp.jpserver_extensions=jupyter_to_job=True")

@@ -145,3 +145,18 @@ def test_delete_removes_the_row(store: JobStore) -> None:
     assert store.delete(job.job_id)
     assert store.get(job.job_id) is None
     assert not store.delete(job.job_id)
+
+
+def test_a_listing_can_be_limited_to_the_owners_a_caller_may_read(store: JobStore) -> None:
+    for owner, minutes in [("alice", 0), ("bob", 1), ("carl", 2), ("bob", 3)]:
+        store.add(new_job(owner=owner, minutes=minutes))
+
+    page = store.list(ListJobsQuery(max_items=1), owners={"bob", "carl"})
+    following = store.list(
+        ListJobsQuery(max_items=5, next_token=page.next_token), owners={"bob", "carl"}
+    )
+
+    assert page.total_count == 3
+    assert [row.owner for row in page.rows + following.rows] == ["bob", "carl", "bob"]
+    assert store.list(ListJobsQuery(), owners=set()).total_count == 0
+    assert store.list(ListJobsQuery(owner="alice"), owners={"bob"}).total_count == 0

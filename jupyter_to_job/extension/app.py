@@ -1,0 +1,168 @@
+"""``JobsExtensionApp``: Run as Job inside each user's Jupyter server.
+
+In a JupyterHub it relays to the hub's job service with the server's own token; without a
+hub (Binder, a laptop) it runs jobs itself, with an embedded manager and the local
+executor. The lab extension calls the same endpoints either way. Settings are
+``c.JobsExtensionApp.*`` in the server's configuration.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import Any
+
+from jupyter_core.paths import jupyter_data_dir
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Enum, Float, Integer, Unicode, default
+
+from ..catalog_source import CatalogSource
+from ..jobs_api import JobsAPI, local_catalog
+from ..manager import JobManager
+from ..rest import CREATE_BODY_SLACK
+from .backends import EmbeddedJobs, JobsBackend, ServiceRelay, working_dir_beside
+from .handlers import extension_handlers
+
+
+class JobsExtensionApp(ExtensionApp):
+    """The ``jupyter_to_job`` server extension."""
+
+    name = "jupyter_to_job"
+    load_other_extensions = True
+
+    mode = Enum(
+        ["auto", "hub", "standalone"],
+        "auto",
+        help="""Where jobs run:
+
+        - ``hub``: the hub's job service runs them (the server relays with its hub token);
+        - ``standalone``: this server runs them itself (no hub, e.g. Binder or a laptop);
+        - ``auto``: ``hub`` when the server runs under JupyterHub (``JUPYTERHUB_API_TOKEN``
+          is set), else ``standalone``.
+
+        Example: ``c.JobsExtensionApp.mode = "standalone"``.
+        """,
+    ).tag(config=True)
+
+    service_url = Unicode(
+        help="""The job service's URL (hub mode). Defaults to ``$JUPYTER_TO_JOB_SERVICE_URL``,
+        which the hub config sets for every server. The service's own address or its public
+        one through the hub's proxy both work.
+
+        Example: ``c.JobsExtensionApp.service_url =
+        "http://127.0.0.1:8766/services/jupyter-to-job/"``.
+        """,
+    ).tag(config=True)
+
+    @default("service_url")
+    def _default_service_url(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_SERVICE_URL", "")
+
+    request_timeout = Float(
+        60.0,
+        help="""Seconds to wait for the job service's answer (hub mode).
+
+        Example: ``c.JobsExtensionApp.request_timeout = 120``.
+        """,
+    ).tag(config=True)
+
+    max_notebook_bytes = Integer(
+        10 * 1024 * 1024,
+        help="""The largest notebook this server sends as a job; a larger one is refused with
+        413 before it is sent (the service has its own limit too).
+
+        Example: ``c.JobsExtensionApp.max_notebook_bytes = 20 * 1024 * 1024``.
+        """,
+    ).tag(config=True)
+
+    catalog_path = Unicode(
+        "",
+        help="""Standalone mode: a catalog whose ``flavors:`` are offered (GPU shares are not
+        enforced: jobs share this server's GPUs). Empty: one CPU flavor, "local".
+
+        Example: ``c.JobsExtensionApp.catalog_path = "/etc/jupyter/job-flavors.yaml"``.
+        """,
+    ).tag(config=True)
+
+    root_dir = Unicode(
+        help="""Standalone mode: the folder for job data (snapshots, outputs, logs, SQLite).
+        Defaults to ``jupyter_to_job`` in the Jupyter data folder.
+
+        Example: ``c.JobsExtensionApp.root_dir = "~/.local/share/jupyter/jobs"``.
+        """,
+    ).tag(config=True)
+
+    @default("root_dir")
+    def _default_root_dir(self) -> str:
+        return os.path.join(jupyter_data_dir(), "jupyter_to_job")
+
+    max_running_jobs = Integer(
+        2,
+        help="""Standalone mode: jobs that may run at once; later ones wait in the queue.
+
+        Example: ``c.JobsExtensionApp.max_running_jobs = 1``.
+        """,
+    ).tag(config=True)
+
+    backend: JobsBackend
+
+    @property
+    def resolved_mode(self) -> str:
+        if self.mode != "auto":
+            return self.mode
+        return "hub" if os.environ.get("JUPYTERHUB_API_TOKEN") else "standalone"
+
+    def initialize_settings(self) -> None:
+        if self.resolved_mode == "hub":
+            relay = ServiceRelay(
+                self.service_url,
+                os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+                request_timeout=self.request_timeout,
+            )
+            if relay.configured:
+                self.log.info("Run as Job relays to the hub's job service at %s", relay.service_url)
+            else:
+                self.log.warning(
+                    "Run as Job is off: JUPYTER_TO_JOB_SERVICE_URL is not set (see "
+                    "jupyter_to_job.hub.job_service_url)."
+                )
+            self.backend = relay
+        else:
+            self.backend = self._embedded()
+            self.log.info("Run as Job runs jobs in this server (data in %s)", self.root_dir)
+
+    def _embedded(self) -> EmbeddedJobs:
+        root_dir = os.path.expanduser(self.root_dir)
+        if self.catalog_path:
+            catalog = CatalogSource(self.catalog_path, self.log).current
+        else:
+            builtin = local_catalog()
+
+            def catalog() -> Any:
+                return builtin
+
+        manager = JobManager(
+            parent=self,
+            root_dir=root_dir,
+            max_running_jobs=self.max_running_jobs,
+            max_notebook_bytes=self.max_notebook_bytes + CREATE_BODY_SLACK,
+        )
+        server_root = os.path.expanduser(self.serverapp.root_dir) if self.serverapp else "."
+        api = JobsAPI(
+            manager,
+            mode="standalone",
+            catalog=catalog,
+            max_notebook_bytes=self.max_notebook_bytes,
+            working_dir=working_dir_beside(server_root),
+            save_outputs=True,
+        )
+        return EmbeddedJobs(api, getpass.getuser())
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(extension_handlers())
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        await self.backend.start()
+
+    async def stop_extension(self) -> None:
+        await self.backend.close()

@@ -1,0 +1,351 @@
+"""The server extension's REST handlers, under ``{base_url}jupyter-to-job/api/``.
+
+They mirror the job service's API (see :mod:`jupyter_to_job.service.handlers`) and add what
+only the user's own server can do: read the saved notebook from the user's files, save a
+job's output into them, read a notebook's parameters, and report the server's GPU session.
+
+Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``jupyter_to_job``):
+reads are ``read``, the rest ``write``. Errors are JSON ``{"message", "reason"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import PurePosixPath
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from pydantic import BaseModel, ValidationError
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..models import (
+    CreateJob,
+    NotebookParameter,
+    NotebookParameters,
+    SavedOutput,
+    SaveOutput,
+    ServerSession,
+)
+from ..rest import (
+    OUTPUT_CONTENT_TYPES,
+    ApiError,
+    as_api_error,
+    check_notebook,
+    content_disposition,
+    error_response,
+    json_object,
+    log_error,
+    query_arguments,
+    too_large,
+    validation_error,
+)
+from .backends import JobsBackend
+
+AUTH_RESOURCE = "jupyter_to_job"
+URL_PREFIX = "jupyter-to-job/api"
+JOB_ID = r"(?P<job_id>[^/]+)"
+FORMAT = r"(?P<fmt>ipynb|html)"
+TRUE_WORDS = {"1", "true", "yes", "on"}
+
+
+class JobsExtensionHandler(ExtensionHandlerMixin, APIHandler):
+    """Base: the back end, the contents manager, and JSON errors mapped in one place."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def backend(self) -> JobsBackend:
+        return self.extensionapp.backend  # type: ignore[no-any-return]
+
+    def params(self) -> dict[str, str]:
+        return query_arguments(self.request.query_arguments)
+
+    def write_json(self, data: dict[str, Any] | BaseModel, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        text = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
+        self.finish(text)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = as_api_error(kwargs.get("exc_info", (None, None, None))[1], status_code)
+        self.set_status(error.status)
+        self.clear_header("Content-Disposition")
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(error_response(error))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        log_error(self.log, value, as_api_error(value))
+
+    # -- the user's files ----------------------------------------------------------------
+
+    async def read_notebook(self, path: str) -> dict[str, Any]:
+        """The SAVED notebook at ``path`` (relative to the server's root), checked."""
+        contents = self.contents_manager
+        missing = ApiError(
+            404,
+            f"There is no notebook {path!r} in your files. Save it, then run it as a job.",
+            "no-such-file",
+        )
+        try:
+            model = await ensure_async(contents.get(path, content=False))
+        except web.HTTPError as error:
+            if error.status_code == 404:
+                raise missing from None
+            raise ApiError(
+                400, f"The file {path!r} cannot be read ({error.log_message}).", "unreadable"
+            ) from None
+        if model.get("type") != "notebook":
+            raise ApiError(
+                400,
+                f"The file {path!r} is not a notebook; only notebooks run as jobs.",
+                "not-a-notebook",
+            )
+        limit = self.extensionapp.max_notebook_bytes
+        if (model.get("size") or 0) > limit:
+            raise too_large(f"The notebook {path!r}", limit)
+        try:
+            model = await ensure_async(contents.get(path, content=True, type="notebook"))
+        except web.HTTPError as error:
+            if error.status_code == 404:
+                raise missing from None
+            raise ApiError(
+                400,
+                f"The file {path!r} cannot be read as a notebook, so it cannot run as a job. "
+                "Open it in JupyterLab, save it again, and retry.",
+                "not-a-notebook",
+            ) from None
+        notebook = json.loads(json.dumps(model["content"]))  # a plain dict, as on the wire
+        if len(json.dumps(notebook)) > limit:
+            raise too_large(f"The notebook {path!r}", limit)
+        return check_notebook(notebook, path)
+
+
+class JobsHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json(await self.backend.list_jobs(self.params()))
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        """Create a job from a saved notebook: the body is CreateJob (with ``input_path``)."""
+        try:
+            request = CreateJob.model_validate(json_object(self.request.body))
+        except ValidationError as error:
+            raise validation_error(error) from None
+        notebook = await self.read_notebook(request.input_path)
+        status, result = await self.backend.create_job(request, notebook)
+        self.write_json(result, status)
+
+
+class JobHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, job_id: str) -> None:
+        self.write_json(await self.backend.describe(job_id))
+
+    @web.authenticated
+    @authorized
+    async def patch(self, job_id: str) -> None:
+        self.write_json(await self.backend.update(job_id, self.request.body))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, job_id: str) -> None:
+        await self.backend.delete(job_id)
+        self.set_status(204)
+        self.finish()
+
+
+class JobLogHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, job_id: str) -> None:
+        """``offset``/``limit`` or ``tail``; ``follow=1`` streams newline-delimited JSON."""
+        params = self.params()
+        if params.pop("follow", "").lower() not in TRUE_WORDS:
+            self.write_json(await self.backend.read_log(job_id, params))
+            return
+        lines = await self.backend.follow_log(job_id, params)
+        self.set_header("Content-Type", "application/x-ndjson; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Accel-Buffering", "no")
+        try:
+            async for data in lines:
+                self.write(data)
+                await self.flush()
+        except StreamClosedError:
+            return
+        finally:
+            await lines.aclose()  # type: ignore[attr-defined]
+        self.finish()
+
+
+class JobOutputHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, job_id: str, fmt: str) -> None:
+        output = await self.backend.output(job_id, fmt)
+        self.set_header("Content-Type", OUTPUT_CONTENT_TYPES[fmt])
+        self.set_header("Content-Disposition", content_disposition(output.filename))
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Content-Security-Policy", "sandbox")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(output.content)
+
+
+def check_save_path(path: str, fmt: str) -> str:
+    """A path inside the server's root for a saved output, or a 400 that says why not."""
+    pure = PurePosixPath(path)
+    if not path or "\\" in path or "\x00" in path:
+        raise ApiError(400, "Give a file name such as 'results/train-run.ipynb'.", "bad-path")
+    if pure.is_absolute() or path.startswith("~") or ".." in pure.parts:
+        raise ApiError(
+            400,
+            f"The path {path!r} is outside your files: give one relative to your home folder, "
+            "without '..'.",
+            "outside-root",
+        )
+    if pure.suffix != f".{fmt}":
+        raise ApiError(400, f"Save the {fmt} output under a name ending in .{fmt}.", "bad-path")
+    return pure.as_posix()
+
+
+class SaveOutputHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, job_id: str, fmt: str) -> None:
+        """Write the job's output into the user's files: ``{"path": ..., "overwrite": false}``."""
+        try:
+            request = SaveOutput.model_validate(json_object(self.request.body))
+        except ValidationError as error:
+            raise validation_error(error) from None
+        path = check_save_path(request.path, fmt)
+        contents = self.contents_manager
+        if await ensure_async(contents.exists(path)) and not request.overwrite:
+            raise ApiError(
+                409,
+                f"The file {path!r} already exists. Choose another name, or save with overwrite.",
+                "already-exists",
+            )
+        output = await self.backend.output(job_id, fmt)
+        if fmt == "ipynb":
+            import nbformat
+
+            model = {
+                "type": "notebook",
+                "format": "json",
+                "content": nbformat.reads(output.content.decode("utf-8"), as_version=4),
+            }
+        else:
+            model = {
+                "type": "file",
+                "format": "text",
+                "content": output.content.decode("utf-8", "replace"),
+            }
+        try:
+            await self._make_parents(path)
+            saved = await ensure_async(contents.save(model, path))
+        except web.HTTPError as error:
+            raise ApiError(
+                400 if error.status_code < 500 else 500,
+                f"The file {path!r} cannot be written ({error.log_message}).",
+                "cannot-save",
+            ) from None
+        self.write_json(SavedOutput(path=saved["path"], size=saved.get("size") or 0), 201)
+
+    async def _make_parents(self, path: str) -> None:
+        contents = self.contents_manager
+        parents = list(PurePosixPath(path).parents)[:-1]  # without "."
+        for parent in reversed(parents):
+            folder = parent.as_posix()
+            if not await ensure_async(contents.dir_exists(folder)):
+                await ensure_async(contents.save({"type": "directory"}, folder))
+
+
+class FlavorsHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json(await self.backend.flavors())
+
+
+class ConfigHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json(await self.backend.config())
+
+
+class ParametersHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """``?path=nb.ipynb``: the variables of the notebook's cell tagged 'parameters'."""
+        path = self.get_argument("path", "")
+        try:
+            path = CreateJob(input_path=path).input_path  # the same path rules as a job
+        except ValidationError as error:
+            raise validation_error(error, "notebook path") from None
+        notebook = await self.read_notebook(path)
+        from papermill import inspect_notebook  # heavy: only when asked
+
+        with tempfile.TemporaryDirectory(prefix="jupyter-to-job-") as folder:
+            copy = os.path.join(folder, "notebook.ipynb")
+            with open(copy, "w", encoding="utf-8") as stream:
+                json.dump(notebook, stream)
+            try:
+                found = inspect_notebook(copy)
+            except Exception as error:  # a kernel language papermill cannot parse, say
+                self.log.info("No parameters inferred for %s: %s", path, error)
+                found = {}
+        parameters = [
+            NotebookParameter(
+                name=str(p.get("name", name)),
+                inferred_type_name=str(p.get("inferred_type_name") or "None"),
+                default=str(p.get("default") or ""),
+                help=str(p.get("help") or ""),
+            )
+            for name, p in found.items()
+        ]
+        self.write_json(NotebookParameters(path=path, parameters=parameters))
+
+
+class SessionHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """The server's GPU share and course session end, from the spawner's environment."""
+        env = os.environ
+        self.write_json(
+            ServerSession(
+                profile=env.get("GPUSPAWNER_PROFILE") or None,
+                gpu_share=env.get("GPUSPAWNER_GPU_SHARE") or None,
+                session_end=env.get("GPUSPAWNER_SESSION_END") or None,
+                class_end=env.get("GPUSPAWNER_CLASS_END") or None,
+            )
+        )
+
+
+def extension_handlers() -> list[tuple[str, type]]:
+    """The routes, relative to the server's base URL."""
+    jobs = f"{URL_PREFIX}/jobs"
+    return [
+        (jobs, JobsHandler),
+        (f"{jobs}/{JOB_ID}", JobHandler),
+        (f"{jobs}/{JOB_ID}/logs", JobLogHandler),
+        (f"{jobs}/{JOB_ID}/outputs/{FORMAT}", JobOutputHandler),
+        (f"{jobs}/{JOB_ID}/outputs/{FORMAT}/save", SaveOutputHandler),
+        (f"{URL_PREFIX}/flavors", FlavorsHandler),
+        (f"{URL_PREFIX}/config", ConfigHandler),
+        (f"{URL_PREFIX}/parameters", ParametersHandler),
+        (f"{URL_PREFIX}/session", SessionHandler),
+    ]

@@ -1,0 +1,158 @@
+"""How a hub registers the job service: its ``services`` entry, its roles, the server token.
+
+In ``jupyterhub_config.py``::
+
+    from jupyter_to_job.hub import (
+        job_service, job_service_roles, job_service_url, job_server_token_scopes
+    )
+    from jupyter_to_job.scopes import hub_custom_scopes
+
+    c.JupyterHub.custom_scopes = hub_custom_scopes()
+    c.JupyterHub.services.append(job_service(port=8766, catalog_path="/etc/jupyterhub/courses"))
+    c.JupyterHub.load_roles.extend(job_service_roles(admins=["ada"]))
+    c.Spawner.server_token_scopes = job_server_token_scopes()
+    c.Spawner.environment["JUPYTER_TO_JOB_SERVICE_URL"] = job_service_url(port=8766)
+
+Nothing here imports JupyterHub, so the Kubernetes values can call the same helpers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+
+from .scopes import READ_JOBS_SCOPE, SERVICE_NAME, WRITE_JOBS_SCOPE, access_scope
+
+DEFAULT_PORT = 8766
+
+# JupyterHub 6.1's default server token (the `server` role, jupyterhub/roles.py): post
+# activity, and let the hub's proxy reach this very server.
+HUB_SERVER_TOKEN_DEFAULTS = ("users:activity!user", "access:servers!server")
+
+# What the service itself asks the hub, and why (jupyterhub/apihandlers/...):
+SERVICE_SCOPE_REASONS = {
+    "read:users:groups": (
+        "GET /users/{name} (UserAPIHandler.get) with the groups field: a job owner's groups, "
+        "for tokens filtered by !group= and for courses that enrol groups."
+    ),
+    "read:groups": (
+        "GET /groups/{name} (GroupAPIHandler.get) with its users: whose jobs a !group= "
+        "filtered token or a course's instructor may list."
+    ),
+}
+
+
+def job_service_url(
+    port: int = DEFAULT_PORT, *, host: str = "127.0.0.1", name: str = SERVICE_NAME
+) -> str:
+    """The service's own address, for ``JUPYTER_TO_JOB_SERVICE_URL`` in user servers.
+
+    The service answers under its hub prefix (``/services/<name>/``) on its own port too,
+    so servers on the same machine skip the proxy.
+    """
+    return f"http://{host}:{port}/services/{name}/"
+
+
+def job_service(
+    *,
+    port: int = DEFAULT_PORT,
+    catalog_path: str | None = None,
+    root_dir: str | None = None,
+    db_url: str | None = None,
+    gpu_inventory: str | None = None,
+    simulated_gpus: Sequence[Mapping[str, object]] | None = None,
+    allocation_ledger: str | None = None,
+    name: str = SERVICE_NAME,
+    ip: str = "127.0.0.1",
+    python: str = sys.executable,
+    args: Sequence[str] = (),
+    environment: Mapping[str, str] | None = None,
+) -> dict:
+    """The hub-managed service entry for ``c.JupyterHub.services``.
+
+    The hub starts ``python -m jupyter_to_job.service`` with its own ``JUPYTERHUB_*``
+    variables (the service's token, its URL and prefix) plus ``environment``; the catalog,
+    job folder, database and GPU inventory travel there rather than on the command line
+    (a database URL may hold a password). Give the spawner's ``gpu_inventory``,
+    ``simulated_gpus`` and ``allocation_ledger``, so servers and jobs share the same GPUs.
+    ``args`` are extra settings such as ``"--JobServiceApp.max_running_jobs=4"``.
+    """
+    env = dict(environment or {})
+    settings = {
+        "JUPYTER_TO_JOB_CATALOG": catalog_path,
+        "JUPYTER_TO_JOB_ROOT": root_dir,
+        "JUPYTER_TO_JOB_DB_URL": db_url,
+        "JUPYTER_TO_JOB_GPU_INVENTORY": gpu_inventory,
+        "JUPYTER_TO_JOB_ALLOCATION_LEDGER": allocation_ledger,
+        "JUPYTER_TO_JOB_SIMULATED_GPUS": (
+            json.dumps(list(simulated_gpus)) if simulated_gpus is not None else None
+        ),
+    }
+    env.update({key: str(value) for key, value in settings.items() if value is not None})
+    return {
+        "name": name,
+        "url": f"http://{ip}:{port}",
+        "command": [python, "-m", "jupyter_to_job.service", *args],
+        "environment": env,
+        # An API, not a page: keep it out of the hub's Services menu.
+        "display": False,
+    }
+
+
+def job_service_roles(
+    *,
+    name: str = SERVICE_NAME,
+    admins: Iterable[str] = (),
+    admin_groups: Iterable[str] = (),
+) -> list[dict]:
+    """Roles for ``c.JupyterHub.load_roles``.
+
+    - ``user`` (every user): ``self``, write (so read) on their own jobs, and access to the
+      service. This replaces JupyterHub's default ``user`` role, which is ``self`` alone.
+    - ``<name>-service``: the service's own, least-privilege token (see
+      ``SERVICE_SCOPE_REASONS``).
+    - ``<name>-admins``: read and write on every user's jobs, for ``admins`` and members of
+      ``admin_groups``. Hub admins (``admin: true``) may read, stop and delete every job
+      anyway; this role is for staff who are not hub admins.
+    """
+    roles = [
+        {
+            "name": "user",
+            "description": "Standard user privileges, and Run as Job on one's own notebooks.",
+            "scopes": ["self", f"{WRITE_JOBS_SCOPE}!user", access_scope(name)],
+        },
+        {
+            "name": f"{name}-service",
+            "description": "The job service: look up the groups of job owners.",
+            "scopes": list(SERVICE_SCOPE_REASONS),
+            "services": [name],
+        },
+    ]
+    admins, admin_groups = list(admins), list(admin_groups)
+    if admins or admin_groups:
+        roles.append(
+            {
+                "name": f"{name}-admins",
+                "description": "Read, stop and delete every user's Run as Job jobs.",
+                "scopes": [READ_JOBS_SCOPE, WRITE_JOBS_SCOPE, access_scope(name)],
+                "users": admins,
+                "groups": admin_groups,
+            }
+        )
+    return roles
+
+
+def job_server_token_scopes(name: str = SERVICE_NAME) -> list[str]:
+    """``c.Spawner.server_token_scopes``: the hub's defaults plus the job service, for the
+    server's own user only.
+
+    The hub gives a server's ``$JUPYTERHUB_API_TOKEN`` only the part of these its user
+    holds, so the server extension can act on the user's jobs and nobody else's.
+    """
+    return [
+        *HUB_SERVER_TOKEN_DEFAULTS,
+        access_scope(name),
+        f"{READ_JOBS_SCOPE}!user",
+        f"{WRITE_JOBS_SCOPE}!user",
+    ]

@@ -1,0 +1,414 @@
+"""The job API behind the REST handlers: who asks, what they may do, and the manager's answer.
+
+One :class:`JobsAPI` serves the hub's job service (callers identified by their hub tokens)
+and a standalone server extension (one local caller). Every operation checks access
+through :mod:`jupyter_to_job.access` first:
+
+- a job the caller may not read answers 404, exactly like a job that does not exist;
+- a job the caller may read but not change answers 403 to stop or delete;
+- creating needs the write scope on one's own jobs, and a flavor the catalog gives the
+  caller now (``flavor_entitlements``): another flavor is a 403 with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from gpuspawner.policy import Catalog, FlavorEntitlement, JobFlavor, UserIdentity
+from gpuspawner.policy.catalog import Settings
+from gpuspawner.policy.flavors import flavor_entitlements
+from gpuspawner.policy.units import format_bytes
+
+from . import __version__
+from .access import (
+    Access,
+    Caller,
+    Roster,
+    groups_to_expand,
+    job_access,
+    needs_owner_groups,
+    readable_owners,
+    teaching_roster,
+)
+from .describe import job_outputs
+from .errors import JobNotFound
+from .manager import JobManager
+from .models import (
+    CreateJob,
+    CreateJobResponse,
+    DescribeJob,
+    JobFeatures,
+    JobFlavorInfo,
+    JobLogChunk,
+    JobServiceConfig,
+    JobStatus,
+    ListFlavorsResponse,
+    ListJobsQuery,
+    ListJobsResponse,
+    UpdateJob,
+)
+from .rest import ApiError, json_object, parse_create_body, validation_error
+from .scopes import READ_JOBS_SCOPE, WRITE_JOBS_SCOPE
+
+log = logging.getLogger(__name__)
+
+LOCAL_FLAVOR_ID = "local"
+DEFAULT_TAIL_LINES = 100
+MAX_TAIL_LINES = 10_000
+
+
+def local_catalog() -> Catalog:
+    """The built-in catalog of standalone mode: one CPU flavor, "local", open to everyone."""
+    flavor = JobFlavor.model_validate(
+        {
+            "id": LOCAL_FLAVOR_ID,
+            "title": "This server",
+            "description": "Runs beside your notebook server, with the same CPUs, memory and "
+            "GPU (if any).",
+            "default_deadline": "1h",
+            "max_deadline": "24h",
+            "max_running_per_user": 2,
+            "access": {"everyone": True},
+        }
+    )
+    return Catalog(settings=Settings(), courses=[], research=[], standing=[], flavors=[flavor])
+
+
+class Directory(Protocol):
+    """Group membership, for ``!group=`` scopes and courses that enrol groups."""
+
+    async def groups_of(self, user: str) -> frozenset[str]: ...
+
+    async def members_of(self, group: str) -> frozenset[str]: ...
+
+
+class NoGroups:
+    """A directory without groups (standalone mode)."""
+
+    async def groups_of(self, user: str) -> frozenset[str]:
+        return frozenset()
+
+    async def members_of(self, group: str) -> frozenset[str]:
+        return frozenset()
+
+
+@dataclass(frozen=True)
+class Download:
+    """An output file to send."""
+
+    path: Path
+    filename: str
+    format: str
+
+
+def _resources_in_words(flavor: JobFlavor) -> str:
+    parts = []
+    cpu = flavor.resources.cpu
+    if cpu:
+        parts.append(f"{cpu:g} CPU" + ("" if cpu == 1 else "s"))
+    if flavor.resources.memory:
+        parts.append(f"{format_bytes(flavor.resources.memory)} memory")
+    return ", ".join(parts)
+
+
+def _int_argument(params: dict[str, str], name: str, *, minimum: int = 0) -> int | None:
+    text = params.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ApiError(
+            400,
+            f"{name} must be a whole number of at least {minimum}; got {text[:40]!r}.",
+            "invalid",
+        )
+    return value
+
+
+class JobsAPI:
+    """Job operations for identified callers; raises :class:`ApiError` and job errors."""
+
+    def __init__(
+        self,
+        manager: JobManager,
+        *,
+        mode: str,
+        catalog: Callable[[], Catalog | None],
+        directory: Directory | None = None,
+        max_notebook_bytes: int = 10 * 1024 * 1024,
+        remember_identity: Callable[[UserIdentity], None] | None = None,
+        working_dir: Callable[[CreateJob], str | None] | None = None,
+        gpu_flavors: bool = False,
+        save_outputs: bool = False,
+        clock: Callable[[], datetime] | None = None,
+    ):
+        self.manager = manager
+        self.mode = mode
+        self._catalog = catalog
+        self.directory: Directory = directory or NoGroups()
+        self.max_notebook_bytes = max_notebook_bytes
+        self._remember_identity = remember_identity
+        self._working_dir = working_dir
+        self.gpu_flavors = gpu_flavors
+        self.save_outputs = save_outputs
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    # -- who may do what --------------------------------------------------------------
+
+    def catalog(self) -> Catalog:
+        catalog = self._catalog()
+        if catalog is None:
+            raise ApiError(
+                503,
+                "The job flavors cannot be loaded right now (the course catalog has errors). "
+                "Try again later; the hub admins can see the details in the service's log.",
+                "no-catalog",
+            )
+        return catalog
+
+    def _roster(self, caller: Caller) -> Roster:
+        if not caller.is_user:
+            return Roster()
+        return teaching_roster(self._catalog(), caller.name)
+
+    @staticmethod
+    def _require_scope(caller: Caller, level: Access = Access.READ) -> None:
+        if caller.holds(level):
+            return
+        scope = READ_JOBS_SCOPE if level is Access.READ else WRITE_JOBS_SCOPE
+        raise ApiError(
+            403,
+            f"This token cannot use Run as Job: it lacks the {scope} scope. Use Run as Job "
+            "from your own JupyterLab, or ask the hub admins for the scope.",
+            "missing-scope",
+        )
+
+    async def access(self, caller: Caller, owner: str) -> Access:
+        """What ``caller`` may do with ``owner``'s jobs."""
+        roster = self._roster(caller)
+        if owner == caller.name and caller.is_user:
+            groups = caller.groups
+        elif needs_owner_groups(caller, roster):
+            groups = await self.directory.groups_of(owner)
+        else:
+            groups = frozenset()
+        return job_access(caller, owner, groups, roster)
+
+    async def _job(self, caller: Caller, job_id: str, need: Access) -> DescribeJob:
+        self._require_scope(caller)
+        job = self.manager.describe(job_id)
+        access = await self.access(caller, job.owner)
+        if access < Access.READ:
+            raise JobNotFound(job_id)  # the same answer as a job that does not exist
+        if access < need:
+            raise ApiError(
+                403,
+                f"You can follow {job.owner}'s job {job.name!r}, but not stop or delete it: "
+                "only its owner and the hub admins can.",
+                "read-only",
+            )
+        return job
+
+    # -- jobs --------------------------------------------------------------------------
+
+    async def list_jobs(self, caller: Caller, params: dict[str, str]) -> ListJobsResponse:
+        """``owner`` absent: every job the caller may read; ``owner=X``: X's jobs only."""
+        self._require_scope(caller)
+        params = dict(params)
+        owner = params.pop("owner", None) or None
+        try:
+            query = ListJobsQuery.model_validate(params)
+        except ValidationError as error:
+            raise validation_error(error, "job listing") from None
+        if owner is not None:
+            if await self.access(caller, owner) < Access.READ:
+                raise ApiError(
+                    403,
+                    f"You cannot list {owner[:80]}'s jobs: only your own, and those of the "
+                    "students of the courses you teach.",
+                    "forbidden-owner",
+                )
+            return self.manager.list_jobs(query.model_copy(update={"owner": owner}))
+        roster = self._roster(caller)
+        members = {
+            group: await self.directory.members_of(group)
+            for group in sorted(groups_to_expand(caller, roster))
+        }
+        owners = readable_owners(caller, roster, members)
+        return self.manager.list_jobs(query, owners=owners)
+
+    async def create_job(self, caller: Caller, body: bytes) -> CreateJobResponse:
+        """A create from the wire: CreateJob fields plus ``notebook`` (its JSON content)."""
+        self._require_create(caller)
+        request, notebook = parse_create_body(body, self.max_notebook_bytes)
+        return await self.create(caller, request, notebook)
+
+    def _require_create(self, caller: Caller) -> None:
+        self._require_scope(caller, Access.WRITE)
+        if not caller.is_user:
+            raise ApiError(403, "Only users can create jobs; services cannot.", "users-only")
+        if not caller.grants[Access.WRITE].covers(caller.name, caller.groups):
+            raise ApiError(
+                403,
+                "This token cannot create jobs for you: its write scope covers other "
+                "users' jobs only.",
+                "missing-scope",
+            )
+
+    async def create(
+        self, caller: Caller, request: CreateJob, notebook: dict[str, Any]
+    ) -> CreateJobResponse:
+        """Check the flavor and deadline, then create the job for ``caller``."""
+        self._require_create(caller)
+        identity = caller.identity
+        entitlement = self._entitlement(identity, request.flavor)
+        flavor = entitlement.flavor
+        max_deadline = int(flavor.max_deadline.total_seconds())
+        deadline = request.deadline_seconds or int(flavor.default_deadline.total_seconds())
+        if deadline > max_deadline:
+            raise ApiError(
+                400,
+                f"The deadline of {deadline} seconds is longer than {flavor.title} allows "
+                f"({max_deadline} seconds). Choose a shorter one.",
+                "deadline-too-long",
+            )
+        if self._remember_identity is not None:
+            self._remember_identity(identity)
+        request = request.model_copy(update={"flavor": flavor.id, "deadline_seconds": deadline})
+        working_dir = self._working_dir(request) if self._working_dir else None
+        return await self.manager.create(
+            caller.name, request, notebook=notebook, working_dir=working_dir
+        )
+
+    def _entitlement(self, identity: UserIdentity, flavor_id: str | None) -> FlavorEntitlement:
+        entitlements = flavor_entitlements(self.catalog(), identity, self._clock())
+        if flavor_id is None:
+            chosen = next((e for e in entitlements if e.available), None)
+            if chosen is None:
+                raise ApiError(
+                    403,
+                    "No job flavor is offered to you now, so notebooks cannot run as jobs. "
+                    "Ask your instructor or the hub admins.",
+                    "not-entitled",
+                )
+            return chosen
+        chosen = next((e for e in entitlements if e.flavor.id == flavor_id), None)
+        if chosen is None:
+            offered = ", ".join(e.flavor.id for e in entitlements if e.available) or "none"
+            raise ApiError(
+                400,
+                f"There is no job flavor {flavor_id!r} here (yours: {offered}). Choose one "
+                "of the flavors the Run as Job dialog offers.",
+                "unknown-flavor",
+            )
+        if not chosen.available:
+            raise ApiError(
+                403,
+                f"{chosen.reason} Choose another flavor in the Run as Job dialog.",
+                "not-entitled",
+            )
+        return chosen
+
+    async def describe(self, caller: Caller, job_id: str) -> DescribeJob:
+        return await self._job(caller, job_id, Access.READ)
+
+    async def update(self, caller: Caller, job_id: str, body: bytes) -> DescribeJob:
+        """PATCH ``{"status": "STOPPED"}``: stop the job."""
+        await self._job(caller, job_id, Access.WRITE)
+        try:
+            UpdateJob.model_validate(json_object(body))
+        except ValidationError as error:
+            raise validation_error(error) from None
+        return await self.manager.stop(job_id)
+
+    async def delete(self, caller: Caller, job_id: str) -> None:
+        await self._job(caller, job_id, Access.WRITE)
+        await self.manager.delete(job_id)
+
+    # -- logs and outputs ---------------------------------------------------------------
+
+    async def read_log(self, caller: Caller, job_id: str, params: dict[str, str]) -> JobLogChunk:
+        """``offset``/``limit`` (bytes) or ``tail`` (lines)."""
+        await self._job(caller, job_id, Access.READ)
+        tail = _int_argument(params, "tail", minimum=1)
+        if tail is not None:
+            return self.manager.tail_log(job_id, lines=min(tail, MAX_TAIL_LINES))
+        offset = _int_argument(params, "offset") or 0
+        limit = _int_argument(params, "limit", minimum=1)
+        return self.manager.read_log(job_id, offset=offset, limit=limit)
+
+    async def follow_log(
+        self, caller: Caller, job_id: str, params: dict[str, str]
+    ) -> AsyncIterator[JobLogChunk]:
+        """Chunks from ``offset`` as they are written, until the job is final (checked first)."""
+        await self._job(caller, job_id, Access.READ)
+        offset = _int_argument(params, "offset") or 0
+        return self.manager.follow_log(job_id, offset=offset)
+
+    async def output(self, caller: Caller, job_id: str, fmt: str) -> Download:
+        job = await self._job(caller, job_id, Access.READ)
+        path = self.manager.output_path(job_id, fmt)
+        row = self.manager.store.get(job_id)
+        assert row is not None
+        name = next(
+            (
+                o.name
+                for o, _ in job_outputs(row, self.manager.job_files(job_id))
+                if o.format == fmt
+            ),
+            f"{job.name}.{fmt}",
+        )
+        return Download(path, name, fmt)
+
+    # -- flavors and capabilities --------------------------------------------------------
+
+    async def flavors(self, caller: Caller) -> ListFlavorsResponse:
+        self._require_scope(caller)
+        entitlements = flavor_entitlements(self.catalog(), caller.identity, self._clock())
+        running: dict[str | None, int] = {}
+        queued: dict[str | None, int] = {}
+        for row in self.manager.store.with_status(
+            JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.STOPPING
+        ):
+            counts = queued if row.job_status is JobStatus.QUEUED else running
+            counts[row.flavor] = counts.get(row.flavor, 0) + 1
+        default = next((e.flavor.id for e in entitlements if e.available), None)
+        return ListFlavorsResponse(
+            flavors=[
+                JobFlavorInfo(
+                    id=e.flavor.id,
+                    title=e.flavor.title,
+                    description=e.flavor.description,
+                    gpu=e.flavor.share.describe() if e.flavor.share else None,
+                    resources=_resources_in_words(e.flavor),
+                    available=e.available,
+                    reason=e.reason,
+                    default=e.flavor.id == default,
+                    default_deadline_seconds=int(e.flavor.default_deadline.total_seconds()),
+                    max_deadline_seconds=int(e.flavor.max_deadline.total_seconds()),
+                    max_running_per_user=e.flavor.max_running_per_user,
+                    running=running.get(e.flavor.id, 0),
+                    queued=queued.get(e.flavor.id, 0),
+                )
+                for e in entitlements
+            ]
+        )
+
+    def config(self, caller: Caller) -> JobServiceConfig:
+        self._require_scope(caller)
+        return JobServiceConfig(
+            mode="hub" if self.mode == "hub" else "standalone",
+            version=__version__,
+            features=JobFeatures(gpu_flavors=self.gpu_flavors, save_outputs=self.save_outputs),
+            max_notebook_bytes=self.max_notebook_bytes,
+        )

@@ -1,0 +1,409 @@
+"""``JobServiceApp``: the hub-managed job service (``python -m jupyter_to_job.service``).
+
+It owns what user servers must never hold: the job store, the executor's credentials, the
+GPU capacity decisions. The hub starts it (``c.JupyterHub.services``, see
+:func:`jupyter_to_job.hub.job_service`) with ``JUPYTERHUB_API_TOKEN``, ``JUPYTERHUB_API_URL``,
+``JUPYTERHUB_SERVICE_URL`` (where to listen) and ``JUPYTERHUB_SERVICE_PREFIX`` (the URL
+prefix, ``/services/jupyter-to-job/``).
+
+Settings come from the command line (``--JobServiceApp.max_running_jobs=4``), a config file
+(``--JobServiceApp.config_file=/etc/jupyter-to-job/config.py``), or the environment
+variables named in each trait's help. Settings of the parts it builds work the same way:
+``c.JobManager.*``, ``c.LocalExecutor.*``, ``c.LogStore.*``, ``c.HubAuth.*``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any
+from urllib.parse import urlparse
+
+from jupyter_core.paths import jupyter_data_dir
+from jupyterhub.services.auth import HubAuth
+from tornado import web
+from traitlets import Enum, Float, Integer, List, Type, Unicode, default, validate
+from traitlets.config import Application
+
+from gpuspawner.inventory import discover_nvml_gpus, simulated_gpus
+from gpuspawner.policy import GPUDevice
+
+from .. import __version__
+from ..catalog_source import CatalogSource
+from ..executors import JobExecutor, LocalExecutor
+from ..jobs_api import JobsAPI, local_catalog
+from ..manager import JobManager
+from ..rest import CREATE_BODY_SLACK
+from ..scopes import SERVICE_NAME, access_scope
+from .capacity import FlavorCapacity, IdentityBook
+from .directory import HubDirectory
+from .handlers import NotFoundHandler, service_handlers
+
+
+def _service_url() -> Any:
+    return urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL") or "http://127.0.0.1:8766")
+
+
+class JobServiceApp(Application):
+    """The Run as Job service of a JupyterHub."""
+
+    name = "jupyter-to-job-service"
+    description = "The hub-managed service that runs notebooks as jobs for JupyterHub users."
+    version = __version__
+    classes = [JobManager, LocalExecutor, HubAuth]
+
+    config_file = Unicode(
+        "",
+        help="""A Python config file to load (``c.JobServiceApp.x = ...``, ``c.JobManager.y``).
+
+        Example: ``python -m jupyter_to_job.service
+        --JobServiceApp.config_file=/etc/jupyter-to-job/config.py``.
+        """,
+    ).tag(config=True)
+
+    catalog_path = Unicode(
+        help="""The course catalog file or folder (the same one as the spawner's), whose
+        ``flavors:`` section lists the job flavors and who may use them. Reloaded when it
+        changes. Defaults to ``$JUPYTER_TO_JOB_CATALOG``; empty: one CPU flavor, "local",
+        open to every user.
+
+        Example: ``c.JobServiceApp.catalog_path = "/etc/jupyterhub/courses"``.
+        """,
+    ).tag(config=True)
+
+    @default("catalog_path")
+    def _default_catalog_path(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_CATALOG", "")
+
+    root_dir = Unicode(
+        help="""Folder for job data (notebook snapshots, outputs, logs, the SQLite store).
+        Defaults to ``$JUPYTER_TO_JOB_ROOT``, else ``jupyter_to_job_service`` in the Jupyter
+        data folder.
+
+        Example: ``c.JobServiceApp.root_dir = "/srv/jupyter-to-job"``.
+        """,
+    ).tag(config=True)
+
+    @default("root_dir")
+    def _default_root_dir(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_ROOT") or os.path.join(
+            jupyter_data_dir(), "jupyter_to_job_service"
+        )
+
+    db_url = Unicode(
+        help="""SQLAlchemy URL of the job store (SQLite or PostgreSQL). Defaults to
+        ``$JUPYTER_TO_JOB_DB_URL``, else ``sqlite:///<root_dir>/jobs.sqlite``.
+
+        Example: ``c.JobServiceApp.db_url = "postgresql+psycopg://jobs@db/jobs"``.
+        """,
+    ).tag(config=True)
+
+    @default("db_url")
+    def _default_db_url(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_DB_URL") or (
+            f"sqlite:///{os.path.join(self.root_dir, 'jobs.sqlite')}"
+        )
+
+    executor_class = Type(
+        default_value=LocalExecutor,
+        klass=JobExecutor,
+        help="""Where jobs run: local processes (the default), or another executor such as
+        one for Kubernetes batch Jobs.
+
+        Example: ``c.JobServiceApp.executor_class = "jupyter_to_job.executors.LocalExecutor"``.
+        """,
+    ).tag(config=True)
+
+    max_running_jobs = Integer(
+        4,
+        help="""Jobs that may run at once, over all users; later ones wait in the queue (GPU
+        capacity can hold them back further).
+
+        Example: ``c.JobServiceApp.max_running_jobs = 8``.
+        """,
+    ).tag(config=True)
+
+    @validate("max_running_jobs")
+    def _at_least_one(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise ValueError("max_running_jobs must be at least 1")
+        return int(proposal["value"])
+
+    max_notebook_bytes = Integer(
+        10 * 1024 * 1024,
+        help="""The largest notebook a job takes; a larger one is refused with 413.
+
+        Example: ``c.JobServiceApp.max_notebook_bytes = 20 * 1024 * 1024``.
+        """,
+    ).tag(config=True)
+
+    gpu_inventory = Enum(
+        ["auto", "nvml", "simulated"],
+        "auto",
+        help="""Where the GPU inventory comes from, as for the LocalGPUSpawner:
+
+        - ``auto``: NVML when it finds GPUs, otherwise ``simulated_gpus``
+        - ``nvml``: only real GPUs (none if NVML finds none)
+        - ``simulated``: only ``simulated_gpus`` (demos and tests)
+
+        Defaults to ``$JUPYTER_TO_JOB_GPU_INVENTORY``, else ``auto``.
+        Example: ``c.JobServiceApp.gpu_inventory = "nvml"``.
+        """,
+    ).tag(config=True)
+
+    @default("gpu_inventory")
+    def _default_gpu_inventory(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_GPU_INVENTORY") or "auto"
+
+    simulated_gpus = List(
+        help="""GPUs to pretend this machine has (with ``gpu_inventory`` ``auto`` and no real
+        GPU, or ``simulated``). Give the spawner's list, so both see the same GPUs. Defaults
+        to ``$JUPYTER_TO_JOB_SIMULATED_GPUS`` (the same list as JSON).
+
+        Example: ``c.JobServiceApp.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB",
+        "count": 2}]``.
+        """,
+    ).tag(config=True)
+
+    @default("simulated_gpus")
+    def _default_simulated_gpus(self) -> list[Any]:
+        text = os.environ.get("JUPYTER_TO_JOB_SIMULATED_GPUS")
+        if not text:
+            return []
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if not isinstance(value, list):
+            raise ValueError(
+                "JUPYTER_TO_JOB_SIMULATED_GPUS must be a JSON list such as "
+                '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
+            )
+        return value
+
+    allocation_ledger = Unicode(
+        help="""The GPU allocation ledger shared with the hub's LocalGPUSpawner (its
+        ``allocation_ledger``), so servers and jobs never get the same GPU slice. Defaults to
+        ``$JUPYTER_TO_JOB_ALLOCATION_LEDGER``; empty: the service keeps its own allocations.
+
+        Example: ``c.JobServiceApp.allocation_ledger = "/var/lib/jupyterhub/gpu-allocations.json"``.
+        """,
+    ).tag(config=True)
+
+    @default("allocation_ledger")
+    def _default_ledger(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_ALLOCATION_LEDGER", "")
+
+    hami_core_library = Unicode(
+        "",
+        help="""HAMi-core's ``libvgpu.so``: preloaded into GPU jobs to enforce their memory
+        share, as for the spawner.
+
+        Example: ``c.JobServiceApp.hami_core_library = "/opt/hami/libvgpu.so"``.
+        """,
+    ).tag(config=True)
+
+    ip = Unicode(
+        help="""The address to listen on; defaults to the host of ``$JUPYTERHUB_SERVICE_URL``.
+
+        Example: ``c.JobServiceApp.ip = "0.0.0.0"``.
+        """,
+    ).tag(config=True)
+
+    @default("ip")
+    def _default_ip(self) -> str:
+        return _service_url().hostname or "127.0.0.1"
+
+    port = Integer(
+        help="""The port to listen on; defaults to the port of ``$JUPYTERHUB_SERVICE_URL``.
+
+        Example: ``c.JobServiceApp.port = 8766``.
+        """,
+    ).tag(config=True)
+
+    @default("port")
+    def _default_port(self) -> int:
+        return _service_url().port or 8766
+
+    base_url = Unicode(
+        help="""The URL prefix the service answers under; defaults to
+        ``$JUPYTERHUB_SERVICE_PREFIX`` (``/services/jupyter-to-job/``).
+
+        Example: ``c.JobServiceApp.base_url = "/services/jobs/"``.
+        """,
+    ).tag(config=True)
+
+    @default("base_url")
+    def _default_base_url(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or f"/services/{self.service_name}/"
+
+    service_name = Unicode(
+        help="""The service's name in the hub; defaults to ``$JUPYTERHUB_SERVICE_NAME``.
+        Callers need ``access:services!service=<name>``.
+
+        Example: ``c.JobServiceApp.service_name = "jupyter-to-job"``.
+        """,
+    ).tag(config=True)
+
+    @default("service_name")
+    def _default_service_name(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_NAME") or SERVICE_NAME
+
+    group_cache_seconds = Float(
+        30.0,
+        help="""How long a group membership read from the hub is trusted.
+
+        Example: ``c.JobServiceApp.group_cache_seconds = 60``.
+        """,
+    ).tag(config=True)
+
+    @default("log_level")
+    def _default_log_level(self) -> int:
+        return logging.INFO
+
+    @default("log_format")
+    def _default_log_format(self) -> str:
+        return "[%(levelname)1.1s %(asctime)s %(name)s] %(message)s"
+
+    def initialize(self, argv: list[str] | None = None) -> None:
+        super().initialize(argv)
+        if self.config_file:
+            self.load_config_file(self.config_file)
+            self.update_config(self.cli_config)  # the command line wins over the file
+
+    # -- building the parts ------------------------------------------------------------
+
+    def gpu_devices(self) -> list[GPUDevice]:
+        devices = discover_nvml_gpus() if self.gpu_inventory in ("auto", "nvml") else []
+        if not devices and self.gpu_inventory in ("auto", "simulated"):
+            devices = simulated_gpus(self.simulated_gpus)
+        return devices
+
+    def make_api(self) -> tuple[JobsAPI, JobManager, HubAuth]:
+        if self.catalog_path:
+            source = CatalogSource(self.catalog_path, self.log)
+            catalog = source.current
+            if catalog() is None:
+                self.log.error("Jobs cannot be created until %s is valid.", self.catalog_path)
+        else:
+            self.log.warning(
+                "No catalog_path: every user gets the one CPU flavor 'local'. Set "
+                "JUPYTER_TO_JOB_CATALOG to the course catalog for GPU flavors."
+            )
+            builtin = local_catalog()
+            catalog = lambda: builtin  # noqa: E731
+        devices = self.gpu_devices()
+        self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
+        identities = IdentityBook(os.path.join(self.root_dir, "identities.json"))
+        capacity = FlavorCapacity(
+            catalog=catalog,
+            devices=devices,
+            identities=identities,
+            hami_core_library=self.hami_core_library or None,
+            ledger_path=self.allocation_ledger or None,
+        )
+        manager = JobManager(
+            parent=self,
+            root_dir=self.root_dir,
+            db_url=self.db_url,
+            executor_class=self.executor_class,
+            max_running_jobs=self.max_running_jobs,
+            max_notebook_bytes=self.max_notebook_bytes + CREATE_BODY_SLACK,
+            capacity=capacity,
+        )
+        hub_auth = HubAuth(parent=self)
+        api = JobsAPI(
+            manager,
+            mode="hub",
+            catalog=catalog,
+            directory=HubDirectory(
+                hub_auth.api_url, hub_auth.api_token, max_age=self.group_cache_seconds
+            ),
+            max_notebook_bytes=self.max_notebook_bytes,
+            remember_identity=identities.remember,
+            gpu_flavors=True,
+        )
+        return api, manager, hub_auth
+
+    def make_web_app(self, api: JobsAPI, hub_auth: HubAuth) -> web.Application:
+        handlers = service_handlers(
+            self.base_url,
+            api=api,
+            hub_auth=hub_auth,
+            access_scopes={access_scope(self.service_name)},
+        )
+        return web.Application(
+            handlers,  # type: ignore[arg-type]
+            default_handler_class=NotFoundHandler,
+            log_function=self._log_request,
+        )
+
+    def _log_request(self, handler: web.RequestHandler) -> None:
+        status = handler.get_status()
+        level = self.log.info if status < 400 else self.log.warning
+        if status < 400 and handler.request.method == "GET":
+            level = self.log.debug
+        # The path only: query strings may carry tokens when a hub allows them in URLs.
+        level(
+            "%d %s %s %.1fms",
+            status,
+            handler.request.method,
+            handler.request.path,
+            1000 * handler.request.request_time(),
+        )
+
+    # -- running -----------------------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event | None = None) -> None:
+        """Start the manager (reconciling first) and the web server; run until ``stop``."""
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        api, manager, hub_auth = self.make_api()
+        report = await manager.start()
+        self.log.info(
+            "Job store ready: %d job(s) adopted, %d ended while the service was down, %d queued",
+            len(report.adopted),
+            len(report.ended),
+            report.queued,
+        )
+        server = self.make_web_app(api, hub_auth).listen(
+            self.port,
+            address=self.ip,
+            max_body_size=2 * (self.max_notebook_bytes + CREATE_BODY_SLACK),
+        )
+        self.log.info(
+            "Jupyter to Job service listening on http://%s:%d%s", self.ip, self.port, self.base_url
+        )
+        try:
+            await stop.wait()
+        finally:
+            server.stop()
+            # Jobs keep running: the next start adopts them.
+            await manager.shutdown(stop_jobs=False)
+            self.log.info("Jupyter to Job service stopped; running jobs continue")
+
+    def start(self) -> None:
+        if not os.environ.get("JUPYTERHUB_API_TOKEN") or not os.environ.get("JUPYTERHUB_API_URL"):
+            self.log.critical(
+                "JUPYTERHUB_API_TOKEN and JUPYTERHUB_API_URL are not set. Run this as a "
+                "hub-managed service (c.JupyterHub.services, see jupyter_to_job.hub)."
+            )
+            self.exit(2)
+        # The parts log through their module loggers (jupyter_to_job.*, jupyterhub's HubAuth).
+        logging.basicConfig(
+            level=self.log_level, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s"
+        )
+        asyncio.run(self.serve())
+
+
+def main(argv: list[str] | None = None) -> int:
+    app = JobServiceApp.instance()
+    app.initialize(argv if argv is not None else sys.argv[1:])
+    app.start()
+    return 0

@@ -1,0 +1,205 @@
+"""The job service's capacity hook: job flavors admitted by the same policy as servers.
+
+:class:`FlavorCapacity` answers the manager's "may this job start now?" with
+``admit_job`` over the catalog and a :class:`~gpuspawner.policy.CapacityPool`:
+
+- granted: the job starts with its GPU share's environment (``local_share_environment``)
+  and the flavor's own variables;
+- refused with ``full``, ``reserved`` or ``job-limit``: the job stays QUEUED, first in
+  line, with the refusal's sentence as its reason;
+- refused otherwise (``not-entitled``, ``no-such-gpu``, ``too-large``...): the job can
+  never start; at create time that is a 409, later the queued job fails with the reason.
+
+Every decision reads and changes the pool inside :meth:`FlavorCapacity.current_pool`, a
+transaction: the service's own pool, or, with ``ledger_path``, the allocation ledger the
+hub's LocalGPUSpawner shares (``allocation_ledger``), so servers and jobs on one machine
+never get the same GPU slice.
+
+Jobs run long after the request that created them (and after restarts), so the owner's
+identity (groups, admin flag) is taken from :class:`IdentityBook`, which the API fills
+at create time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpuspawner.policy import (
+    Allocation,
+    CapacityPool,
+    Catalog,
+    GPUDevice,
+    JobFlavor,
+    Refusal,
+    UserIdentity,
+    admit_job,
+)
+from gpuspawner.policy.catalog import is_protected_variable
+from gpuspawner.policy.local_share import local_share_environment
+
+from ..capacity import CapacityGrant, CapacityWait, JobCapacity, JobTicket
+from ..errors import JobRefused
+from ..runfiles import atomic_write_text
+
+# admit_job's refusals that pass with time: the job waits in the queue.
+WAIT_CODES = frozenset({"full", "reserved", "job-limit"})
+
+log = logging.getLogger(__name__)
+
+
+class IdentityBook:
+    """The last known identity (groups, admin flag) of each job owner, kept in a JSON file.
+
+    Written when it changes, so queued jobs are admitted with their owner's groups after
+    a restart of the service too.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._identities: dict[str, UserIdentity] = {}
+        try:
+            data = json.loads(self.path.read_text())
+            for name, entry in data.get("users", {}).items():
+                self._identities[name] = UserIdentity(
+                    name, frozenset(entry.get("groups", [])), bool(entry.get("admin"))
+                )
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, AttributeError) as error:
+            log.warning("Ignoring the unreadable identity book %s: %s", self.path, error)
+
+    def get(self, name: str) -> UserIdentity:
+        return self._identities.get(name) or UserIdentity(name)
+
+    def remember(self, identity: UserIdentity) -> None:
+        if self._identities.get(identity.name) == identity:
+            return
+        self._identities[identity.name] = identity
+        payload = {
+            "version": 1,
+            "users": {
+                name: {"groups": sorted(who.groups), "admin": who.admin}
+                for name, who in sorted(self._identities.items())
+            },
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, json.dumps(payload, indent=1) + "\n")
+
+
+class FlavorCapacity(JobCapacity):
+    """GPU shares for jobs by flavor, admitted with ``admit_job`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        catalog: Callable[[], Catalog | None],
+        devices: list[GPUDevice],
+        identities: IdentityBook,
+        hami_core_library: str | None = None,
+        ledger_path: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ):
+        self._catalog = catalog
+        self.ledger_path = ledger_path or None
+        self.devices = list(devices)
+        self.identities = identities
+        self.hami_core_library = hami_core_library
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._pool = CapacityPool(self.devices)
+
+    @contextlib.contextmanager
+    def current_pool(self) -> Iterator[CapacityPool]:
+        """The pool, for one decision: what it holds afterwards is what is allocated.
+
+        The one place the pool comes from: the ledger shared with the hub when
+        ``ledger_path`` is set (locked for the decision), else this process's own.
+        """
+        if self.ledger_path:
+            from gpuspawner.ledger import AllocationLedger
+
+            with AllocationLedger(self.ledger_path).transaction(self.devices) as pool:
+                yield pool
+        else:
+            yield self._pool
+
+    def _flavor(self, flavor_id: str | None) -> tuple[Catalog, JobFlavor]:
+        catalog = self._catalog()
+        flavor = catalog.flavors_by_id.get(flavor_id or "") if catalog is not None else None
+        if catalog is None or flavor is None:
+            raise JobRefused(
+                f"There is no job flavor {flavor_id!r} here any more. Create the job again "
+                "with one of the flavors the Run as Job dialog offers.",
+                code="unknown-flavor",
+            )
+        return catalog, flavor
+
+    def validate(self, ticket: JobTicket) -> None:
+        """Refuse a flavor whose GPU share no GPU here could ever hold."""
+        _, flavor = self._flavor(ticket.flavor)
+        if flavor.share is None:
+            return
+        empty = CapacityPool(self.devices)  # "ever", not "now": ask an idle machine
+        try:
+            empty.allocate(
+                f"{ticket.key}:probe",
+                owner=ticket.owner,
+                profile_id=flavor.id,
+                course_id=None,
+                share=flavor.share,
+            )
+        except Refusal as refusal:
+            raise JobRefused(refusal.message, code=refusal.code) from None
+
+    def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
+        if self._catalog() is None:
+            return CapacityWait("the course catalog cannot be loaded right now.")
+        catalog, flavor = self._flavor(ticket.flavor)
+        identity = self.identities.get(ticket.owner)
+        with self.current_pool() as pool:
+            try:
+                decision = admit_job(
+                    catalog, pool, identity, flavor.id, key=ticket.key, now=self._clock()
+                )
+            except Refusal as refusal:
+                if refusal.code in WAIT_CODES:
+                    return CapacityWait(refusal.message)
+                raise JobRefused(refusal.message, code=refusal.code) from None
+            environment = {
+                name: value
+                for name, value in flavor.environment.variables.items()
+                if not is_protected_variable(name)
+            }
+            environment.update(
+                local_share_environment(
+                    flavor.share,
+                    decision.allocation,
+                    pool.devices,
+                    profile_id=flavor.id,
+                    hami_core_library=self.hami_core_library,
+                )
+            )
+        gpu: dict[str, Any] | None = None
+        if decision.allocation is not None and flavor.share is not None:
+            gpu = {
+                "description": environment.get("GPUSPAWNER_GPU_SHARE", flavor.share.describe()),
+                "device_ids": list(decision.allocation.device_ids),
+                "allocation": decision.allocation.to_dict(),
+            }
+        return CapacityGrant(environment, gpu)
+
+    def release(self, ticket: JobTicket) -> None:
+        with self.current_pool() as pool:
+            pool.release(ticket.key)
+
+    def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
+        if not gpu or not gpu.get("allocation"):
+            return
+        with self.current_pool() as pool:
+            for warning in pool.restore(Allocation.from_dict(gpu["allocation"])):
+                log.warning("Job %s: %s", ticket.job_id, warning)

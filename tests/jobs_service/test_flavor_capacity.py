@@ -1,0 +1,126 @@
+"""The job service's capacity hook: ``admit_job`` decides, a full GPU means "wait in the queue".
+
+One simulated 24 GiB GPU; the course flavor takes half of it. Scenarios from the queue's
+point of view: who starts, who waits (and the sentence they see), who can never start.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
+from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
+from jupyter_to_job.errors import JobRefused
+from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+
+GPU = [GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)]
+NOW = datetime(2026, 10, 5, 12, 0, tzinfo=UTC)
+STUDENT = frozenset({"ml101-students"})
+
+CATALOG = f"""\
+courses:
+  - id: ml101
+    title: ML 101
+    instructors: [ines]
+    enrolment: {{groups: [ml101-students]}}
+    schedule:
+      timezone: UTC
+      term: {{first_day: {(NOW - timedelta(days=30)).date()}, last_day: {(NOW + timedelta(days=30)).date()}}}
+      windows: [{{day: Mon, start: "10:00", end: "12:00"}}]
+flavors:
+  - id: half-gpu
+    title: Half a GPU
+    gpu: {{fraction: 1/2}}
+    environment: {{variables: {{HF_HOME: /data/hf}}}}
+    access: {{courses: [ml101]}}
+  - id: two-gpus
+    title: Two GPUs
+    gpu: {{count: 2}}
+    access: {{everyone: true}}
+  - id: cpu-job
+    title: CPU
+    access: {{everyone: true}}
+"""
+
+
+@pytest.fixture
+def book(tmp_path):
+    identities = IdentityBook(tmp_path / "identities.json")
+    for name in ("alice", "bob", "carl"):
+        identities.remember(UserIdentity(name, STUDENT))
+    return identities
+
+
+def make_capacity(tmp_path, book, **kwargs):
+    (tmp_path / "catalog.yaml").write_text(CATALOG)
+    catalog = load_catalog(tmp_path / "catalog.yaml")
+    return FlavorCapacity(
+        catalog=lambda: catalog, devices=GPU, identities=book, clock=lambda: NOW, **kwargs
+    )
+
+
+def ticket(number: int, owner: str, flavor: str = "half-gpu") -> JobTicket:
+    return JobTicket(f"job-{number}", owner, flavor)
+
+
+def test_jobs_take_gpu_shares_until_the_gpu_is_full_then_wait_with_the_reason(tmp_path, book):
+    capacity = make_capacity(tmp_path, book)
+    # Given alice and bob's jobs each holding half of the one GPU
+    first, second = capacity.acquire(ticket(1, "alice")), capacity.acquire(ticket(2, "bob"))
+    assert isinstance(first, CapacityGrant) and isinstance(second, CapacityGrant)
+    assert first.environment["CUDA_VISIBLE_DEVICES"] == "0"
+    assert first.environment["HF_HOME"] == "/data/hf"  # the flavor's own variables
+    assert first.gpu and first.gpu["device_ids"] == ["sim-0"]
+    # When carl's job asks for another half, it waits, and is told why
+    waiting = capacity.acquire(ticket(3, "carl"))
+    assert isinstance(waiting, CapacityWait) and "All GPUs are taken" in waiting.reason
+    # Then it starts once alice's job has ended
+    capacity.release(ticket(1, "alice"))
+    assert isinstance(capacity.acquire(ticket(3, "carl")), CapacityGrant)
+
+
+def test_a_second_job_of_the_same_person_waits_for_the_first(tmp_path, book):
+    capacity = make_capacity(tmp_path, book)
+    assert isinstance(capacity.acquire(ticket(1, "alice")), CapacityGrant)
+    again = capacity.acquire(ticket(2, "alice"))
+    assert isinstance(again, CapacityWait) and "waits in the queue" in again.reason
+
+
+def test_jobs_that_can_never_start_are_refused(tmp_path, book):
+    capacity = make_capacity(tmp_path, book)
+    with pytest.raises(JobRefused) as too_large:
+        capacity.validate(ticket(1, "alice", "two-gpus"))
+    assert too_large.value.code == "too-large"
+    with pytest.raises(JobRefused) as outsider:  # not enrolled: the policy refuses for good
+        capacity.acquire(ticket(2, "mallory"))
+    assert outsider.value.code == "not-entitled"
+    with pytest.raises(JobRefused) as gone:
+        capacity.validate(ticket(3, "alice", "removed-flavor"))
+    assert gone.value.code == "unknown-flavor"
+
+
+def test_a_cpu_flavor_sees_no_gpu(tmp_path, book):
+    grant = make_capacity(tmp_path, book).acquire(ticket(1, "alice", "cpu-job"))
+    assert isinstance(grant, CapacityGrant) and grant.gpu is None
+    assert grant.environment["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_owner_identities_survive_a_restart_of_the_service(tmp_path, book):
+    reloaded = IdentityBook(tmp_path / "identities.json")
+    assert reloaded.get("alice") == UserIdentity("alice", STUDENT)
+    assert reloaded.get("stranger") == UserIdentity("stranger")
+
+
+def test_jobs_and_servers_share_one_allocation_ledger(tmp_path, book):
+    # Given two processes' views of the same ledger (the hub's spawner and this service)
+    ledger = str(tmp_path / "gpu-allocations.json")
+    service = make_capacity(tmp_path, book, ledger_path=ledger)
+    other = make_capacity(tmp_path, book, ledger_path=ledger)
+    assert isinstance(service.acquire(ticket(1, "alice")), CapacityGrant)
+    assert isinstance(other.acquire(ticket(2, "bob")), CapacityGrant)
+    # Then the GPU is full for both
+    assert isinstance(service.acquire(ticket(3, "carl")), CapacityWait)
+    other.release(ticket(2, "bob"))
+    assert isinstance(service.acquire(ticket(3, "carl")), CapacityGrant)

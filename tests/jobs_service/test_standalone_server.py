@@ -1,0 +1,250 @@
+"""Run as Job without a hub: a real ``jupyter server`` with the extension in standalone mode.
+
+The server runs jobs itself (embedded manager, local executor). Through its REST API a
+user saves a notebook, reads its parameters, runs it, follows the log, and saves the
+executed notebook into their files; every bad request gets a clear 4xx, and nothing
+answers without the server's token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+import requests
+from nbformat.v4 import new_code_cell, new_notebook
+
+from jupyter_to_job.extension.handlers import extension_handlers
+
+from ..integration.hubprocess import free_loopback_ports
+from ..jobs.conftest import kill_leftovers
+
+VENV_BIN = Path(sys.executable).parent
+KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+MAX_NOTEBOOK_BYTES = 50_000
+READY_TIMEOUT = 60.0
+JOB_TIMEOUT = 120.0  # a bound for a broken test, never a timing assertion
+
+
+def notebook_json(*cells: str | tuple[str, list[str]]) -> dict:
+    built = [
+        new_code_cell(c[0], metadata={"tags": c[1]}) if isinstance(c, tuple) else new_code_cell(c)
+        for c in cells
+    ]
+    return json.loads(
+        nbformat.writes(new_notebook(cells=built, metadata={"kernelspec": KERNELSPEC}))
+    )
+
+
+TRAIN = notebook_json(
+    ("learning_rate = 0.1  # how fast\nepochs = 2", ["parameters"]),
+    "print('cell one', learning_rate)",
+    "for epoch in range(epochs):\n    print('epoch', epoch)",
+    "print('cell three')",
+)
+
+
+@dataclass
+class StandaloneServer:
+    url: str
+    token: str
+    root: Path
+    data: Path
+
+    def request(self, method: str, path: str, *, auth: bool = True, **kwargs: Any):
+        headers = dict(kwargs.pop("headers", {}))
+        if auth:
+            headers["Authorization"] = f"token {self.token}"
+        kwargs.setdefault("timeout", 60)
+        return requests.request(method, self.url + path, headers=headers, **kwargs)
+
+    def jobs_api(self, method: str, path: str, **kwargs: Any):
+        return self.request(method, "jupyter-to-job/api/" + path, **kwargs)
+
+    def put_notebook(self, path: str, content: dict) -> None:
+        answer = self.request(
+            "PUT", f"api/contents/{path}", json={"type": "notebook", "content": content}
+        )
+        assert answer.status_code in (200, 201), answer.text
+
+    def wait_final(self, job_id: str) -> dict:
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while time.monotonic() < deadline:
+            job = self.jobs_api("GET", f"jobs/{job_id}").json()
+            if job["status"] in ("COMPLETED", "FAILED", "STOPPED"):
+                return job
+            time.sleep(0.1)
+        raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneServer]:
+    work = tmp_path_factory.mktemp("standalone")
+    root, data = work / "home", work / "data"
+    root.mkdir()
+    (port,) = free_loopback_ports(1)
+    token = secrets.token_hex(16)
+    # No JUPYTERHUB_* variables: the extension's "auto" mode must pick standalone.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    env.update(
+        JUPYTER_DATA_DIR=str(data),
+        JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+        JUPYTER_CONFIG_DIR=str(work / "config"),
+        PATH=os.pathsep.join([str(VENV_BIN), env.get("PATH", "")]),
+    )
+    command = [
+        str(VENV_BIN / "jupyter"),
+        "server",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--ServerApp.root_dir={root}",
+        f"--IdentityProvider.token={token}",
+        # An editable install does not place etc/jupyter/jupyter_server_config.d/.
+        "--ServerApp.jpserver_extensions=jupyter_to_job=True",
+        f"--JobsExtensionApp.max_notebook_bytes={MAX_NOTEBOOK_BYTES}",
+        "--LocalExecutor.poll_interval=0.1",
+        "--LogStore.follow_interval=0.05",
+    ]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    log_path = work / "server.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    running = StandaloneServer(f"http://127.0.0.1:{port}/", token, root, data)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            assert process.poll() is None, log_path.read_text()[-3000:]
+            try:
+                if running.jobs_api("GET", "config", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.1)
+        yield running
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        kill_leftovers(data / "jupyter_to_job")
+
+
+def test_no_endpoint_answers_without_the_servers_token(server):
+    for pattern, _handler in extension_handlers():
+        path = pattern.replace("(?P<job_id>[^/]+)", "some-job").replace(
+            "(?P<fmt>ipynb|html)", "ipynb"
+        )
+        path = path.removeprefix("jupyter-to-job/api/")
+        for method in ("GET", "POST", "PATCH", "DELETE"):
+            answer = server.jobs_api(method, path, auth=False)
+            assert answer.status_code in (401, 403, 405), (method, path, answer.status_code)
+
+
+def test_a_notebook_runs_as_a_job_in_the_server_and_its_output_is_saved(server):
+    # Given a saved notebook with a parameters cell
+    server.put_notebook("train.ipynb", TRAIN)
+    config = server.jobs_api("GET", "config").json()
+    assert config["mode"] == "standalone" and config["features"]["save_outputs"]
+    flavors = server.jobs_api("GET", "flavors").json()["flavors"]
+    assert [(f["id"], f["available"], f["gpu"]) for f in flavors] == [("local", True, None)]
+    # The Run as Job dialog can prefill its parameters
+    found = server.jobs_api("GET", "parameters", params={"path": "train.ipynb"}).json()
+    assert [(p["name"], p["default"], p["help"]) for p in found["parameters"]] == [
+        ("learning_rate", "0.1", "how fast"),
+        ("epochs", "2", ""),
+    ]
+    # When it runs as a job with other parameters
+    created = server.jobs_api(
+        "POST", "jobs", json={"input_path": "train.ipynb", "parameters": {"epochs": 3}}
+    )
+    assert created.status_code == 201, created.text
+    job_id = created.json()["job_id"]
+    # Then the followed log shows every cell's output, in order, to the end
+    followed = server.jobs_api("GET", f"jobs/{job_id}/logs", params={"follow": 1}, stream=True)
+    chunks = [json.loads(line) for line in followed.iter_lines() if line]
+    assert chunks[-1]["complete"]
+    log = "".join(chunk["data"] for chunk in chunks)
+    printed = re.findall(r"^\[cell \d+\] (.*)$", log, re.M)
+    assert printed == ["cell one 0.1", "epoch 0", "epoch 1", "epoch 2", "cell three"]
+    assert server.wait_final(job_id)["status"] == "COMPLETED"
+    tail = server.jobs_api("GET", f"jobs/{job_id}/logs", params={"tail": 2}).json()
+    assert "completed" in tail["data"]
+    # And the executed notebook can be saved into the user's files, not over another file
+    saved = server.jobs_api(
+        "POST", f"jobs/{job_id}/outputs/ipynb/save", json={"path": "results/train-run.ipynb"}
+    )
+    assert saved.status_code == 201, saved.text
+    executed = nbformat.read(server.root / "results" / "train-run.ipynb", as_version=4)
+    assert "cell three" in json.dumps(executed.cells[-1].outputs)
+    again = server.jobs_api(
+        "POST", f"jobs/{job_id}/outputs/ipynb/save", json={"path": "results/train-run.ipynb"}
+    )
+    assert again.status_code == 409 and again.json()["reason"] == "already-exists"
+    overwritten = server.jobs_api(
+        "POST",
+        f"jobs/{job_id}/outputs/html/save",
+        json={"path": "results/train-run.html", "overwrite": True},
+    )
+    assert overwritten.status_code == 201, overwritten.text
+    download = server.jobs_api("GET", f"jobs/{job_id}/outputs/html")
+    assert download.status_code == 200 and "cell three" in download.text
+    assert download.headers["Content-Disposition"].startswith('attachment; filename="train-')
+    # Stopping a finished job is refused with a sentence; deleting it works
+    stop = server.jobs_api("PATCH", f"jobs/{job_id}", json={"status": "STOPPED"})
+    assert stop.status_code == 409 and "already finished" in stop.json()["message"]
+    assert server.jobs_api("DELETE", f"jobs/{job_id}").status_code == 204
+    assert server.jobs_api("GET", f"jobs/{job_id}").status_code == 404
+
+
+def test_bad_requests_get_a_clear_4xx(server):
+    server.put_notebook("ok.ipynb", notebook_json("1 + 1"))
+    server.put_notebook("big.ipynb", notebook_json("x = '" + "a" * MAX_NOTEBOOK_BYTES + "'"))
+    (server.root / "notes.txt").write_text("not a notebook")
+    (server.root / "broken.ipynb").write_text("{this is not json")
+    (server.root / "sub").mkdir(exist_ok=True)
+    cases = [
+        ("missing file", {"input_path": "missing.ipynb"}, 404, "no-such-file"),
+        ("path with ..", {"input_path": "sub/../../ok.ipynb"}, 400, "invalid"),
+        ("path outside the root", {"input_path": "/etc/ok.ipynb"}, 400, "invalid"),
+        ("a file that is not a notebook", {"input_path": "notes.txt"}, 400, "invalid"),
+        ("a broken notebook", {"input_path": "broken.ipynb"}, 400, "not-a-notebook"),
+        ("an oversized notebook", {"input_path": "big.ipynb"}, 413, "too-large"),
+        ("an unknown flavor", {"input_path": "ok.ipynb", "flavor": "a100"}, 400, "unknown-flavor"),
+        ("a misspelt field", {"input_path": "ok.ipynb", "paramaters": {}}, 400, "invalid"),
+    ]
+    for what, body, status, reason in cases:
+        answer = server.jobs_api("POST", "jobs", json=body)
+        assert (answer.status_code, answer.json().get("reason")) == (status, reason), (
+            what,
+            answer.text,
+        )
+        assert answer.json()["message"][0].isupper(), (what, answer.text)
+    invalid = server.jobs_api(
+        "POST", "jobs", data=b"{oops", headers={"Content-Type": "application/json"}
+    )
+    assert invalid.status_code == 400 and invalid.json()["reason"] == "invalid-json"
+    outside = server.jobs_api("GET", "parameters", params={"path": "../x.ipynb"})
+    assert outside.status_code == 400
+    for path in ("../escape.ipynb", "/tmp/escape.ipynb", "results/wrong-suffix.txt"):
+        answer = server.jobs_api("POST", "jobs/some-job/outputs/ipynb/save", json={"path": path})
+        assert answer.status_code == 400, (path, answer.text)
+    assert server.jobs_api("GET", "jobs/some-job").status_code == 404
