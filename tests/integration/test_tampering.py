@@ -71,10 +71,9 @@ FORM_CASES = [
 ]
 
 
-@pytest.fixture
-def tampering_hub(start_hub, browserless_user, tmp_path):
+def write_tampering_catalog(catalog_dir):
+    """Sam takes ML101 (open now) and ML101 evening (opens in 5 hours); CV201 is not his."""
     t = minute(now())
-    catalog_dir = tmp_path / "catalog"
     write_catalog(
         catalog_dir,
         catalog(
@@ -101,6 +100,26 @@ def tampering_hub(start_hub, browserless_user, tmp_path):
             research=RESEARCH,
         ),
     )
+
+
+def refuse_every_tampered_request(sam) -> None:
+    """Each tampered request, through the REST API and the form, is a 4xx that says why."""
+    for description, options, status, words in API_CASES:
+        response = sam.spawn_via_api(options)
+        assert response.status_code == status, (description, response.text)
+        assert words in response.json()["message"], (description, response.text)
+        assert sam.model()["servers"] == {}, description
+    for description, fields, status, words in FORM_CASES:
+        page = sam.post_spawn_form(fields)
+        assert page.status_code == status, (description, page.status_code)
+        assert words in page_error(page.text), (description, page_error(page.text))
+        assert sam.model()["servers"] == {}, description
+
+
+@pytest.fixture
+def tampering_hub(start_hub, browserless_user, tmp_path):
+    catalog_dir = tmp_path / "catalog"
+    write_tampering_catalog(catalog_dir)
     hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
     sam = browserless_user(hub, "sam")
     sam.login()
@@ -110,13 +129,9 @@ def tampering_hub(start_hub, browserless_user, tmp_path):
 def test_tampered_requests_are_refused_and_the_hub_keeps_running(tampering_hub):
     hub, sam = tampering_hub
 
-    # When Sam sends each tampered start request through the REST API
-    for description, options, status, words in API_CASES:
-        response = sam.spawn_via_api(options)
-        # Then each is refused with a 4xx that says why, and nothing starts
-        assert response.status_code == status, (description, response.text)
-        assert words in response.json()["message"], (description, response.text)
-        assert sam.model()["servers"] == {}, description
+    # When Sam sends each tampered start request through the REST API and the form,
+    # then each is refused with a 4xx that says why, and nothing starts
+    refuse_every_tampered_request(sam)
 
     # And a body that is not a JSON object is refused too
     raw = sam.api(
@@ -126,14 +141,6 @@ def test_tampered_requests_are_refused_and_the_hub_keeps_running(tampering_hub):
         headers={"Content-Type": "application/json"},
     )
     assert 400 <= raw.status_code < 500
-
-    # When Sam submits tampered spawn forms
-    for description, fields, status, words in FORM_CASES:
-        page = sam.post_spawn_form(fields)
-        # Then the spawn page comes back with the refusal, and nothing starts
-        assert page.status_code == status, (description, page.status_code)
-        assert words in page_error(page.text), (description, page_error(page.text))
-        assert sam.model()["servers"] == {}, description
 
     # Then the hub is still up (no refusal counted as a failure) and the offered course starts
     assert hub.api("GET", "/").status_code == 200
