@@ -1,5 +1,5 @@
 /**
- * Text shown to users for job timings in the Jobs panel.
+ * Text shown to users for job timings in the Jobs panel: durations and moments.
  */
 
 const SECOND = 1000;
@@ -33,4 +33,71 @@ export function formatDuration(ms: number): string {
   const hours = Math.floor(clamped / HOUR);
   const minutes = Math.floor((clamped % HOUR) / MINUTE);
   return minutes === 0 ? `${hours} h` : `${hours} h ${minutes} min`;
+}
+
+/**
+ * Format a moment of a job for the Jobs panel, in the browser's time zone:
+ * "10:15" on the same day as `now`, "2024-05-06 10:15" on another day.
+ *
+ * @param iso An ISO-8601 time from the job API; null or unreadable reads as "—".
+ * @param now The current time (for "same day").
+ */
+export function formatTime(iso: string | null, now: Date = new Date()): string {
+  const moment = parseTime(iso);
+  if (moment === null) {
+    return '—';
+  }
+  const clock = `${pad(moment.getHours())}:${pad(moment.getMinutes())}`;
+  const sameDay =
+    moment.getFullYear() === now.getFullYear() &&
+    moment.getMonth() === now.getMonth() &&
+    moment.getDate() === now.getDate();
+  if (sameDay) {
+    return clock;
+  }
+  const day = `${moment.getFullYear()}-${pad(moment.getMonth() + 1)}-${pad(moment.getDate())}`;
+  return `${day} ${clock}`;
+}
+
+/**
+ * How long a job has run: from its start to its end, or to `now` while it runs.
+ *
+ * @returns Milliseconds, or null when the job has not started.
+ */
+export function elapsedMs(
+  job: { start_time: string | null; end_time: string | null },
+  now: Date = new Date()
+): number | null {
+  const start = parseTime(job.start_time);
+  if (start === null) {
+    return null;
+  }
+  const end = parseTime(job.end_time) ?? now;
+  return Math.max(0, end.getTime() - start.getTime());
+}
+
+/**
+ * The elapsed time of a job as text ("12 min"), or "—" when it has not started.
+ */
+export function formatElapsed(
+  job: { start_time: string | null; end_time: string | null },
+  now: Date = new Date()
+): string {
+  const ms = elapsedMs(job, now);
+  return ms === null ? '—' : formatDuration(ms);
+}
+
+/**
+ * A time from the job API as a Date; null for null or an unreadable string.
+ */
+export function parseTime(iso: string | null | undefined): Date | null {
+  if (!iso) {
+    return null;
+  }
+  const moment = new Date(iso);
+  return Number.isNaN(moment.getTime()) ? null : moment;
+}
+
+function pad(value: number): string {
+  return String(value).padStart(2, '0');
 }

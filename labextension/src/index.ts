@@ -1,13 +1,23 @@
 import {
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, MainAreaWidget } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { INotebookTracker } from '@jupyterlab/notebook';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
-import { Widget } from '@lumino/widgets';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { CommandIDs } from './commands';
-import { createJobsPanel } from './jobsPanel';
+import { runAsJobIcon } from './icons';
+import type { JobsPanel } from './jobsPanel';
 
 /**
  * The translation domain of the extension (its Python package name).
@@ -15,34 +25,175 @@ import { createJobsPanel } from './jobsPanel';
 const TRANSLATION_DOMAIN = 'jupyter_to_job';
 
 /**
- * Run as Job: the Jobs panel and the commands that open it.
+ * Run as Job: the command behind the notebook toolbar button, the file browser's
+ * context menu (both declared in schema/plugin.json) and the command palette.
  */
-const plugin: JupyterFrontEndPlugin<void> = {
+const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
   id: '@campus-gpu-hub/jupyter-to-job:plugin',
   description:
-    'Run the open notebook as a batch GPU job and follow it in the Jobs panel.',
+    'Run the open notebook as a batch GPU job: the Run as Job button and dialog.',
   autoStart: true,
-  optional: [ICommandPalette, ITranslator],
+  requires: [IDocumentManager],
+  optional: [
+    INotebookTracker,
+    IDefaultFileBrowser,
+    ICommandPalette,
+    ITranslator
+  ],
   activate: (
     app: JupyterFrontEnd,
+    docManager: IDocumentManager,
+    notebooks: INotebookTracker | null,
+    fileBrowser: IDefaultFileBrowser | null,
     palette: ICommandPalette | null,
     translator: ITranslator | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
-    let jobsPanel: MainAreaWidget<Widget> | null = null;
+
+    // The notebook a call is about: args.path, the file browser's selection, or
+    // the current notebook (the one whose toolbar was clicked).
+    const notebookPath = (args: ReadonlyPartialJSONObject): string | null => {
+      if (typeof args.path === 'string' && args.path) {
+        return args.path;
+      }
+      if (args.source === 'filebrowser') {
+        for (const item of fileBrowser?.selectedItems() ?? []) {
+          if (item.type === 'notebook' || item.path.endsWith('.ipynb')) {
+            return item.path;
+          }
+        }
+        return null;
+      }
+      const current = app.shell.currentWidget;
+      const panel =
+        current && notebooks?.has(current)
+          ? notebooks.find(widget => widget === current)
+          : notebooks?.currentWidget;
+      return panel?.context.path ?? null;
+    };
+
+    app.commands.addCommand(CommandIDs.runAsJob, {
+      label: trans.__('Run as Job'),
+      caption: trans.__(
+        'Run the saved notebook as a batch job and follow it in the Jobs panel'
+      ),
+      icon: runAsJobIcon,
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: {
+            path: {
+              type: 'string',
+              description: trans.__('The notebook to run')
+            },
+            source: {
+              type: 'string',
+              enum: ['filebrowser'],
+              description: trans.__('Run the file browser’s selected notebook')
+            }
+          }
+        }
+      },
+      isEnabled: args => notebookPath(args) !== null,
+      execute: async args => {
+        const path = notebookPath(args);
+        if (!path) {
+          return;
+        }
+        const { runAsJob } = await import('./runAsJob');
+        const job = await runAsJob(
+          {
+            serverSettings: app.serviceManager.serverSettings,
+            docManager,
+            trans
+          },
+          path
+        );
+        if (job) {
+          await app.commands.execute(CommandIDs.openJobsPanel, {
+            jobId: job.job_id
+          });
+        }
+      }
+    });
+    notebooks?.currentChanged.connect(() =>
+      app.commands.notifyCommandChanged(CommandIDs.runAsJob)
+    );
+
+    palette?.addItem({
+      command: CommandIDs.runAsJob,
+      category: trans.__('Run as Job')
+    });
+  }
+};
+
+/**
+ * The Jobs panel: the user's jobs with their status, progress and logs, restored
+ * on reload.
+ */
+const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
+  id: '@campus-gpu-hub/jupyter-to-job:jobs-panel',
+  description: 'The Jobs panel: follow, stop, rerun and open your jobs.',
+  autoStart: true,
+  optional: [ILayoutRestorer, IDocumentManager, ICommandPalette, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    docManager: IDocumentManager | null,
+    palette: ICommandPalette | null,
+    translator: ITranslator | null
+  ): void => {
+    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    const tracker = new WidgetTracker<MainAreaWidget<JobsPanel>>({
+      namespace: 'jupyter-to-job'
+    });
+    let panel: Promise<MainAreaWidget<JobsPanel>> | null = null;
+
+    const createPanel = async (): Promise<MainAreaWidget<JobsPanel>> => {
+      const { createJobsPanel } = await import('./jobsPanel');
+      const created = createJobsPanel({
+        serverSettings: app.serviceManager.serverSettings,
+        docManager,
+        contents: app.serviceManager.contents,
+        trans
+      });
+      created.disposed.connect(() => {
+        panel = null;
+      });
+      await tracker.add(created);
+      return created;
+    };
+
+    const openPanel = async (): Promise<MainAreaWidget<JobsPanel>> => {
+      // One panel: a second call while the first is loading waits for it.
+      panel = panel ?? createPanel();
+      const opened = await panel;
+      if (!opened.isAttached) {
+        app.shell.add(opened, 'main');
+      }
+      app.shell.activateById(opened.id);
+      return opened;
+    };
 
     app.commands.addCommand(CommandIDs.openJobsPanel, {
       label: trans.__('Jobs'),
       caption: trans.__('Show your Run as Job jobs and their status'),
-      describedBy: { args: { type: 'object', properties: {} } },
-      execute: () => {
-        if (!jobsPanel || jobsPanel.isDisposed) {
-          jobsPanel = createJobsPanel(trans.__('Jobs'));
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: {
+            jobId: {
+              type: 'string',
+              description: trans.__('The job to select')
+            }
+          }
         }
-        if (!jobsPanel.isAttached) {
-          app.shell.add(jobsPanel, 'main');
+      },
+      execute: async args => {
+        const opened = await openPanel();
+        if (typeof args.jobId === 'string' && args.jobId) {
+          await opened.content.model.showJob(args.jobId);
         }
-        app.shell.activateById(jobsPanel.id);
       }
     });
 
@@ -50,7 +201,44 @@ const plugin: JupyterFrontEndPlugin<void> = {
       command: CommandIDs.openJobsPanel,
       category: trans.__('Run as Job')
     });
+
+    void restorer?.restore(tracker, {
+      command: CommandIDs.openJobsPanel,
+      name: () => 'jobs'
+    });
   }
 };
 
-export default plugin;
+/**
+ * The status bar item: the server's GPU share and the time left in the class.
+ */
+const sessionStatusPlugin: JupyterFrontEndPlugin<void> = {
+  id: '@campus-gpu-hub/jupyter-to-job:session-status',
+  description:
+    'Show the GPU share of this server and the time left in the course session.',
+  autoStart: true,
+  optional: [IStatusBar],
+  activate: (app: JupyterFrontEnd, statusBar: IStatusBar | null): void => {
+    if (!statusBar) {
+      return;
+    }
+    // Registered once its module has loaded, so it does not hold up the start.
+    void import('./sessionStatus').then(({ createSessionStatus }) => {
+      const { item, model } = createSessionStatus(
+        app.serviceManager.serverSettings
+      );
+      statusBar.registerStatusItem(
+        '@campus-gpu-hub/jupyter-to-job:session-status',
+        {
+          item,
+          align: 'left',
+          rank: 100,
+          isActive: () => model.session !== null,
+          activeStateChanged: model.stateChanged
+        }
+      );
+    });
+  }
+};
+
+export default [runAsJobPlugin, jobsPanelPlugin, sessionStatusPlugin];

@@ -2,9 +2,14 @@
 
 Playwright starts this server (``webServer`` in playwright.config.js). The settings turn
 authentication off, so never use them outside the tests.
+
+The ``jupyter_to_job`` server extension runs in standalone mode: an embedded job manager
+runs jobs as local processes, with its data (queue, logs, outputs) in
+``.run/ui-tests/jobs/``, emptied at every start.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import jupyterlab.galata
@@ -41,3 +46,14 @@ c.LabServerApp.extra_labextensions_path = [
     str(Path(jupyterlab.galata.__file__).parent),
     str(EXTENSIONS_DIR),
 ]
+
+# Run as Job's server half, without a hub: jobs run in this server's machine.
+c.ServerApp.jpserver_extensions.update({"jupyter_to_job": True})
+c.JobsExtensionApp.mode = "standalone"
+# A fresh job store for every run; the last run's stays for a look after a failure.
+JOBS_DIR = REPO / ".run" / "ui-tests" / "jobs"
+shutil.rmtree(JOBS_DIR, ignore_errors=True)
+JOBS_DIR.mkdir(parents=True)
+c.JobsExtensionApp.root_dir = str(JOBS_DIR)
+# Test files run in parallel workers against this one server: room for their jobs.
+c.JobsExtensionApp.max_running_jobs = 4

@@ -25,6 +25,22 @@ if (!process.env.UI_TEST_PORT) {
     .trim();
 }
 const baseURL = `http://127.0.0.1:${process.env.UI_TEST_PORT}`;
+
+// The test server runs as a course server would: GPUSpawner's environment gives it a
+// quarter of an RTX 4090 and a class that ends soon (the status bar's warning time).
+// Computed once in the runner, like the port.
+if (!process.env.UI_TEST_CLASS_END) {
+  const minutesFromNow = minutes =>
+    new Date(Date.now() + minutes * 60 * 1000).toISOString();
+  process.env.UI_TEST_CLASS_END = minutesFromNow(9);
+  process.env.UI_TEST_SESSION_END = minutesFromNow(24);
+}
+const courseSession = {
+  GPUSPAWNER_PROFILE: 'ml101-lab',
+  GPUSPAWNER_GPU_SHARE: '1/4 of an RTX 4090, 6 GiB',
+  GPUSPAWNER_CLASS_END: process.env.UI_TEST_CLASS_END,
+  GPUSPAWNER_SESSION_END: process.env.UI_TEST_SESSION_END
+};
 const serverLog = path.join(artifactsDir, 'jupyterlab.log');
 
 module.exports = {
@@ -50,6 +66,7 @@ module.exports = {
     // open would keep the run from ending. `exec` lets SIGTERM reach JupyterLab itself.
     command: `mkdir -p "${artifactsDir}" && exec "${path.join(venvBin, 'jupyter')}" lab --config jupyter_server_test_config.py > "${serverLog}" 2>&1`,
     url: `${baseURL}/lab`,
+    env: courseSession,
     timeout: 120 * 1000,
     reuseExistingServer: false,
     gracefulShutdown: { signal: 'SIGTERM', timeout: 10 * 1000 }

@@ -1,4 +1,9 @@
-import { formatDuration } from '../format';
+import {
+  elapsedMs,
+  formatDuration,
+  formatElapsed,
+  formatTime
+} from '../format';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -42,5 +47,51 @@ describe('formatDuration, as the Jobs panel shows how long a job ran', () => {
     expect(() => formatDuration(Number.POSITIVE_INFINITY)).toThrow(
       'A duration must be a finite number, got Infinity.'
     );
+  });
+});
+
+describe('formatTime, the moments of a job in the browser’s time zone', () => {
+  const now = new Date(2024, 4, 6, 18, 0);
+
+  it('shows only the clock time on the same day', () => {
+    const iso = new Date(2024, 4, 6, 9, 5).toISOString();
+    expect(formatTime(iso, now)).toBe('09:05');
+  });
+
+  it('adds the date on another day', () => {
+    const iso = new Date(2024, 4, 5, 23, 59).toISOString();
+    expect(formatTime(iso, now)).toBe('2024-05-05 23:59');
+  });
+
+  it('shows a dash for a moment that has not happened or cannot be read', () => {
+    expect(formatTime(null, now)).toBe('—');
+    expect(formatTime('not a time', now)).toBe('—');
+  });
+});
+
+describe('elapsed time of a job', () => {
+  it('runs from start to end for a finished job', () => {
+    const job = {
+      start_time: '2024-05-06T10:01:00.000Z',
+      end_time: '2024-05-06T11:06:30.000Z'
+    };
+    expect(elapsedMs(job)).toBe(HOUR + 5 * MINUTE + 30 * SECOND);
+    expect(formatElapsed(job)).toBe('1 h 5 min');
+  });
+
+  it('runs until now for a running job', () => {
+    const job = { start_time: '2024-05-06T10:00:00.000Z', end_time: null };
+    const now = new Date('2024-05-06T10:12:40.000Z');
+    expect(formatElapsed(job, now)).toBe('12 min');
+  });
+
+  it('is a dash for a job that has not started', () => {
+    expect(elapsedMs({ start_time: null, end_time: null })).toBeNull();
+    expect(formatElapsed({ start_time: null, end_time: null })).toBe('—');
+  });
+
+  it('is never negative when the browser clock is behind the hub', () => {
+    const job = { start_time: '2024-05-06T10:00:10.000Z', end_time: null };
+    expect(elapsedMs(job, new Date('2024-05-06T10:00:00.000Z'))).toBe(0);
   });
 });

@@ -1,0 +1,116 @@
+import {
+  createRequest,
+  defaultJobName,
+  executedNotebookPath,
+  hasOutput,
+  notebookStem,
+  rerunRequest
+} from '../submission';
+import { makeJob } from './jobs.fixture';
+
+describe('job names', () => {
+  it('takes the notebook’s name without folder and extension', () => {
+    expect(notebookStem('project/train.ipynb')).toBe('train');
+    expect(notebookStem('Untitled.IPYNB')).toBe('Untitled');
+  });
+
+  it('starts the dialog with the notebook’s name and the local time', () => {
+    const now = new Date(2024, 4, 6, 9, 5);
+    expect(defaultJobName('project/train.ipynb', now)).toBe(
+      'train 2024-05-06 09:05'
+    );
+  });
+
+  it('keeps the default name within the server’s 100 characters', () => {
+    const name = defaultJobName(`${'x'.repeat(150)}.ipynb`, new Date());
+    expect(name.length).toBeLessThanOrEqual(100);
+  });
+});
+
+describe('createRequest, from the dialog to the API', () => {
+  const form = {
+    inputPath: 'project/train.ipynb',
+    name: '  train run  ',
+    flavor: 'quarter-4090',
+    parameters: { epochs: 20 },
+    deadlineMinutes: 45,
+    html: true,
+    idempotencyToken: 'token-1'
+  };
+
+  it('sends the CreateJob fields, with the deadline in seconds', () => {
+    expect(createRequest(form)).toEqual({
+      input_path: 'project/train.ipynb',
+      name: 'train run',
+      flavor: 'quarter-4090',
+      parameters: { epochs: 20 },
+      deadline_seconds: 2700,
+      output_formats: ['ipynb', 'html'],
+      idempotency_token: 'token-1'
+    });
+  });
+
+  it('asks for the notebook only without HTML, and leaves out what is unset', () => {
+    const request = createRequest({
+      ...form,
+      name: ' ',
+      flavor: null,
+      deadlineMinutes: null,
+      html: false
+    });
+    expect(request.output_formats).toEqual(['ipynb']);
+    expect(request.name).toBeNull();
+    expect(request.flavor).toBeNull();
+    expect(request.deadline_seconds).toBeNull();
+  });
+});
+
+describe('rerunRequest', () => {
+  it('runs the same notebook, flavor, parameters and limits under a new token', () => {
+    const job = makeJob({
+      parameters: { lr: 0.1, layers: [64, 128] },
+      cell_timeout_seconds: 600
+    });
+    expect(rerunRequest(job, 'token-2')).toEqual({
+      input_path: 'project/train.ipynb',
+      name: 'train',
+      flavor: 'quarter-4090',
+      parameters: { lr: 0.1, layers: [64, 128] },
+      deadline_seconds: 1800,
+      cell_timeout_seconds: 600,
+      output_formats: ['ipynb', 'html'],
+      kernel_name: 'python3',
+      idempotency_token: 'token-2'
+    });
+  });
+});
+
+describe('executedNotebookPath, where Open saves the executed notebook', () => {
+  it('is job-outputs/<name>-<first 8 of the id>.ipynb', () => {
+    expect(
+      executedNotebookPath({ job_id: '3f2a1b4c-9999', name: 'train' })
+    ).toBe('job-outputs/train-3f2a1b4c.ipynb');
+  });
+
+  it('keeps only safe characters of the name', () => {
+    expect(
+      executedNotebookPath({
+        job_id: 'abcdef123456',
+        name: 'Élan: lr=0.1 / 20 epochs'
+      })
+    ).toBe('job-outputs/Elan-lr-0.1-20-epochs-abcdef12.ipynb');
+    expect(executedNotebookPath({ job_id: 'abcdef12', name: '../..' })).toBe(
+      'job-outputs/job-abcdef12.ipynb'
+    );
+  });
+});
+
+describe('hasOutput', () => {
+  it('tells which outputs a job has written', () => {
+    const job = makeJob({
+      outputs: [{ name: 'train.ipynb', format: 'ipynb', size: 10 }]
+    });
+    expect(hasOutput(job, 'ipynb')).toBe(true);
+    expect(hasOutput(job, 'html')).toBe(false);
+  });
+});

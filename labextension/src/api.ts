@@ -1,0 +1,265 @@
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+import { requestAPI, requestRaw } from './handler';
+import {
+  ICreateJob,
+  ICreateJobResponse,
+  IDescribeJob,
+  IJobFeatures,
+  IJobFlavorInfo,
+  IJobLogChunk,
+  IJobServiceConfig,
+  IListFlavorsResponse,
+  IListJobsQuery,
+  IListJobsResponse,
+  INotebookParameter,
+  INotebookParameters,
+  ISavedOutput,
+  ISaveOutput,
+  IServerSession,
+  IUpdateJob,
+  OutputFormat
+} from './models';
+
+/**
+ * The most jobs one list request asks for (the server's `MAX_LIST_ITEMS`).
+ */
+export const PAGE_SIZE = 100;
+
+/**
+ * What a back end supports when its config leaves a feature out.
+ */
+export const DEFAULT_FEATURES: IJobFeatures = {
+  follow_logs: true,
+  html_output: true,
+  deadline: true,
+  parameters: true,
+  stop: true,
+  delete: true,
+  idempotency_token: true,
+  queue: true,
+  gpu_flavors: false,
+  save_outputs: false
+};
+
+/**
+ * The features of a config, with defaults for those it leaves out.
+ */
+export function featuresOf(
+  config: Pick<IJobServiceConfig, 'features'> | null
+): IJobFeatures {
+  return { ...DEFAULT_FEATURES, ...(config?.features ?? {}) };
+}
+
+/**
+ * The typed client of the jupyter_to_job server extension: one method per end point.
+ */
+export class JobsAPI {
+  /**
+   * @param serverSettings Connection settings; pass
+   * `app.serviceManager.serverSettings` from a plugin.
+   */
+  constructor(
+    readonly serverSettings: ServerConnection.ISettings = ServerConnection.makeSettings()
+  ) {}
+
+  /**
+   * How jobs run here and what the back end supports. A 404 (no server extension)
+   * or a 503 (hub service down) tells the UI that Run as Job cannot be used now.
+   */
+  getConfig(): Promise<IJobServiceConfig> {
+    return this._get<IJobServiceConfig>('api/config');
+  }
+
+  /**
+   * The flavors the user can see, available or not, with their queues.
+   */
+  async listFlavors(): Promise<IJobFlavorInfo[]> {
+    return flavorsFrom(await this._get<unknown>('api/flavors'));
+  }
+
+  /**
+   * The variables of the notebook's cell tagged 'parameters' (none when untagged).
+   *
+   * @param path The notebook, relative to the server root.
+   */
+  async getParameters(path: string): Promise<INotebookParameter[]> {
+    return parametersFrom(
+      await this._get<unknown>(
+        'api/parameters' + URLExt.objectToQueryString({ path })
+      )
+    );
+  }
+
+  /**
+   * Create a job. With the same idempotency token, a repeated call returns the job
+   * the first one made.
+   */
+  async createJob(request: ICreateJob): Promise<IDescribeJob> {
+    const body = await requestAPI<unknown>(
+      'api/jobs',
+      { method: 'POST', body: JSON.stringify(request) },
+      this.serverSettings
+    );
+    return createdJobFrom(body);
+  }
+
+  /**
+   * One page of jobs.
+   */
+  listJobs(query: IListJobsQuery = {}): Promise<IListJobsResponse> {
+    return this._get<IListJobsResponse>(
+      'api/jobs' + URLExt.objectToQueryString(withoutEmpty(query))
+    );
+  }
+
+  /**
+   * The user's most recent jobs, newest first, over at most `maxPages` pages.
+   */
+  async listRecentJobs(maxPages = 5): Promise<IListJobsResponse> {
+    const jobs: IDescribeJob[] = [];
+    let next: string | null = null;
+    let total = 0;
+    for (let page = 0; page < maxPages; page++) {
+      const answer: IListJobsResponse = await this.listJobs({
+        sort_by: 'create_time',
+        sort_order: 'desc',
+        max_items: PAGE_SIZE,
+        next_token: next
+      });
+      jobs.push(...answer.jobs);
+      total = answer.total_count;
+      next = answer.next_token;
+      if (!next) {
+        break;
+      }
+    }
+    return { jobs, next_token: next, total_count: total };
+  }
+
+  /**
+   * One job.
+   */
+  getJob(jobId: string): Promise<IDescribeJob> {
+    return this._get<IDescribeJob>(jobPath(jobId));
+  }
+
+  /**
+   * Stop a job: a queued one at once, a running one after its current cell.
+   */
+  async stopJob(jobId: string): Promise<void> {
+    const update: IUpdateJob = { status: 'STOPPED' };
+    await requestAPI<unknown>(
+      jobPath(jobId),
+      { method: 'PATCH', body: JSON.stringify(update) },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * Delete a finished job, its outputs and its log.
+   */
+  async deleteJob(jobId: string): Promise<void> {
+    await requestAPI<unknown>(
+      jobPath(jobId),
+      { method: 'DELETE' },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * Bytes `offset` onwards of the job's log, at most `limit` of them.
+   */
+  getLog(jobId: string, offset: number, limit?: number): Promise<IJobLogChunk> {
+    const query = URLExt.objectToQueryString(withoutEmpty({ offset, limit }));
+    return this._get<IJobLogChunk>(`${jobPath(jobId)}/logs${query}`);
+  }
+
+  /**
+   * The content of one of the job's outputs, for a download.
+   */
+  async downloadOutput(jobId: string, format: OutputFormat): Promise<Blob> {
+    const response = await requestRaw(
+      `${jobPath(jobId)}/outputs/${format}`,
+      { method: 'GET' },
+      this.serverSettings
+    );
+    return response.blob();
+  }
+
+  /**
+   * Write one of the job's outputs into the user's files.
+   */
+  saveOutput(
+    jobId: string,
+    format: OutputFormat,
+    request: ISaveOutput
+  ): Promise<ISavedOutput> {
+    return requestAPI<ISavedOutput>(
+      `${jobPath(jobId)}/outputs/${format}/save`,
+      { method: 'POST', body: JSON.stringify(request) },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * The GPU share and session end of this server.
+   */
+  getSession(): Promise<IServerSession> {
+    return this._get<IServerSession>('api/session');
+  }
+
+  private _get<T>(endPoint: string): Promise<T> {
+    return requestAPI<T>(endPoint, { method: 'GET' }, this.serverSettings);
+  }
+}
+
+/**
+ * The flavor list, whether the server sends `{"flavors": [...]}` or a bare list.
+ */
+export function flavorsFrom(body: unknown): IJobFlavorInfo[] {
+  if (Array.isArray(body)) {
+    return body as IJobFlavorInfo[];
+  }
+  const wrapped = (body as IListFlavorsResponse | null)?.flavors;
+  return Array.isArray(wrapped) ? wrapped : [];
+}
+
+/**
+ * The parameter list, whether the server sends `{"path", "parameters": [...]}`
+ * or a bare list.
+ */
+export function parametersFrom(body: unknown): INotebookParameter[] {
+  if (Array.isArray(body)) {
+    return body as INotebookParameter[];
+  }
+  const wrapped = (body as INotebookParameters | null)?.parameters;
+  return Array.isArray(wrapped) ? wrapped : [];
+}
+
+/**
+ * The new job, whether the server answers with a `CreateJobResponse` or the bare
+ * `DescribeJob`.
+ */
+export function createdJobFrom(body: unknown): IDescribeJob {
+  const response = body as ICreateJobResponse;
+  if (response && typeof response.job === 'object' && response.job !== null) {
+    return response.job;
+  }
+  return body as IDescribeJob;
+}
+
+function jobPath(jobId: string): string {
+  return `api/jobs/${encodeURIComponent(jobId)}`;
+}
+
+function withoutEmpty(values: object): { [key: string]: string | number } {
+  const kept: { [key: string]: string | number } = {};
+  for (const [key, value] of Object.entries(values)) {
+    if (value !== null && value !== undefined && value !== '') {
+      kept[key] = value;
+    }
+  }
+  return kept;
+}

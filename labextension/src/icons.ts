@@ -1,0 +1,39 @@
+import { LabIcon } from '@jupyterlab/ui-components';
+
+/**
+ * A notebook page with a play mark: "run this notebook as a job".
+ */
+const RUN_AS_JOB_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M5 2h10l5 5v6h-2V8h-4V4H7v16h5v2H5z"/>
+    <path d="M14 13.5v8l6.5-4z"/>
+  </g>
+</svg>`;
+
+/**
+ * A list with status dots: the Jobs panel.
+ */
+const JOBS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <circle cx="5" cy="6" r="2"/>
+    <circle cx="5" cy="12" r="2"/>
+    <circle cx="5" cy="18" r="2"/>
+    <path d="M9 5h12v2H9zM9 11h12v2H9zM9 17h12v2H9z"/>
+  </g>
+</svg>`;
+
+/**
+ * The icon of the Run as Job command (notebook toolbar, menus, palette).
+ */
+export const runAsJobIcon = new LabIcon({
+  name: 'jupyter-to-job:run-as-job',
+  svgstr: RUN_AS_JOB_SVG
+});
+
+/**
+ * The icon of the Jobs panel's tab.
+ */
+export const jobsIcon = new LabIcon({
+  name: 'jupyter-to-job:jobs',
+  svgstr: JOBS_SVG
+});

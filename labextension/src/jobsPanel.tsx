@@ -1,0 +1,281 @@
+import { Dialog, MainAreaWidget, showDialog } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { Contents, ServerConnection } from '@jupyterlab/services';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { VDomRenderer } from '@jupyterlab/ui-components';
+import { UUID } from '@lumino/coreutils';
+import { Message } from '@lumino/messaging';
+import * as React from 'react';
+
+import { featuresOf, JobsAPI } from './api';
+import { JobAPIError } from './errors';
+import { jobsIcon } from './icons';
+import { JobsModel } from './jobsModel';
+import { IJobActions, JobsView } from './jobsView';
+import { IDescribeJob, IJobServiceConfig, OutputFormat } from './models';
+import {
+  executedNotebookPath,
+  OUTPUT_FOLDER,
+  rerunRequest
+} from './submission';
+
+/**
+ * The DOM id of the Jobs panel; there is at most one.
+ */
+export const JOBS_PANEL_ID = 'jp-JupyterToJob-jobsPanel';
+
+/**
+ * What the Jobs panel needs.
+ */
+export interface IJobsPanelOptions {
+  model: JobsModel;
+  /**
+   * Opens executed notebooks; without it the Open button only saves.
+   */
+  docManager: IDocumentManager | null;
+  /**
+   * The server's contents (to make the output folder).
+   */
+  contents: Contents.IManager;
+  /**
+   * The server's `api/config`, when it could be read (features decide the buttons).
+   */
+  config: IJobServiceConfig | null;
+  trans: TranslationBundle;
+}
+
+/**
+ * The content of the Jobs panel: renders the model, polls only while shown.
+ */
+export class JobsPanel extends VDomRenderer<JobsModel> {
+  constructor(options: IJobsPanelOptions) {
+    super(options.model);
+    this._options = options;
+    this.addClass('jp-JupyterToJob-JobsPanel-content');
+    this.node.dataset.testid = 'jobs-panel';
+  }
+
+  /**
+   * Use the server's config (read after the panel opened) for the buttons.
+   */
+  setConfig(config: IJobServiceConfig): void {
+    this._options = { ...this._options, config };
+    this.update();
+  }
+
+  protected render(): JSX.Element {
+    const { trans, config } = this._options;
+    return (
+      <JobsView
+        model={this.model}
+        features={featuresOf(config)}
+        actions={this._actions}
+        trans={trans}
+      />
+    );
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this.model.visible = true;
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this.model.visible = false;
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this.model.visible = this.isVisible;
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    this.model.visible = false;
+    super.onBeforeDetach(msg);
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    const model = this.model;
+    super.dispose();
+    model.dispose();
+  }
+
+  private _actions: IJobActions = {
+    stop: job => void this._stop(job),
+    remove: job => void this._remove(job),
+    rerun: job =>
+      void this.model.createAndSelect(rerunRequest(job, UUID.uuid4())),
+    openNotebook: job => void this._openNotebook(job),
+    downloadHtml: job => void this._download(job, 'html')
+  };
+
+  private async _stop(job: IDescribeJob): Promise<void> {
+    const { trans } = this._options;
+    const running = job.status === 'RUNNING';
+    const answer = await showDialog({
+      title: trans.__('Stop “%1”?', job.name),
+      body: running
+        ? trans.__(
+            'The running cell is interrupted and the job ends as Stopped. Its log and the notebook as executed so far are kept.'
+          )
+        : trans.__('The job leaves the queue and ends as Stopped.'),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Keep running') }),
+        Dialog.warnButton({ label: trans.__('Stop job') })
+      ]
+    });
+    if (answer.button.accept) {
+      await this.model.stop(job);
+    }
+  }
+
+  private async _remove(job: IDescribeJob): Promise<void> {
+    const { trans } = this._options;
+    const answer = await showDialog({
+      title: trans.__('Delete “%1”?', job.name),
+      body: trans.__(
+        'The job, its log and its outputs are deleted for good. Executed notebooks you saved into your files stay.'
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Cancel') }),
+        Dialog.warnButton({ label: trans.__('Delete job') })
+      ]
+    });
+    if (answer.button.accept) {
+      await this.model.remove(job);
+    }
+  }
+
+  private _openNotebook(job: IDescribeJob): Promise<void> {
+    return this.model.run('open', async () => {
+      const path = await saveExecutedNotebook(
+        this.model.api,
+        this._options.contents,
+        job
+      );
+      this._options.docManager?.openOrReveal(path);
+    });
+  }
+
+  private _download(job: IDescribeJob, format: OutputFormat): Promise<void> {
+    return this.model.run('download', async () => {
+      const blob = await this.model.api.downloadOutput(job.job_id, format);
+      const output = job.outputs.find(item => item.format === format);
+      downloadBlob(blob, output?.name ?? `${job.name}.${format}`);
+    });
+  }
+
+  private _options: IJobsPanelOptions;
+}
+
+/**
+ * What creating the Jobs panel needs.
+ */
+export interface ICreateJobsPanelOptions {
+  serverSettings: ServerConnection.ISettings;
+  docManager: IDocumentManager | null;
+  contents: Contents.IManager;
+  trans: TranslationBundle;
+}
+
+/**
+ * Create the Jobs panel shown in the main area. It reads the server's config
+ * after it opens; the list works without it.
+ */
+export function createJobsPanel(
+  options: ICreateJobsPanelOptions
+): MainAreaWidget<JobsPanel> {
+  const api = new JobsAPI(options.serverSettings);
+  const content = new JobsPanel({
+    model: new JobsModel({ api }),
+    docManager: options.docManager,
+    contents: options.contents,
+    config: null,
+    trans: options.trans
+  });
+  const panel = new MainAreaWidget({ content });
+  panel.id = JOBS_PANEL_ID;
+  panel.addClass('jp-JupyterToJob-JobsPanel');
+  panel.title.label = options.trans.__('Jobs');
+  panel.title.caption = options.trans.__('Your Run as Job jobs');
+  panel.title.icon = jobsIcon;
+  panel.title.closable = true;
+  api.getConfig().then(
+    config => {
+      if (!content.isDisposed) {
+        content.setConfig(config);
+      }
+    },
+    () => undefined // the list shows why the server cannot be used
+  );
+  return panel;
+}
+
+/**
+ * Save the job's executed notebook into the user's files (`job-outputs/`) and
+ * return its path. An earlier save of the same job is reused (409: it exists).
+ *
+ * The server extension writes it (`outputs/ipynb/save`, making the folder); a
+ * server without that end point (404 from Jupyter itself) gets the notebook
+ * downloaded and written through the contents API.
+ */
+export async function saveExecutedNotebook(
+  api: JobsAPI,
+  contents: Contents.IManager,
+  job: IDescribeJob
+): Promise<string> {
+  const path = executedNotebookPath(job);
+  try {
+    const saved = await api.saveOutput(job.job_id, 'ipynb', {
+      path,
+      overwrite: false
+    });
+    return saved.path || path;
+  } catch (error) {
+    if (!(error instanceof JobAPIError)) {
+      throw error;
+    }
+    if (error.status === 409) {
+      return path; // saved before: the same job's output
+    }
+    if (!(error.status === 404 && error.reason === null)) {
+      throw error;
+    }
+  }
+  const blob = await api.downloadOutput(job.job_id, 'ipynb');
+  await ensureFolder(contents, OUTPUT_FOLDER);
+  await contents.save(path, {
+    type: 'notebook',
+    format: 'json',
+    content: JSON.parse(await blob.text())
+  });
+  return path;
+}
+
+async function ensureFolder(
+  contents: Contents.IManager,
+  folder: string
+): Promise<void> {
+  try {
+    await contents.get(folder, { content: false });
+  } catch {
+    await contents.save(folder, { type: 'directory' });
+  }
+}
+
+function downloadBlob(blob: Blob, filename: string): void {
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = filename;
+  link.style.display = 'none';
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  // Give the browser time to start the download before the URL goes.
+  window.setTimeout(() => URL.revokeObjectURL(url), 30 * 1000);
+}

@@ -1,0 +1,515 @@
+/**
+ * The React view of the Jobs panel: the filter bar, the job table, and the selected
+ * job's detail with its log. It renders a `JobsModel`; the panel re-renders it on
+ * every change of the model.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import * as React from 'react';
+
+import { formatElapsed, formatTime } from './format';
+import { IJobSort, StatusFilter } from './jobList';
+import {
+  canDelete,
+  canStop,
+  isFinal,
+  jobProgress,
+  queueText,
+  statusLabel,
+  statusLine
+} from './jobStatus';
+import { JobsModel } from './jobsModel';
+import { LogFollower } from './logFollower';
+import { IDescribeJob, IJobFeatures, JOB_STATUSES, JobStatus } from './models';
+import { hasOutput } from './submission';
+
+/**
+ * What the panel does for the buttons of the detail (with confirmations).
+ */
+export interface IJobActions {
+  stop(job: IDescribeJob): void;
+  remove(job: IDescribeJob): void;
+  rerun(job: IDescribeJob): void;
+  openNotebook(job: IDescribeJob): void;
+  downloadHtml(job: IDescribeJob): void;
+}
+
+/**
+ * Props of the whole panel view.
+ */
+export interface IJobsViewProps {
+  model: JobsModel;
+  features: IJobFeatures;
+  actions: IJobActions;
+  trans: TranslationBundle;
+}
+
+const SORTS: { [key: string]: IJobSort } = {
+  'create_time:desc': { by: 'create_time', order: 'desc' },
+  'create_time:asc': { by: 'create_time', order: 'asc' },
+  'name:asc': { by: 'name', order: 'asc' },
+  'name:desc': { by: 'name', order: 'desc' },
+  'status:asc': { by: 'status', order: 'asc' }
+};
+
+/**
+ * The Jobs panel.
+ */
+export function JobsView(props: IJobsViewProps): JSX.Element {
+  const { model, trans } = props;
+  const jobs = model.visibleJobs;
+  const showList = model.loaded && !(model.message && model.jobs.length === 0);
+  return (
+    <div className="jp-JupyterToJob-jobs">
+      <JobsToolbar {...props} shown={jobs.length} />
+      {model.message && (
+        <div
+          className="jp-JupyterToJob-message"
+          role="alert"
+          data-testid="jobs-message"
+        >
+          {model.message}
+        </div>
+      )}
+      {!model.loaded && (
+        <p className="jp-JupyterToJob-hint" data-testid="jobs-loading">
+          {trans.__('Loading your jobs…')}
+        </p>
+      )}
+      {showList && (
+        <div className="jp-JupyterToJob-split">
+          <div className="jp-JupyterToJob-listPane">
+            {model.jobs.length === 0 ? (
+              <p className="jp-JupyterToJob-empty" data-testid="jobs-empty">
+                {trans.__(
+                  'You have no jobs yet. Open a notebook and click Run as Job on its toolbar.'
+                )}
+              </p>
+            ) : jobs.length === 0 ? (
+              <p className="jp-JupyterToJob-empty" data-testid="jobs-empty">
+                {trans.__('No job matches the filter.')}
+              </p>
+            ) : (
+              <JobsTable {...props} jobs={jobs} />
+            )}
+          </div>
+          {model.selected && (
+            <JobDetail {...props} job={model.selected} log={model.log} />
+          )}
+        </div>
+      )}
+    </div>
+  );
+}
+
+function JobsToolbar(props: IJobsViewProps & { shown: number }): JSX.Element {
+  const { model, trans } = props;
+  const sortKey = `${model.sort.by}:${model.sort.order}`;
+  return (
+    <div className="jp-JupyterToJob-toolbar">
+      <label className="jp-JupyterToJob-toolbarField">
+        {trans.__('Status')}
+        <select
+          className="jp-mod-styled"
+          data-testid="jobs-filter-status"
+          defaultValue={model.filter.status}
+          onChange={event =>
+            model.setFilter({ status: event.target.value as StatusFilter })
+          }
+        >
+          <option value="ALL">{trans.__('All')}</option>
+          <option value="ACTIVE">{trans.__('Unfinished')}</option>
+          {JOB_STATUSES.map(status => (
+            <option key={status} value={status}>
+              {statusLabel(status)}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label className="jp-JupyterToJob-toolbarField">
+        {trans.__('Name')}
+        <input
+          type="search"
+          className="jp-mod-styled"
+          data-testid="jobs-filter-name"
+          placeholder={trans.__('Part of a name')}
+          defaultValue={model.filter.name}
+          onChange={event => model.setFilter({ name: event.target.value })}
+        />
+      </label>
+      <label className="jp-JupyterToJob-toolbarField">
+        {trans.__('Sort')}
+        <select
+          className="jp-mod-styled"
+          data-testid="jobs-sort"
+          defaultValue={sortKey}
+          onChange={event => model.setSort(SORTS[event.target.value])}
+        >
+          <option value="create_time:desc">{trans.__('Newest first')}</option>
+          <option value="create_time:asc">{trans.__('Oldest first')}</option>
+          <option value="name:asc">{trans.__('Name, A to Z')}</option>
+          <option value="name:desc">{trans.__('Name, Z to A')}</option>
+          <option value="status:asc">
+            {trans.__('Status, running first')}
+          </option>
+        </select>
+      </label>
+      <button
+        type="button"
+        className="jp-JupyterToJob-button"
+        data-testid="jobs-refresh"
+        onClick={() => void model.refresh()}
+      >
+        {trans.__('Refresh')}
+      </button>
+      <span className="jp-JupyterToJob-count" data-testid="jobs-count">
+        {model.loaded && !model.message
+          ? trans.__('%1 of %2 jobs', props.shown, model.totalCount)
+          : ''}
+      </span>
+    </div>
+  );
+}
+
+function JobsTable(
+  props: IJobsViewProps & { jobs: IDescribeJob[] }
+): JSX.Element {
+  const { model, trans, jobs } = props;
+  const selectedId = model.selected?.job_id ?? null;
+  return (
+    <table className="jp-JupyterToJob-table" data-testid="jobs-table">
+      <thead>
+        <tr>
+          <th>{trans.__('Status')}</th>
+          <th>{trans.__('Name')}</th>
+          <th>{trans.__('Flavor')}</th>
+          <th>{trans.__('Started')}</th>
+          <th>{trans.__('Ended')}</th>
+          <th>{trans.__('Elapsed')}</th>
+          <th>{trans.__('Progress')}</th>
+        </tr>
+      </thead>
+      <tbody>
+        {jobs.map(job => (
+          <tr
+            key={job.job_id}
+            className={
+              'jp-JupyterToJob-row' +
+              (job.job_id === selectedId ? ' jp-mod-selected' : '')
+            }
+            data-testid="job-row"
+            data-job-id={job.job_id}
+            data-status={job.status}
+            tabIndex={0}
+            aria-selected={job.job_id === selectedId}
+            onClick={() => model.select(job.job_id)}
+            onKeyDown={event => {
+              if (event.key === 'Enter' || event.key === ' ') {
+                event.preventDefault();
+                model.select(job.job_id);
+              }
+            }}
+          >
+            <td>
+              <StatusBadge status={job.status} />
+              {job.status === 'QUEUED' && (
+                <span
+                  className="jp-JupyterToJob-queue"
+                  data-testid="job-queue-position"
+                >
+                  {queueText(job.queue_position)}
+                </span>
+              )}
+            </td>
+            <td className="jp-JupyterToJob-name" title={job.input_path}>
+              {job.name}
+            </td>
+            <td>{job.flavor ?? '—'}</td>
+            <td>{formatTime(job.start_time, model.now)}</td>
+            <td>{formatTime(job.end_time, model.now)}</td>
+            <td data-testid="job-elapsed">{formatElapsed(job, model.now)}</td>
+            <td>
+              <ProgressBar job={job} />
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+/**
+ * The status as a coloured word.
+ */
+export function StatusBadge(props: { status: JobStatus }): JSX.Element {
+  return (
+    <span
+      className={`jp-JupyterToJob-badge jp-JupyterToJob-badge-${props.status.toLowerCase()}`}
+      data-testid="job-status-badge"
+      data-status={props.status}
+    >
+      {statusLabel(props.status)}
+    </span>
+  );
+}
+
+/**
+ * Cells done of the total, as a bar with the numbers on it.
+ */
+export function ProgressBar(props: { job: IDescribeJob }): JSX.Element {
+  const { job } = props;
+  const progress = jobProgress(job);
+  const indeterminate = progress.fraction === null && !isFinal(job.status);
+  const percent =
+    progress.fraction === null ? 0 : Math.round(progress.fraction * 100);
+  return (
+    <div
+      className={
+        'jp-JupyterToJob-progress' +
+        (indeterminate ? ' jp-mod-indeterminate' : '')
+      }
+      data-testid="job-progress"
+      data-done={progress.done}
+      data-total={progress.total ?? ''}
+      role="progressbar"
+      aria-valuemin={0}
+      aria-valuemax={progress.total ?? undefined}
+      aria-valuenow={progress.total === null ? undefined : progress.done}
+      title={progress.text}
+    >
+      <div
+        className={`jp-JupyterToJob-progressFill jp-JupyterToJob-progressFill-${job.status.toLowerCase()}`}
+        style={{ width: `${percent}%` }}
+      />
+      <span className="jp-JupyterToJob-progressText">{progress.text}</span>
+    </div>
+  );
+}
+
+function JobDetail(
+  props: IJobsViewProps & { job: IDescribeJob; log: LogFollower | null }
+): JSX.Element {
+  const { model, trans, job, actions, features } = props;
+  const busy = model.busyAction !== null;
+  const button = (
+    testid: string,
+    label: string,
+    onClick: () => void,
+    extraClass = ''
+  ) => (
+    <button
+      type="button"
+      className={`jp-JupyterToJob-button ${extraClass}`.trim()}
+      data-testid={testid}
+      disabled={busy}
+      onClick={onClick}
+    >
+      {label}
+    </button>
+  );
+  const parameters = Object.entries(job.parameters ?? {});
+  return (
+    <section
+      className="jp-JupyterToJob-detail"
+      data-testid="job-detail"
+      data-job-id={job.job_id}
+      data-status={job.status}
+    >
+      <header className="jp-JupyterToJob-detailHeader">
+        <h2 className="jp-JupyterToJob-detailTitle">{job.name}</h2>
+        <StatusBadge status={job.status} />
+        <div className="jp-JupyterToJob-actions">
+          {features.stop &&
+            canStop(job.status) &&
+            button(
+              'job-action-stop',
+              trans.__('Stop'),
+              () => actions.stop(job),
+              'jp-JupyterToJob-warn'
+            )}
+          {features.delete &&
+            canDelete(job.status) &&
+            button(
+              'job-action-delete',
+              trans.__('Delete'),
+              () => actions.remove(job),
+              'jp-JupyterToJob-danger'
+            )}
+          {button('job-action-rerun', trans.__('Rerun'), () =>
+            actions.rerun(job)
+          )}
+          {isFinal(job.status) &&
+            hasOutput(job, 'ipynb') &&
+            button(
+              'job-action-open-notebook',
+              trans.__('Open executed notebook'),
+              () => actions.openNotebook(job)
+            )}
+          {isFinal(job.status) &&
+            hasOutput(job, 'html') &&
+            button('job-action-download-html', trans.__('Download HTML'), () =>
+              actions.downloadHtml(job)
+            )}
+        </div>
+      </header>
+      <p className="jp-JupyterToJob-statusLine" data-testid="job-detail-status">
+        {statusLine(job)}
+      </p>
+      {model.busyAction && (
+        <p className="jp-JupyterToJob-hint" data-testid="job-action-busy">
+          {trans.__('Working on it…')}
+        </p>
+      )}
+      {model.actionError && (
+        <p
+          className="jp-JupyterToJob-message"
+          role="alert"
+          data-testid="job-action-error"
+        >
+          {model.actionError}
+        </p>
+      )}
+      <dl className="jp-JupyterToJob-facts">
+        <dt className="jp-JupyterToJob-wideTerm">{trans.__('Notebook')}</dt>
+        <dd className="jp-JupyterToJob-wide">{job.input_path}</dd>
+        <dt>{trans.__('Flavor')}</dt>
+        <dd>{job.flavor ?? trans.__('default')}</dd>
+        <dt>{trans.__('GPU')}</dt>
+        <dd>{job.gpu?.description || trans.__('none')}</dd>
+        <dt>{trans.__('Created')}</dt>
+        <dd>{formatTime(job.create_time, model.now)}</dd>
+        <dt>{trans.__('Started')}</dt>
+        <dd>{formatTime(job.start_time, model.now)}</dd>
+        <dt>{trans.__('Ended')}</dt>
+        <dd>{formatTime(job.end_time, model.now)}</dd>
+        <dt>{trans.__('Elapsed')}</dt>
+        <dd>{formatElapsed(job, model.now)}</dd>
+        <dt>{trans.__('Progress')}</dt>
+        <dd>
+          <ProgressBar job={job} />
+        </dd>
+        {job.deadline_seconds !== null && (
+          <>
+            <dt>{trans.__('Deadline')}</dt>
+            <dd>{trans.__('%1 min', Math.round(job.deadline_seconds / 60))}</dd>
+          </>
+        )}
+        {job.exit_code !== null && (
+          <>
+            <dt>{trans.__('Exit code')}</dt>
+            <dd>{job.exit_code}</dd>
+          </>
+        )}
+        {parameters.length > 0 && (
+          <>
+            <dt className="jp-JupyterToJob-wideTerm">
+              {trans.__('Parameters')}
+            </dt>
+            <dd className="jp-JupyterToJob-wide">
+              <code>
+                {parameters
+                  .map(([name, value]) => `${name} = ${JSON.stringify(value)}`)
+                  .join(', ')}
+              </code>
+            </dd>
+          </>
+        )}
+        <dt className="jp-JupyterToJob-wideTerm">{trans.__('Job ID')}</dt>
+        <dd className="jp-JupyterToJob-wide">
+          <code>{job.job_id}</code>
+        </dd>
+      </dl>
+      {job.error && (
+        <details className="jp-JupyterToJob-error" data-testid="job-error" open>
+          <summary>
+            {job.error.cell_index === null
+              ? `${job.error.ename}: ${job.error.evalue}`
+              : trans.__(
+                  'Cell %1 raised %2: %3',
+                  job.error.cell_index,
+                  job.error.ename,
+                  job.error.evalue
+                )}
+          </summary>
+          {job.error.traceback && (
+            <pre className="jp-JupyterToJob-traceback">
+              {job.error.traceback}
+            </pre>
+          )}
+        </details>
+      )}
+      <LogView
+        log={props.log}
+        error={model.logError}
+        trans={trans}
+        onLoadEarlier={() => void model.loadEarlierLog()}
+      />
+    </section>
+  );
+}
+
+/**
+ * The job's log as preformatted text, kept scrolled to the end while following
+ * unless the user scrolled up to read.
+ */
+function LogView(props: {
+  log: LogFollower | null;
+  error: string | null;
+  trans: TranslationBundle;
+  onLoadEarlier: () => void;
+}): JSX.Element {
+  const { log, trans } = props;
+  const ref = React.useRef<HTMLPreElement>(null);
+  const stickToEnd = React.useRef(true);
+  const text = log?.buffer.text ?? '';
+  React.useLayoutEffect(() => {
+    const node = ref.current;
+    if (node && stickToEnd.current) {
+      node.scrollTop = node.scrollHeight;
+    }
+  }, [text]);
+  const state = !log
+    ? ''
+    : log.complete
+      ? trans.__('complete')
+      : log.loading
+        ? trans.__('loading…')
+        : trans.__('following…');
+  return (
+    <div className="jp-JupyterToJob-log">
+      <div className="jp-JupyterToJob-logHeader">
+        <span className="jp-JupyterToJob-logTitle">{trans.__('Log')}</span>
+        <span className="jp-JupyterToJob-hint" data-testid="job-log-state">
+          {state}
+        </span>
+        {log?.buffer.hasEarlier && (
+          <button
+            type="button"
+            className="jp-JupyterToJob-button"
+            data-testid="job-log-load-earlier"
+            onClick={props.onLoadEarlier}
+          >
+            {trans.__('Load earlier')}
+          </button>
+        )}
+      </div>
+      {props.error && (
+        <p className="jp-JupyterToJob-message" role="alert">
+          {props.error}
+        </p>
+      )}
+      <pre
+        ref={ref}
+        className="jp-JupyterToJob-logText"
+        data-testid="job-log"
+        tabIndex={0}
+        onScroll={event => {
+          const node = event.currentTarget;
+          stickToEnd.current =
+            node.scrollHeight - node.scrollTop - node.clientHeight < 24;
+        }}
+      >
+        {text || (log?.complete ? trans.__('(The log is empty.)') : '')}
+      </pre>
+    </div>
+  );
+}

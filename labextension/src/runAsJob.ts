@@ -1,0 +1,70 @@
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { ServerConnection } from '@jupyterlab/services';
+import { TranslationBundle } from '@jupyterlab/translation';
+
+import { JobsAPI } from './api';
+import { unavailableSentence } from './errors';
+import { IDescribeJob } from './models';
+import { RunAsJobDialog } from './runAsJobDialog';
+
+/**
+ * What running a notebook as a job needs.
+ */
+export interface IRunAsJobContext {
+  serverSettings: ServerConnection.ISettings;
+  docManager: IDocumentManager;
+  trans: TranslationBundle;
+}
+
+/**
+ * Run the notebook at `path` as a job: check that the server offers Run as Job,
+ * have the notebook saved if it has unsaved changes, then show the dialog.
+ *
+ * @param path The notebook as the file browser names it (a drive prefix is dropped).
+ * @returns The created job; null when the user cancelled or Run as Job is not
+ * available (a notification says why).
+ */
+export async function runAsJob(
+  context: IRunAsJobContext,
+  path: string
+): Promise<IDescribeJob | null> {
+  const { docManager, trans } = context;
+  const api = new JobsAPI(context.serverSettings);
+  let config;
+  try {
+    config = await api.getConfig();
+  } catch (error) {
+    Notification.error(unavailableSentence(error), { autoClose: false });
+    return null;
+  }
+
+  const widget = docManager.findWidget(path);
+  const documentContext = widget ? docManager.contextForWidget(widget) : null;
+  if (documentContext?.model.dirty) {
+    const answer = await showDialog({
+      title: trans.__('Save the notebook first?'),
+      body: trans.__(
+        'A job runs the notebook as saved, and “%1” has unsaved changes.',
+        documentContext.path.split('/').pop() ?? path
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Cancel') }),
+        Dialog.okButton({ label: trans.__('Save and Submit') })
+      ]
+    });
+    if (!answer.button.accept) {
+      return null;
+    }
+    await documentContext.save();
+  }
+
+  const dialog = new RunAsJobDialog({
+    api,
+    path: docManager.services.contents.localPath(path),
+    config,
+    trans
+  });
+  const result = await dialog.launch();
+  return result.button.accept ? result.value : null;
+}
