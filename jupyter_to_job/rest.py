@@ -217,9 +217,16 @@ def parse_create_body(body: bytes, max_notebook_bytes: int) -> tuple[CreateJob, 
 
 
 def query_arguments(arguments: dict[str, list[bytes]]) -> dict[str, str]:
-    """Tornado's query arguments as single strings (the last value wins)."""
+    """Tornado's query arguments as single strings (the last value wins).
+
+    A bare number as a key is JupyterLab's cache buster (``?1795242130032``, added to GET
+    requests by its default ServerConnection settings); it is not an argument, so it is
+    dropped rather than refused as an unknown field.
+    """
     return {
-        name: values[-1].decode("utf-8", "replace") for name, values in arguments.items() if values
+        name: values[-1].decode("utf-8", "replace")
+        for name, values in arguments.items()
+        if values and not name.isdigit()
     }
 
 
