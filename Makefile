@@ -81,7 +81,7 @@ demo: setup
 	mkdir -p $(DEMO_DIR)
 	cd $(DEMO_DIR) && exec $(BIN)/jupyterhub -f $(DEMO_CONFIG)
 
-test: setup system-deps lint typecheck jstest pytest
+test: setup system-deps lint typecheck jstest pytest ui-test
 
 # Real components the tests use from Debian: PostgreSQL (the job store is tested against a
 # real server) and Chromium (browser tests). Installed when missing, as root (CI runs as root).
