@@ -68,8 +68,14 @@ $(LABEXT_STAMP): $(LABEXT_SOURCES) $(LABEXT_NODE_STAMP)
 
 labextension: $(LABEXT_STAMP)
 
+# An editable install does not install setup.py's data_files, so the built JupyterLab
+# extension (linked, so rebuilds show at once) and the server extension's config are put
+# where Jupyter looks in this virtualenv; a wheel install carries them itself.
 $(INSTALL_STAMP): $(INSTALL_INPUTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,lab]'
+	mkdir -p $(VENV)/share/jupyter/labextensions/@campus-gpu-hub $(VENV)/etc/jupyter/jupyter_server_config.d
+	ln -sfn $(CURDIR)/$(LABEXT_BUILD) $(VENV)/share/jupyter/labextensions/@campus-gpu-hub/jupyter-to-job
+	cp jupyter-config/jupyter_server_config.d/jupyter_to_job.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	touch $@
 
 # npm writes node_modules/.package-lock.json on every install, so it is the stamp.

@@ -2,8 +2,11 @@
  * Browser tests of the JupyterLab side, in Debian's Chromium (no browser download).
  *
  * Playwright starts JupyterLab itself (webServer below) on a free port, with the Run as
- * Job extension as last built in labextension/. Screenshots, failure artifacts and the
- * HTML report go to test-artifacts/ui/ at the repository root.
+ * Job extension as last built in labextension/: the galata tests (tests/, project
+ * `jupyterlab`) drive it. It also starts the demo hub (hub_config/local/, through
+ * jupyterhub_test_config.py) on free ports: the test through the hub (hub-tests/, project
+ * `hub`) logs in, spawns a course server and runs a job there, with plain Playwright.
+ * Screenshots, failure artifacts and the HTML report go to test-artifacts/ui/ at the repository root.
  */
 const { execFileSync } = require('child_process');
 const path = require('path');
@@ -43,6 +46,29 @@ const courseSession = {
 };
 const serverLog = path.join(artifactsDir, 'jupyterlab.log');
 
+// The demo hub (hub_config/local/), for the test through the hub (hub-tests/): its
+// public port, job service, hub API and proxy API on free ports, picked once like the
+// port above, and a fresh runtime folder at every run.
+if (!process.env.UI_HUB_PORTS) {
+  process.env.UI_HUB_PORTS = execFileSync(path.join(venvBin, 'python'), [
+    '-c',
+    [
+      'import socket',
+      'socks = [socket.socket() for _ in range(4)]',
+      '[s.bind(("127.0.0.1", 0)) for s in socks]',
+      'print(",".join(str(s.getsockname()[1]) for s in socks))'
+    ].join('\n')
+  ])
+    .toString()
+    .trim();
+}
+const [hubPort, hubJobsPort, hubApiPort, hubProxyApiPort] =
+  process.env.UI_HUB_PORTS.split(',');
+const hubURL = `http://127.0.0.1:${hubPort}`;
+const hubRuntime = path.join(repoRoot, '.run', 'ui-hub-tests');
+const hubLog = path.join(artifactsDir, 'demo-hub.log');
+const hubConfig = path.join(__dirname, 'jupyterhub_test_config.py');
+
 module.exports = {
   ...baseConfig,
   testDir: 'tests',
@@ -61,14 +87,38 @@ module.exports = {
     trace: 'off',
     video: 'off'
   },
-  webServer: {
-    // The server's output goes to a file: child processes holding Playwright's pipe
-    // open would keep the run from ending. `exec` lets SIGTERM reach JupyterLab itself.
-    command: `mkdir -p "${artifactsDir}" && exec "${path.join(venvBin, 'jupyter')}" lab --config jupyter_server_test_config.py > "${serverLog}" 2>&1`,
-    url: `${baseURL}/lab`,
-    env: courseSession,
-    timeout: 120 * 1000,
-    reuseExistingServer: false,
-    gracefulShutdown: { signal: 'SIGTERM', timeout: 10 * 1000 }
-  }
+  projects: [
+    // JupyterLab on its own, driven with galata's fixtures.
+    { name: 'jupyterlab', testDir: 'tests' },
+    // JupyterLab behind the demo hub, with plain Playwright.
+    { name: 'hub', testDir: 'hub-tests', use: { baseURL: hubURL } }
+  ],
+  webServer: [
+    {
+      // The server's output goes to a file: child processes holding Playwright's pipe
+      // open would keep the run from ending. `exec` lets SIGTERM reach JupyterLab itself.
+      command: `mkdir -p "${artifactsDir}" && exec "${path.join(venvBin, 'jupyter')}" lab --config jupyter_server_test_config.py > "${serverLog}" 2>&1`,
+      url: `${baseURL}/lab`,
+      env: courseSession,
+      timeout: 120 * 1000,
+      reuseExistingServer: false,
+      gracefulShutdown: { signal: 'SIGTERM', timeout: 10 * 1000 }
+    },
+    {
+      // Same as above: output to a file, and SIGTERM to JupyterHub itself, which then
+      // stops the single-user servers, the proxy and its services.
+      command: `rm -rf "${hubRuntime}" && mkdir -p "${hubRuntime}" "${artifactsDir}" && cd "${hubRuntime}" && exec "${path.join(venvBin, 'jupyterhub')}" -f "${hubConfig}" > "${hubLog}" 2>&1`,
+      url: `${hubURL}/hub/api`,
+      env: {
+        GPUSPAWNER_DEMO_RUNTIME: hubRuntime,
+        GPUSPAWNER_DEMO_PORT: hubPort,
+        GPUSPAWNER_DEMO_JOBS_PORT: hubJobsPort,
+        UI_HUB_API_PORT: hubApiPort,
+        UI_HUB_PROXY_API_PORT: hubProxyApiPort
+      },
+      timeout: 120 * 1000,
+      reuseExistingServer: false,
+      gracefulShutdown: { signal: 'SIGTERM', timeout: 20 * 1000 }
+    }
+  ]
 };

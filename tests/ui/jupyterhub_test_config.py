@@ -1,0 +1,47 @@
+"""The demo hub for the browser tests: hub_config/local/jupyterhub_config.py, unchanged,
+plus what a test run needs on a machine where other hubs may run.
+
+Playwright starts it (the ``hub`` webServer in playwright.config.js) from a fresh runtime
+folder, ``$GPUSPAWNER_DEMO_RUNTIME`` (.run/ui-hub-tests/). On top of the demo settings:
+
+- every port is free, picked by playwright.config.js: the public one
+  (``GPUSPAWNER_DEMO_PORT``), the job service's (``GPUSPAWNER_DEMO_JOBS_PORT``), the hub
+  API's and the proxy API's (``UI_HUB_API_PORT``, ``UI_HUB_PROXY_API_PORT``);
+- the single-user servers load Run as Job's JupyterLab extension as last built in
+  jupyter_to_job/labextension/ (an editable install does not put it on Jupyter's path);
+- short spawner timeouts, so the hub's shutdown at the end of the run is quick.
+"""
+
+import os
+from pathlib import Path
+
+c = get_config()  # noqa: F821
+
+REPO = Path(__file__).resolve().parents[2]
+load_subconfig(str(REPO / "hub_config" / "local" / "jupyterhub_config.py"))  # noqa: F821
+
+RUNTIME = Path(os.environ["GPUSPAWNER_DEMO_RUNTIME"])
+EXTENSION_NAME = "@campus-gpu-hub/jupyter-to-job"
+BUILT_EXTENSION = REPO / "jupyter_to_job" / "labextension"
+
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = int(os.environ["UI_HUB_API_PORT"])
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ['UI_HUB_PROXY_API_PORT']}"
+
+if not (BUILT_EXTENSION / "package.json").is_file():
+    raise SystemExit(
+        f"The Run as Job extension is not built ({BUILT_EXTENSION} is missing). "
+        "Build it first: make labextension"
+    )
+jupyter_path = RUNTIME / "share" / "jupyter"
+linked = jupyter_path / "labextensions" / EXTENSION_NAME
+linked.parent.mkdir(parents=True, exist_ok=True)
+if linked.is_symlink() or linked.exists():
+    linked.unlink()
+linked.symlink_to(BUILT_EXTENSION, target_is_directory=True)
+c.Spawner.environment.update({"JUPYTER_PATH": str(jupyter_path)})
+
+c.Spawner.start_timeout = 60
+c.Spawner.interrupt_timeout = 2
+c.Spawner.term_timeout = 3
+c.Spawner.kill_timeout = 2
