@@ -41,3 +41,14 @@ def test_the_demo_catalog_is_valid():
     catalog = load_catalog(ROOT / "hub_config" / "local" / "catalog.yaml")
     assert {c.id for c in catalog.courses} == {"ml101"}
     assert {f.id for f in catalog.flavors} == {"cpu-job", "whole-gpu"}
+
+
+def test_the_binder_example_is_a_notebook_with_a_parameters_cell_and_standalone_mode():
+    import nbformat
+
+    notebook = nbformat.read(ROOT / "binder" / "example.ipynb", as_version=4)
+    nbformat.validate(notebook)
+    assert any("parameters" in cell.metadata.get("tags", []) for cell in notebook.cells)
+    post_build = (ROOT / "binder" / "postBuild").read_text()
+    assert 'c.JobsExtensionApp.mode = "standalone"' in post_build
+    assert (ROOT / "binder" / "postBuild").stat().st_mode & 0o111
