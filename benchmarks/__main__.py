@@ -12,10 +12,10 @@ import platform
 import sys
 import time
 
-from . import admission, entitlements, k8s_spawns, spawn_page
+from . import admission, entitlements, jobs, k8s_spawns, spawn_page
 from .report import render
 
-BENCHMARKS = (entitlements, spawn_page, admission, k8s_spawns)
+BENCHMARKS = (entitlements, spawn_page, admission, k8s_spawns, jobs)
 
 
 def machine() -> str:

@@ -40,6 +40,13 @@ EXIT_FAILED = 1
 EXIT_INVALID_JOB = 2
 EXIT_STOPPED = 143  # 128 + SIGTERM, the shell's convention for "terminated"
 
+# In a Kubernetes pod the job directory is not the service's, so the runner also reports
+# its final status through the pod: as the container's termination message (at most
+# 4 KiB) and as the log's last line, which starts with STATUS_MARKER. The kubelet's
+# FallbackToLogsOnError takes at most the last 2 KiB of the log, hence the smaller limit.
+STATUS_MARKER = "[job] final status: "
+COMPACT_STATUS_BYTES = 2000
+
 
 @dataclass(frozen=True)
 class JobFiles:
@@ -114,6 +121,52 @@ class RunnerStatus(BaseModel):
     @property
     def final(self) -> bool:
         return self.state.is_final
+
+
+def compact_status(status: RunnerStatus, limit: int = COMPACT_STATUS_BYTES) -> str:
+    """``status`` as one line of JSON of at most ``limit`` bytes, for reporting through a pod.
+
+    The traceback is left out (the log has it) and long texts are shortened.
+    """
+    error = status.error.model_copy(update={"traceback": ""}) if status.error else None
+    for keep in (None, 600, 200, 60):
+        compact = status.model_copy(
+            update={
+                "message": _cut(status.message, keep),
+                "error": error.model_copy(update={"evalue": _cut(error.evalue, keep)})
+                if error
+                else None,
+            }
+        )
+        text = compact.model_dump_json(exclude_defaults=True, exclude={"runner_pid", "kernel_pid"})
+        if len(text.encode("utf-8")) <= limit:
+            return text
+    bare = RunnerStatus(job_id=status.job_id, state=status.state, exit_code=status.exit_code)
+    return bare.model_dump_json(exclude_defaults=True)
+
+
+def _cut(text: str | None, keep: int | None) -> str | None:
+    if text is None or keep is None or len(text) <= keep:
+        return text
+    return text[:keep] + "..."
+
+
+def parse_compact_status(text: str) -> RunnerStatus | None:
+    """The status in a termination message or final-status log line; None if there is none.
+
+    ``text`` may be the JSON itself, or log lines (the kubelet's fallback to the log's
+    tail) whose last final-status line is read.
+    """
+    text = text.strip()
+    if not text.startswith("{"):
+        lines = [line for line in text.splitlines() if line.startswith(STATUS_MARKER)]
+        if not lines:
+            return None
+        text = lines[-1][len(STATUS_MARKER) :]
+    try:
+        return RunnerStatus.model_validate_json(text)
+    except ValueError:
+        return None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

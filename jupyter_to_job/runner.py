@@ -42,10 +42,12 @@ from .runfiles import (
     EXIT_FAILED,
     EXIT_INVALID_JOB,
     EXIT_STOPPED,
+    STATUS_MARKER,
     JobFiles,
     RunnerSpec,
     RunnerStatus,
     atomic_write_text,
+    compact_status,
     read_spec,
     write_model,
 )
@@ -437,9 +439,17 @@ class NotebookRun:
 
 
 async def run_job(
-    job_dir: Path, *, log_file: Path | None = None, handle_signals: bool = False
+    job_dir: Path,
+    *,
+    log_file: Path | None = None,
+    handle_signals: bool = False,
+    termination_log: Path | None = None,
 ) -> int:
-    """Run the job in ``job_dir`` to its end; returns the runner's exit code."""
+    """Run the job in ``job_dir`` to its end; returns the runner's exit code.
+
+    ``termination_log`` (in a Kubernetes pod): also report the final status there and
+    as the log's last line (see ``runfiles.STATUS_MARKER``).
+    """
     files = JobFiles(Path(job_dir))
     log_path = log_file or files.directory / "job.log"
     try:
@@ -456,12 +466,26 @@ async def run_job(
         loop.add_signal_handler(signal.SIGTERM, run.request_stop, "SIGTERM")
         loop.add_signal_handler(signal.SIGINT, run.request_stop, "SIGINT")
     try:
-        return await run.execute()
+        code = await run.execute()
+        if termination_log is not None:
+            _report_final_status(run.status, termination_log, log)
+        return code
     finally:
         if handle_signals:
             loop.remove_signal_handler(signal.SIGTERM)
             loop.remove_signal_handler(signal.SIGINT)
         log.close()
+
+
+def _report_final_status(status: RunnerStatus, path: Path, log: JobLog) -> None:
+    """The final status, where a Kubernetes executor reads it: the termination message
+    and, should that be missing or cut, the log's last line."""
+    text = compact_status(status)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:  # the log line below still carries it
+        log.job(f"could not write the termination message to {path}: {error.strerror}")
+    log.job(STATUS_MARKER.removeprefix("[job] ") + text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,13 +498,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--log-file", type=Path, default=None, help="append the log here (default: DIR/job.log)"
     )
+    parser.add_argument(
+        "--termination-log",
+        type=Path,
+        default=None,
+        help="in a Kubernetes pod: also write the final status, as compact JSON, here (the "
+        "container's terminationMessagePath) and as the log's last line",
+    )
     args = parser.parse_args(argv)
     # jsonschema, which nbformat imports, compiles an IRI grammar from rfc3987_syntax
     # when that package is installed: about 1.3 s per job for a format notebooks never
     # use. A None entry makes that optional import fail fast, in this process only.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     logging.getLogger("papermill").setLevel(logging.ERROR)
-    return asyncio.run(run_job(args.job_dir, log_file=args.log_file, handle_signals=True))
+    return asyncio.run(
+        run_job(
+            args.job_dir,
+            log_file=args.log_file,
+            handle_signals=True,
+            termination_log=args.termination_log,
+        )
+    )
 
 
 if __name__ == "__main__":

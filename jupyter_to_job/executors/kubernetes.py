@@ -1,0 +1,911 @@
+"""KubernetesExecutor: each job is a ``batch/v1`` Job running the in-job runner.
+
+``c.JobManager.executor_class = "jupyter_to_job.executors.kubernetes.KubernetesExecutor"``
+
+- **Start**: a ConfigMap with the notebook snapshot and ``job.json``, then the Job
+  (``k8s_objects.make_job``: the flavor's image, CPU and memory, and the GPU share
+  rendered by the cluster's sharing back end); the ConfigMap is then owned by the Job,
+  so it goes when the Job goes.
+- **Log**: the job's pod is watched, and its log streamed (``follow=true``) into the
+  durable log store as it is written. A broken stream is reopened with ``sinceTime``,
+  and a cursor of timestamps (``pod_log.PodLogCursor``) keeps every line exactly once;
+  when the container ends the log is read once more to pick up anything the stream
+  missed. Every line the pod wrote before it was killed or deleted is kept, as far as
+  the stream delivered it, whatever happens to the pod afterwards.
+- **Result**: the runner reports its final status (cells completed, error) through the
+  pod's termination message, and as the log's last line in case that is missing. The
+  container's own end says the rest: OOMKilled (or exit code 137 unasked) is "out of
+  memory", the Job's DeadlineExceeded is the deadline.
+- **Clean-up**: the Job gets ``ttlSecondsAfterFinished`` by a PATCH only after its log
+  and result are stored (``k8s_objects`` explains why not at creation).
+- **Stop**: the Job is deleted with ``propagationPolicy: Background``; its pod gets
+  ``stop_grace_seconds`` (SIGTERM: the runner interrupts the cell and saves) and the
+  log is followed to its end meanwhile.
+- **Restart of the job service**: the Job is found by name and label, and followed from
+  the saved cursor (``pod-log.json`` in the job's folder) without copying a line twice.
+- **A pod the cluster cannot place** (FailedScheduling): while it waits the job shows the
+  scheduler's reason as its status message; after ``scheduling_timeout_seconds`` the job
+  fails with that reason and its Job is deleted. (It cannot go back to QUEUED: the
+  manager's queue would start it again at once, and the cluster is the better judge of
+  when room appears; use Kueue, ``queue_name``, for real cluster-side queueing.)
+
+Not here (yet): the output notebook stays in the pod's emptyDir, so on Kubernetes a
+job's outputs are its log and result until jobs get shared (ReadWriteMany) storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from traitlets import Bool, Dict, Float, Integer, Unicode, default, validate
+
+from ..k8s_objects import (
+    CONTAINER_NAME,
+    MAX_JOB_FILES_BYTES,
+    JobFilesTooLarge,
+    job_object_name,
+    job_selector,
+    make_configmap,
+    make_job,
+    owner_reference,
+    strip_outputs,
+)
+from ..models import JobErrorInfo, JobStatus
+from ..runfiles import RunnerStatus, atomic_write_text, parse_compact_status, read_spec
+from ..store import ACTIVE, utcnow
+from .base import FinalState, JobExecutor, JobOutcome, StopReason, _progress
+from .kube_client import KubeClient, KubeError, connect, sleep_or_event
+from .pod_log import PodLogCursor, RunProgress
+from .pod_status import container_state, job_failure_reason, job_finished, pending_reason
+
+OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
+_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+_catalogs: dict[str, Any] = {}  # the last catalog read, and the file's (path, mtime)
+
+
+class JobNotStartable(Exception):
+    """The job cannot be turned into a Kubernetes Job; ``message`` is for its owner."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class KubernetesExecutor(JobExecutor):
+    """Runs the job runner in a Kubernetes Job (see the module docstring)."""
+
+    kubeconfig = Unicode(
+        "",
+        help="""The kubeconfig file to use; empty: ``$KUBECONFIG``, ``~/.kube/config``, or the
+        pod's service account when the job service runs in the cluster.
+
+        Example: ``c.KubernetesExecutor.kubeconfig = "/etc/jupyter-to-job/kubeconfig"``.
+        """,
+    ).tag(config=True)
+
+    namespace = Unicode(
+        help="""The namespace jobs run in; defaults to the job service's own namespace in the
+        cluster, else ``default``.
+
+        Example: ``c.KubernetesExecutor.namespace = "jobs"``.
+        """,
+    ).tag(config=True)
+
+    @default("namespace")
+    def _default_namespace(self) -> str:
+        try:
+            return Path(_IN_CLUSTER_NAMESPACE).read_text().strip() or "default"
+        except OSError:
+            return "default"
+
+    image = Unicode(
+        "",
+        help="""The image of jobs whose flavor names none. It needs this package (the runner,
+        ``python -m jupyter_to_job.runner``) and the notebooks' kernels, for instance
+        ``FROM quay.io/jupyter/scipy-notebook`` plus ``pip install campus-gpu-hub``.
+
+        Example: ``c.KubernetesExecutor.image = "registry.example.edu/jobs:2025.1"``.
+        """,
+    ).tag(config=True)
+
+    image_pull_policy = Unicode(
+        "",
+        help="""``Always``, ``IfNotPresent`` or ``Never``; empty: the cluster's default.
+
+        Example: ``c.KubernetesExecutor.image_pull_policy = "IfNotPresent"``.
+        """,
+    ).tag(config=True)
+
+    service_account = Unicode(
+        None,
+        allow_none=True,
+        help="""The service account of job pods. None (the default): the namespace's default,
+        and no token is mounted either way.
+
+        Example: ``c.KubernetesExecutor.service_account = "notebook-jobs"``.
+        """,
+    ).tag(config=True)
+
+    queue_name = Unicode(
+        None,
+        allow_none=True,
+        help="""A Kueue LocalQueue: Jobs are created suspended with the
+        ``kueue.x-k8s.io/queue-name`` label, and Kueue starts them as quota allows.
+
+        Example: ``c.KubernetesExecutor.queue_name = "ml101-jobs"``.
+        """,
+    ).tag(config=True)
+
+    priority_class_name = Unicode(
+        None,
+        allow_none=True,
+        help="""A PriorityClass for job pods, below interactive servers.
+
+        Example: ``c.KubernetesExecutor.priority_class_name = "batch-low"``.
+        """,
+    ).tag(config=True)
+
+    sharing_backend = Unicode(
+        "whole",
+        help="""The cluster's GPU sharing technology, as for GPUSpawner: whole, time-slicing,
+        mps, mig, hami, volcano or dra.
+
+        Example: ``c.KubernetesExecutor.sharing_backend = "hami"``.
+        """,
+    ).tag(config=True)
+
+    @validate("sharing_backend")
+    def _known_backend(self, proposal: Any) -> str:
+        from gpuspawner.backends import BACKENDS
+
+        if proposal["value"] not in BACKENDS:
+            raise ValueError(
+                f"sharing_backend must be one of {', '.join(sorted(BACKENDS))}, "
+                f"not {proposal['value']!r}"
+            )
+        return str(proposal["value"])
+
+    sharing_backend_config = Dict(
+        help="""Settings of the sharing back end (renamed resources, replicas...).
+
+        Example: ``c.KubernetesExecutor.sharing_backend_config = {"replicas": 4}``.
+        """,
+    ).tag(config=True)
+
+    pin_to_node = Bool(
+        True,
+        help="""Pin a GPU job to the node whose GPU the capacity pool chose (when device ids
+        are ``<node>/<index>``, as the hub reads them from node labels).
+
+        Example: ``c.KubernetesExecutor.pin_to_node = False``.
+        """,
+    ).tag(config=True)
+
+    flavors = Dict(
+        help="""Job flavors by id, as in the catalog's ``flavors:`` section (image, CPU,
+        memory, GPU share); ``catalog_path`` is read for flavors not listed here.
+
+        Example: ``c.KubernetesExecutor.flavors = {"t4-quarter": {"title": "1/4 T4",
+        "gpu": {"fraction": "1/4"}, "resources": {"cpu": 2, "memory": "8G"}}}``.
+        """,
+    ).tag(config=True)
+
+    catalog_path = Unicode(
+        help="""The course catalog with the job flavors; defaults to
+        ``$JUPYTER_TO_JOB_CATALOG``, as the job service's.
+
+        Example: ``c.KubernetesExecutor.catalog_path = "/etc/campus-gpu-hub/catalog.yaml"``.
+        """,
+    ).tag(config=True)
+
+    @default("catalog_path")
+    def _default_catalog_path(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_CATALOG", "")
+
+    default_cpu = Float(
+        1.0,
+        help="CPU cores of jobs whose flavor sets none: ``c.KubernetesExecutor.default_cpu = 2``.",
+    ).tag(config=True)
+
+    default_memory = Unicode(
+        "2Gi",
+        help="""Memory of jobs whose flavor sets none (request and limit):
+        ``c.KubernetesExecutor.default_memory = "4Gi"``.""",
+    ).tag(config=True)
+
+    shm_size = Unicode(
+        "1Gi",
+        help="""Size limit of the in-memory ``/dev/shm`` (PyTorch DataLoader workers need more
+        than the container runtime's 64 MiB): ``c.KubernetesExecutor.shm_size = "2Gi"``.""",
+    ).tag(config=True)
+
+    backoff_limit = Integer(
+        0,
+        help="""Retries of a failed pod. 0: a notebook runs at most once, side effects
+        included: ``c.KubernetesExecutor.backoff_limit = 1``.""",
+    ).tag(config=True)
+
+    ttl_seconds_after_finished = Integer(
+        3600,
+        help="""Seconds a finished Job (and its pod, and its log in the cluster) is kept after
+        the job service has stored the log and result; set then, never at creation.
+
+        Example: ``c.KubernetesExecutor.ttl_seconds_after_finished = 86400``.
+        """,
+    ).tag(config=True)
+
+    scheduling_timeout_seconds = Float(
+        300.0,
+        help="""How long a job's pod may wait for a node (FailedScheduling) before the job
+        fails with the scheduler's reason: ``c.KubernetesExecutor.scheduling_timeout_seconds
+        = 900``. Jobs queued by Kueue wait for admission without this limit.""",
+    ).tag(config=True)
+
+    api_timeout = Float(
+        30.0,
+        help="Seconds one Kubernetes API request may take: ``c.KubernetesExecutor.api_timeout = 60``.",
+    ).tag(config=True)
+
+    log_idle_timeout = Float(
+        300.0,
+        help="""Reopen a followed log that has been silent this long (a stalled connection
+        looks the same as a quiet notebook): ``c.KubernetesExecutor.log_idle_timeout = 600``.""",
+    ).tag(config=True)
+
+    log_reconnect_seconds = Float(
+        1.0,
+        help="Seconds before a broken log stream is reopened.",
+    ).tag(config=True)
+
+    max_job_files_bytes = Integer(
+        MAX_JOB_FILES_BYTES,
+        help="""The largest notebook plus job.json a job's ConfigMap takes (the API server
+        refuses objects over 1 MiB).""",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.name = job_object_name(self.job_id)
+        self.kube: KubeClient | None = None
+        self.cursor = PodLogCursor()
+        self.progress = RunProgress(self.job_id)
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._gone: set[str] = set()
+        self._changed = asyncio.Event()
+        self._job: dict[str, Any] | None = None
+        self._job_read_at = 0.0
+        self._job_exists = False
+        self._deleting: asyncio.Future[None] | None = None
+        self._current_pod: str | None = None
+        self._verdict: FinalState | None = None
+        self._cursor_saved_at = 0.0
+
+    # -- paths and the client -------------------------------------------------------------
+
+    @property
+    def _job_path(self) -> str:
+        return f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{self.name}"
+
+    @property
+    def _pods_path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/pods"
+
+    @property
+    def _cursor_file(self) -> Path:
+        return self.files.directory / "pod-log.json"
+
+    async def _client(self) -> KubeClient:
+        if self.kube is None:
+            self.kube = await connect(self.kubeconfig or None)
+            self.kube.timeout = self.api_timeout
+        return self.kube
+
+    async def _close(self) -> None:
+        if self._deleting is not None:  # a deletion under way finishes with the client
+            try:
+                await self._deleting
+            except Exception as error:
+                self.log.warning(
+                    "Job %s: deleting its Kubernetes Job failed: %s", self.job_id, error
+                )
+        if self.kube is not None:
+            kube, self.kube = self.kube, None
+            await kube.close()
+
+    async def process(self) -> None:
+        try:
+            await super().process()
+        finally:
+            await self._close()
+
+    async def resume(self) -> None:
+        try:
+            await super().resume()
+        finally:
+            await self._close()
+
+    # -- the objects ------------------------------------------------------------------------
+
+    def _flavor(self) -> Any:
+        """The job's flavor (a ``JobFlavor``), or None for a job without one we know."""
+        from gpuspawner.policy.catalog import JobFlavor, load_catalog
+
+        name = self.job.flavor
+        if not name:
+            return None
+        if name in self.flavors:
+            value = self.flavors[name]
+            if isinstance(value, JobFlavor):
+                return value
+            return JobFlavor.model_validate({"id": name, "title": name, **value})
+        if self.catalog_path:
+            path = Path(self.catalog_path)
+            stamp = (str(path), path.stat().st_mtime if path.exists() else None)
+            if _catalogs.get("stamp") != stamp:  # read again only when the file changed
+                _catalogs.update(stamp=stamp, catalog=load_catalog(path))
+            flavor = _catalogs["catalog"].flavors_by_id.get(name)
+            if flavor is not None:
+                return flavor
+        if (self.job.gpu or {}).get("allocation"):
+            raise JobNotStartable(
+                f"The job flavor {name!r} is not configured for Kubernetes jobs, so its GPU "
+                "share cannot be given. Tell the hub admins (KubernetesExecutor.flavors or "
+                "catalog_path)."
+            )
+        return None
+
+    async def _gpu_device(self, device_id: str) -> tuple[str | None, int | None, str | None]:
+        """(GPU model, its memory in MiB, node) of ``device_id`` (``<node>/<index>``)."""
+        node_name, slash, _ = device_id.rpartition("/")
+        if not slash:
+            return None, None, None
+        from gpuspawner.kubernetes import devices_from_nodes
+
+        assert self.kube is not None
+        node = await self.kube.get(f"/api/v1/nodes/{node_name}")
+        for device in devices_from_nodes([node] if node else []):
+            if device.id == device_id:
+                return "NVIDIA " + device.model, device.memory_mib, node_name
+        return None, None, None  # not a GPU of this cluster's nodes: let the scheduler choose
+
+    async def build_objects(self) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        """The job's ConfigMap, Job and GPU plan; raises :class:`JobNotStartable`."""
+        from gpuspawner.backends import cpu_only_plan, make_backend
+        from gpuspawner.backends.base import UnsupportedShare
+        from gpuspawner.policy.units import parse_size_bytes
+
+        flavor = self._flavor()
+        image = (flavor.environment.image if flavor else None) or self.image
+        if not image:
+            raise JobNotStartable(
+                "No image is configured for this job's flavor, so it cannot run on Kubernetes. "
+                "Tell the hub admins (the flavor's environment.image, or "
+                "KubernetesExecutor.image)."
+            )
+        share = flavor.share if flavor else None
+        allocation = (self.job.gpu or {}).get("allocation")
+        node_name = None
+        if share is None:
+            plan = cpu_only_plan()
+        else:
+            gpu_model = memory_mib = None
+            device_ids = (allocation or {}).get("device_ids") or []
+            if device_ids:
+                gpu_model, memory_mib, node_name = await self._gpu_device(device_ids[0])
+            try:
+                plan = make_backend(self.sharing_backend, **self.sharing_backend_config).render(
+                    share, gpu_model=gpu_model, gpu_memory_mib=memory_mib, name=f"{self.name}-gpu"
+                )
+            except UnsupportedShare as error:
+                raise JobNotStartable(error.message) from None
+            for note in plan.unhonoured:
+                self.log.info("Job %s: %s", self.job_id, note)
+        resources = flavor.resources if flavor else None
+        spec = read_spec(self.files).model_copy(update={"working_dir": None})
+        notebook = self.files.input_notebook.read_bytes()
+        spec_text = spec.model_dump_json()
+        if len(notebook) + len(spec_text) > self.max_job_files_bytes:
+            notebook = strip_outputs(notebook)
+        try:
+            configmap = make_configmap(
+                job_id=self.job_id,
+                owner=self.job.owner,
+                notebook=notebook,
+                spec=spec_text,
+                namespace=self.namespace,
+                max_bytes=self.max_job_files_bytes,
+            )
+        except JobFilesTooLarge as error:
+            raise JobNotStartable(error.message) from None
+        job = make_job(
+            job_id=self.job_id,
+            owner=self.job.owner,
+            image=image,
+            plan=plan,
+            flavor=self.job.flavor,
+            cpu=(resources.cpu if resources else None) or self.default_cpu,
+            memory_bytes=(resources.memory if resources else None)
+            or parse_size_bytes(self.default_memory),
+            deadline_seconds=self.job.deadline_seconds,
+            environment={
+                **(flavor.environment.variables if flavor else {}),
+                **self.environment,
+            },
+            allocation=allocation,
+            namespace=self.namespace,
+            node_name=node_name if self.pin_to_node else None,
+            backoff_limit=self.backoff_limit,
+            queue_name=self.queue_name,
+            service_account=self.service_account,
+            priority_class_name=self.priority_class_name,
+            image_pull_policy=self.image_pull_policy or None,
+            termination_grace_seconds=max(1, round(self.stop_grace_seconds)),
+            shm_size=self.shm_size or None,
+        )
+        return configmap, job, plan
+
+    # -- launching ----------------------------------------------------------------------
+
+    async def execute(self) -> JobOutcome:
+        kube = await self._client()
+        configmap, job, plan = await self.build_objects()
+        namespace = self.namespace
+        for template in plan.resource_claim_templates:
+            group, version = template["apiVersion"].split("/")
+            with contextlib.suppress(KubeError):  # 409: made for an earlier try
+                await kube.request(
+                    "POST",
+                    f"/apis/{group}/{version}/namespaces/{namespace}/resourceclaimtemplates",
+                    body=template,
+                )
+        configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+        await self._create(configmaps, configmap)
+        try:
+            created = await self._create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+        except BaseException:  # no Job to own the ConfigMap: remove it here
+            with contextlib.suppress(Exception):
+                await kube.request("DELETE", f"{configmaps}/{self.name}")
+            raise
+        self._job_exists = True
+        await kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/configmaps/{self.name}",
+            body={"metadata": {"ownerReferences": [owner_reference(created)]}},
+            content_type="application/merge-patch+json",
+        )
+        where = f" in the queue {self.queue_name}" if self.queue_name else ""
+        self.log_line(f"Kubernetes Job {namespace}/{self.name} created{where}")
+        if self.stop_reason is not None:  # a stop that came before the Job existed
+            self._start_deleting()
+        return await self._follow()
+
+    async def _create(self, path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create ``manifest``; one left by an earlier try of this very job is taken over."""
+        assert self.kube is not None
+        try:
+            return await self.kube.request("POST", path, body=manifest)
+        except KubeError as error:
+            if error.status != 409:
+                raise
+        existing = await self.kube.get(f"{path}/{manifest['metadata']['name']}")
+        labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+        if existing is None or labels != {**labels, **manifest["metadata"]["labels"]}:
+            raise JobNotStartable(
+                f"A Kubernetes {manifest['kind']} named {manifest['metadata']['name']} exists "
+                "and belongs to something else. Tell the hub admins."
+            )
+        return existing
+
+    async def still_running(self) -> bool:
+        kube = await self._client()
+        job = await kube.get(self._job_path)
+        return job is not None and not job_finished(job)
+
+    async def reattach(self) -> JobOutcome:
+        kube = await self._client()
+        stopping = self.job.status == JobStatus.STOPPING.value
+        with contextlib.suppress(OSError, ValueError):
+            self.cursor = PodLogCursor.from_dict(json.loads(self._cursor_file.read_text()))
+        job = await kube.get(self._job_path)
+        if job is None:
+            return JobOutcome(
+                self.progress.status() if self.progress.cells_total else None,
+                stop_reason=StopReason.REQUEST if stopping else None,
+                vanished=True,
+            )
+        self._job_exists = True
+        self._job, self._job_read_at = job, time.monotonic()
+        self.log_line(f"the job service restarted; following Kubernetes Job {self.name} again")
+        if stopping:
+            await self.stop(StopReason.REQUEST)
+        return await self._follow()
+
+    # -- following ------------------------------------------------------------------------
+
+    async def _follow(self) -> JobOutcome:
+        watcher = asyncio.ensure_future(self._watch_pods())
+        try:
+            followed: set[str] = set()
+            while (pod := await self._next_pod(followed)) is not None:
+                uid = pod["metadata"]["uid"]
+                followed.add(uid)
+                await self._copy_log(pod)
+                if not await self._another_attempt(followed):
+                    break
+            outcome = await self._outcome()
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            self._save_cursor()
+        await self._expire_later()
+        return outcome
+
+    async def _watch_pods(self) -> None:
+        """Keep ``_pods`` current: list, then watch from the list's resourceVersion."""
+        assert self.kube is not None
+        selector = [("labelSelector", job_selector(self.job_id))]
+        version: str | None = None
+        while True:
+            try:
+                if version is None:
+                    listing = await self.kube.request("GET", self._pods_path, query=selector)
+                    present = set()
+                    for pod in listing.get("items") or []:
+                        self._pods[pod["metadata"]["uid"]] = pod
+                        present.add(pod["metadata"]["uid"])
+                    self._gone.update(set(self._pods) - present)
+                    version = listing["metadata"]["resourceVersion"]
+                    self._changed.set()
+                query = [*selector, ("resourceVersion", version), ("allowWatchBookmarks", "true")]
+                async with contextlib.aclosing(self.kube.watch(self._pods_path, query)) as events:
+                    async for event in events:
+                        pod = event.get("object") or {}
+                        if event.get("type") == "ERROR":  # 410 Gone: list again
+                            version = None
+                            break
+                        version = pod["metadata"]["resourceVersion"]
+                        if event["type"] == "BOOKMARK":
+                            continue
+                        self._pods[pod["metadata"]["uid"]] = pod
+                        if event["type"] == "DELETED":
+                            self._gone.add(pod["metadata"]["uid"])
+                        self._changed.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a broken watch: list again after a pause
+                self.log.debug("Job %s: pod watch ended: %s", self.job_id, error)
+                version = None
+                await asyncio.sleep(1.0)
+
+    async def _wait_change(self, seconds: float) -> None:
+        await sleep_or_event(self._changed, seconds)
+        self._changed.clear()
+
+    async def _read_job(self, *, fresh: bool = False) -> dict[str, Any] | None:
+        """The Job as the API has it (re-read at most once per poll interval)."""
+        if fresh or time.monotonic() - self._job_read_at >= self.poll_interval:
+            assert self.kube is not None
+            self._job = await self.kube.get(self._job_path)
+            self._job_read_at = time.monotonic()
+        return self._job
+
+    def _waiting(self, message: str | None) -> None:
+        row = self.store.get(self.job_id)
+        if row is not None and row.status_message != message:
+            self.store.update(self.job_id, status_message=message)
+            if message:
+                self.log_line(message)
+
+    async def _next_pod(self, followed: set[str]) -> dict[str, Any] | None:
+        """The next pod whose container started, waiting for it; None when there is none."""
+        unschedulable_since: float | None = None
+        while True:
+            if self.stop_reason is None and self.stop_requested_elsewhere():
+                await self.stop(StopReason.REQUEST)
+            candidates = [
+                pod
+                for uid, pod in self._pods.items()
+                if uid not in followed
+                and (uid not in self._gone or {"running", "terminated"} & set(container_state(pod)))
+            ]
+            pod = max(candidates, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
+            if pod is not None:
+                state = container_state(pod)
+                if "running" in state or "terminated" in state:
+                    self._waiting(None)
+                    node = pod["spec"].get("nodeName") or "a node"
+                    pod_name = pod["metadata"]["name"]
+                    if self.cursor.pod_uid == pod["metadata"]["uid"]:  # after a restart
+                        self.log_line(f"reading the log of pod {pod_name} on from where it was")
+                    else:
+                        self.log_line(f"pod {pod_name} started on {node}")
+                    return pod
+                reason = None if self.stop_reason else pending_reason(pod)
+                if reason is not None and reason[0] == "start":
+                    self._verdict = self._start_failure("ContainerNotStarted", reason[1])
+                    return None
+                if reason is not None:
+                    unschedulable_since = unschedulable_since or time.monotonic()
+                    waited = time.monotonic() - unschedulable_since
+                    if waited >= self.scheduling_timeout_seconds:
+                        self._verdict = self._start_failure("Unschedulable", reason[1])
+                        return None
+                    self._waiting(f"Waiting for room in the cluster: {reason[1]}")
+                else:
+                    unschedulable_since = None
+            else:
+                job = await self._read_job()
+                if job is None or job_finished(job):
+                    return None
+                if (job.get("spec") or {}).get("suspend"):
+                    queue = f"queue {self.queue_name}" if self.queue_name else "job queue"
+                    self._waiting(f"Waiting for the cluster's {queue} to admit the job.")
+            await self._wait_change(self.poll_interval)
+
+    def _start_failure(self, ename: str, reason: str) -> FinalState:
+        if ename == "Unschedulable":
+            message = (
+                f"The cluster could not place the job within "
+                f"{self.scheduling_timeout_seconds:g} s: {reason}. Try again later, or choose "
+                "a flavor with a smaller GPU share; tell the hub admins if this persists."
+            )
+        else:
+            message = (
+                f"The job's container could not start ({reason}). Check the flavor's image, "
+                "or tell the hub admins."
+            )
+        self._start_deleting()
+        return FinalState(JobStatus.FAILED, message, JobErrorInfo(ename=ename, evalue=reason))
+
+    async def _another_attempt(self, followed: set[str]) -> bool:
+        """After a pod ended: will the Job run another (``backoff_limit`` > 0)?"""
+        if self.backoff_limit == 0 or self.stop_reason is not None:
+            return False
+        while True:
+            if any(uid not in followed and uid not in self._gone for uid in self._pods):
+                return True
+            job = await self._read_job()
+            if job is None or job_finished(job):
+                return False
+            await self._wait_change(self.poll_interval)
+
+    def _container_ended(self, uid: str) -> bool:
+        pod = self._pods.get(uid) or {}
+        return uid in self._gone or "terminated" in container_state(pod)
+
+    async def _copy_log(self, pod: dict[str, Any]) -> None:
+        """Copy the pod's log until its container has ended, then read it once more."""
+        uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
+        self._current_pod = uid
+        self.cursor.follow(uid)
+        leftover = None
+        while True:
+            ended = self._container_ended(uid)
+            broke = False
+            try:
+                leftover = await self._read_log(name, follow=not ended)
+            except KubeError as error:
+                if error.status == 404:  # the pod is gone, and its log with it
+                    if leftover is not None:
+                        self._copy(leftover.finish())
+                    return
+                broke = True
+                if error.status != 400:  # 400: not started yet, or just ended
+                    self.log.warning("Job %s: reading the log failed: %s", self.job_id, error)
+            except (aiohttp.ClientError, TimeoutError) as error:
+                broke = True
+                self.log.info("Job %s: the log stream broke (%s); reopening", self.job_id, error)
+            if ended:
+                if leftover is not None:
+                    self._copy(leftover.finish())
+                return
+            if not broke:
+                # The stream ended by itself: the container has ended, which the watch is
+                # about to say; then the loop reads the log once more.
+                deadline = time.monotonic() + 5.0
+                while not self._container_ended(uid) and time.monotonic() < deadline:
+                    await self._wait_change(0.2)
+            if not self._container_ended(uid):
+                await asyncio.sleep(self.log_reconnect_seconds)
+
+    async def _read_log(self, pod_name: str, *, follow: bool) -> Any:
+        """One read of the pod's log from the cursor on; returns the reading (its leftover)."""
+        assert self.kube is not None
+        query: list[tuple[str, Any]] = [("container", CONTAINER_NAME), ("timestamps", "true")]
+        if follow:
+            query.append(("follow", "true"))
+        if self.cursor.last is not None:
+            query.append(("sinceTime", self.cursor.since_time()))
+        reading = self.cursor.reading()
+        path = f"{self._pods_path}/{pod_name}/log"
+        stream = self.kube.stream(path, query, idle_timeout=self.log_idle_timeout)
+        async with contextlib.aclosing(stream) as chunks:
+            async for chunk in chunks:
+                self._copy(reading.feed(chunk))
+        return reading
+
+    def _copy(self, lines: list[str]) -> None:
+        """Append new pod log lines to the durable log; note progress and the final status."""
+        if not lines:
+            return
+        kept = [line for line in lines if self.progress.observe(line)]
+        if kept:
+            self.log_store.append(self.job_id, "".join(kept))
+        if self.progress.changed:
+            self.progress.changed = False
+            self.report_progress(self.progress.status())
+        if time.monotonic() - self._cursor_saved_at >= 0.5:
+            self._save_cursor()
+
+    def _save_cursor(self) -> None:
+        """Save the cursor after the lines it counts (a crash in between repeats, never loses)."""
+        if self.cursor.pod_uid is None:
+            return
+        with contextlib.suppress(OSError):
+            atomic_write_text(self._cursor_file, json.dumps(self.cursor.to_dict()) + "\n")
+        self._cursor_saved_at = time.monotonic()
+
+    # -- the result -----------------------------------------------------------------------
+
+    async def _outcome(self) -> JobOutcome:
+        """How the job ended, from the pod, the runner's report and the Job."""
+        pod = self._pods.get(self._current_pod or "") or {}
+        terminated = container_state(pod).get("terminated") if pod else None
+        reported = parse_compact_status(terminated.get("message") or "") if terminated else None
+        status: RunnerStatus | None = reported or self.progress.final
+        if status is None and (self.progress.cells_total is not None or terminated):
+            status = self.progress.status()
+        exit_code = terminated.get("exitCode") if terminated else None
+        job = await self._read_job(fresh=True) if self._job_exists else None
+        stop_reason = self.stop_reason
+        if stop_reason is None and job_failure_reason(job) == "DeadlineExceeded":
+            stop_reason = StopReason.DEADLINE
+            self.log_line(f"the deadline of {self.job.deadline_seconds} s has passed")
+        outcome = JobOutcome(
+            status,
+            exit_code=exit_code,
+            stop_reason=stop_reason,
+            forced=stop_reason is not None and exit_code == 137,
+            last_cell=self.progress.current_cell,
+        )
+        if self._verdict is None:
+            self._verdict = self._judge(outcome, pod, terminated, job)
+        return outcome
+
+    def _judge(
+        self,
+        outcome: JobOutcome,
+        pod: dict[str, Any],
+        terminated: dict[str, Any] | None,
+        job: dict[str, Any] | None,
+    ) -> FinalState | None:
+        """What only the cluster can say (out of memory, deleted); None: ``final_state``."""
+        status = outcome.status
+        ended_alone = status is not None and status.final and status.state is not JobStatus.STOPPED
+        cell = status.current_cell if status and status.current_cell is not None else None
+        cell = cell if cell is not None else outcome.last_cell
+        if terminated and not (status and status.final and status.state is JobStatus.COMPLETED):
+            oom = terminated.get("reason") == "OOMKilled" or (
+                terminated.get("exitCode") == 137
+                and outcome.stop_reason is None
+                and not ended_alone
+                and not pod.get("metadata", {}).get("deletionTimestamp")
+            )
+            if oom:
+                return FinalState(
+                    JobStatus.FAILED,
+                    f"The job ran {OUT_OF_MEMORY} {_progress(status)}; the log keeps its "
+                    "output up to then. Choose a flavor with more memory, or use less.",
+                    JobErrorInfo(cell_index=cell, ename="OutOfMemory", evalue=OUT_OF_MEMORY),
+                    137,
+                )
+        if outcome.stop_reason is not None or ended_alone:
+            return None
+        deleted = (
+            not pod
+            or pod["metadata"]["uid"] in self._gone
+            or bool(pod["metadata"].get("deletionTimestamp"))
+            or job is None
+        )
+        if deleted:
+            what = "Job" if job is None else "pod"
+            return FinalState(
+                JobStatus.FAILED,
+                f"The job's Kubernetes {what} was deleted outside the job service (by an admin, "
+                f"or the cluster evicting it) {_progress(status)}; the log keeps its output "
+                "up to then. Run the job again.",
+                JobErrorInfo(
+                    cell_index=cell,
+                    ename=f"{what.capitalize()}Deleted",
+                    evalue=f"the Kubernetes {what} was deleted",
+                ),
+                outcome.exit_code,
+            )
+        return None
+
+    async def on_complete(self, outcome: JobOutcome) -> None:
+        verdict = self._verdict
+        if verdict is None:
+            await super().on_complete(outcome)
+            return
+        self.report_progress(outcome.status)
+        self.log_line(f"{verdict.status.value.lower()}: {verdict.message}")
+        self.store.transition(
+            self.job_id,
+            ACTIVE,
+            verdict.status,
+            status_message=verdict.message,
+            error=verdict.error.model_dump() if verdict.error else None,
+            exit_code=verdict.exit_code,
+            current_cell=None,
+            end_time=utcnow(),
+        )
+
+    async def on_failure(self, error: Exception) -> None:
+        if self._job_exists and self.kube is not None:  # do not leave a pod running unwatched
+            with contextlib.suppress(Exception):
+                await self._delete_job()
+        if not isinstance(error, JobNotStartable):
+            await super().on_failure(error)
+            return
+        self.log_line(f"failed: {error.message}")
+        self.store.transition(
+            self.job_id,
+            (JobStatus.CREATED, JobStatus.QUEUED, *ACTIVE),
+            JobStatus.FAILED,
+            status_message=error.message,
+            error={"cell_index": None, "ename": "JobNotStartable", "evalue": error.message},
+            current_cell=None,
+            end_time=utcnow(),
+        )
+
+    async def _expire_later(self) -> None:
+        """Let the TTL controller delete the finished Job, now that its log is stored."""
+        if not self._job_exists or self._deleting is not None or self.kube is None:
+            return
+        try:
+            await self.kube.request(
+                "PATCH",
+                self._job_path,
+                body={"spec": {"ttlSecondsAfterFinished": self.ttl_seconds_after_finished}},
+                content_type="application/merge-patch+json",
+            )
+        except KubeError as error:
+            if error.status != 404:
+                self.log.warning("Job %s: could not set the Job's TTL: %s", self.job_id, error)
+
+    # -- stopping -----------------------------------------------------------------------
+
+    async def stop(self, reason: StopReason = StopReason.REQUEST) -> None:
+        if self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        if self._job_exists:
+            self._start_deleting()
+        self._changed.set()
+
+    def _start_deleting(self) -> None:
+        if self._deleting is None and self._job_exists:
+            self.log_line(
+                f"deleting Kubernetes Job {self.name}; its pod gets "
+                f"{self.stop_grace_seconds:g} s to stop"
+            )
+            self._deleting = asyncio.ensure_future(self._delete_job())
+
+    async def _delete_job(self) -> None:
+        """Delete the Job (its pod and ConfigMap follow); the log is being followed."""
+        assert self.kube is not None
+        try:
+            await self.kube.request(
+                "DELETE", self._job_path, body={"propagationPolicy": "Background"}
+            )
+        except KubeError as error:
+            if error.status != 404:
+                raise

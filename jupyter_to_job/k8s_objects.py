@@ -1,0 +1,365 @@
+"""Kubernetes objects of a notebook job, built by pure functions (KubeSpawner's objects.py style).
+
+:func:`make_configmap` carries the job's files (the notebook snapshot and ``job.json``)
+into the cluster; :func:`make_job` is the ``batch/v1`` Job that runs the in-job runner
+on them. Both return plain dicts, compared with literal manifests in
+``tests/jobs_k8s/test_manifests.py``; nothing here talks to a cluster.
+
+Choices, from the reference's Kubernetes Job checklist:
+
+- ``restartPolicy: Never`` and ``backoffLimit: 0``: a failed pod and its log stay, and a
+  notebook's side effects are not repeated behind the user's back.
+- ``activeDeadlineSeconds`` is the job's whole-run deadline, enforced by the Job controller
+  even while the job service is down.
+- ``ttlSecondsAfterFinished`` is deliberately *not* set here. The TTL controller deletes a
+  finished Job with its pods, and with them the only copy of any log line the service has
+  not copied yet (a service restarted at the wrong moment, say). The executor sets it
+  with a PATCH once the log and the final status are in the service's own store.
+- The pod follows the "restricted" Pod Security Standard: non-root uid 1000 (group 100,
+  as the Jupyter images), no privilege escalation, no capabilities, the runtime's
+  seccomp profile, no service-account token and no service links.
+- The notebook and ``job.json`` arrive in a ConfigMap whose keys are mounted read-only,
+  file by file, into an emptyDir at ``/job``, so the runner writes its status and output
+  notebook next to them without a copy step. ConfigMaps hold at most 1 MiB, hence
+  :data:`MAX_JOB_FILES_BYTES`; larger notebooks need shared (ReadWriteMany) storage.
+- The runner's log goes to the container's stdout (the pod log the executor streams), and
+  its final status to ``/dev/termination-log``; ``FallbackToLogsOnError`` makes the
+  kubelet put the log's tail there instead when the runner was killed before writing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuspawner.backends.base import PodGPUPlan
+from gpuspawner.backends.protect import merge_environment
+
+MANAGED_BY = "jupyter-to-job"
+COMPONENT = "notebook-job"
+JOB_ID_LABEL = "jupyter-to-job/job-id"
+USERNAME_LABEL = "hub.jupyter.org/username"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_ID_ANNOTATION = "jupyter-to-job/job-id"
+FLAVOR_ANNOTATION = "jupyter-to-job/flavor"
+ALLOCATION_ANNOTATION = "jupyter-to-job/gpu-allocation"
+USERNAME_ANNOTATION = "hub.jupyter.org/username"
+NODE_LABEL = "kubernetes.io/hostname"
+
+CONTAINER_NAME = "notebook"
+JOB_DIR = "/job"
+TERMINATION_LOG = "/dev/termination-log"
+JOB_FILES = ("job.json", "input.ipynb")
+RUNNER_COMMAND = (
+    "python",
+    "-m",
+    "jupyter_to_job.runner",
+    "--job-dir",
+    JOB_DIR,
+    "--log-file",
+    "/dev/stdout",
+    "--termination-log",
+    TERMINATION_LOG,
+)
+
+MAX_JOB_FILES_BYTES = 900 * 1024
+"""What a job's ConfigMap may carry: under the API server's 1 MiB object limit, with room
+for metadata."""
+
+_NAME_PREFIX = "j2j-"
+# Job pods are named <job>-<5 characters>, and a pod name is at most 63 characters.
+_MAX_NAME = 52
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class JobFilesTooLarge(ValueError):
+    """The notebook and job.json do not fit in a ConfigMap; ``message`` says what to do."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+def safe_slug(name: str, max_length: int = 63) -> str:
+    """``name`` as a DNS label: itself when it already is one, else ``<slug>---<hash>``.
+
+    The hash keeps distinct names distinct (``Alice`` and ``alice`` differ), as
+    KubeSpawner's ``safe_slug`` does for usernames.
+    """
+    if len(name) <= max_length and _DNS_LABEL.match(name):
+        return name
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "x"
+    slug = slug[: max_length - 11].rstrip("-") or "x"
+    return f"{slug}---{_short_hash(name)}"
+
+
+def job_object_name(job_id: str) -> str:
+    """The name of the job's Job and ConfigMap: ``j2j-<job id>``, made DNS-safe."""
+    return _NAME_PREFIX + safe_slug(job_id, _MAX_NAME - len(_NAME_PREFIX))
+
+
+def job_id_label(job_id: str) -> str:
+    """The value of the job-id label (the id itself, unless it is no valid label value)."""
+    return job_id if _LABEL_VALUE.match(job_id) else safe_slug(job_id)
+
+
+def job_selector(job_id: str) -> str:
+    """The label selector of the job's objects (the Job, its pods and its ConfigMap)."""
+    return f"{JOB_ID_LABEL}={job_id_label(job_id)}"
+
+
+def cpu_quantity(cores: float) -> str:
+    """``2`` for whole cores, otherwise millicores: ``1500m``."""
+    if float(cores).is_integer():
+        return str(int(cores))
+    return f"{round(cores * 1000)}m"
+
+
+def memory_quantity(size_bytes: int) -> str:
+    """``8Gi`` or ``512Mi`` when the size is whole, otherwise plain bytes."""
+    for unit, factor in (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if size_bytes % factor == 0:
+            return f"{size_bytes // factor}{unit}"
+    return str(size_bytes)
+
+
+def common_labels(job_id: str, owner: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/component": COMPONENT,
+        USERNAME_LABEL: safe_slug(owner),
+        JOB_ID_LABEL: job_id_label(job_id),
+    }
+
+
+def make_configmap(
+    *,
+    job_id: str,
+    owner: str,
+    notebook: bytes,
+    spec: str,
+    namespace: str | None = None,
+    max_bytes: int = MAX_JOB_FILES_BYTES,
+) -> dict[str, Any]:
+    """The ConfigMap with the job's ``input.ipynb`` and ``job.json``.
+
+    Raises :class:`JobFilesTooLarge` beyond ``max_bytes``. A notebook that is not UTF-8
+    text travels as ``binaryData``.
+    """
+    size = len(notebook) + len(spec.encode("utf-8"))
+    if size > max_bytes:
+        raise JobFilesTooLarge(
+            f"The notebook is {size / 1024 / 1024:.1f} MiB, but a job on this cluster can take "
+            f"at most {max_bytes // 1024} KiB of notebook (it travels in a Kubernetes "
+            "ConfigMap). Clear the outputs of large cells (Edit > Clear Outputs of All Cells), "
+            "save, and submit the job again; or ask the hub admins to give jobs shared "
+            "(ReadWriteMany) storage for larger notebooks."
+        )
+    metadata: dict[str, Any] = {
+        "name": job_object_name(job_id),
+        "labels": common_labels(job_id, owner),
+        "annotations": {JOB_ID_ANNOTATION: job_id, USERNAME_ANNOTATION: owner},
+    }
+    if namespace:
+        metadata["namespace"] = namespace
+    configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
+    try:
+        configmap["data"] = {"job.json": spec, "input.ipynb": notebook.decode("utf-8")}
+    except UnicodeDecodeError:
+        import base64
+
+        configmap["data"] = {"job.json": spec}
+        configmap["binaryData"] = {"input.ipynb": base64.b64encode(notebook).decode("ascii")}
+    return configmap
+
+
+def make_job(
+    *,
+    job_id: str,
+    owner: str,
+    image: str,
+    plan: PodGPUPlan,
+    flavor: str | None = None,
+    cpu: float | None = None,
+    memory_bytes: int | None = None,
+    deadline_seconds: int | None = None,
+    environment: Mapping[str, str] | None = None,
+    allocation: Mapping[str, Any] | None = None,
+    namespace: str | None = None,
+    node_name: str | None = None,
+    backoff_limit: int = 0,
+    queue_name: str | None = None,
+    service_account: str | None = None,
+    priority_class_name: str | None = None,
+    image_pull_policy: str | None = None,
+    termination_grace_seconds: int = 30,
+    shm_size: str | None = "1Gi",
+    work_size: str | None = None,
+    command: Sequence[str] = RUNNER_COMMAND,
+) -> dict[str, Any]:
+    """The ``batch/v1`` Job that runs job ``job_id`` for ``owner``; pure.
+
+    ``plan`` is the GPU share as the sharing back end rendered it (``cpu_only_plan()``
+    for a flavor without GPU): its resources, node selector, tolerations, scheduler,
+    runtime class, DRA claims, labels, annotations and environment are applied, its
+    environment winning over ``environment`` (the flavor's variables), from which the
+    variables that enforce a GPU share are dropped. ``cpu`` and ``memory_bytes`` are
+    both request and limit. ``node_name`` pins the pod to the node whose GPU the hub's
+    capacity pool chose. ``queue_name`` hands the Job to Kueue: it is created suspended
+    and Kueue starts it when the queue admits it.
+    """
+    name = job_object_name(job_id)
+    labels = common_labels(job_id, owner)
+    annotations = {
+        USERNAME_ANNOTATION: owner,
+        JOB_ID_ANNOTATION: job_id,
+    }
+    if flavor:
+        annotations[FLAVOR_ANNOTATION] = flavor
+    if allocation:
+        annotations[ALLOCATION_ANNOTATION] = json.dumps(
+            dict(allocation), separators=(",", ":"), sort_keys=True
+        )
+
+    env = merge_environment(dict(environment or {}), plan.environment)
+    if flavor:
+        env["GPUSPAWNER_PROFILE"] = flavor
+    env["JUPYTER_TO_JOB_ID"] = job_id
+    env["PYTHONUNBUFFERED"] = "1"
+
+    limits: dict[str, str] = {}
+    requests: dict[str, str] = {}
+    if cpu:
+        limits["cpu"] = requests["cpu"] = cpu_quantity(cpu)
+    if memory_bytes:
+        limits["memory"] = requests["memory"] = memory_quantity(memory_bytes)
+    limits.update(plan.resource_limits)
+    requests.update(plan.resource_requests)
+    resources: dict[str, Any] = {}
+    if limits:
+        resources["limits"] = limits
+    if requests:
+        resources["requests"] = requests
+    if plan.container_claims:
+        resources["claims"] = [dict(claim) for claim in plan.container_claims]
+
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": image,
+        "command": list(command),
+        "workingDir": JOB_DIR,
+        "env": [{"name": key, "value": str(value)} for key, value in sorted(env.items())],
+        "resources": resources,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [
+            {"name": "job", "mountPath": JOB_DIR},
+            *(
+                {
+                    "name": "job-files",
+                    "mountPath": f"{JOB_DIR}/{key}",
+                    "subPath": key,
+                    "readOnly": True,
+                }
+                for key in JOB_FILES
+            ),
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+    }
+    if image_pull_policy:
+        container["imagePullPolicy"] = image_pull_policy
+
+    work: dict[str, Any] = {"sizeLimit": work_size} if work_size else {}
+    shm: dict[str, Any] = {"medium": "Memory"}
+    if shm_size:
+        shm["sizeLimit"] = shm_size
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": termination_grace_seconds,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 100,
+            "fsGroup": 100,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": "job", "emptyDir": work},
+            {"name": "job-files", "configMap": {"name": name, "defaultMode": 0o444}},
+            {"name": "dshm", "emptyDir": shm},
+        ],
+    }
+    node_selector = dict(plan.node_selector)
+    if node_name:
+        node_selector[NODE_LABEL] = node_name
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    if plan.tolerations:
+        pod_spec["tolerations"] = [dict(toleration) for toleration in plan.tolerations]
+    if plan.scheduler_name:
+        pod_spec["schedulerName"] = plan.scheduler_name
+    if plan.runtime_class_name:
+        pod_spec["runtimeClassName"] = plan.runtime_class_name
+    if plan.pod_resource_claims:
+        pod_spec["resourceClaims"] = [dict(claim) for claim in plan.pod_resource_claims]
+    if service_account:
+        pod_spec["serviceAccountName"] = service_account
+    if priority_class_name:
+        pod_spec["priorityClassName"] = priority_class_name
+
+    job_labels = dict(labels)
+    spec: dict[str, Any] = {"backoffLimit": backoff_limit}
+    if queue_name:
+        job_labels[QUEUE_LABEL] = queue_name
+        spec["suspend"] = True
+    if deadline_seconds:
+        spec["activeDeadlineSeconds"] = deadline_seconds
+    spec["template"] = {
+        "metadata": {
+            "labels": {**plan.labels, **labels},
+            "annotations": {**plan.annotations, **annotations},
+        },
+        "spec": pod_spec,
+    }
+    metadata: dict[str, Any] = {"name": name, "labels": job_labels, "annotations": annotations}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+
+
+def owner_reference(job: Mapping[str, Any]) -> dict[str, Any]:
+    """An ownerReference to the created Job ``job``: what it owns is deleted with it."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": job["metadata"]["name"],
+        "uid": job["metadata"]["uid"],
+    }
+
+
+def strip_outputs(notebook: bytes) -> bytes:
+    """The notebook without code cell outputs (the job recomputes them), or as it is."""
+    try:
+        document = json.loads(notebook)
+        for cell in document.get("cells", []):
+            if cell.get("cell_type") == "code":
+                cell["outputs"] = []
+                cell["execution_count"] = None
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except (ValueError, AttributeError, TypeError):
+        return notebook

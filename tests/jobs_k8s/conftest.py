@@ -1,0 +1,98 @@
+"""Jobs run "in Kubernetes": the emulator schedules the Job's pod, and its container really
+runs the runner as a local process (``PodProcesses``), with the pod's volumes made as
+local folders. The emulator fixtures (``k8s_emulator``, ``k8s_controls``, ``k8s_api``) come
+from ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_to_job.k8s_objects import job_selector
+from jupyter_to_job.manager import JobManager
+
+from .pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
+
+HANG_GUARD = 60  # a broken test fails instead of hanging; never a timing assertion
+Object = dict[str, Any]
+
+
+ManagerFactory = Callable[..., Awaitable[JobManager]]
+
+
+@pytest.fixture
+def pods_dir(tmp_path: Path) -> Path:
+    return tmp_path / "pods"
+
+
+@pytest.fixture
+def job_pods(k8s_controls: Any, pods_dir: Path) -> Any:
+    """The cluster's nodes, with job pods running as local processes."""
+    k8s_controls.add_gpu_nodes(1, product="NVIDIA-A100-SXM4-80GB", gpu_count=4)
+    k8s_controls.run_processes(
+        PodProcesses(
+            match=JOB_PODS,
+            workdir=pods_dir,
+            cluster=k8s_controls,
+        )
+    )
+    yield k8s_controls
+    kill_kernels(pods_dir)
+
+
+@pytest.fixture
+async def make_k8s_manager(
+    k8s_emulator: Any, tmp_path: Path, pods_dir: Path
+) -> AsyncIterator[ManagerFactory]:
+    """``await make_k8s_manager(**executor_traits)``: a started manager running Kubernetes Jobs."""
+    managers: list[JobManager] = []
+
+    async def make(*, root: Path | None = None, **executor: Any) -> JobManager:
+        manager = JobManager(
+            root_dir=str(root or tmp_path / "root"),
+            config=k8s_job_config(k8s_emulator.kubeconfig, **executor),
+        )
+        await manager.start()
+        managers.append(manager)
+        return manager
+
+    yield make
+    for manager in managers:
+        if not manager.closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(manager.shutdown(stop_jobs=True), HANG_GUARD)
+    kill_kernels(pods_dir)
+
+
+async def eventually(check: Callable[[], Any], *, what: str) -> Any:
+    """Poll ``check`` (sync or async) until it returns something truthy."""
+    deadline = time.monotonic() + HANG_GUARD
+    while time.monotonic() < deadline:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+async def finished(manager: JobManager, job_id: str):  # type: ignore[no-untyped-def]
+    return await asyncio.wait_for(manager.wait(job_id), HANG_GUARD)
+
+
+async def job_pod(core: Any, job_id: str) -> Object | None:
+    """The job's pod as the API has it (the first one), or None."""
+    response = await core.list_namespaced_pod(
+        "default", label_selector=job_selector(job_id), _preload_content=False
+    )
+    items = json.loads(await response.read())["items"]
+    return items[0] if items else None

@@ -1,0 +1,118 @@
+"""Job pods as local processes on the Kubernetes API emulator (tests and benchmarks).
+
+:class:`PodProcesses` runs the containers of job pods with their volumes made as local
+folders, so the runner really executes "in" the pod; :func:`kill_kernels` ends what a
+real container's end would have taken along (a kernel left by a runner killed for memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from traitlets.config import Config
+
+from jupyter_to_job.executors.kubernetes import KubernetesExecutor
+from jupyter_to_job.runfiles import JobFiles, read_status
+from tests.k8s.emulator import PodMatch, ProcessRunner
+
+SESSION_START = time.time()
+JOB_PODS = PodMatch(labels="app.kubernetes.io/managed-by=jupyter-to-job")
+IMAGE = "registry.example.edu/jobs:test"
+
+Object = dict[str, Any]
+
+
+@dataclass
+class PodProcesses(ProcessRunner):
+    """Runs job pods' containers locally, with their volumes as local folders.
+
+    Every volume mount becomes ``<container dir>/fs/<mountPath>``: emptyDirs are empty
+    folders, ConfigMap keys files with the ConfigMap's data (read from the emulator's
+    store). Command arguments under a mount, and the termination message path, are
+    mapped there; the image's ``python`` is this interpreter.
+    """
+
+    cluster: Any = None
+    """The EmulatedCluster whose store holds the ConfigMaps."""
+
+    def prepare(
+        self, pod: Object, container: Object, env: dict[str, str]
+    ) -> tuple[list[str], dict[str, str], Path]:
+        argv, environment, cwd = super().prepare(pod, container, env)
+        root = cwd / "fs"
+        namespace = pod["metadata"].get("namespace", "default")
+        volumes = {volume["name"]: volume for volume in pod["spec"].get("volumes") or []}
+        mounts: dict[str, Path] = {}
+        for mount in sorted(container.get("volumeMounts") or [], key=lambda m: m["mountPath"]):
+            local = root / mount["mountPath"].lstrip("/")
+            volume = volumes[mount["name"]]
+            if "configMap" in volume:
+                configmap = self.cluster.emulator.get(
+                    "configmaps", volume["configMap"]["name"], namespace
+                )
+                data = (configmap or {}).get("data") or {}
+                keys = [mount["subPath"]] if "subPath" in mount else list(data)
+                for key in keys:
+                    target = local if "subPath" in mount else local / key
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(data[key])
+                    target.chmod(0o444)  # mounted read-only
+            else:
+                local.mkdir(parents=True, exist_ok=True)
+            mounts[mount["mountPath"]] = local
+        termination = container.get("terminationMessagePath") or "/dev/termination-log"
+        mounts[termination] = root / termination.lstrip("/")
+        mounts[termination].parent.mkdir(parents=True, exist_ok=True)
+
+        def local_path(argument: str) -> str:
+            for path in sorted(mounts, key=len, reverse=True):
+                if argument == path or argument.startswith(path + "/"):
+                    return str(mounts[path]) + argument[len(path) :]
+            return argument
+
+        argv = [sys.executable if a == "python" else local_path(a) for a in argv]
+        workdir = Path(local_path(container.get("workingDir") or str(cwd)))
+        return argv, environment, workdir
+
+
+def kill_kernels(folder: Path) -> None:
+    """Kill runners and kernels left by pods (a real container's end would take them along)."""
+    for status_file in folder.rglob("status.json"):
+        status = read_status(JobFiles(status_file.parent))
+        if status is None:
+            continue
+        for pid in (status.runner_pid, status.kernel_pid):
+            if pid is None:
+                continue
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                if psutil.Process(pid).create_time() >= SESSION_START - 1:
+                    os.killpg(pid, signal.SIGKILL)
+
+
+def k8s_job_config(kubeconfig: Path, **executor: Any) -> Config:
+    """Manager configuration running jobs as Kubernetes Jobs on ``kubeconfig``'s cluster."""
+    config = Config()
+    config.JobManager.executor_class = KubernetesExecutor
+    config.JobManager.queue_poll_interval = 0.2
+    config.LogStore.follow_interval = 0.05
+    settings = {
+        "kubeconfig": str(kubeconfig),
+        "namespace": "default",
+        "image": IMAGE,
+        "poll_interval": 0.1,
+        "stop_grace_seconds": 10.0,
+        "default_cpu": 1.0,
+        "default_memory": "1Gi",
+        **executor,
+    }
+    for name, value in settings.items():
+        setattr(config.KubernetesExecutor, name, value)
+    return config
