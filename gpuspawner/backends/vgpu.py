@@ -24,6 +24,7 @@ of :mod:`gpuspawner.backends.framework_limits` would shrink it a second time and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuspawner.policy.share import GPUShare
@@ -121,3 +122,16 @@ def compute_notes(
             "server on the same GPU is computing."
         )
     return notes
+
+
+def set_vgpu_limits(
+    limits: dict[str, str], names: Mapping[str, str], count_key: str, request: VGPURequest
+) -> None:
+    """One vGPU with the request's memory (MiB or percent) and cores: HAMi and Volcano alike."""
+    limits[names[count_key]] = "1"
+    if request.memory_mib is not None:
+        limits[names["memory"]] = str(request.memory_mib)
+    if request.memory_pct is not None:
+        limits[names["memory_percentage"]] = str(request.memory_pct)
+    if request.cores_pct is not None:
+        limits[names["cores"]] = str(request.cores_pct)

@@ -21,7 +21,7 @@ from gpuspawner.policy.share import GPUShare
 
 from .base import NodeLabelBackend, PodGPUPlan
 from .framework_limits import share_environment
-from .vgpu import check_vgpu_settings, compute_notes, vgpu_request
+from .vgpu import check_vgpu_settings, compute_notes, set_vgpu_limits, vgpu_request
 
 VGPU_MODE_ANNOTATION = "volcano.sh/vgpu-mode"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -90,13 +90,7 @@ class VolcanoVGPUBackend(NodeLabelBackend):
             return plan
         self._refuse_memory_beyond_device(share, gpu_model, gpu_memory_mib)
         request = vgpu_request(share, gpu_memory_mib, memory_as=self.memory_as)
-        limits[self.resource_names["number"]] = "1"
-        if request.memory_mib is not None:
-            limits[self.resource_names["memory"]] = str(request.memory_mib)
-        if request.memory_pct is not None:
-            limits[self.resource_names["memory_percentage"]] = str(request.memory_pct)
-        if request.cores_pct is not None:
-            limits[self.resource_names["cores"]] = str(request.cores_pct)
+        set_vgpu_limits(limits, self.resource_names, "number", request)
         self._select_model(plan, share, gpu_model)
         plan.environment.update(
             share_environment(
