@@ -12,9 +12,11 @@ can use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
+from typing import Any
 
 from .share import WHOLE, GPUDevice, GPUShare, SliceDemand, _article
 from .units import format_mib
@@ -122,13 +124,66 @@ class DeviceUsage:
         self.compute_min_pct += demand.compute_min_pct
 
 
+class _AllocationBook(dict[str, Allocation]):
+    """The pool's allocations; every change also updates the pool's running totals.
+
+    Keeping per-device totals up to date on each change makes a decision cost the number
+    of GPUs, not the number of running servers, during a class-start storm.
+    """
+
+    def __init__(self, on_change: Callable[[Allocation | None, Allocation | None], None]):
+        super().__init__()
+        self._on_change = on_change
+
+    def __setitem__(self, key: str, value: Allocation) -> None:
+        old = self.get(key)
+        super().__setitem__(key, value)
+        self._on_change(old, value)
+
+    def __delitem__(self, key: str) -> None:
+        old = self[key]
+        super().__delitem__(key)
+        self._on_change(old, None)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            old = self[key]
+            del self[key]
+            return old
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+    def _unsupported(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("change allocations one key at a time (set, del or pop)")
+
+    clear = update = setdefault = popitem = _unsupported  # type: ignore[assignment]
+
+
 class CapacityPool:
     """GPUs and the allocations on them."""
 
     def __init__(self, devices: list[GPUDevice]):
         self.devices = list(devices)
         self._by_id = {d.id: d for d in self.devices}
-        self.allocations: dict[str, Allocation] = {}
+        self._totals = {d.id: DeviceUsage(d) for d in self.devices}
+        self.allocations: dict[str, Allocation] = _AllocationBook(self._changed)
+
+    def _changed(self, old: Allocation | None, new: Allocation | None) -> None:
+        for allocation, sign in ((old, -1), (new, 1)):
+            if allocation is None:
+                continue
+            for device_id in allocation.device_ids:
+                slot = self._totals.get(device_id)
+                if slot is None:
+                    continue
+                slot.fraction += sign * allocation.fraction
+                slot.memory_mib += sign * allocation.memory_mib
+                slot.compute_min_pct += sign * allocation.compute_min_pct
+                if sign > 0:
+                    slot.holders.append(allocation)
+                else:
+                    slot.holders.remove(allocation)
 
     # -- views --------------------------------------------------------------------
 
@@ -136,16 +191,17 @@ class CapacityPool:
         self, reservations: tuple[Reservation, ...] = (), *, for_course: str | None = None
     ) -> dict[str, DeviceUsage]:
         """Per-device usage, with unused reserved seats of other courses as placeholders."""
-        usage = {d.id: DeviceUsage(d) for d in self.devices}
-        for allocation in self.allocations.values():
-            for device_id in allocation.device_ids:
-                if device_id not in usage:
-                    continue
-                slot = usage[device_id]
-                slot.fraction += allocation.fraction
-                slot.memory_mib += allocation.memory_mib
-                slot.compute_min_pct += allocation.compute_min_pct
-                slot.holders.append(allocation)
+        usage = {
+            device_id: DeviceUsage(
+                total.device,
+                total.fraction,
+                total.memory_mib,
+                total.compute_min_pct,
+                # Shared, not copied: callers read holders and never change them.
+                total.holders,
+            )
+            for device_id, total in self._totals.items()
+        }
         for reservation in sorted(reservations, key=lambda r: r.course_id):
             if reservation.course_id == for_course:
                 continue

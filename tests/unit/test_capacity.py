@@ -307,3 +307,25 @@ def test_seats_left_counts_what_placing_one_by_one_would_place(seed):
                 break
             placed += 1
         assert counted == placed, share
+
+
+def test_running_totals_always_equal_a_fresh_count_of_the_allocations():
+    # Given many admissions and releases in a random order
+    rng = random.Random(7)
+    pool = CapacityPool([rtx(i) for i in range(3)])
+    shares = [GPUShare(fraction=Fraction(1, 4)), GPUShare(memory_mib=8192), GPUShare(count=1)]
+    for step in range(600):
+        if pool.allocations and rng.random() < 0.4:
+            pool.release(rng.choice(sorted(pool.allocations)))
+        else:
+            try:
+                allocate(pool, f"server:u{step}/", rng.choice(shares))
+            except Refusal:
+                pass
+        # Then the pool's totals are what a fresh pool holding the same allocations counts
+        fresh = CapacityPool(pool.devices)
+        for allocation in pool.allocations.values():
+            fresh.restore(allocation)
+        assert {k: (u.fraction, u.memory_mib, len(u.holders)) for k, u in pool.usage().items()} == {
+            k: (u.fraction, u.memory_mib, len(u.holders)) for k, u in fresh.usage().items()
+        }
