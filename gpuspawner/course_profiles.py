@@ -20,19 +20,18 @@ import html
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 from jupyterhub.spawner import SpawnException
 from traitlets import Bool, Unicode, default
 from traitlets.config import LoggingConfigurable
 
+from .catalog_source import CatalogSource
 from .gpu_map import gpu_map
 from .ledger import AllocationLedger
 from .policy import (
     Allocation,
     CapacityPool,
     Catalog,
-    CatalogError,
     GPUDevice,
     Refusal,
     StartDecision,
@@ -40,7 +39,6 @@ from .policy import (
     active_reservations,
     admit,
     evaluate,
-    load_catalog,
     seats_left,
 )
 from .policy.entitlements import Entitlement, entitlement_for
@@ -49,43 +47,6 @@ from .spawn_page import ProfileCard, render_profile_cards
 
 STATE_VERSION = 1
 ALLOWED_OPTION_KEYS = frozenset({"profile", "prewarm_token"})
-
-
-class _CatalogCache:
-    """One loaded catalog per path, reloaded when any of its files changes."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[tuple, Catalog]] = {}
-
-    @staticmethod
-    def _signature(path: Path) -> tuple:
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
-        else:
-            files = [path]
-        return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files if p.exists())
-
-    def get(self, path: str, log) -> Catalog:
-        location = Path(path)
-        try:
-            signature = self._signature(location)
-        except OSError:
-            signature = ()
-        cached = self._entries.get(path)
-        if cached and cached[0] == signature:
-            return cached[1]
-        try:
-            catalog = load_catalog(location)
-        except CatalogError as error:
-            if cached:
-                log.error(
-                    "Keeping the last good course catalog; the new one is invalid:\n%s", error
-                )
-                return cached[1]
-            raise
-        self._entries[path] = (signature, catalog)
-        log.info("Loaded course catalog %s", path)
-        return catalog
 
 
 def refusal_exception(code: str, message: str, status: int) -> SpawnException:
@@ -150,7 +111,7 @@ class CourseProfilesMixin(LoggingConfigurable):
     )
 
     # Shared by every spawner of this hub process: allocations must be seen by all.
-    _catalogs = _CatalogCache()
+    _catalogs: dict[str, CatalogSource] = {}
     _pools: dict[tuple, CapacityPool] = {}
 
     # Per server, set by start() or load_state().
@@ -161,8 +122,12 @@ class CourseProfilesMixin(LoggingConfigurable):
 
     # -- inventory, implemented by subclasses --------------------------------------
 
-    def gpu_devices(self) -> list[GPUDevice]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def gpu_devices(self) -> list[GPUDevice]:
+        """The GPUs this spawner hands out; subclasses read NVML, config or node labels.
+
+        Without any, only profiles without a GPU can start (GPU profiles are refused).
+        """
+        return []
 
     allocation_ledger = Unicode(
         "",
@@ -210,16 +175,18 @@ class CourseProfilesMixin(LoggingConfigurable):
                 "catalog_path.",
                 503,
             )
-        try:
-            return self._catalogs.get(self.catalog_path, self.log)
-        except CatalogError as error:
-            self.log.error("The course catalog cannot be loaded:\n%s", error)
+        source = self._catalogs.get(self.catalog_path)
+        if source is None:
+            source = self._catalogs[self.catalog_path] = CatalogSource(self.catalog_path, self.log)
+        catalog = source.current()
+        if catalog is None:
             raise refusal_exception(
                 "bad-catalog",
                 "The course catalog has errors, so no profile can start right now. "
                 "The hub admins can see the details in the hub log.",
                 503,
-            ) from None
+            )
+        return catalog
 
     def identity(self) -> UserIdentity:
         user = self.user

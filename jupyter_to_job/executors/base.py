@@ -13,12 +13,13 @@ local and Kubernetes jobs fail, stop and time out with the same sentences.
 from __future__ import annotations
 
 import time
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from traitlets import Float
+from traitlets import Float, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from ..logs import LogStore
@@ -141,7 +142,11 @@ def final_state(outcome: JobOutcome, *, deadline_seconds: int | None, grace: flo
     )
 
 
-class JobExecutor(LoggingConfigurable):
+class _AbstractConfigurable(MetaHasTraits, ABCMeta):
+    """Traitlets' metaclass with abstract methods: an executor missing one cannot be made."""
+
+
+class JobExecutor(LoggingConfigurable, metaclass=_AbstractConfigurable):
     """Runs one job; the manager makes one per job it starts or re-adopts."""
 
     stop_grace_seconds = Float(
@@ -201,21 +206,21 @@ class JobExecutor(LoggingConfigurable):
         gpu = (self.job.gpu or {}).get("description")
         self.log_line(f"starting with {gpu}" if gpu else "starting")
 
+    @abstractmethod
     async def execute(self) -> JobOutcome:
         """Launch the runner and wait for it to end (deadline and stop requests included)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def reattach(self) -> JobOutcome:
         """Watch a job launched before a restart; a vanished one ends at once."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def still_running(self) -> bool:
         """After a restart: does the job's process (or pod) still run?"""
-        raise NotImplementedError
 
+    @abstractmethod
     async def stop(self, reason: StopReason = StopReason.REQUEST) -> None:
         """Ask the job to stop after its current cell; kill it after the grace period."""
-        raise NotImplementedError
 
     async def on_failure(self, error: Exception) -> None:
         self.log.exception("Job %s could not be run", self.job_id)

@@ -46,6 +46,8 @@ from typing import Any
 import aiohttp
 from traitlets import Bool, Dict, Float, Integer, Unicode, default, validate
 
+from gpuspawner.catalog_source import CatalogSource
+
 from ..k8s_objects import (
     CONTAINER_NAME,
     MAX_JOB_FILES_BYTES,
@@ -67,7 +69,7 @@ from .pod_status import container_state, job_failure_reason, job_finished, pendi
 
 OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-_catalogs: dict[str, Any] = {}  # the last catalog read, and the file's (path, mtime)
+_catalogs: dict[str, CatalogSource] = {}  # one per catalog path, read again when it changes
 
 
 class JobNotStartable(Exception):
@@ -335,7 +337,7 @@ class KubernetesExecutor(JobExecutor):
 
     def _flavor(self) -> Any:
         """The job's flavor (a ``JobFlavor``), or None for a job without one we know."""
-        from gpuspawner.policy.catalog import JobFlavor, load_catalog
+        from gpuspawner.policy.catalog import JobFlavor
 
         name = self.job.flavor
         if not name:
@@ -346,11 +348,9 @@ class KubernetesExecutor(JobExecutor):
                 return value
             return JobFlavor.model_validate({"id": name, "title": name, **value})
         if self.catalog_path:
-            path = Path(self.catalog_path)
-            stamp = (str(path), path.stat().st_mtime if path.exists() else None)
-            if _catalogs.get("stamp") != stamp:  # read again only when the file changed
-                _catalogs.update(stamp=stamp, catalog=load_catalog(path))
-            flavor = _catalogs["catalog"].flavors_by_id.get(name)
+            source = _catalogs.setdefault(self.catalog_path, CatalogSource(self.catalog_path))
+            catalog = source.current()
+            flavor = catalog.flavors_by_id.get(name) if catalog else None
             if flavor is not None:
                 return flavor
         if (self.job.gpu or {}).get("allocation"):

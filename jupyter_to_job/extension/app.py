@@ -16,7 +16,8 @@ from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Enum, Float, Integer, Unicode, default
 
-from ..catalog_source import CatalogSource
+from gpuspawner.catalog_source import CatalogSource
+
 from ..jobs_api import JobsAPI, local_catalog
 from ..manager import JobManager
 from ..rest import CREATE_BODY_SLACK

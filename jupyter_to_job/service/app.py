@@ -29,11 +29,11 @@ from tornado import web
 from traitlets import Enum, Float, Integer, List, Type, Unicode, default, validate
 from traitlets.config import Application
 
+from gpuspawner.catalog_source import CatalogSource
 from gpuspawner.inventory import discover_nvml_gpus, simulated_gpus
 from gpuspawner.policy import GPUDevice
 
 from .. import __version__
-from ..catalog_source import CatalogSource
 from ..executors import JobExecutor, LocalExecutor
 from ..jobs_api import JobsAPI, local_catalog
 from ..manager import JobManager
