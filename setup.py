@@ -90,12 +90,18 @@ setup(
             "mypy",
             "types-PyYAML",
             "psycopg[binary]>=3.1",
+            "oauthenticator>=17.4,<18",
         ],
         "lab": ["jupyterlab>=4.6,<5"],
+        # Campus single sign-on (gpuspawner.sso, hub_config/sso/).
+        "sso": ["oauthenticator>=17.4,<18"],
     },
     entry_points={
         "console_scripts": [
             "gpuspawner = gpuspawner.cli:main",
+        ],
+        "jupyterhub.authenticators": [
+            "campus = gpuspawner.sso:CampusOAuthenticator",
         ],
         "jupyterhub.spawners": [
             "localgpu = gpuspawner.local:LocalGPUSpawner",

@@ -148,7 +148,9 @@ def print_summary(catalog: Catalog, path: Path, start: datetime) -> None:
         print("\nCourses")
         for course in catalog.courses:
             print()
-            _print_course(course, start, catalog.sources.get(course.id) if show_sources else None)
+            _print_course(
+                catalog, course, start, catalog.sources.get(course.id) if show_sources else None
+            )
     if catalog.research:
         print("\nResearch allocations")
         for grant in catalog.research:
@@ -161,7 +163,7 @@ def print_summary(catalog: Catalog, path: Path, start: datetime) -> None:
             _print_standing(profile)
 
 
-def _print_course(course: Course, start: datetime, source: Path | None) -> None:
+def _print_course(catalog: Catalog, course: Course, start: datetime, source: Path | None) -> None:
     schedule = course.course_schedule
     zone = schedule.timezone
     print(f"  {course.id}: {course.title}")
@@ -176,10 +178,12 @@ def _print_course(course: Course, start: datetime, source: Path | None) -> None:
     people = []
     if course.instructors:
         people.append("instructors " + ", ".join(course.instructors))
+    if catalog.instructor_groups(course):
+        people.append("instructor groups " + ", ".join(catalog.instructor_groups(course)))
     if course.enrolment.users:
         people.append("users " + ", ".join(course.enrolment.users))
-    if course.enrolment.groups:
-        people.append("groups " + ", ".join(course.enrolment.groups))
+    if catalog.student_groups(course):
+        people.append("groups " + ", ".join(catalog.student_groups(course)))
     _line("People", "; ".join(people) or "nobody enrolled yet")
     _line("GPU share", _share(course.share))
     if course.share is not None:

@@ -9,7 +9,8 @@ matrix. A caller may act on the jobs owned by user X when:
 2. they are a hub admin (``admin: true``) and their token holds the action's scope in any
    form: admins read, stop and delete every job;
 3. they only want to READ and teach a course X is enrolled in (the catalog's
-   ``instructors`` and ``enrolment`` users or groups), and their token holds the read scope
+   ``instructors`` and ``enrolment`` users or groups, and the course's groups from
+   ``settings.course_groups``, which single sign-on fills), and their token holds the read scope
    in any form. Instructors never stop or delete students' jobs.
 
 A token without any job scope can do nothing, whoever holds it: a hub admin's server token
@@ -148,16 +149,19 @@ class Roster:
         return owner in self.users or bool(self.groups & owner_groups)
 
 
-def teaching_roster(catalog: Catalog | None, instructor: str) -> Roster:
-    """Who ``instructor`` teaches, over every course of the catalog that names them."""
+def teaching_roster(
+    catalog: Catalog | None, instructor: str, instructor_groups: frozenset[str] = frozenset()
+) -> Roster:
+    """Who ``instructor`` (a member of ``instructor_groups``) teaches, over every course of
+    the catalog they teach by name or through a group (``settings.course_groups``)."""
     if catalog is None:
         return Roster()
     users: set[str] = set()
     groups: set[str] = set()
     for course in catalog.courses:
-        if instructor in course.instructors:
+        if catalog.teaches(course, instructor, instructor_groups):
             users.update(course.enrolment.users)
-            groups.update(course.enrolment.groups)
+            groups.update(catalog.student_groups(course))
     return Roster(frozenset(users), frozenset(groups))
 
 

@@ -179,7 +179,7 @@ class JobsAPI:
     def _roster(self, caller: Caller) -> Roster:
         if not caller.is_user:
             return Roster()
-        return teaching_roster(self._catalog(), caller.name)
+        return teaching_roster(self._catalog(), caller.name, caller.groups)
 
     @staticmethod
     def _require_scope(caller: Caller, level: Access = Access.READ) -> None:

@@ -369,6 +369,40 @@ class StandingProfile(CatalogModel):
         return self.gpu.to_share() if self.gpu else None
 
 
+def _check_group_template(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if "{course}" not in value:
+        raise ValueError(
+            f"expected a group name containing {{course}} (the course id), such as "
+            f"course-{{course}}-students, got {value!r}; use null to turn it off"
+        )
+    try:
+        value.format(course="x")
+    except (KeyError, IndexError, ValueError):
+        raise ValueError(
+            f"{value!r} may hold no other placeholder than {{course}}; "
+            "write a literal brace as {{ or }}"
+        ) from None
+    return value
+
+
+GroupTemplate = Annotated[str | None, AfterValidator(_check_group_template)]
+
+
+class CourseGroups(CatalogModel):
+    """The JupyterHub groups that make a person a course's student or instructor.
+
+    Every course gets one of each, named from these templates (``{course}`` is the
+    course id); with single sign-on the campus identity provider fills them, so
+    enrolment follows the campus directory without editing the catalog. They add to a
+    course's own ``instructors`` and ``enrolment``. ``null`` turns one off.
+    """
+
+    students: GroupTemplate = "course-{course}-students"
+    instructors: GroupTemplate = "course-{course}-instructors"
+
+
 class Settings(CatalogModel):
     """Catalog-wide defaults."""
 
@@ -376,6 +410,7 @@ class Settings(CatalogModel):
     lead_time: Duration = timedelta(minutes=10)
     grace: Duration = timedelta(minutes=10)
     max_gpu_servers_per_user: int = Field(default=1, ge=0)
+    course_groups: CourseGroups = Field(default_factory=CourseGroups)
 
     @field_validator("timezone")
     @classmethod
@@ -552,13 +587,16 @@ class Catalog:
         self._course_users: dict[str, list[Course]] = defaultdict(list)
         self._course_groups: dict[str, list[Course]] = defaultdict(list)
         self._course_instructors: dict[str, list[Course]] = defaultdict(list)
+        self._instructor_groups: dict[str, list[Course]] = defaultdict(list)
         for course in self.courses:
             for user in course.enrolment.users:
                 self._course_users[user].append(course)
-            for group in course.enrolment.groups:
+            for group in self.student_groups(course):
                 self._course_groups[group].append(course)
             for instructor in course.instructors:
                 self._course_instructors[instructor].append(course)
+            for group in self.instructor_groups(course):
+                self._instructor_groups[group].append(course)
         self._research_users: dict[str, list[ResearchAllocation]] = defaultdict(list)
         self._research_groups: dict[str, list[ResearchAllocation]] = defaultdict(list)
         for grant in self.research:
@@ -566,6 +604,47 @@ class Catalog:
                 self._research_users[user].append(grant)
             for group in grant.groups:
                 self._research_groups[group].append(grant)
+
+    def student_groups(self, course: Course) -> tuple[str, ...]:
+        """The hub groups whose members take ``course``: its enrolment groups and the
+        ``settings.course_groups.students`` group."""
+        template = self.settings.course_groups.students
+        groups = list(course.enrolment.groups)
+        if template is not None:
+            groups.append(template.format(course=course.id))
+        return tuple(dict.fromkeys(groups))
+
+    def instructor_groups(self, course: Course) -> tuple[str, ...]:
+        """The hub groups whose members teach ``course`` (``settings.course_groups``)."""
+        template = self.settings.course_groups.instructors
+        return (template.format(course=course.id),) if template is not None else ()
+
+    def teaches(self, course: Course, name: str, groups: frozenset[str] | set[str]) -> bool:
+        """True when ``name`` (a member of ``groups``) is an instructor of ``course``."""
+        return name in course.instructors or any(
+            g in groups for g in self.instructor_groups(course)
+        )
+
+    def takes(self, course: Course, name: str, groups: frozenset[str] | set[str]) -> bool:
+        """True when ``name`` (a member of ``groups``) is enrolled in ``course``."""
+        return name in course.enrolment.users or any(
+            g in groups for g in self.student_groups(course)
+        )
+
+    def known_groups(self) -> frozenset[str]:
+        """Every hub group the catalog gives a meaning to (enrolment, teaching, research,
+        standing profiles, job flavors): the groups worth taking from an identity provider."""
+        found: set[str] = set()
+        for course in self.courses:
+            found.update(self.student_groups(course))
+            found.update(self.instructor_groups(course))
+        for grant in self.research:
+            found.update(grant.groups)
+        for standing in self.standing:
+            found.update(standing.groups)
+        for flavor in self.flavors:
+            found.update(flavor.access.groups)
+        return frozenset(found)
 
     def courses_for(
         self, name: str, groups: frozenset[str] | set[str]
@@ -576,6 +655,10 @@ class Catalog:
         for course in self._course_instructors.get(name, ()):
             found[course.id] = course
             teaching.add(course.id)
+        for group in groups:
+            for course in self._instructor_groups.get(group, ()):
+                found[course.id] = course
+                teaching.add(course.id)
         for course in self._course_users.get(name, ()):
             found[course.id] = course
         for group in groups:
@@ -598,7 +681,7 @@ class Catalog:
     def students_of(self, course: Course, group_members: dict[str, list[str]]) -> list[str]:
         """Enrolled usernames, resolving groups through ``group_members``."""
         names = list(dict.fromkeys(course.enrolment.users))
-        for group in course.enrolment.groups:
+        for group in self.student_groups(course):
             for member in group_members.get(group, []):
                 if member not in names:
                     names.append(member)

@@ -255,18 +255,14 @@ def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitl
         raise ValueError("evaluate() needs an aware datetime")
     result: list[Entitlement] = []
     cache = catalog.profile_cache
+    courses, taught = catalog.courses_for(user.name, user.groups)
     if user.admin:
         courses = list(catalog.courses)
-        taught = {c.id for c in courses}
-    else:
-        courses, taught = catalog.courses_for(user.name, user.groups)
     for course in courses:
         if course.id in taught:
-            role = (
-                Role.ADMIN
-                if user.admin and user.name not in course.instructors
-                else (Role.INSTRUCTOR)
-            )
+            role = Role.INSTRUCTOR
+        elif user.admin:
+            role = Role.ADMIN
         else:
             role = Role.STUDENT
         result.append(_course_entitlement(course, role, now, cache))

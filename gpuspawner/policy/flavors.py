@@ -31,12 +31,10 @@ def _course_access(
     course = catalog.courses_by_id.get(course_id)
     if course is None:
         return None
-    enrolled = (
-        user.name in course.enrolment.users
-        or user.name in course.instructors
-        or bool(set(course.enrolment.groups) & user.groups)
-    )
-    if not enrolled:
+    if not (
+        catalog.takes(course, user.name, user.groups)
+        or catalog.teaches(course, user.name, user.groups)
+    ):
         return None
     schedule = course.course_schedule
     today = now.astimezone(schedule.timezone).date()

@@ -33,6 +33,11 @@ SCOPE_REASONS = {
     ),
     "start:servers": "POST /users/{name}/server to pre-warm a student's server.",
     "delete:servers": "DELETE /users/{name}/server(s/{server}) to reclaim after class.",
+    "read:users:groups": (
+        "puts the groups list in each user model (user_model's access map): an instructor "
+        "through a group (the catalog's settings.course_groups, filled by single sign-on) "
+        "is recognised, and their servers are never reclaimed or pre-warmed."
+    ),
     "read:groups": (
         "GET /groups/{name} with its users list (group_model: read:groups:name alone gives "
         "only the name), to resolve groups enrolled in a pre-warmed course."
@@ -51,12 +56,13 @@ def sessions_service_role(name: str = SERVICE_NAME) -> dict:
       ``user_options`` (the course a server runs).
     - ``start:servers``: pre-warm a student's server (``POST /users/{name}/server``).
     - ``delete:servers``: reclaim a server after class (``DELETE``).
+    - ``read:users:groups``: the ``groups`` of each user model, to recognise instructors
+      who teach through a group.
     - ``read:groups``: the members of a group enrolled in a course (``GET /groups/{name}``).
 
     ``read:servers``, ``start:servers`` and ``delete:servers`` are exactly what ``servers``
     expands to; they are listed separately so each can be justified. Not needed:
-    ``list:groups`` (groups are read by name), ``read:users`` (roles, groups and activity
-    are unused), ``admin:server_state`` (spawner state is never read), ``access:servers``
+    ``list:groups`` (groups are read by name), ``read:users`` (roles and activity are unused), ``admin:server_state`` (spawner state is never read), ``access:servers``
     (the service never talks to a user's server), ``admin:users`` (it never creates users).
     """
     return {

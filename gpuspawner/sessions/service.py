@@ -114,6 +114,10 @@ def parse_hub_time(value: object) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _groups(user: dict) -> frozenset[str]:
+    return frozenset(str(g) for g in user.get("groups") or ())
+
+
 def _server_label(user: str, server: str) -> str:
     return f"{user}'s server" if not server else f"{user}'s server {server!r}"
 
@@ -125,7 +129,7 @@ def _plan_server(
     options = server.get("user_options")
     profile = options.get("profile") if isinstance(options, dict) else None
     course = catalog.courses_by_id.get(profile) if isinstance(profile, str) else None
-    if course is None or user.get("admin") or name in course.instructors:
+    if course is None or user.get("admin") or catalog.teaches(course, name, _groups(user)):
         return None
     if server.get("pending") == "stop":
         return None
@@ -219,7 +223,7 @@ def plan_actions(
                     and ("unknown-user", name, course.id, start) in already_tried
                 ):
                     continue  # noted once; pre-warmed as soon as the account appears
-                action = _plan_prewarm(course, start, by_name.get(name), name, now, secret)
+                action = _plan_prewarm(catalog, course, start, by_name.get(name), name, now, secret)
                 if action is not None:
                     chosen.add(name)  # one start per person: their default server is one server
                     prewarms.append(action)
@@ -227,7 +231,13 @@ def plan_actions(
 
 
 def _plan_prewarm(
-    course: Course, start: datetime, user: dict | None, name: str, now: datetime, secret: str
+    catalog: Catalog,
+    course: Course,
+    start: datetime,
+    user: dict | None,
+    name: str,
+    now: datetime,
+    secret: str,
 ) -> Action | None:
     key = ("prewarm", name, course.id, start)
     zone = course.course_schedule.timezone
@@ -243,7 +253,7 @@ def _plan_prewarm(
             "(they have never logged in); not pre-warming a server for them yet.",
             ("unknown-user", name, course.id, start),
         )
-    if user.get("admin") or name in course.instructors:
+    if user.get("admin") or catalog.teaches(course, name, _groups(user)):
         return None  # their servers are never reclaimed, so never started for them
     if "" in (user.get("servers") or {}):
         return None  # running or starting already, whatever its profile
@@ -298,7 +308,7 @@ async def run_once(
     if prewarming:
         # Pre-warming needs to know who has no server at all, and who exists.
         users = await client.list_users()
-        groups = sorted({g for course in prewarming for g in course.enrolment.groups})
+        groups = sorted({g for course in prewarming for g in catalog.student_groups(course)})
         group_members = await client.group_members(groups)
     else:
         users = await client.list_users(state="active")

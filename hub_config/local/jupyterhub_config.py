@@ -3,6 +3,10 @@
 Start it with ``make demo`` (http://127.0.0.1:8000). Log in as one of the demo
 users below with any password: the dummy authenticator checks none. It is for
 trying the hub out on your own machine only.
+
+``hub_config/sso/`` (``make demo-sso``) runs this same hub with campus single sign-on
+instead (``GPUSPAWNER_DEMO_AUTH=sso``): people, their groups and the demo course's
+enrolment then come from the identity provider.
 """
 
 import os
@@ -12,6 +16,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from gpuspawner.policy import load_catalog
+from gpuspawner.policy.roles import course_roles
 from gpuspawner.sessions import course_sessions_service, sessions_service_role
 from jupyter_to_job.hub import (
     job_server_token_scopes,
@@ -26,6 +32,8 @@ c = get_config()  # noqa: F821
 HERE = Path(__file__).resolve().parent
 RUNTIME = Path(os.environ.get("GPUSPAWNER_DEMO_RUNTIME", Path.cwd()))
 CATALOG = RUNTIME / "catalog"
+# "sso": hub_config/sso/ sets up the authenticator; enrolment comes from its groups.
+SSO = os.environ.get("GPUSPAWNER_DEMO_AUTH") == "sso"
 
 STUDENTS = ["student1", "student2", "student3"]
 INSTRUCTOR = "instructor"
@@ -33,19 +41,29 @@ RESEARCHER = "researcher"
 ADMIN = "admin"
 
 
-def demo_course(now: datetime) -> str:
-    """A course whose class window is open now: it began 15 minutes ago and runs 3 hours."""
+def demo_course(now: datetime, by_name: bool = True) -> str:
+    """A course whose class window is open now: it began 15 minutes ago and runs 3 hours.
+
+    ``by_name``: the demo users are its instructor and students; otherwise only its course
+    groups (course-gpu-demo-students, course-gpu-demo-instructors) say who they are.
+    """
     start = (now - timedelta(minutes=15)).replace(second=0, microsecond=0)
     end = start + timedelta(hours=3)
+    people = (
+        f"""\
+    instructors: [{INSTRUCTOR}]
+    enrolment:
+      users: [{", ".join(STUDENTS)}]
+"""
+        if by_name
+        else ""
+    )
     return f"""\
 courses:
   - id: gpu-demo
     title: GPU demo course
     description: Open whenever the demo starts, so you can try a course server right away.
-    instructors: [{INSTRUCTOR}]
-    enrolment:
-      users: [{", ".join(STUDENTS)}]
-    resources: {{cpu: 1, memory: 2GiB}}
+{people}    resources: {{cpu: 1, memory: 2GiB}}
     gpu: {{fraction: 1/4, memory: 6GiB, compute: {{min: 25, max: 100}}}}
     max_gpu_servers: 6
     schedule:
@@ -69,23 +87,24 @@ flavors:
 # The catalog in force: the demo catalog plus the always-open demo course.
 CATALOG.mkdir(parents=True, exist_ok=True)
 shutil.copyfile(HERE / "catalog.yaml", CATALOG / "catalog.yaml")
-(CATALOG / "gpu-demo.yaml").write_text(demo_course(datetime.now(UTC)))
+(CATALOG / "gpu-demo.yaml").write_text(demo_course(datetime.now(UTC), by_name=not SSO))
 
 # -- authentication: demo only --------------------------------------------------------
-c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allowed_users = set(STUDENTS + [INSTRUCTOR, RESEARCHER, ADMIN])
-c.Authenticator.admin_users = {ADMIN}
-c.JupyterHub.load_groups = {
-    "ml101-students": {"users": STUDENTS},
-    "instructors": {"users": [INSTRUCTOR]},
-    "researchers": {"users": [RESEARCHER]},
-}
-print(
-    "WARNING: demo hub. Anyone can log in as "
-    + ", ".join(sorted(c.Authenticator.allowed_users))
-    + " with any password. Do not expose it beyond this machine.",
-    file=sys.stderr,
-)
+if not SSO:
+    c.JupyterHub.authenticator_class = "dummy"
+    c.Authenticator.allowed_users = set(STUDENTS + [INSTRUCTOR, RESEARCHER, ADMIN])
+    c.Authenticator.admin_users = {ADMIN}
+    c.JupyterHub.load_groups = {
+        "ml101-students": {"users": STUDENTS},
+        "instructors": {"users": [INSTRUCTOR]},
+        "researchers": {"users": [RESEARCHER]},
+    }
+    print(
+        "WARNING: demo hub. Anyone can log in as "
+        + ", ".join(sorted(c.Authenticator.allowed_users))
+        + " with any password. Do not expose it beyond this machine.",
+        file=sys.stderr,
+    )
 
 # -- the hub ----------------------------------------------------------------------------
 c.JupyterHub.ip = "127.0.0.1"
@@ -139,7 +158,10 @@ c.JupyterHub.services.append(
     )
 )
 # Every user: Run as Job on their own notebooks; the admin: every user's jobs.
-c.JupyterHub.load_roles.extend(job_service_roles(admins=[ADMIN]))
+c.JupyterHub.load_roles.extend(job_service_roles(admins=[] if SSO else [ADMIN]))
+# Each course's instructors see and stop their students' servers (the hub's admin page)
+# and read their jobs. Roles are loaded at start: restart the hub after adding a course.
+c.JupyterHub.load_roles.extend(course_roles(load_catalog(CATALOG)))
 # Each server's $JUPYTERHUB_API_TOKEN may call the service, for its own user only.
 c.Spawner.server_token_scopes = job_server_token_scopes()
 c.Spawner.environment.update({"JUPYTER_TO_JOB_SERVICE_URL": job_service_url(JOB_SERVICE_PORT)})

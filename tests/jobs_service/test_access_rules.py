@@ -132,10 +132,16 @@ courses:
 """
     )
     catalog = load_catalog(tmp_path / "catalog.yaml")
-    assert teaching_roster(catalog, "ines") == ML101
-    assert teaching_roster(catalog, "olga") == Roster(users=frozenset({"pete"}))
+    # Each course's own groups (settings.course_groups, filled by single sign-on) count too
+    ml101 = Roster(ML101.users, ML101.groups | {"course-ml101-students"})
+    phys201 = Roster(frozenset({"pete"}), frozenset({"course-phys201-students"}))
+    assert teaching_roster(catalog, "ines") == ml101
+    assert teaching_roster(catalog, "olga") == phys201
     assert not teaching_roster(catalog, "alice")
     assert not teaching_roster(None, "ines")
+    # An instructor through the course's instructor group, as the identity provider says
+    assert teaching_roster(catalog, "ivan", frozenset({"course-phys201-instructors"})) == phys201
+    assert not teaching_roster(catalog, "ivan", frozenset({"course-phys201-students"}))
 
 
 def test_the_caller_comes_from_the_hub_user_model():

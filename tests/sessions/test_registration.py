@@ -22,6 +22,7 @@ def test_the_role_grants_exactly_what_the_service_uses():
         "read:servers",
         "start:servers",
         "delete:servers",  # servers: read, pre-warm, reclaim
+        "read:users:groups",  # instructors through a group
         "read:groups",
         "read:groups:name",  # members of enrolled groups
     }

@@ -1,0 +1,98 @@
+"""JupyterHub roles built from the catalog: what an instructor may do with their course.
+
+One role per course, held by the course's instructors (named in the catalog, or members of
+its instructor group, ``settings.course_groups.instructors``), scoped to the course's
+students (its enrolment users and groups, and its student group): instructors
+
+- see their students on the hub's admin page (``admin-ui``, ``list:users``,
+  ``read:users:activity``, ``read:servers``), without their tokens, groups or roles;
+- stop their students' servers (``delete:servers``), but never start them, change their
+  accounts or open their notebooks (no ``start:servers``, ``admin:users``, ``access:servers``);
+- read their students' Run as Job jobs (the job service's read scope, never write).
+
+Researchers and students need nothing beyond JupyterHub's ``user`` role: what they may start
+comes from the catalog (research allocations and courses by user or group). Admins are hub
+admins (``admin_groups``) and hold every scope.
+
+JupyterHub loads roles at start-up: after adding a course, restart the hub so its
+instructors get their role (the spawn page follows the catalog at once).
+
+Pure: plain dictionaries for ``c.JupyterHub.load_roles``, no JupyterHub import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .catalog import Catalog, Course
+
+# The job service's name and read scope, as jupyter_to_job.scopes defines them (a test
+# keeps the two in step; importing that package here would type-check all of it).
+JOB_SERVICE = "jupyter-to-job"
+READ_JOBS_SCOPE = "custom:jupyter-to-job:read:jobs"
+
+# The scopes an instructor holds over each of their students, and why.
+STUDENT_SCOPES = {
+    "list:users": "their students on the admin page (implies read:users:name)",
+    "read:users:activity": "when each student was last active",
+    "read:servers": "which servers run, since when, and with which profile",
+    "delete:servers": "stop a student's server (never start one)",
+}
+
+
+def instructor_role_name(course: Course) -> str:
+    """``course-<id>-instructor``: the role of ``course``'s instructors."""
+    return f"course-{course.id}-instructor"
+
+
+def student_filters(catalog: Catalog, course: Course) -> list[str]:
+    """JupyterHub scope filters that select ``course``'s students."""
+    return [f"!group={group}" for group in catalog.student_groups(course)] + [
+        f"!user={name}" for name in course.enrolment.users
+    ]
+
+
+def instructor_role(
+    catalog: Catalog, course: Course, *, job_service: str | None = JOB_SERVICE
+) -> dict | None:
+    """The role of ``course``'s instructors, or None when it has neither instructors nor
+    students to give it meaning."""
+    filters = student_filters(catalog, course)
+    users = list(dict.fromkeys(course.instructors))
+    groups = list(catalog.instructor_groups(course))
+    if not filters or not (users or groups):
+        return None
+    scopes = ["admin-ui"]
+    for scope in STUDENT_SCOPES:
+        scopes.extend(scope + selector for selector in filters)
+    if job_service is not None:
+        scopes.append(f"access:services!service={job_service}")
+        scopes.extend(READ_JOBS_SCOPE + selector for selector in filters)
+    return {
+        "name": instructor_role_name(course),
+        "description": (
+            f"Instructors of {course.title}: see and stop their students' servers and read "
+            "their Run as Job jobs."
+        ),
+        "scopes": scopes,
+        "users": users,
+        "groups": groups,
+    }
+
+
+def course_roles(
+    catalog: Catalog,
+    *,
+    job_service: str | None = JOB_SERVICE,
+    courses: Iterable[Course] | None = None,
+) -> list[dict]:
+    """The instructor role of every course (``courses``: a subset), for ``load_roles``.
+
+    ``job_service``: the job service's name, or None on a hub without Run as Job.
+    """
+    roles = []
+    for course in catalog.courses if courses is None else courses:
+        role = instructor_role(catalog, course, job_service=job_service)
+        if role is not None:
+            roles.append(role)
+    return roles

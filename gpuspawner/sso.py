@@ -1,0 +1,260 @@
+"""Campus single sign-on: GenericOAuthenticator for a campus OpenID Connect provider.
+
+Who a person is on the hub (student, instructor, researcher, admin, enrolled in which
+course) comes from the identity provider's group claim at every login
+(``manage_groups``), mapped to hub groups (:mod:`gpuspawner.policy.idp_groups`):
+
+- the role groups ``students``, ``instructors``, ``researchers`` and ``admins`` (the
+  defaults of ``allowed_groups`` and ``admin_groups``: nobody outside them logs in, and
+  ``admins`` are hub admins);
+- the groups the course catalog names: each course's student and instructor groups
+  (``settings.course_groups``, ``course-<id>-students`` and ``course-<id>-instructors`` by
+  default), enrolment groups, research allocation groups, flavor groups;
+- ``group_aliases`` rename the provider's values (Keycloak paths, Azure AD object ids).
+
+Everything else the provider sends is dropped, so hundreds of campus mailing lists do not
+become hub groups. Roles for instructors come from :func:`gpuspawner.policy.roles.course_roles`.
+
+Refusals are pages that say what happened and what to do: an account outside the allowed
+groups (403), and a sign-in whose ``state`` does not match the one the hub issued
+(altered, replayed or expired: 400, with a link to sign in again).
+
+``hub_config/sso/jupyterhub_config.py`` wires it for Keycloak, Azure AD, Google or any
+OpenID Connect provider.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from html import escape
+
+from oauthenticator.generic import GenericOAuthenticator
+from oauthenticator.oauth2 import OAuthCallbackHandler
+from tornado import web
+from traitlets import Dict, List, Unicode, Union, default, validate
+
+from .catalog_source import CatalogSource
+from .policy import Catalog
+from .policy.idp_groups import GroupMapping
+
+ROLE_GROUPS = ("students", "instructors", "researchers", "admins")
+
+
+class _HTMLMessage(web.HTTPError):
+    """An HTTPError whose page has ``reason`` as its heading and shows ``html`` (JupyterHub's
+    error page reads ``jupyterhub_html_message``); ``text`` is the plain-text message."""
+
+    def __init__(self, status: int, text: str, html: str, reason: str):
+        super().__init__(status, "%s", text, reason=reason)
+        self.jupyterhub_html_message = html
+
+
+def _with_sign_in_link(text: str, login_url: str) -> str:
+    return (
+        f"<p>{escape(text)}</p>"
+        f'<p><a class="btn btn-primary" href="{escape(login_url)}">Sign in again</a></p>'
+    )
+
+
+class CampusCallbackHandler(OAuthCallbackHandler):
+    """The OAuth callback, with refusals a person can act on."""
+
+    def check_state(self) -> None:
+        try:
+            super().check_state()
+        except web.HTTPError as error:
+            if error.status_code != 400:
+                raise
+            login = self.authenticator.login_url(self.hub.base_url)
+            reason = error.log_message or "state mismatch"
+            text = (
+                "This sign-in cannot be completed: it does not match the one this browser "
+                "started (the link was altered, used twice, or is too old). Nothing was "
+                "changed. Sign in again from the hub's login page."
+            )
+            self.log.warning("Refused an OAuth callback: %s", reason)
+            raise _HTMLMessage(
+                400, text, _with_sign_in_link(text, login), "Sign-in not completed"
+            ) from None
+
+    def check_error(self) -> None:
+        error = self.get_argument("error", "")
+        if error == "access_denied":
+            login = self.authenticator.login_url(self.hub.base_url)
+            text = "The sign-in was cancelled at the campus login. Nothing was changed."
+            raise _HTMLMessage(403, text, _with_sign_in_link(text, login), "Sign-in cancelled")
+        super().check_error()
+
+    async def get(self) -> None:
+        try:
+            await super().get()
+        except web.HTTPError as error:
+            message = self.authenticator.custom_403_message
+            if error.status_code == 403 and error.log_message == message:
+                # login_user() found the account outside the allowed groups.
+                raise _HTMLMessage(
+                    403, message, f"<p>{escape(message)}</p>", "Not allowed on this hub"
+                ) from None
+            raise
+
+
+class CampusOAuthenticator(GenericOAuthenticator):
+    """GenericOAuthenticator whose groups follow the campus directory and the catalog."""
+
+    callback_handler = CampusCallbackHandler
+
+    catalog_path = Unicode(
+        "",
+        config=True,
+        help="""The course catalog (file or folder), as the spawner's ``catalog_path``.
+
+        The groups it names (course, research, flavor and profile groups) are kept from the
+        identity provider's group claim. Empty: only role groups, aliases and
+        ``keep_group_patterns`` are kept.
+        """,
+    )
+
+    group_aliases = Dict(
+        key_trait=Unicode(),
+        value_trait=Union([Unicode(), List(Unicode())]),
+        config=True,
+        help="""Identity-provider group values to hub group names, for example::
+
+            {"/campus/staff/research-computing": "admins",
+             "7f3c2a10-aaaa-bbbb-cccc-0123456789ab": ["students", "course-ml101-students"]}
+
+        An aliased value is always kept, under its alias(es).
+        """,
+    )
+
+    keep_group_patterns = List(
+        Unicode(),
+        config=True,
+        help="""Regular expressions (matched in full) of further hub group names to keep,
+        such as ``lab-.*`` for research groups not yet in the catalog.""",
+    )
+
+    @default("manage_groups")
+    def _manage_groups_default(self) -> bool:
+        return True
+
+    @default("allowed_groups")
+    def _allowed_groups_default(self) -> set[str]:
+        return set(ROLE_GROUPS)
+
+    @default("admin_groups")
+    def _admin_groups_default(self) -> set[str]:
+        return {"admins"}
+
+    @default("auth_state_groups_key")
+    def _groups_key_default(self) -> str:
+        # build_auth_state_dict keeps the userinfo response under this key.
+        return f"{self.user_auth_state_key}.groups"
+
+    @default("username_claim")
+    def _username_claim_default(self) -> str:
+        return "preferred_username"
+
+    @default("scope")
+    def _scope_default(self) -> list[str]:
+        return ["openid", "profile", "email", "groups"]
+
+    @default("login_service")
+    def _login_service_default(self) -> str:
+        return "your campus account"
+
+    @default("custom_403_message")
+    def _custom_403_default(self) -> str:
+        return (
+            "Your campus account signed in, but it is not in a group that may use this GPU "
+            "hub. Students get access through their course enrolment, staff through the "
+            "instructors, researchers or admins groups. If you think this is wrong, ask the "
+            "hub's administrators to check your groups in the campus directory."
+        )
+
+    @validate("keep_group_patterns")
+    def _valid_patterns(self, proposal: dict) -> list[str]:
+        GroupMapping.build(patterns=proposal["value"])  # raises ValueError naming the bad one
+        return list(proposal["value"])
+
+    _catalogs: dict[str, CatalogSource] = {}
+
+    def catalog(self) -> Catalog | None:
+        """The catalog in force, or None without ``catalog_path`` (or before a valid one)."""
+        if not self.catalog_path:
+            return None
+        source = self._catalogs.get(self.catalog_path)
+        if source is None:
+            source = self._catalogs[self.catalog_path] = CatalogSource(self.catalog_path, self.log)
+        return source.current()
+
+    def group_mapping(self) -> GroupMapping:
+        return GroupMapping.build(
+            self.group_aliases,
+            keep=set(self.allowed_groups) | set(self.admin_groups),
+            patterns=self.keep_group_patterns,
+        )
+
+    async def get_user_groups(self, auth_state: dict) -> set[str]:
+        """The identity provider's groups, mapped and filtered (see the module's docs)."""
+        claimed = await super().get_user_groups(auth_state)
+        catalog = self.catalog()
+        known = catalog.known_groups() if catalog is not None else frozenset()
+        mapped = self.group_mapping().map(claimed, known)
+        user = (auth_state or {}).get(self.user_auth_state_key) or {}
+        name = user.get(self.username_claim) if isinstance(user, dict) else None
+        self.log.info(
+            "Campus groups of %s: %s%s",
+            name or "a user",
+            ", ".join(sorted(mapped.kept)) or "none the hub knows",
+            f" (ignored: {', '.join(sorted(mapped.dropped))})" if mapped.dropped else "",
+        )
+        return set(mapped.kept)
+
+
+def oidc_endpoints(issuer: str, *, attempts: int = 10, delay: float = 1.0) -> dict[str, str]:
+    """The authorize, token and userinfo URLs of ``issuer``, from its discovery document.
+
+    For ``jupyterhub_config.py``, at hub start: ``c.CampusOAuthenticator.update(...)``.
+    Retries while the provider is unreachable (it may be starting alongside the hub), then
+    raises SystemExit with what to check, so a wrong issuer stops the hub with a clear line
+    rather than at the first login.
+    """
+    url = issuer.rstrip("/") + "/.well-known/openid-configuration"
+    problem = ""
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (config)
+                document = json.load(response)
+            break
+        except (OSError, ValueError) as error:
+            problem = str(error)
+            if attempt + 1 < attempts:
+                time.sleep(delay)
+    else:
+        raise SystemExit(
+            f"Cannot read the identity provider's discovery document {url}: {problem}. "
+            "Check CAMPUS_OIDC_ISSUER (the issuer URL, without /.well-known/...) and that the "
+            "hub can reach it."
+        )
+    if not isinstance(document, dict) or document.get("issuer", "").rstrip("/") != issuer.rstrip(
+        "/"
+    ):
+        raise SystemExit(
+            f"{url} describes the issuer {document.get('issuer') if isinstance(document, dict) else None!r}, "
+            f"not {issuer!r}: set CAMPUS_OIDC_ISSUER to exactly the provider's issuer."
+        )
+    missing = [
+        key
+        for key in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint")
+        if not document.get(key)
+    ]
+    if missing:
+        raise SystemExit(f"{url} has no {', '.join(missing)}; is this an OpenID Connect issuer?")
+    return {
+        "authorize_url": document["authorization_endpoint"],
+        "token_url": document["token_endpoint"],
+        "userdata_url": document["userinfo_endpoint"],
+    }
