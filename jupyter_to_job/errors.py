@@ -24,7 +24,7 @@ class InvalidJobRequest(JobError):
 
 
 class JobNotFound(JobError):
-    """No such job, or not one the asker may see (the two are not told apart)."""
+    """No such job (one that exists but is not the asker's is a 403 in the job API)."""
 
     status = 404
 

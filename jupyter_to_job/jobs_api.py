@@ -4,7 +4,8 @@ One :class:`JobsAPI` serves the hub's job service (callers identified by their h
 and a standalone server extension (one local caller). Every operation checks access
 through :mod:`jupyter_to_job.access` first:
 
-- a job the caller may not read answers 404, exactly like a job that does not exist;
+- a job the caller may not read answers 403 and says nothing about it (neither its owner,
+  name nor state): job ids are random UUIDs, so whoever asks already holds the id;
 - a job the caller may read but not change answers 403 to stop or delete;
 - creating needs the write scope on one's own jobs, and a flavor the catalog gives the
   caller now (``flavor_entitlements``): another flavor is a 403 with the reason.
@@ -38,7 +39,6 @@ from .access import (
     teaching_roster,
 )
 from .describe import job_outputs
-from .errors import JobNotFound
 from .manager import JobManager
 from .models import (
     CreateJob,
@@ -209,7 +209,12 @@ class JobsAPI:
         job = self.manager.describe(job_id)
         access = await self.access(caller, job.owner)
         if access < Access.READ:
-            raise JobNotFound(job_id)  # the same answer as a job that does not exist
+            raise ApiError(
+                403,
+                "This job is not yours: you can read only your own jobs, and those of the "
+                "students of the courses you teach.",
+                "not-yours",
+            )
         if access < need:
             raise ApiError(
                 403,
