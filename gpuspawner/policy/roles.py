@@ -8,7 +8,10 @@ students (its enrolment users and groups, and its student group): instructors
   ``read:users:activity``, ``read:servers``), without their tokens, groups or roles;
 - stop their students' servers (``delete:servers``), but never start them, change their
   accounts or open their notebooks (no ``start:servers``, ``admin:users``, ``access:servers``);
-- read their students' Run as Job jobs (the job service's read scope, never write).
+- read their students' Run as Job jobs (the job service's read scope, never write);
+- use the course-sessions service's course API, which lists and stops the servers that
+  run their course exactly (JupyterHub's filters select students, not the course a server
+  runs, and refuse with 404; the API refuses with a 403 that says why).
 
 Researchers and students need nothing beyond JupyterHub's ``user`` role: what they may start
 comes from the catalog (research allocations and courses by user or group). Admins are hub
@@ -29,6 +32,7 @@ from .catalog import Catalog, Course
 # The job service's name and read scope, as jupyter_to_job.scopes defines them (a test
 # keeps the two in step; importing that package here would type-check all of it).
 JOB_SERVICE = "jupyter-to-job"
+SESSIONS_SERVICE = "course-sessions"
 READ_JOBS_SCOPE = "custom:jupyter-to-job:read:jobs"
 
 # The scopes an instructor holds over each of their students, and why.
@@ -53,7 +57,11 @@ def student_filters(catalog: Catalog, course: Course) -> list[str]:
 
 
 def instructor_role(
-    catalog: Catalog, course: Course, *, job_service: str | None = JOB_SERVICE
+    catalog: Catalog,
+    course: Course,
+    *,
+    job_service: str | None = JOB_SERVICE,
+    sessions_service: str | None = SESSIONS_SERVICE,
 ) -> dict | None:
     """The role of ``course``'s instructors, or None when it has neither instructors nor
     students to give it meaning."""
@@ -68,6 +76,8 @@ def instructor_role(
     if job_service is not None:
         scopes.append(f"access:services!service={job_service}")
         scopes.extend(READ_JOBS_SCOPE + selector for selector in filters)
+    if sessions_service is not None:
+        scopes.append(f"access:services!service={sessions_service}")
     return {
         "name": instructor_role_name(course),
         "description": (
@@ -84,15 +94,19 @@ def course_roles(
     catalog: Catalog,
     *,
     job_service: str | None = JOB_SERVICE,
+    sessions_service: str | None = SESSIONS_SERVICE,
     courses: Iterable[Course] | None = None,
 ) -> list[dict]:
     """The instructor role of every course (``courses``: a subset), for ``load_roles``.
 
-    ``job_service``: the job service's name, or None on a hub without Run as Job.
+    ``job_service``, ``sessions_service``: the services' names, or None on a hub without
+    Run as Job or without the course API.
     """
     roles = []
     for course in catalog.courses if courses is None else courses:
-        role = instructor_role(catalog, course, job_service=job_service)
+        role = instructor_role(
+            catalog, course, job_service=job_service, sessions_service=sessions_service
+        )
         if role is not None:
             roles.append(role)
     return roles

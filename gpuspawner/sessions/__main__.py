@@ -4,7 +4,9 @@ Every flag can also be set by an environment variable, ``GPUSPAWNER_SESSIONS_<FL
 (``GPUSPAWNER_SESSIONS_CATALOG``, ``..._INTERVAL``, ``..._AUDIT_LOG``, ``..._DRY_RUN``);
 a flag on the command line wins. The hub provides ``JUPYTERHUB_API_URL`` and
 ``JUPYTERHUB_API_TOKEN``; the pre-warm secret shared with the spawner comes from
-``GPUSPAWNER_PREWARM_SECRET``.
+``GPUSPAWNER_PREWARM_SECRET``. When the hub gives the service a URL
+(``JUPYTERHUB_SERVICE_URL``, from the ``url`` of its ``services`` entry), it also serves the
+instructors' course API there (:mod:`.course_api`).
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from urllib.parse import urlsplit
+
+from tornado.httpserver import HTTPServer
+from tornado.web import Application
 
 from gpuspawner.policy.schedule import UTC
 
 from .audit import AuditLog
+from .course_api import CourseAPI, course_api_handlers
 from .hub_client import HubClient
 from .service import SessionsService, courses_with_prewarm
 from .watched_catalog import WatchedCatalog
@@ -78,18 +85,58 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     return parser
 
 
-async def serve(service: SessionsService) -> None:
-    """Run ``service`` until SIGTERM or SIGINT, then return (the process exits 0)."""
+def course_api_server(
+    service: SessionsService, environ: Mapping[str, str], api_url: str, token: str
+) -> tuple[HTTPServer, str, int] | None:
+    """The instructors' course API on the service's own URL, if the hub gave it one."""
+    url = environ.get("JUPYTERHUB_SERVICE_URL")
+    if not url:
+        return None
+    from jupyterhub.services.auth import HubAuth
+
+    name = environ.get("JUPYTERHUB_SERVICE_NAME", "course-sessions")
+    hub_auth = HubAuth(api_url=api_url, api_token=token, cache_max_age=60)
+    api = CourseAPI(
+        client=service.client,
+        catalog=service.catalog.current,
+        audit=service.audit,
+        clock=service.clock,
+        authenticate=lambda value: hub_auth.user_for_token(value, sync=False),
+        access_scope=f"access:services!service={name}",
+        check_scopes=hub_auth.check_scopes,
+    )
+    prefix = environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{name}/")
+    app = Application(course_api_handlers(prefix, api))
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    server = HTTPServer(app, xheaders=True)
+    server.listen(port, host)
+    return server, host, port
+
+
+async def serve(
+    service: SessionsService, api: Callable[[], tuple[HTTPServer, str, int] | None] | None = None
+) -> None:
+    """Run ``service`` (and the course API ``api`` starts) until SIGTERM or SIGINT, then
+    return (the process exits 0)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    started = api() if api is not None else None
+    if started is not None:
+        _, host, port = started
+        log.info("Course API for instructors at http://%s:%d", host, port)
     log.info(
         "Course sessions service running, a round every %gs%s",
         service.interval,
         " (dry run)" if service.dry_run else "",
     )
-    await service.run(stop)
+    try:
+        await service.run(stop)
+    finally:
+        if started is not None:
+            started[0].stop()
     log.info("Course sessions service stopped")
 
 
@@ -124,7 +171,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         secret=secret,
         dry_run=args.dry_run,
     )
-    asyncio.run(serve(service))
+    asyncio.run(serve(service, lambda: course_api_server(service, environ, api_url, token)))
     return 0
 
 

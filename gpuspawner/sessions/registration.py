@@ -10,6 +10,7 @@ In ``jupyterhub_config.py``::
     c.JupyterHub.load_roles.append(sessions_service_role())
 
 The spawner must be given the same pre-warm secret, so it can check the service's tokens.
+With ``port=...`` the service also answers the instructors' course API.
 """
 
 from __future__ import annotations
@@ -81,8 +82,15 @@ def course_sessions_service(
     audit_log: str | Path | None = None,
     dry_run: bool = False,
     name: str = SERVICE_NAME,
+    port: int | None = None,
+    ip: str = "127.0.0.1",
 ) -> dict:
-    """The hub-managed service entry for ``c.JupyterHub.services`` (no URL: a background loop).
+    """The hub-managed service entry for ``c.JupyterHub.services``.
+
+    Without ``port`` it is a background loop only. With ``port`` it also serves the
+    instructors' course API (:mod:`gpuspawner.sessions.course_api`) at
+    ``/services/<name>/api/courses``; give the instructors' roles its access scope
+    (``course_roles(catalog, sessions_service=name)``).
 
     The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
     service, so the pre-warm secret travels there rather than on the command line, where
@@ -96,6 +104,9 @@ def course_sessions_service(
     if dry_run:
         command.append("--dry-run")
     service: dict = {"name": name, "command": command}
+    if port is not None:
+        service["url"] = f"http://{ip}:{port}"
+        service["display"] = False  # an API, not a page for the Services menu
     if prewarm_secret:
         service["environment"] = {"GPUSPAWNER_PREWARM_SECRET": prewarm_secret}
     return service

@@ -132,12 +132,15 @@ if os.geteuid() == 0:
 # -- the course-sessions service: pre-warm before class, reclaim after grace -------------
 prewarm_secret = os.environ.setdefault("GPUSPAWNER_PREWARM_SECRET", secrets.token_hex(32))
 c.SimpleLocalGPUSpawner.prewarm_secret = prewarm_secret
+# It also answers the instructors' course API (list and stop their course's servers).
+SESSIONS_PORT = int(os.environ.get("GPUSPAWNER_DEMO_SESSIONS_PORT", "8767"))
 c.JupyterHub.services = [
     course_sessions_service(
         str(CATALOG),
         prewarm_secret=prewarm_secret,
         interval=30,
         audit_log=str(RUNTIME / "course-sessions.jsonl"),
+        port=SESSIONS_PORT,
     )
 ]
 c.JupyterHub.load_roles = [sessions_service_role()]
@@ -159,8 +162,9 @@ c.JupyterHub.services.append(
 )
 # Every user: Run as Job on their own notebooks; the admin: every user's jobs.
 c.JupyterHub.load_roles.extend(job_service_roles(admins=[] if SSO else [ADMIN]))
-# Each course's instructors see and stop their students' servers (the hub's admin page)
-# and read their jobs. Roles are loaded at start: restart the hub after adding a course.
+# Each course's instructors see and stop their students' servers (the hub's admin page and
+# the course API) and read their jobs. Roles are loaded at start: restart the hub after
+# adding a course.
 c.JupyterHub.load_roles.extend(course_roles(load_catalog(CATALOG)))
 # Each server's $JUPYTERHUB_API_TOKEN may call the service, for its own user only.
 c.Spawner.server_token_scopes = job_server_token_scopes()

@@ -112,6 +112,8 @@ else:
     )
     auth.client_id = "campus-gpu-hub"
     auth.client_secret = client_secret
+    # The demo directory calls its admins "hub-admins": renamed, as a real campus would.
+    auth.group_aliases = {"hub-admins": "admins", **auth.group_aliases}
     auth.login_service = "the campus login (demo)"
     # The routes of the stand-in provider (its discovery document says the same; it is
     # not read here because the provider starts after this file).

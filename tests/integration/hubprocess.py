@@ -241,14 +241,27 @@ class RunningHub:
         cls, config_text: str, workdir: Path, extra_env: Mapping[str, str] | None = None
     ) -> RunningHub:
         """Write the configuration into ``workdir`` (created if needed), launch, wait ready."""
-        workdir.mkdir(parents=True, exist_ok=True)
-        hub = cls(workdir, config_text, extra_env)
-        try:
-            hub._launch()
-        except BaseException:
-            hub.stop()
-            raise
+        hub = cls.prepare(config_text, workdir, extra_env)
+        hub.launch()
         return hub
+
+    @classmethod
+    def prepare(
+        cls, config_text: str, workdir: Path, extra_env: Mapping[str, str] | None = None
+    ) -> RunningHub:
+        """Pick the ports and write the configuration, without launching: for a test that
+        must tell another process the hub's address first (an identity provider's
+        redirect URI). ``launch()`` then."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        return cls(workdir, config_text, extra_env)
+
+    def launch(self) -> None:
+        """Start the hub prepared by ``prepare`` and wait until it is ready."""
+        try:
+            self._launch()
+        except BaseException:
+            self.stop()
+            raise
 
     # -- addresses -------------------------------------------------------------------
 
