@@ -1,12 +1,15 @@
-"""The demo hub for the browser tests: hub_config/local/jupyterhub_config.py, unchanged,
-plus what a test run needs on a machine where other hubs may run.
+"""The demo hub for the browser tests: hub_config/local/jupyterhub_config.py (or, for the
+SSO tests, hub_config/sso/jupyterhub_config.py), unchanged, plus what a test run needs on
+a machine where other hubs may run.
 
 Playwright starts it (the ``hub`` webServer in playwright.config.js) from a fresh runtime
 folder, ``$GPUSPAWNER_DEMO_RUNTIME`` (.run/ui-hub-tests/). On top of the demo settings:
 
 - every port is free, picked by playwright.config.js: the public one
-  (``GPUSPAWNER_DEMO_PORT``), the job service's (``GPUSPAWNER_DEMO_JOBS_PORT``), the hub
-  API's and the proxy API's (``UI_HUB_API_PORT``, ``UI_HUB_PROXY_API_PORT``);
+  (``GPUSPAWNER_DEMO_PORT``), the job service's (``GPUSPAWNER_DEMO_JOBS_PORT``), the
+  course-sessions service's (``GPUSPAWNER_DEMO_SESSIONS_PORT``), the hub API's and the
+  proxy API's (``UI_HUB_API_PORT``, ``UI_HUB_PROXY_API_PORT``), and with SSO the campus
+  provider's (``CAMPUS_IDP_PORT``);
 - the single-user servers load Run as Job's JupyterLab extension as last built in
   jupyter_to_job/labextension/ (an editable install does not put it on Jupyter's path);
 - short spawner timeouts, so the hub's shutdown at the end of the run is quick.
@@ -18,7 +21,12 @@ from pathlib import Path
 c = get_config()  # noqa: F821
 
 REPO = Path(__file__).resolve().parents[2]
-load_subconfig(str(REPO / "hub_config" / "local" / "jupyterhub_config.py"))  # noqa: F821
+# The local demo hub, or (UI_HUB_BASE_CONFIG) the same hub with campus single sign-on,
+# hub_config/sso/jupyterhub_config.py, for the `sso` project.
+BASE_CONFIG = os.environ.get(
+    "UI_HUB_BASE_CONFIG", str(REPO / "hub_config" / "local" / "jupyterhub_config.py")
+)
+load_subconfig(BASE_CONFIG)  # noqa: F821
 
 RUNTIME = Path(os.environ["GPUSPAWNER_DEMO_RUNTIME"])
 EXTENSION_NAME = "@campus-gpu-hub/jupyter-to-job"

@@ -5,7 +5,10 @@
  * Job extension as last built in labextension/: the galata tests (tests/, project
  * `jupyterlab`) drive it. It also starts the demo hub (hub_config/local/, through
  * jupyterhub_test_config.py) on free ports: the test through the hub (hub-tests/, project
- * `hub`) logs in, spawns a course server and runs a job there, with plain Playwright.
+ * `hub`) logs in, spawns a course server and runs a job there, with plain Playwright. And
+ * it starts the same hub with campus single sign-on (hub_config/sso/, which runs the
+ * stand-in campus identity provider): the `sso` project (sso-tests/) logs in through the
+ * provider's form.
  * Screenshots, failure artifacts and the HTML report go to test-artifacts/ui/ at the repository root.
  */
 const { execFileSync } = require('child_process');
@@ -49,25 +52,57 @@ const serverLog = path.join(artifactsDir, 'jupyterlab.log');
 // The demo hub (hub_config/local/), for the test through the hub (hub-tests/): its
 // public port, job service, hub API and proxy API on free ports, picked once like the
 // port above, and a fresh runtime folder at every run.
+// The same for the hub with campus single sign-on (hub_config/sso/): its own ports, one
+// more for the stand-in campus identity provider it starts.
 if (!process.env.UI_HUB_PORTS) {
-  process.env.UI_HUB_PORTS = execFileSync(path.join(venvBin, 'python'), [
+  const ports = execFileSync(path.join(venvBin, 'python'), [
     '-c',
     [
       'import socket',
-      'socks = [socket.socket() for _ in range(4)]',
+      'socks = [socket.socket() for _ in range(11)]',
       '[s.bind(("127.0.0.1", 0)) for s in socks]',
       'print(",".join(str(s.getsockname()[1]) for s in socks))'
     ].join('\n')
   ])
     .toString()
-    .trim();
+    .trim()
+    .split(',');
+  process.env.UI_HUB_PORTS = ports.slice(0, 5).join(',');
+  process.env.UI_SSO_PORTS = ports.slice(5).join(',');
 }
-const [hubPort, hubJobsPort, hubApiPort, hubProxyApiPort] =
+const [hubPort, hubJobsPort, hubSessionsPort, hubApiPort, hubProxyApiPort] =
   process.env.UI_HUB_PORTS.split(',');
 const hubURL = `http://127.0.0.1:${hubPort}`;
 const hubRuntime = path.join(repoRoot, '.run', 'ui-hub-tests');
 const hubLog = path.join(artifactsDir, 'demo-hub.log');
 const hubConfig = path.join(__dirname, 'jupyterhub_test_config.py');
+const [
+  ssoPort,
+  ssoJobsPort,
+  ssoSessionsPort,
+  ssoApiPort,
+  ssoProxyApiPort,
+  ssoIdpPort
+] = process.env.UI_SSO_PORTS.split(',');
+const ssoURL = `http://127.0.0.1:${ssoPort}`;
+process.env.UI_SSO_IDP_URL = `http://127.0.0.1:${ssoIdpPort}`;
+const ssoRuntime = path.join(repoRoot, '.run', 'ui-sso-tests');
+const ssoLog = path.join(artifactsDir, 'sso-hub.log');
+
+/** A demo hub as a webServer: output to a file, SIGTERM to JupyterHub itself. */
+function demoHub(runtime, log, url, env) {
+  return {
+    // Output to a file: child processes holding Playwright's pipe open would keep the
+    // run from ending. `exec` lets SIGTERM reach JupyterHub, which then stops the
+    // single-user servers, the proxy and its services.
+    command: `rm -rf "${runtime}" && mkdir -p "${runtime}" "${artifactsDir}" && cd "${runtime}" && exec "${path.join(venvBin, 'jupyterhub')}" -f "${hubConfig}" > "${log}" 2>&1`,
+    url: `${url}/hub/api`,
+    env: { GPUSPAWNER_DEMO_RUNTIME: runtime, ...env },
+    timeout: 120 * 1000,
+    reuseExistingServer: false,
+    gracefulShutdown: { signal: 'SIGTERM', timeout: 20 * 1000 }
+  };
+}
 
 module.exports = {
   ...baseConfig,
@@ -91,7 +126,9 @@ module.exports = {
     // JupyterLab on its own, driven with galata's fixtures.
     { name: 'jupyterlab', testDir: 'tests' },
     // JupyterLab behind the demo hub, with plain Playwright.
-    { name: 'hub', testDir: 'hub-tests', use: { baseURL: hubURL } }
+    { name: 'hub', testDir: 'hub-tests', use: { baseURL: hubURL } },
+    // The demo hub with campus single sign-on: login through the provider's own form.
+    { name: 'sso', testDir: 'sso-tests', use: { baseURL: ssoURL } }
   ],
   webServer: [
     {
@@ -104,21 +141,26 @@ module.exports = {
       reuseExistingServer: false,
       gracefulShutdown: { signal: 'SIGTERM', timeout: 10 * 1000 }
     },
-    {
-      // Same as above: output to a file, and SIGTERM to JupyterHub itself, which then
-      // stops the single-user servers, the proxy and its services.
-      command: `rm -rf "${hubRuntime}" && mkdir -p "${hubRuntime}" "${artifactsDir}" && cd "${hubRuntime}" && exec "${path.join(venvBin, 'jupyterhub')}" -f "${hubConfig}" > "${hubLog}" 2>&1`,
-      url: `${hubURL}/hub/api`,
-      env: {
-        GPUSPAWNER_DEMO_RUNTIME: hubRuntime,
-        GPUSPAWNER_DEMO_PORT: hubPort,
-        GPUSPAWNER_DEMO_JOBS_PORT: hubJobsPort,
-        UI_HUB_API_PORT: hubApiPort,
-        UI_HUB_PROXY_API_PORT: hubProxyApiPort
-      },
-      timeout: 120 * 1000,
-      reuseExistingServer: false,
-      gracefulShutdown: { signal: 'SIGTERM', timeout: 20 * 1000 }
-    }
+    demoHub(hubRuntime, hubLog, hubURL, {
+      GPUSPAWNER_DEMO_PORT: hubPort,
+      GPUSPAWNER_DEMO_JOBS_PORT: hubJobsPort,
+      GPUSPAWNER_DEMO_SESSIONS_PORT: hubSessionsPort,
+      UI_HUB_API_PORT: hubApiPort,
+      UI_HUB_PROXY_API_PORT: hubProxyApiPort
+    }),
+    demoHub(ssoRuntime, ssoLog, ssoURL, {
+      UI_HUB_BASE_CONFIG: path.join(
+        repoRoot,
+        'hub_config',
+        'sso',
+        'jupyterhub_config.py'
+      ),
+      GPUSPAWNER_DEMO_PORT: ssoPort,
+      GPUSPAWNER_DEMO_JOBS_PORT: ssoJobsPort,
+      GPUSPAWNER_DEMO_SESSIONS_PORT: ssoSessionsPort,
+      UI_HUB_API_PORT: ssoApiPort,
+      UI_HUB_PROXY_API_PORT: ssoProxyApiPort,
+      CAMPUS_IDP_PORT: ssoIdpPort
+    })
   ]
 };
