@@ -36,15 +36,18 @@ TYPED_PATHS ?= gpuspawner/policy
 PYTEST_ARGS ?= -v tests
 DEMO_CONFIG := $(CURDIR)/hub_config/local/jupyterhub_config.py
 DEMO_DIR := .run/demo
+SSO_CONFIG := $(CURDIR)/hub_config/sso/jupyterhub_config.py
+SSO_DIR := .run/demo-sso
 
 export PATH := $(BIN):$(NODE_BIN):$(PATH)
 
-.PHONY: system-deps help setup labextension jstest ui-test demo test lint typecheck pytest bench constraints \
+.PHONY: system-deps help setup labextension jstest ui-test demo demo-sso test lint typecheck pytest bench constraints \
 	clean distclean
 
 help:
 	@echo "make demo   set everything up and start the local demo hub at http://127.0.0.1:8000"
 	@echo "make test   set everything up and run lint, type checks and the whole test suite"
+	@echo "make demo-sso  the demo hub with campus single sign-on (a stand-in campus login)"
 	@echo "make lint | typecheck | pytest | jstest | ui-test | labextension | bench | constraints"
 	@echo "make clean | distclean"
 
@@ -86,6 +89,13 @@ $(NODE_STAMP): package.json package-lock.json
 demo: setup
 	mkdir -p $(DEMO_DIR)
 	cd $(DEMO_DIR) && exec $(BIN)/jupyterhub -f $(DEMO_CONFIG)
+
+# The same hub logging in through OpenID Connect; it starts the stand-in campus provider
+# (hub_config/sso/campus_idp) on http://127.0.0.1:8010. Password for every demo person:
+# campus-demo. Set CAMPUS_OIDC_ISSUER (see hub_config/sso/README.md) for a real provider.
+demo-sso: setup
+	mkdir -p $(SSO_DIR)
+	cd $(SSO_DIR) && exec $(BIN)/jupyterhub -f $(SSO_CONFIG)
 
 test: setup system-deps lint typecheck jstest pytest ui-test
 
