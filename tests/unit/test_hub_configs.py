@@ -52,3 +52,20 @@ def test_the_binder_example_is_a_notebook_with_a_parameters_cell_and_standalone_
     post_build = (ROOT / "binder" / "postBuild").read_text()
     assert 'c.JobsExtensionApp.mode = "standalone"' in post_build
     assert (ROOT / "binder" / "postBuild").stat().st_mode & 0o111
+
+
+def test_the_z2jh_sessions_role_is_the_one_the_service_documents():
+    from gpuspawner.sessions import sessions_service_role
+
+    values = yaml.safe_load((K8S / "values.yaml").read_text())
+    role = values["hub"]["loadRoles"]["course-sessions"]
+    assert set(role["scopes"]) == set(sessions_service_role()["scopes"])
+
+
+def test_the_z2jh_sso_overlay_names_settings_the_authenticator_has():
+    from gpuspawner.sso import CampusOAuthenticator
+
+    settings = yaml.safe_load((K8S / "sso.yaml").read_text())["hub"]["config"]
+    assert settings["JupyterHub"]["authenticator_class"] == "gpuspawner.sso.CampusOAuthenticator"
+    traits = CampusOAuthenticator.class_traits(config=True)
+    assert set(settings["CampusOAuthenticator"]) <= set(traits)
