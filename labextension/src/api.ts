@@ -217,14 +217,27 @@ export class JobsAPI {
 
 /**
  * The flavor list, whether the server sends `{"flavors": [...]}` or a bare list.
+ *
+ * @throws Error for any other answer (a proxy's page, say): an empty list would
+ * read as "no flavors here" when nothing is known.
  */
 export function flavorsFrom(body: unknown): IJobFlavorInfo[] {
   if (Array.isArray(body)) {
     return body as IJobFlavorInfo[];
   }
   const wrapped = (body as IListFlavorsResponse | null)?.flavors;
-  return Array.isArray(wrapped) ? wrapped : [];
+  if (Array.isArray(wrapped)) {
+    return wrapped;
+  }
+  throw new Error(UNREADABLE_FLAVORS);
 }
+
+/**
+ * The sentence for a flavor list answer that is not a flavor list.
+ */
+export const UNREADABLE_FLAVORS =
+  'The server answered the flavor request with something other than a flavor list. ' +
+  'Try again; if it keeps happening, tell the hub admins.';
 
 /**
  * The parameter list, whether the server sends `{"path", "parameters": [...]}`
@@ -241,14 +254,28 @@ export function parametersFrom(body: unknown): INotebookParameter[] {
 /**
  * The new job, whether the server answers with a `CreateJobResponse` or the bare
  * `DescribeJob`.
+ *
+ * @throws Error when the answer describes no job, so that the dialog says so instead
+ * of staying open without a word.
  */
 export function createdJobFrom(body: unknown): IDescribeJob {
-  const response = body as ICreateJobResponse;
-  if (response && typeof response.job === 'object' && response.job !== null) {
-    return response.job;
+  const response = body as ICreateJobResponse | null;
+  const job =
+    response && typeof response.job === 'object' && response.job !== null
+      ? response.job
+      : (body as IDescribeJob | null);
+  if (typeof job?.job_id !== 'string' || job.job_id === '') {
+    throw new Error(UNREADABLE_JOB);
   }
-  return body as IDescribeJob;
+  return job;
 }
+
+/**
+ * The sentence for a create answer that describes no job. Submitting again is safe:
+ * the dialog's idempotency token makes it the same job.
+ */
+export const UNREADABLE_JOB =
+  'The server did not answer with the new job. Submit again: the job will not start twice.';
 
 function jobPath(jobId: string): string {
   return `api/jobs/${encodeURIComponent(jobId)}`;

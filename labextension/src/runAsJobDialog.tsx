@@ -5,14 +5,13 @@ import * as React from 'react';
 
 import { featuresOf, JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
+import { FlavorPicker, useFlavorList } from './flavorPicker';
 import {
   availableFlavors,
   deadlineHint,
   deadlineMinutes,
   deadlineProblem,
-  defaultFlavor,
-  flavorLoad,
-  flavorSummary
+  defaultFlavor
 } from './flavors';
 import {
   IDescribeJob,
@@ -22,6 +21,7 @@ import {
   INotebookParameter
 } from './models';
 import { changedParameters, editableText, parameterKind } from './parameters';
+import { retryTransient } from './retry';
 import { createRequest, defaultJobName, notebookStem } from './submission';
 
 /**
@@ -41,10 +41,11 @@ export interface IRunAsJobOptions {
 }
 
 /**
- * The Run as Job dialog. Submit sends the job and closes the dialog only when the
- * server has accepted it; otherwise the server's sentence shows in the dialog.
- * Every submit of one dialog carries the same idempotency token, so a double click
- * or a retry after a lost answer starts one job.
+ * The Run as Job dialog. Submit stays disabled until the flavors and the notebook's
+ * parameters are loaded and a flavor is selected; it sends the job and closes the
+ * dialog only when the server has accepted it, otherwise the server's sentence shows
+ * in the dialog. Every submit of one dialog carries the same idempotency token, so a
+ * double click or a retry after a lost answer starts one job.
  */
 export class RunAsJobDialog extends Dialog<IDescribeJob | null> {
   constructor(options: IRunAsJobOptions) {
@@ -67,6 +68,11 @@ export class RunAsJobDialog extends Dialog<IDescribeJob | null> {
     this.addClass('jp-JupyterToJob-dialog');
     this._form = form;
     this._buttonList = buttons;
+    this._submitNode = this.node.querySelector<HTMLButtonElement>(
+      '.jp-JupyterToJob-submit'
+    );
+    form.onCanSubmitChange = () => this._syncSubmitButton();
+    this._syncSubmitButton();
   }
 
   /**
@@ -78,29 +84,52 @@ export class RunAsJobDialog extends Dialog<IDescribeJob | null> {
       super.resolve(index);
       return;
     }
+    void this._submit(index);
+  }
+
+  /**
+   * Handle the DOM events of the dialog, apart from `input`.
+   *
+   * The base class checks the DOM for invalid fields on each `input` event and then
+   * enables Submit and refuses to close by itself. It runs before React renders the
+   * keystroke, so it lags one behind: it could enable Submit while the form loads, or
+   * keep the dialog open after the job was created. The form checks itself instead,
+   * and says what is wrong in words.
+   */
+  handleEvent(event: Event): void {
+    if (event.type === 'input') {
+      return;
+    }
+    super.handleEvent(event);
+  }
+
+  private async _submit(index?: number): Promise<void> {
     if (this._submitting) {
       return;
     }
     this._submitting = true;
-    const submitNode = this.node.querySelector<HTMLButtonElement>(
-      '.jp-JupyterToJob-submit'
-    );
-    if (submitNode) {
-      submitNode.disabled = true;
-    }
-    void this._form.submit().then(job => {
+    this._syncSubmitButton();
+    let job: IDescribeJob | null = null;
+    try {
+      job = await this._form.submit();
+    } finally {
       this._submitting = false;
-      if (submitNode) {
-        submitNode.disabled = false;
-      }
-      if (job) {
-        super.resolve(index);
-      }
-    });
+      this._syncSubmitButton();
+    }
+    if (job) {
+      super.resolve(index);
+    }
+  }
+
+  private _syncSubmitButton(): void {
+    if (this._submitNode) {
+      this._submitNode.disabled = this._submitting || !this._form.canSubmit;
+    }
   }
 
   private _form: RunAsJobForm;
   private _buttonList: Dialog.IButton[];
+  private _submitNode: HTMLButtonElement | null;
   private _submitting = false;
 }
 
@@ -115,19 +144,31 @@ export class RunAsJobForm extends ReactWidget {
   }
 
   /**
+   * Whether the form can be sent now: the flavors and parameters are loaded, a
+   * flavor is selected and no submit is under way.
+   */
+  get canSubmit(): boolean {
+    return this._canSubmit;
+  }
+
+  /**
+   * Called whenever `canSubmit` changes (the dialog enables Submit with it).
+   */
+  onCanSubmitChange: ((canSubmit: boolean) => void) | null = null;
+
+  /**
    * Validate and send the form.
    *
    * @returns The new job; null when the form or the server refused (the form
-   * says why).
+   * says why), or before the form has rendered.
    */
-  submit(): Promise<IDescribeJob | null> {
+  async submit(): Promise<IDescribeJob | null> {
     if (!this._submit) {
-      return Promise.resolve(null);
+      return null;
     }
-    return this._submit().then(job => {
-      this._job = job ?? this._job;
-      return job;
-    });
+    const job = await this._submit();
+    this._job = job ?? this._job;
+    return job;
   }
 
   /**
@@ -145,6 +186,10 @@ export class RunAsJobForm extends ReactWidget {
         bindSubmit={submit => {
           this._submit = submit;
         }}
+        onCanSubmitChange={canSubmit => {
+          this._canSubmit = canSubmit;
+          this.onCanSubmitChange?.(canSubmit);
+        }}
       />
     );
   }
@@ -152,12 +197,14 @@ export class RunAsJobForm extends ReactWidget {
   private _options: IRunAsJobOptions;
   private readonly _token = UUID.uuid4();
   private _submit: (() => Promise<IDescribeJob | null>) | null = null;
+  private _canSubmit = false;
   private _job: IDescribeJob | null = null;
 }
 
 interface IFormViewProps extends IRunAsJobOptions {
   idempotencyToken: string;
   bindSubmit: (submit: () => Promise<IDescribeJob | null>) => void;
+  onCanSubmitChange: (canSubmit: boolean) => void;
 }
 
 function RunAsJobFormView(props: IFormViewProps): JSX.Element {
@@ -166,14 +213,14 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   const [name, setName] = React.useState(() =>
     defaultJobName(path, new Date())
   );
-  const [flavors, setFlavors] = React.useState<IJobFlavorInfo[] | null>(null);
-  const [flavorsError, setFlavorsError] = React.useState<string | null>(null);
-  const [flavorId, setFlavorId] = React.useState<string | null>(null);
-  const [deadline, setDeadline] = React.useState('');
-  const [deadlineEdited, setDeadlineEdited] = React.useState(false);
+  const { list: flavorList, retry: retryFlavors } = useFlavorList(api);
+  // The user's pick; until they pick, the server's default flavor is selected.
+  const [pickedId, setPickedId] = React.useState<string | null>(null);
+  // The deadline as typed; null until edited, which means the flavor's default.
+  const [deadlineText, setDeadlineText] = React.useState<string | null>(null);
   const [parameters, setParameters] = React.useState<
     INotebookParameter[] | null
-  >(null);
+  >(features.parameters ? null : []);
   const [parametersError, setParametersError] = React.useState<string | null>(
     null
   );
@@ -184,71 +231,62 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
 
   React.useEffect(() => {
-    let alive = true;
-    api.listFlavors().then(
+    if (!features.parameters) {
+      return;
+    }
+    // Aborted when the dialog closes: an answer that comes later is dropped.
+    const abandoned = new AbortController();
+    retryTransient(
+      () => api.getParameters(path),
+      undefined,
+      abandoned.signal
+    ).then(
       list => {
-        if (!alive) {
+        if (abandoned.signal.aborted) {
           return;
         }
-        setFlavors(list);
-        const preselected = defaultFlavor(list);
-        setFlavorId(preselected?.id ?? null);
-        if (preselected) {
-          setDeadline(String(deadlineMinutes(preselected).initial));
+        const initial: { [name: string]: string } = {};
+        for (const parameter of list) {
+          initial[parameter.name] = editableText(parameter);
         }
+        setTexts(initial);
+        setParameters(list);
       },
       reason => {
-        if (alive) {
-          setFlavors([]);
-          setFlavorsError(errorSentence(reason));
+        if (!abandoned.signal.aborted) {
+          setParameters([]);
+          setParametersError(errorSentence(reason));
         }
       }
     );
-    if (features.parameters) {
-      api.getParameters(path).then(
-        list => {
-          if (!alive) {
-            return;
-          }
-          const initial: { [name: string]: string } = {};
-          for (const parameter of list) {
-            initial[parameter.name] = editableText(parameter);
-          }
-          setTexts(initial);
-          setParameters(list);
-        },
-        reason => {
-          if (alive) {
-            setParameters([]);
-            setParametersError(errorSentence(reason));
-          }
-        }
-      );
-    } else {
-      setParameters([]);
-    }
-    return () => {
-      alive = false;
-    };
+    return () => abandoned.abort();
   }, [api, path]);
 
+  const flavors = flavorList.status === 'loaded' ? flavorList.flavors : null;
   const offered = flavors ? availableFlavors(flavors) : [];
   const closed = flavors ? flavors.filter(flavor => !flavor.available) : [];
-  const flavor = offered.find(item => item.id === flavorId) ?? null;
+  const flavor =
+    offered.find(item => item.id === pickedId) ??
+    (flavors ? defaultFlavor(flavors) : null);
+  const deadline =
+    deadlineText ?? (flavor ? String(deadlineMinutes(flavor).initial) : '');
   const parameterProblems = changedParameters(parameters ?? [], texts).problems;
+  const canSubmit = flavor !== null && parameters !== null && !submitting;
+
+  React.useEffect(() => {
+    props.onCanSubmitChange(canSubmit);
+  }, [canSubmit]);
 
   const pickFlavor = (picked: IJobFlavorInfo) => {
-    setFlavorId(picked.id);
-    const { initial, max } = deadlineMinutes(picked);
-    if (!deadlineEdited) {
-      setDeadline(String(initial));
-    } else if (Number(deadline) > max) {
-      setDeadline(String(max));
+    setPickedId(picked.id);
+    const { max } = deadlineMinutes(picked);
+    if (deadlineText !== null && Number(deadlineText) > max) {
+      setDeadlineText(String(max));
     }
   };
 
   const submit = async (): Promise<IDescribeJob | null> => {
-    if (flavors === null || parameters === null) {
+    if (flavorList.status === 'loading' || parameters === null) {
       setError(
         trans.__(
           'The flavors and parameters are still loading; submit again in a moment.'
@@ -256,7 +294,23 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       );
       return null;
     }
-    if (flavors.length > 0 && offered.length === 0) {
+    if (flavorList.status === 'failed') {
+      setError(
+        trans.__(
+          'The flavors could not be listed, so the job cannot be submitted yet. Press Retry under Flavor.'
+        )
+      );
+      return null;
+    }
+    if (flavorList.flavors.length === 0) {
+      setError(
+        trans.__(
+          'No job flavor is set up here, so notebooks cannot run as jobs. Ask the hub admins to add one.'
+        )
+      );
+      return null;
+    }
+    if (offered.length === 0) {
       setError(
         trans.__(
           'No job flavor is open to you right now, so the job cannot start. %1',
@@ -265,11 +319,11 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       );
       return null;
     }
-    if (offered.length > 0 && flavor === null) {
+    if (flavor === null) {
       setError(trans.__('Pick a flavor for the job.'));
       return null;
     }
-    if (flavor && features.deadline) {
+    if (features.deadline) {
       const problem = deadlineProblem(deadline, flavor);
       if (problem) {
         setError(problem);
@@ -291,10 +345,9 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
         createRequest({
           inputPath: path,
           name,
-          flavor: flavor?.id ?? null,
+          flavor: flavor.id,
           parameters: changed.values,
-          deadlineMinutes:
-            flavor && features.deadline ? Number(deadline) : null,
+          deadlineMinutes: features.deadline ? Number(deadline) : null,
           html: features.html_output && html,
           idempotencyToken: props.idempotencyToken
         })
@@ -307,11 +360,18 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       setSubmitting(false);
     }
   };
-  // The dialog's Submit button calls the latest submit (with the latest state).
+  // The dialog's Submit button calls the latest submit (with the latest state); an
+  // error it did not expect still ends in a sentence, never in a dialog that hangs.
   const submitRef = React.useRef(submit);
   submitRef.current = submit;
   React.useEffect(() => {
-    props.bindSubmit(() => submitRef.current());
+    props.bindSubmit(() =>
+      submitRef.current().catch(reason => {
+        setSubmitting(false);
+        setError(errorSentence(reason));
+        return null;
+      })
+    );
   }, []);
 
   return (
@@ -334,75 +394,13 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
         />
       </label>
 
-      <fieldset className="jp-JupyterToJob-flavors" data-testid="flavor-picker">
-        <legend className="jp-JupyterToJob-fieldLabel">
-          {trans.__('Flavor')}
-        </legend>
-        {flavors === null && (
-          <p className="jp-JupyterToJob-hint">
-            {trans.__('Loading the flavors…')}
-          </p>
-        )}
-        {flavorsError && (
-          <p className="jp-JupyterToJob-hint">
-            {trans.__(
-              'The flavors could not be listed (%1) The job will use the default flavor.',
-              flavorsError
-            )}
-          </p>
-        )}
-        {offered.map(item => (
-          <label
-            key={item.id}
-            className={
-              'jp-JupyterToJob-flavor' +
-              (item.id === flavorId ? ' jp-mod-selected' : '')
-            }
-            data-testid="flavor-option"
-            data-flavor-id={item.id}
-          >
-            <input
-              type="radio"
-              name="flavor"
-              value={item.id}
-              checked={item.id === flavorId}
-              onChange={() => pickFlavor(item)}
-            />
-            <span className="jp-JupyterToJob-flavorText">
-              <span className="jp-JupyterToJob-flavorTitle">{item.title}</span>
-              <span className="jp-JupyterToJob-flavorSummary">
-                {flavorSummary(item)}
-              </span>
-              <span className="jp-JupyterToJob-flavorLoad">
-                {flavorLoad(item)}
-              </span>
-              {item.description && (
-                <span className="jp-JupyterToJob-hint">{item.description}</span>
-              )}
-            </span>
-          </label>
-        ))}
-        {flavors !== null && flavors.length > 0 && offered.length === 0 && (
-          <p className="jp-JupyterToJob-hint">
-            {trans.__('No job flavor is open to you right now.')}
-          </p>
-        )}
-        {closed.length > 0 && (
-          <p
-            className="jp-JupyterToJob-hint"
-            title={closed
-              .map(item => `${item.title}: ${item.reason}`)
-              .join('\n')}
-          >
-            {trans._n(
-              '%1 more flavor is not open to you: %2',
-              '%1 more flavors are not open to you: %2',
-              closed.length,
-              closed.map(item => item.title).join(', ')
-            )}
-          </p>
-        )}
-      </fieldset>
+      <FlavorPicker
+        list={flavorList}
+        selected={flavor}
+        onPick={pickFlavor}
+        onRetry={retryFlavors}
+        trans={trans}
+      />
 
       {features.deadline && flavor && (
         <label className="jp-JupyterToJob-field">
@@ -419,10 +417,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
             step={1}
             required
             value={deadline}
-            onChange={event => {
-              setDeadline(event.target.value);
-              setDeadlineEdited(true);
-            }}
+            onChange={event => setDeadlineText(event.target.value)}
           />
           <span className="jp-JupyterToJob-hint">
             {trans.__(

@@ -5,7 +5,9 @@ import {
   featuresOf,
   flavorsFrom,
   JobsAPI,
-  parametersFrom
+  parametersFrom,
+  UNREADABLE_FLAVORS,
+  UNREADABLE_JOB
 } from '../api';
 import { JobAPIError } from '../errors';
 import { makeFlavor, makeJob } from './jobs.fixture';
@@ -215,8 +217,15 @@ describe('answers in either shape', () => {
     const flavor = makeFlavor();
     expect(flavorsFrom({ flavors: [flavor] })).toEqual([flavor]);
     expect(flavorsFrom([flavor])).toEqual([flavor]);
-    expect(flavorsFrom({})).toEqual([]);
-    expect(flavorsFrom(null)).toEqual([]);
+    expect(flavorsFrom({ flavors: [] })).toEqual([]);
+  });
+
+  it('refuses a flavor answer that is no flavor list, rather than reading it as none', () => {
+    expect(() => flavorsFrom({})).toThrow(UNREADABLE_FLAVORS);
+    expect(() => flavorsFrom(null)).toThrow(UNREADABLE_FLAVORS);
+    expect(() => flavorsFrom('<html>Sign in</html>')).toThrow(
+      UNREADABLE_FLAVORS
+    );
   });
 
   it('reads parameters wrapped or bare', () => {
@@ -237,6 +246,14 @@ describe('answers in either shape', () => {
       job
     );
     expect(createdJobFrom(job)).toBe(job);
+  });
+
+  it('refuses a create answer that describes no job', () => {
+    expect(() => createdJobFrom(undefined)).toThrow(UNREADABLE_JOB);
+    expect(() => createdJobFrom({ created: true })).toThrow(UNREADABLE_JOB);
+    expect(() => createdJobFrom('<html>Sign in</html>')).toThrow(
+      UNREADABLE_JOB
+    );
   });
 
   it('fills the features a config leaves out with the defaults', () => {

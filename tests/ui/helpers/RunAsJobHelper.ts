@@ -97,6 +97,22 @@ export const TICKING_NOTEBOOK = notebook([
 ]);
 
 /**
+ * Wait until the Run as Job dialog can be submitted: its flavors listed, one of them
+ * selected, and Submit enabled, which the dialog does only once the notebook's
+ * parameters are read too.
+ */
+export async function expectReadyToSubmit(dialog: Locator): Promise<void> {
+  await expect(dialog.getByTestId('flavor-picker')).toHaveAttribute(
+    'data-state',
+    'loaded'
+  );
+  await expect(
+    dialog.getByTestId('flavor-option').getByRole('radio', { checked: true })
+  ).toHaveCount(1);
+  await expect(dialog.locator(SELECTORS.SUBMIT)).toBeEnabled();
+}
+
+/**
  * Run as Job in one galata page.
  */
 export class RunAsJobHelper {
@@ -130,21 +146,22 @@ export class RunAsJobHelper {
   }
 
   /**
-   * The Run as Job dialog, once its flavors have loaded.
+   * The Run as Job dialog, once it can be submitted (see `expectReadyToSubmit`).
    */
   async dialog(): Promise<Locator> {
     const dialog = this.page.locator(SELECTORS.DIALOG);
     await expect(dialog).toBeVisible();
-    await expect(dialog.getByTestId('flavor-option').first()).toBeVisible();
+    await expectReadyToSubmit(dialog);
     return dialog;
   }
 
   /**
-   * Submit the dialog and wait for the Jobs panel to show the new job.
+   * Submit the dialog once it can be, and wait for the Jobs panel to show the new job.
    *
    * @returns The job's detail and its id.
    */
   async submit(dialog: Locator): Promise<{ detail: Locator; jobId: string }> {
+    await expectReadyToSubmit(dialog);
     await dialog.locator(SELECTORS.SUBMIT).click();
     await expect(dialog).toBeHidden({ timeout: 30 * 1000 });
     const panel = this.page.locator(SELECTORS.JOBS_PANEL);

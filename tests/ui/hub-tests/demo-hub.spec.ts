@@ -8,7 +8,12 @@
 import { expect, Page, test } from '@playwright/test';
 import * as path from 'path';
 
-import { notebook, SCREENSHOTS, SELECTORS } from '../helpers/RunAsJobHelper';
+import {
+  expectReadyToSubmit,
+  notebook,
+  SCREENSHOTS,
+  SELECTORS
+} from '../helpers/RunAsJobHelper';
 
 const USER = 'student1';
 const NOTEBOOK = 'hub-greeting.ipynb';
@@ -96,6 +101,8 @@ test('a student starts the GPU demo course and runs a notebook as a job on a qua
   );
   await expect(flavor).toBeVisible({ timeout: 20 * 1000 });
   await flavor.click();
+  await expect(flavor.getByRole('radio')).toBeChecked();
+  await expectReadyToSubmit(dialog);
   await dialog.locator(SELECTORS.SUBMIT).click();
   await expect(dialog).toBeHidden({ timeout: 30 * 1000 });
 

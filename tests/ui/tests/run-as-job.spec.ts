@@ -3,6 +3,7 @@ import * as path from 'path';
 
 import {
   COMMANDS,
+  expectReadyToSubmit,
   GREETING_NOTEBOOK,
   RunAsJobHelper,
   SCREENSHOTS,
@@ -209,6 +210,93 @@ test.describe('Run as Job from the notebook toolbar', () => {
     await page.getByRole('menuitem', { name: 'Run as Job' }).click();
     const dialog = await jobs.dialog();
     await expect(dialog).toContainText('browsed');
+    await dialog.locator(SELECTORS.CANCEL).click();
+    await expect(dialog).toBeHidden();
+  });
+});
+
+test.describe('While the Run as Job dialog loads', () => {
+  test('Submit waits for the notebook’s parameters, not only for the flavors', async ({
+    page,
+    tmpPath
+  }) => {
+    const jobs = new RunAsJobHelper(page);
+    const notebookPath = `${tmpPath}/slow-parameters.ipynb`;
+    await jobs.createNotebook(notebookPath, GREETING_NOTEBOOK);
+    // Given a server that lists the flavors at once but is slow to read the notebook's
+    // parameters: their answer is held until the test lets it through
+    let letParametersThrough = () => {};
+    const parametersLetThrough = new Promise<void>(resolve => {
+      letParametersThrough = resolve;
+    });
+    await page.route(/\/jupyter-to-job\/api\/parameters/, async route => {
+      await parametersLetThrough;
+      await route.continue();
+    });
+
+    // When the student clicks Run as Job
+    await jobs.openAndClickRunAsJob(notebookPath);
+
+    // Then the flavors are offered and one is selected, but Submit waits for the parameters
+    const dialog = page.locator(SELECTORS.DIALOG);
+    await expect(
+      dialog.getByTestId('flavor-option').getByRole('radio', { checked: true })
+    ).toHaveCount(1);
+    await expect(dialog.getByTestId('parameters')).toContainText(
+      'Reading the notebook’s parameters…'
+    );
+    await expect(dialog.locator(SELECTORS.SUBMIT)).toBeDisabled();
+
+    // When the parameters arrive
+    letParametersThrough();
+
+    // Then they show, and Submit is enabled
+    await expect(
+      dialog.locator('[data-testid="parameter-input"][data-parameter="repeat"]')
+    ).toHaveValue('3');
+    await expect(dialog.locator(SELECTORS.SUBMIT)).toBeEnabled();
+    await dialog.locator(SELECTORS.CANCEL).click();
+    await expect(dialog).toBeHidden();
+  });
+
+  test('flavors that cannot be listed are explained, and Retry lists them', async ({
+    page,
+    tmpPath
+  }) => {
+    const jobs = new RunAsJobHelper(page);
+    const notebookPath = `${tmpPath}/no-flavors-yet.ipynb`;
+    await jobs.createNotebook(notebookPath, GREETING_NOTEBOOK);
+    // Given a server whose flavor list fails until the catalog is fixed
+    const sentence =
+      'The job flavors cannot be loaded right now (the course catalog has errors).';
+    let catalogFixed = false;
+    await page.route(/\/jupyter-to-job\/api\/flavors/, route =>
+      catalogFixed
+        ? route.continue()
+        : route.fulfill({
+            status: 500,
+            contentType: 'application/json',
+            body: JSON.stringify({ message: sentence, reason: 'no-catalog' })
+          })
+    );
+
+    // When the student clicks Run as Job
+    await jobs.openAndClickRunAsJob(notebookPath);
+
+    // Then the Flavor group says why there is nothing to pick, and Submit is disabled
+    const dialog = page.locator(SELECTORS.DIALOG);
+    await expect(dialog.getByTestId('flavors-error')).toContainText(sentence);
+    await expect(dialog.getByTestId('flavor-option')).toHaveCount(0);
+    await expect(dialog.locator(SELECTORS.SUBMIT)).toBeDisabled();
+    await jobs.screenshot('run-as-job-flavors-error.png');
+
+    // When the catalog is fixed and they press Retry
+    catalogFixed = true;
+    await dialog.getByTestId('flavors-retry').click();
+
+    // Then the flavors are offered, one selected, and the dialog can be submitted
+    await expectReadyToSubmit(dialog);
+    await expect(dialog.getByTestId('flavors-error')).toHaveCount(0);
     await dialog.locator(SELECTORS.CANCEL).click();
     await expect(dialog).toBeHidden();
   });

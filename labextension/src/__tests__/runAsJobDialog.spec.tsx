@@ -1,0 +1,430 @@
+import { Dialog } from '@jupyterlab/apputils';
+import { ServerConnection } from '@jupyterlab/services';
+import { nullTranslator } from '@jupyterlab/translation';
+import { PromiseDelegate } from '@lumino/coreutils';
+import { act } from 'react';
+
+import { DEFAULT_FEATURES, JobsAPI, UNREADABLE_JOB } from '../api';
+import { JobAPIError } from '../errors';
+import {
+  ICreateJob,
+  IDescribeJob,
+  IJobFlavorInfo,
+  INotebookParameter
+} from '../models';
+import { RunAsJobDialog } from '../runAsJobDialog';
+import { makeFlavor, makeJob } from './jobs.fixture';
+
+// React renders the dialog inside act(), as in a browser between two events.
+(
+  globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }
+).IS_REACT_ACT_ENVIRONMENT = true;
+
+const CPU = makeFlavor({
+  id: 'cpu',
+  title: 'CPU job',
+  gpu: null,
+  default: false,
+  default_deadline_seconds: 3600,
+  max_deadline_seconds: 24 * 3600
+});
+const QUARTER = makeFlavor({ id: 'quarter-4090', default: true });
+
+const REPEAT: INotebookParameter = {
+  name: 'repeat',
+  inferred_type_name: 'None',
+  default: '3',
+  help: ''
+};
+
+/**
+ * The job API of a server that answers when the test says: each call waits on a
+ * promise the test resolves or rejects.
+ */
+class SlowServer {
+  readonly flavorRequests: PromiseDelegate<IJobFlavorInfo[]>[] = [];
+  readonly parameterRequests: PromiseDelegate<INotebookParameter[]>[] = [];
+  readonly createRequests: {
+    request: ICreateJob;
+    answer: PromiseDelegate<IDescribeJob>;
+  }[] = [];
+
+  listFlavors(): Promise<IJobFlavorInfo[]> {
+    return this._wait(this.flavorRequests);
+  }
+
+  getParameters(): Promise<INotebookParameter[]> {
+    return this._wait(this.parameterRequests);
+  }
+
+  createJob(request: ICreateJob): Promise<IDescribeJob> {
+    const answer = new PromiseDelegate<IDescribeJob>();
+    this.createRequests.push({ request, answer });
+    return answer.promise;
+  }
+
+  get api(): JobsAPI {
+    return this as unknown as JobsAPI;
+  }
+
+  private _wait<T>(requests: PromiseDelegate<T>[]): Promise<T> {
+    const answer = new PromiseDelegate<T>();
+    requests.push(answer);
+    return answer.promise;
+  }
+}
+
+/**
+ * An error answer of the job API.
+ */
+function refusal(status: number, message: string, reason: string): JobAPIError {
+  return new JobAPIError(new Response(null, { status }), { message, reason });
+}
+
+/**
+ * The Run as Job dialog, open in the page, and what the user sees of it.
+ */
+class OpenDialog {
+  constructor(
+    readonly dialog: RunAsJobDialog,
+    readonly result: Promise<Dialog.IResult<IDescribeJob | null>>
+  ) {
+    result.then(
+      () => (this.closed = true),
+      () => (this.closed = true)
+    );
+  }
+
+  closed = false;
+
+  get node(): HTMLElement {
+    return this.dialog.node;
+  }
+
+  get submitButton(): HTMLButtonElement {
+    return this.node.querySelector('.jp-JupyterToJob-submit')!;
+  }
+
+  get flavorOptions(): HTMLElement[] {
+    return [
+      ...this.node.querySelectorAll<HTMLElement>(
+        '[data-testid="flavor-option"]'
+      )
+    ];
+  }
+
+  get checkedFlavor(): string | null {
+    return (
+      this.node.querySelector<HTMLInputElement>('input[name="flavor"]:checked')
+        ?.value ?? null
+    );
+  }
+
+  byTestId(id: string): HTMLElement | null {
+    return this.node.querySelector(`[data-testid="${id}"]`);
+  }
+
+  text(id: string): string {
+    return this.byTestId(id)?.textContent ?? '';
+  }
+
+  /**
+   * Click Submit as a user would (a disabled button takes no click).
+   */
+  async clickSubmit(): Promise<void> {
+    await settle(() => this.submitButton.click());
+  }
+
+  /**
+   * Type `text` into the box of the parameter `name`.
+   */
+  async typeParameter(name: string, text: string): Promise<void> {
+    const input = this.node.querySelector<HTMLInputElement>(
+      `[data-testid="parameter-input"][data-parameter="${name}"]`
+    )!;
+    await settle(() => {
+      // React listens for the input event and reads the value the browser set.
+      Object.getOwnPropertyDescriptor(
+        HTMLInputElement.prototype,
+        'value'
+      )!.set!.call(input, text);
+      input.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+  }
+}
+
+/**
+ * Do `work` (a server's answer, a click), then let the promises and renders it
+ * starts run to their end.
+ */
+async function settle(work: () => void = () => undefined): Promise<void> {
+  await act(async () => {
+    work();
+    for (let turn = 0; turn < 10; turn++) {
+      await Promise.resolve();
+    }
+  });
+}
+
+async function openDialog(
+  server: SlowServer,
+  features = DEFAULT_FEATURES
+): Promise<OpenDialog> {
+  const dialog = new RunAsJobDialog({
+    api: server.api,
+    path: 'course/train.ipynb',
+    config: {
+      mode: 'standalone',
+      version: '0.1.0',
+      features,
+      max_notebook_bytes: 1024 * 1024
+    },
+    trans: nullTranslator.load('jupyterlab')
+  });
+  let result: Promise<Dialog.IResult<IDescribeJob | null>> | null = null;
+  await settle(() => {
+    result = dialog.launch();
+  });
+  return new OpenDialog(dialog, result!);
+}
+
+afterEach(async () => {
+  await act(async () => Dialog.flush());
+  jest.useRealTimers();
+});
+
+describe('The Run as Job dialog while its flavors load', () => {
+  it('keeps Submit disabled until the flavors arrive, then selects the default one', async () => {
+    // Given a server that has read the notebook's parameters but not yet listed the flavors
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // Then the dialog says the flavors are loading, and Submit cannot be clicked
+    expect(open.text('flavors-loading')).toBe('Loading the flavors…');
+    expect(open.flavorOptions).toHaveLength(0);
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When the flavors arrive
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+
+    // Then both are offered, the server's default is selected, and Submit is enabled
+    expect(open.byTestId('flavors-loading')).toBeNull();
+    expect(open.flavorOptions.map(option => option.dataset.flavorId)).toEqual([
+      'cpu',
+      'quarter-4090'
+    ]);
+    expect(open.checkedFlavor).toBe('quarter-4090');
+    expect(open.submitButton.disabled).toBe(false);
+  });
+
+  it('keeps Submit disabled until the notebook’s parameters are read, so a quick click starts no job', async () => {
+    // Given the flavors have arrived but the notebook's parameters are still being read
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    expect(open.checkedFlavor).toBe('quarter-4090');
+
+    // When the student clicks Submit at once
+    await open.clickSubmit();
+
+    // Then nothing is sent: Submit is disabled while the parameters load
+    expect(open.submitButton.disabled).toBe(true);
+    expect(server.createRequests).toHaveLength(0);
+    expect(open.closed).toBe(false);
+
+    // When the parameters arrive and they click Submit
+    await settle(() => server.parameterRequests[0].resolve([REPEAT]));
+    expect(open.submitButton.disabled).toBe(false);
+    await open.clickSubmit();
+
+    // Then the job goes out with the selected flavor, and the dialog closes on it
+    expect(server.createRequests).toHaveLength(1);
+    expect(server.createRequests[0].request.flavor).toBe('quarter-4090');
+    const job = makeJob();
+    await settle(() => server.createRequests[0].answer.resolve(job));
+    const result = await open.result;
+    expect(result.button.accept).toBe(true);
+    expect(result.value).toBe(job);
+  });
+
+  it('says why the flavors could not be listed, and Retry lists them', async () => {
+    // Given a server whose flavor list fails with a sentence of its own
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() =>
+      server.flavorRequests[0].reject(
+        refusal(
+          500,
+          'The job flavors cannot be loaded right now (the course catalog has errors).',
+          'no-catalog'
+        )
+      )
+    );
+
+    // Then the Flavor group shows the server's sentence and Retry, never an empty group,
+    // and Submit stays disabled
+    expect(open.text('flavors-error')).toContain(
+      'The job flavors cannot be loaded right now (the course catalog has errors).'
+    );
+    expect(open.byTestId('flavors-retry')).not.toBeNull();
+    expect(open.flavorOptions).toHaveLength(0);
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When the student presses Retry, and the server lists the flavors this time
+    await settle(() => open.byTestId('flavors-retry')!.click());
+    expect(server.flavorRequests).toHaveLength(2);
+    expect(open.text('flavors-loading')).toBe('Loading the flavors…');
+    await settle(() => server.flavorRequests[1].resolve([QUARTER]));
+
+    // Then the error is gone, the flavor is selected and Submit is enabled
+    expect(open.byTestId('flavors-error')).toBeNull();
+    expect(open.checkedFlavor).toBe('quarter-4090');
+    expect(open.submitButton.disabled).toBe(false);
+  });
+
+  it('asks again by itself when the job service is briefly unavailable', async () => {
+    jest.useFakeTimers();
+    // Given a hub job service that answers 503 while it starts
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() =>
+      server.flavorRequests[0].reject(
+        new JobAPIError(new Response(null, { status: 503 }), null)
+      )
+    );
+
+    // Then the dialog keeps loading rather than failing
+    expect(open.text('flavors-loading')).toBe('Loading the flavors…');
+    expect(open.byTestId('flavors-error')).toBeNull();
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When a second passes, the flavors are requested again and arrive
+    await act(async () => {
+      await jest.advanceTimersByTimeAsync(1000);
+    });
+    expect(server.flavorRequests).toHaveLength(2);
+    await settle(() => server.flavorRequests[1].resolve([QUARTER]));
+
+    // Then they are offered
+    expect(open.checkedFlavor).toBe('quarter-4090');
+    expect(open.submitButton.disabled).toBe(false);
+  });
+
+  it('says so when no flavor is set up, and sends nothing', async () => {
+    // Given a server with no job flavor at all
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() => server.flavorRequests[0].resolve([]));
+
+    // Then the Flavor group says so, and Submit is disabled
+    expect(open.text('flavors-none')).toContain('No job flavor is set up here');
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When Enter submits the dialog anyway
+    await settle(() => open.dialog.resolve());
+
+    // Then no job is sent, and the dialog says why
+    expect(server.createRequests).toHaveLength(0);
+    expect(open.text('run-as-job-error')).toContain(
+      'No job flavor is set up here'
+    );
+    expect(open.closed).toBe(false);
+  });
+});
+
+describe('Submitting the Run as Job dialog', () => {
+  it('shows the server’s sentence when it refuses the job, and closes once it accepts', async () => {
+    // Given a loaded dialog
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // When the student submits and the server refuses
+    await open.clickSubmit();
+    expect(open.submitButton.disabled).toBe(true);
+    expect(open.text('run-as-job-submitting')).toBe('Submitting…');
+    const sentence =
+      'Quarter RTX 4090 came with a course term that is not active now. Choose another flavor in the Run as Job dialog.';
+    await settle(() =>
+      server.createRequests[0].answer.reject(
+        refusal(403, sentence, 'not-entitled')
+      )
+    );
+
+    // Then the dialog stays open with the server's sentence, and Submit works again
+    expect(open.text('run-as-job-error')).toBe(sentence);
+    expect(open.closed).toBe(false);
+    expect(open.submitButton.disabled).toBe(false);
+
+    // When they pick the CPU flavor and submit again, and the server accepts
+    await settle(() =>
+      open.node
+        .querySelector<HTMLInputElement>('input[name="flavor"][value="cpu"]')!
+        .click()
+    );
+    await open.clickSubmit();
+    const job = makeJob({ flavor: 'cpu' });
+    await settle(() => server.createRequests[1].answer.resolve(job));
+
+    // Then the dialog closes with the job; both tries carried the same token
+    expect((await open.result).value).toBe(job);
+    expect(server.createRequests[1].request.flavor).toBe('cpu');
+    expect(server.createRequests[1].request.idempotency_token).toBe(
+      server.createRequests[0].request.idempotency_token
+    );
+  });
+
+  it('shows a sentence, not a dialog that stays open without a word, when the answer is no job', async () => {
+    // Given a loaded dialog, on a server that answers the submit with an empty body
+    const server = new SlowServer();
+    const emptyAnswer = new JobsAPI(
+      ServerConnection.makeSettings({
+        baseUrl: 'http://hub.example/user/ana/',
+        fetch: (async () => new Response(null, { status: 201 })) as typeof fetch
+      })
+    );
+    server.createJob = request => emptyAnswer.createJob(request);
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // When the student submits
+    await open.clickSubmit();
+    await settle();
+
+    // Then the dialog says so, and Submit can be clicked again
+    expect(open.text('run-as-job-error')).toBe(UNREADABLE_JOB);
+    expect(open.submitButton.disabled).toBe(false);
+    expect(open.closed).toBe(false);
+  });
+
+  it('lets the student submit once they corrected a parameter', async () => {
+    // Given a loaded dialog for a notebook with a `repeat` parameter
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([REPEAT]));
+
+    // When the student types a value that cannot be read, then corrects it
+    await open.typeParameter('repeat', 'five');
+    expect(open.node.querySelector('.jp-mod-error')).not.toBeNull();
+    await open.typeParameter('repeat', '5');
+    expect(open.node.querySelector('.jp-mod-error')).toBeNull();
+
+    // Then Submit is enabled, and the job goes out with the corrected value
+    expect(open.submitButton.disabled).toBe(false);
+    await open.clickSubmit();
+    expect(server.createRequests).toHaveLength(1);
+    expect(server.createRequests[0].request.parameters).toEqual({ repeat: 5 });
+
+    // And the dialog closes on the job
+    const job = makeJob();
+    await settle(() => server.createRequests[0].answer.resolve(job));
+    expect((await open.result).value).toBe(job);
+  });
+});
