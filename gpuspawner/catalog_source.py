@@ -82,3 +82,19 @@ class CatalogSource:
     def _log_error(self, error: CatalogError, kept: bool) -> None:
         state = "keeping the last good one" if kept else "no catalog loaded yet"
         self.log.error("The course catalog %s has errors (%s):\n%s", self.path, state, error)
+
+
+_shared: dict[str, CatalogSource] = {}
+
+
+def shared_catalog_source(path: str | Path, log: logging.Logger | None = None) -> CatalogSource:
+    """The one :class:`CatalogSource` of ``path`` in this process (created on first use).
+
+    The hub's spawners, its authenticator and a Kubernetes executor each ask for the catalog
+    often; sharing one source reads and validates each change once.
+    """
+    key = str(path)
+    source = _shared.get(key)
+    if source is None:
+        source = _shared[key] = CatalogSource(path, log)
+    return source

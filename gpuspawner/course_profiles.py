@@ -25,7 +25,7 @@ from jupyterhub.spawner import SpawnException
 from traitlets import Bool, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .catalog_source import CatalogSource
+from .catalog_source import shared_catalog_source
 from .gpu_map import gpu_map
 from .ledger import AllocationLedger
 from .policy import (
@@ -111,7 +111,6 @@ class CourseProfilesMixin(LoggingConfigurable):
     )
 
     # Shared by every spawner of this hub process: allocations must be seen by all.
-    _catalogs: dict[str, CatalogSource] = {}
     _pools: dict[tuple, CapacityPool] = {}
 
     # Per server, set by start() or load_state().
@@ -175,10 +174,7 @@ class CourseProfilesMixin(LoggingConfigurable):
                 "catalog_path.",
                 503,
             )
-        source = self._catalogs.get(self.catalog_path)
-        if source is None:
-            source = self._catalogs[self.catalog_path] = CatalogSource(self.catalog_path, self.log)
-        catalog = source.current()
+        catalog = shared_catalog_source(self.catalog_path, self.log).current()
         if catalog is None:
             raise refusal_exception(
                 "bad-catalog",

@@ -35,7 +35,7 @@ from oauthenticator.oauth2 import OAuthCallbackHandler
 from tornado import web
 from traitlets import Dict, List, Unicode, Union, default, validate
 
-from .catalog_source import CatalogSource
+from .catalog_source import shared_catalog_source
 from .policy import Catalog
 from .policy.idp_groups import GroupMapping
 
@@ -179,16 +179,11 @@ class CampusOAuthenticator(GenericOAuthenticator):
         GroupMapping.build(patterns=proposal["value"])  # raises ValueError naming the bad one
         return list(proposal["value"])
 
-    _catalogs: dict[str, CatalogSource] = {}
-
     def catalog(self) -> Catalog | None:
         """The catalog in force, or None without ``catalog_path`` (or before a valid one)."""
         if not self.catalog_path:
             return None
-        source = self._catalogs.get(self.catalog_path)
-        if source is None:
-            source = self._catalogs[self.catalog_path] = CatalogSource(self.catalog_path, self.log)
-        return source.current()
+        return shared_catalog_source(self.catalog_path, self.log).current()
 
     def group_mapping(self) -> GroupMapping:
         return GroupMapping.build(

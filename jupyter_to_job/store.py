@@ -70,7 +70,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 class Base(DeclarativeBase):
-    pass
+    """The declarative base of the job store's tables."""
 
 
 class JobRow(Base):

@@ -97,10 +97,7 @@ def course_api_server(
     name = environ.get("JUPYTERHUB_SERVICE_NAME", "course-sessions")
     hub_auth = HubAuth(api_url=api_url, api_token=token, cache_max_age=60)
     api = CourseAPI(
-        client=service.client,
-        catalog=service.catalog.current,
-        audit=service.audit,
-        clock=service.clock,
+        service=service,
         authenticate=lambda value: hub_auth.user_for_token(value, sync=False),
         access_scope=f"access:services!service={name}",
         check_scopes=hub_auth.check_scopes,

@@ -23,144 +23,49 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
-from gpuspawner.policy import Catalog
-from gpuspawner.policy.catalog import Course
+from gpuspawner.policy import Catalog, UserIdentity
+from gpuspawner.policy.instructors import InstructorRefusal as Refused
+from gpuspawner.policy.instructors import (
+    course_to_manage,
+    server_to_stop,
+    servers_of_course,
+    taught_courses,
+)
 
-from .audit import AuditLog
-from .hub_client import HubClient, HubUnavailable
+from .hub_client import HubUnavailable
+
+if TYPE_CHECKING:
+    from .service import SessionsService
 
 log = logging.getLogger("gpuspawner.sessions.api")
 
 
-@dataclass(frozen=True)
-class Caller:
-    """The token's owner as the hub describes it."""
-
-    name: str
-    admin: bool
-    groups: frozenset[str]
-
-    @classmethod
-    def from_model(cls, model: dict[str, Any]) -> Caller:
-        return cls(
-            name=str(model.get("name", "")),
-            admin=bool(model.get("admin")) and model.get("kind", "user") == "user",
-            groups=frozenset(str(g) for g in model.get("groups") or ()),
-        )
-
-
-class Refused(Exception):
-    """A request the API answers with ``status`` and a sentence."""
-
-    def __init__(self, status: int, message: str, reason: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.reason = reason
-
-
-def taught_courses(catalog: Catalog, caller: Caller) -> list[Course]:
-    """The courses ``caller`` may manage: those they teach, or all of them for an admin."""
-    if caller.admin:
-        return list(catalog.courses)
-    return [c for c in catalog.courses if catalog.teaches(c, caller.name, caller.groups)]
-
-
-def course_to_manage(catalog: Catalog, caller: Caller, course_id: str) -> Course:
-    """The course ``caller`` asks about, if they may manage it; else :class:`Refused`."""
-    course = catalog.courses_by_id.get(course_id)
-    if course is None:
-        raise Refused(404, f"There is no course {course_id[:64]!r} in the catalog.", "no-course")
-    if course not in taught_courses(catalog, caller):
-        raise Refused(
-            403,
-            f"You do not teach {course.title}: instructors see and stop only the servers of "
-            "the courses they teach.",
-            "not-your-course",
-        )
-    return course
-
-
-def profile_of(server: dict[str, Any]) -> str | None:
-    options = server.get("user_options")
-    profile = options.get("profile") if isinstance(options, dict) else None
-    return profile if isinstance(profile, str) else None
-
-
-def servers_of_course(course: Course, users: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The servers running ``course`` (its profile), in user order."""
-    found = []
-    for user in sorted(users, key=lambda u: str(u.get("name"))):
-        for name, server in sorted((user.get("servers") or {}).items()):
-            if profile_of(server) == course.id:
-                found.append(
-                    {
-                        "user": user.get("name"),
-                        "server": name,
-                        "started": server.get("started"),
-                        "last_activity": server.get("last_activity"),
-                        "ready": bool(server.get("ready")),
-                        "pending": server.get("pending"),
-                    }
-                )
-    return found
-
-
-def server_to_stop(
-    catalog: Catalog,
-    caller: Caller,
-    course: Course,
-    user: dict[str, Any] | None,
-    owner: str,
-    server_name: str,
-) -> None:
-    """Check that ``owner``'s server ``server_name`` runs ``course``; else :class:`Refused`.
-
-    A server of another course is refused with 403 unless the caller may manage that
-    course too (then the URL names the wrong course: 409, naming the right one).
-    """
-    label = f"{owner}'s server" + (f" {server_name!r}" if server_name else "")
-    server = (user or {}).get("servers", {}).get(server_name) if user else None
-    if server is None:
-        raise Refused(404, f"{label} is not running.", "no-server")
-    running = profile_of(server)
-    if running == course.id:
-        return
-    other = catalog.courses_by_id.get(running or "")
-    if other is not None and other in taught_courses(catalog, caller):
-        raise Refused(
-            409,
-            f"{label} runs {other.title}, not {course.title}; stop it from that course.",
-            "other-course",
-        )
-    raise Refused(
-        403,
-        f"{label} does not run {course.title}: you may stop only the servers of the courses "
-        "you teach.",
-        "not-your-course",
+def identity_of(model: dict[str, Any]) -> UserIdentity:
+    """The token's owner, as the hub describes it (a service is never an admin here)."""
+    return UserIdentity(
+        name=str(model.get("name", "")),
+        groups=frozenset(str(g) for g in model.get("groups") or ()),
+        admin=bool(model.get("admin")) and model.get("kind", "user") == "user",
     )
 
 
 @dataclass
 class CourseAPI:
-    """What the handlers need: the hub, the catalog in force, the audit log, the clock."""
+    """What the handlers need: the sessions service (its hub client, catalog, audit log and
+    clock) and how to check a caller's token."""
 
-    client: HubClient
-    catalog: Callable[[datetime], Catalog | None]
-    audit: AuditLog
-    clock: Callable[[], datetime]
+    service: SessionsService
     authenticate: Callable[[str], Any]
     """``token -> awaitable user model or None`` (HubAuth.user_for_token)."""
     access_scope: str
     check_scopes: Callable[[set[str], dict], set[str]]
 
     def current_catalog(self) -> Catalog:
-        catalog = self.catalog(self.clock())
+        catalog = self.service.catalog.current(self.service.clock())
         if catalog is None:
             raise Refused(
                 503,
@@ -175,7 +80,7 @@ class CourseHandler(web.RequestHandler):
     """Base: token authentication, JSON answers, refusals as ``{status, message, reason}``."""
 
     api: CourseAPI
-    caller: Caller
+    caller: UserIdentity
 
     def initialize(self, api: CourseAPI) -> None:
         self.api = api
@@ -203,7 +108,7 @@ class CourseHandler(web.RequestHandler):
                 "a course, with a token that can access the course-sessions service.",
                 "missing-scope",
             )
-        self.caller = Caller.from_model(model)
+        self.caller = identity_of(model)
 
     def write_json(self, status: int, body: dict[str, Any]) -> None:
         self.set_status(status)
@@ -251,7 +156,7 @@ class CourseServersHandler(CourseHandler):
     async def get(self, course_id: str) -> None:
         catalog = self.api.current_catalog()
         course = course_to_manage(catalog, self.caller, course_id)
-        users = await self.api.client.list_users(state="active")
+        users = await self.api.service.client.list_users(state="active")
         self.write_json(200, {"course": course.id, "servers": servers_of_course(course, users)})
 
 
@@ -259,10 +164,10 @@ class CourseServerHandler(CourseHandler):
     async def delete(self, course_id: str, owner: str, server_name: str = "") -> None:
         catalog = self.api.current_catalog()
         course = course_to_manage(catalog, self.caller, course_id)
-        users = await self.api.client.list_users(state="active")
-        user = next((u for u in users if u.get("name") == owner), None)
+        client = self.api.service.client
+        user = await client.get_user(owner)
         server_to_stop(catalog, self.caller, course, user, owner, server_name)
-        reply = await self.api.client.stop_server(owner, server_name)
+        reply = await client.stop_server(owner, server_name)
         if not reply.ok:
             raise Refused(
                 502 if reply.status >= 500 else reply.status,
@@ -270,8 +175,8 @@ class CourseServerHandler(CourseHandler):
                 "hub-refused",
             )
         label = f"{owner}'s {course.title} server"
-        self.api.audit.record(
-            self.api.clock(),
+        self.api.service.audit.record(
+            self.api.service.clock(),
             "instructor-stop",
             user=owner,
             server=server_name,

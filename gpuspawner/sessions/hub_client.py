@@ -98,6 +98,16 @@ class HubClient:
         """
         return await self._get_all("/users", {"state": state} if state else {})
 
+    async def get_user(self, name: str) -> dict | None:
+        """One user's model with their servers (``read:servers``), or None if there is none."""
+        status, body = await self._request("GET", f"/users/{_path_part(name)}")
+        if status == 404:
+            return None
+        if status != 200:
+            raise HubUnavailable(f"GET /users/{name}: the hub answered {status}: {_message(body)}")
+        user: dict = json.loads(body)
+        return user
+
     async def group_members(self, names: list[str]) -> dict[str, list[str]]:
         """``{group: [usernames]}`` for the named groups; a group the hub lacks is left out."""
         members: dict[str, list[str]] = {}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gpuspawner.policy import Catalog, ClassSession, Course
+from gpuspawner.policy.instructors import profile_of
 from gpuspawner.policy.prewarm import prewarm_token
 from gpuspawner.policy.schedule import UTC
 from gpuspawner.policy.wording import duration, when
@@ -126,9 +127,8 @@ def _plan_server(
     catalog: Catalog, user: dict, server_name: str, server: dict, now: datetime, already_tried: set
 ) -> Action | None:
     name = user["name"]
-    options = server.get("user_options")
-    profile = options.get("profile") if isinstance(options, dict) else None
-    course = catalog.courses_by_id.get(profile) if isinstance(profile, str) else None
+    profile = profile_of(server)
+    course = catalog.courses_by_id.get(profile) if profile else None
     if course is None or user.get("admin") or catalog.teaches(course, name, _groups(user)):
         return None
     if server.get("pending") == "stop":

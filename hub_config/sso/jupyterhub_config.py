@@ -61,9 +61,8 @@ auth.admin_groups = {"admins"}
 auth.group_aliases = json.loads(os.environ.get("CAMPUS_GROUP_ALIASES") or "{}")
 claim = os.environ.get("CAMPUS_OIDC_GROUPS_CLAIM", "groups")
 auth.auth_state_groups_key = f"oauth_user.{claim}"
-auth.username_claim = "preferred_username"
-auth.scope = ["openid", "profile", "email", "groups"]
-auth.enable_pkce = True
+# CampusOAuthenticator's defaults do the rest: PKCE, the scopes openid, profile, email and
+# groups, and preferred_username as the hub user name.
 
 issuer = os.environ.get("CAMPUS_OIDC_ISSUER")
 if issuer:

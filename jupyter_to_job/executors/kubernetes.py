@@ -46,7 +46,7 @@ from typing import Any
 import aiohttp
 from traitlets import Bool, Dict, Float, Integer, Unicode, default, validate
 
-from gpuspawner.catalog_source import CatalogSource
+from gpuspawner.catalog_source import shared_catalog_source
 
 from ..k8s_objects import (
     CONTAINER_NAME,
@@ -69,7 +69,6 @@ from .pod_status import container_state, job_failure_reason, job_finished, pendi
 
 OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-_catalogs: dict[str, CatalogSource] = {}  # one per catalog path, read again when it changes
 
 
 class JobNotStartable(Exception):
@@ -348,8 +347,7 @@ class KubernetesExecutor(JobExecutor):
                 return value
             return JobFlavor.model_validate({"id": name, "title": name, **value})
         if self.catalog_path:
-            source = _catalogs.setdefault(self.catalog_path, CatalogSource(self.catalog_path))
-            catalog = source.current()
+            catalog = shared_catalog_source(self.catalog_path).current()
             flavor = catalog.flavors_by_id.get(name) if catalog else None
             if flavor is not None:
                 return flavor

@@ -1,4 +1,5 @@
-"""The instructors' course API decides by the course a server runs and who teaches it."""
+"""The instructors' course API decides by the course a server runs and who teaches it
+(gpuspawner/policy/instructors.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import textwrap
 
 import pytest
 
-from gpuspawner.policy import load_catalog
-from gpuspawner.sessions.course_api import (
-    Caller,
-    Refused,
+from gpuspawner.policy import UserIdentity, load_catalog
+from gpuspawner.policy.instructors import InstructorRefusal as Refused
+from gpuspawner.policy.instructors import (
     course_to_manage,
     server_to_stop,
     servers_of_course,
@@ -32,11 +32,11 @@ CATALOG = """\
           term: {first_day: 2024-02-19, last_day: 2024-06-01}
           windows: [{day: Tue, start: "10:00", end: "12:00"}]
 """
-PROF = Caller("prof", False, frozenset())
-IVAN = Caller("ivan", False, frozenset({"course-phys201-instructors"}))
-BOTH = Caller("bea", False, frozenset({"course-ml101-instructors", "course-phys201-instructors"}))
-ADMIN = Caller("root", True, frozenset())
-STUDENT = Caller("stu", False, frozenset({"course-ml101-students"}))
+PROF = UserIdentity("prof")
+IVAN = UserIdentity("ivan", frozenset({"course-phys201-instructors"}))
+BOTH = UserIdentity("bea", frozenset({"course-ml101-instructors", "course-phys201-instructors"}))
+ADMIN = UserIdentity("root", admin=True)
+STUDENT = UserIdentity("stu", frozenset({"course-ml101-students"}))
 
 
 def user(name: str, **servers: str) -> dict:
