@@ -80,9 +80,15 @@ class ProfileCard:
 
 
 def render_profile_cards(
-    cards: list[ProfileCard], selected: str | None = None, gpus: list | None = None
+    cards: list[ProfileCard],
+    selected: str | None = None,
+    gpus: list | None = None,
+    notice: str = "",
 ) -> str:
-    """HTML for JupyterHub's spawn form (inserted inside its <form>)."""
+    """HTML for JupyterHub's spawn form (inserted inside its <form>).
+
+    ``notice``: why the user's last server ended without being asked to (out of memory).
+    """
     startable = [c for c in cards if c.available]
     ids = {c.id for c in startable}
     if selected not in ids:
@@ -91,5 +97,5 @@ def render_profile_cards(
             open_courses = [c for c in startable if c.kind == "course" and not c.full]
             selected = (open_courses or startable)[0].id
     return _templates.get_template("profiles.html").render(
-        cards=cards, selected=selected, gpus=gpus or []
+        cards=cards, selected=selected, gpus=gpus or [], notice=notice
     )

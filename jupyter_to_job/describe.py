@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 from typing import cast
 
 from .models import DescribeJob, JobErrorInfo, JobGPU, JobOutput, OutputFormat
-from .runfiles import JobFiles
+from .runfiles import JobFiles, job_file_size
 from .store import JobRow
 
 
@@ -24,9 +24,8 @@ def job_outputs(row: JobRow, files: JobFiles) -> list[tuple[JobOutput, Path]]:
     found = []
     for fmt in row.output_formats or ["ipynb"]:
         path = files.output(fmt)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
+        size = job_file_size(path)
+        if size is None:
             continue
         name = f"{stem}-{row.job_id[:8]}.{fmt}"
         found.append((JobOutput(name=name, format=cast(OutputFormat, fmt), size=size), path))

@@ -63,6 +63,8 @@ def job_service(
     gpu_inventory: str | None = None,
     simulated_gpus: Sequence[Mapping[str, object]] | None = None,
     allocation_ledger: str | None = None,
+    run_as: str | None = None,
+    notebook_dir_template: str | None = None,
     name: str = SERVICE_NAME,
     ip: str = "127.0.0.1",
     python: str = sys.executable,
@@ -76,6 +78,9 @@ def job_service(
     job folder, database and GPU inventory travel there rather than on the command line
     (a database URL may hold a password). Give the spawner's ``gpu_inventory``,
     ``simulated_gpus`` and ``allocation_ledger``, so servers and jobs share the same GPUs.
+    ``run_as="owner"`` runs each job as its owner's system account (the service then runs as
+    root; see ``LocalExecutor.run_as``); ``notebook_dir_template`` is where users' notebook
+    paths start (``{username}``; default: their home), so jobs run beside their notebook.
     ``args`` are extra settings such as ``"--JobServiceApp.max_running_jobs=4"``.
     """
     env = dict(environment or {})
@@ -85,6 +90,8 @@ def job_service(
         "JUPYTER_TO_JOB_DB_URL": db_url,
         "JUPYTER_TO_JOB_GPU_INVENTORY": gpu_inventory,
         "JUPYTER_TO_JOB_ALLOCATION_LEDGER": allocation_ledger,
+        "JUPYTER_TO_JOB_RUN_AS": run_as,
+        "JUPYTER_TO_JOB_NOTEBOOK_DIR": notebook_dir_template,
         "JUPYTER_TO_JOB_SIMULATED_GPUS": (
             json.dumps(list(simulated_gpus)) if simulated_gpus is not None else None
         ),

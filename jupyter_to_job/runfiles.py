@@ -20,12 +20,14 @@ other files if an admin prunes them.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -190,10 +192,50 @@ def read_spec(files: JobFiles) -> RunnerSpec:
     return RunnerSpec.model_validate_json(files.spec.read_text(encoding="utf-8"))
 
 
+MAX_STATUS_BYTES = 1024 * 1024
+
+
+class NotAJobFile(OSError):
+    """A path in a job's folder that is not a plain file the job wrote there."""
+
+
+def open_job_file(path: Path) -> BinaryIO:
+    """Open a file that a job wrote, for reading by the service.
+
+    A job may run as its owner, who then owns its folder and can put anything there: a
+    symbolic link to the hub's cookie secret, a hard link, a FIFO that never answers. The
+    service (often root) therefore opens only regular files with a single link, never
+    following a symbolic link, and without blocking on a FIFO.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise NotAJobFile(errno.EPERM, "not a plain file written by the job", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def job_file_size(path: Path) -> int | None:
+    """The size of a plain file in a job's folder; None when missing or not a plain file."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
 def read_status(files: JobFiles) -> RunnerStatus | None:
     """The runner's last status, or None when it has written none (or it is unreadable)."""
     try:
-        data: Any = json.loads(files.status.read_text(encoding="utf-8"))
+        with open_job_file(files.status) as stream:
+            text = stream.read(MAX_STATUS_BYTES + 1)
+        if len(text) > MAX_STATUS_BYTES:
+            return None
+        data: Any = json.loads(text.decode("utf-8"))
         return RunnerStatus.model_validate(data)
     except (OSError, ValueError):
         return None

@@ -75,8 +75,13 @@ class JobLog:
     """
 
     def __init__(self, path: Path, *, max_bytes: int):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        if str(path) == "-":
+            # The executor opened the log for us (stdout, O_APPEND): a job that runs as its
+            # owner has no right to open the service's log file by name.
+            self._fd = os.dup(1)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         self._max_bytes = max_bytes
         self._written = 0
         self._capped = False
@@ -271,9 +276,14 @@ class NotebookRun:
             nb = parameterize_notebook(
                 nb, self.spec.parameters, kernel_name=kernel_name, language=spec.language
             )
-        if self.spec.working_dir:
+        if self.spec.working_dir and os.path.isdir(self.spec.working_dir):
             cwd = self.spec.working_dir
         else:
+            if self.spec.working_dir:
+                self.log.job(
+                    f"the notebook's folder {self.spec.working_dir} is not there any more; "
+                    "running in the job's own folder instead"
+                )
             self.files.work.mkdir(exist_ok=True)
             cwd = str(self.files.work)
         return nb, kernel_name, cwd
@@ -496,7 +506,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--job-dir", required=True, type=Path, help="the job's directory")
     parser.add_argument(
-        "--log-file", type=Path, default=None, help="append the log here (default: DIR/job.log)"
+        "--log-file",
+        type=Path,
+        default=None,
+        help="append the log here (default: DIR/job.log; '-': standard output)",
     )
     parser.add_argument(
         "--termination-log",

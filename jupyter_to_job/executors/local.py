@@ -12,6 +12,14 @@
   API token) never reach a notebook. A granted share overrides the inherited one.
 - The pid and the process's start time are stored, so after a restart the job
   is re-adopted only if that very process still runs (pids get reused).
+- With ``run_as = "owner"`` (a job service running as root on a shared machine)
+  the runner runs as its owner's system account, the one LocalGPUSpawner runs the
+  owner's server as (:mod:`gpuspawner.accounts`): the job's folder is handed to
+  that account, the runner starts in the notebook's own folder, with the owner's
+  home and groups, and the log reaches it only as an open descriptor.
+- The flavor's CPU and memory become a control group (:mod:`gpuspawner.cgroups`)
+  that the runner joins before it starts and its kernel inherits; a job the
+  kernel kills for passing its memory ends FAILED as out of memory.
 """
 
 from __future__ import annotations
@@ -26,7 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import psutil
-from traitlets import Dict, List, Unicode
+from traitlets import Dict, Enum, Instance, List, Unicode, default
+
+from gpuspawner.accounts import UserAccount
+from gpuspawner.cgroups import Cgroup, CgroupLimits
 
 from ..models import JobStatus
 from .base import JobExecutor, JobOutcome, StopReason
@@ -133,6 +144,11 @@ class _RunnerProcess:
             pass
 
 
+def default_run_as() -> str:
+    """``$JUPYTER_TO_JOB_RUN_AS`` (``owner`` or ``service``), else ``service``."""
+    return "owner" if os.environ.get("JUPYTER_TO_JOB_RUN_AS") == "owner" else "service"
+
+
 class LocalExecutor(JobExecutor):
     """Runs the job runner as a local subprocess."""
 
@@ -164,11 +180,71 @@ class LocalExecutor(JobExecutor):
         {"HF_HUB_OFFLINE": "1"}``. The GPU share's variables take precedence.""",
     ).tag(config=True)
 
+    run_as = Enum(
+        ["service", "owner"],
+        help="""Which system account a job runs as.
+
+        - ``service``: the job service's own account (a single-user machine, a laptop,
+          standalone mode in one JupyterLab, or a demo)
+        - ``owner``: the job owner's account, the same one LocalGPUSpawner runs their
+          server as. The job service must run as root; a job whose owner has no account
+          fails with a sentence saying so. On a machine shared by several people this
+          is the only safe choice: a job run as the service can read everything the
+          service can.
+
+        Defaults to ``$JUPYTER_TO_JOB_RUN_AS``, else ``service``. Example:
+        ``c.LocalExecutor.run_as = "owner"``.
+        """,
+    ).tag(config=True)
+
+    @default("run_as")
+    def _default_run_as(self) -> str:
+        return default_run_as()
+
+    cgroups = Instance(
+        CgroupLimits,
+        help="Where the flavor's CPU and memory limits are enforced (``c.CgroupLimits``).",
+    )
+
+    @default("cgroups")
+    def _default_cgroups(self) -> CgroupLimits:
+        return CgroupLimits(parent=self)
+
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._process: _RunnerProcess | None = None
         self._terminator: asyncio.Future[None] | None = None
         self._forced = False
+        self._cgroup: Cgroup | None = None
+
+    # -- whose job it is ------------------------------------------------------------------
+
+    def account(self) -> UserAccount | None:
+        """The owner's account when jobs run as their owners (None: the service's own)."""
+        if self.run_as == "service":
+            return None
+        account = UserAccount.for_hub_user(self.job.owner)
+        if not account.is_current and os.geteuid() != 0:
+            raise PermissionError(
+                f"the job service runs as {UserAccount.current().name}, not as root, so it "
+                f"cannot run jobs as {account.name} (c.LocalExecutor.run_as = 'owner' needs "
+                "root)"
+            )
+        return account
+
+    def _hand_over(self, account: UserAccount) -> None:
+        """Give the job's folder to its owner: only they (and the service) can read it."""
+        directory = self.files.directory
+        os.chown(directory, account.uid, account.gid)
+        os.chmod(directory, 0o700)
+        for entry in os.scandir(directory):
+            if entry.is_file(follow_symlinks=False):
+                os.chown(entry.path, account.uid, account.gid, follow_symlinks=False)
+        # The runner reaches its folder by name through folders it may cross, not list.
+        for parent in (directory.parent, directory.parent.parent):
+            mode = parent.stat().st_mode & 0o777
+            if mode & 0o001 == 0:
+                os.chmod(parent, mode | 0o111)
 
     # -- launching ----------------------------------------------------------------------
 
@@ -183,19 +259,38 @@ class LocalExecutor(JobExecutor):
         }
         env.update(self.extra_environment)
         env.update(self.environment)
+        account = self.account()
+        if account is not None:
+            env.update(account.environment())
         env["JUPYTER_TO_JOB_ID"] = self.job_id
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
+    @property
+    def cgroup_name(self) -> str:
+        return f"job-{self.job_id}"
+
     async def execute(self) -> JobOutcome:
         log_path = self.log_store.create(self.job_id)
-        command = [
-            *self.runner_command,
-            "--job-dir",
-            str(self.files.directory),
-            "--log-file",
-            str(log_path),
-        ]
+        account = self.account()
+        if account is not None:
+            self._hand_over(account)
+        # The runner writes its log lines to standard output, which is the log file
+        # opened here: the job never needs the right to open the service's files.
+        command = [*self.runner_command, "--job-dir", str(self.files.directory), "--log-file", "-"]
+        environment = self.job_environment()
+        self._cgroup = self.cgroups.create(self.cgroup_name, self.limits)
+        if self._cgroup is not None:
+            self.log_line(f"limited to {self.limits.describe()}")
+        cgroup = self._cgroup
+
+        def enter_account_and_limits() -> None:  # in the child, between fork and exec
+            if cgroup is not None:
+                cgroup.join()
+            if account is not None:
+                account.become()
+                os.umask(0o022)  # files the notebook writes beside itself, as in a login
+
         log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
         try:
             popen = subprocess.Popen(
@@ -204,10 +299,15 @@ class LocalExecutor(JobExecutor):
                 stdout=log_fd,
                 stderr=log_fd,
                 cwd=self.files.directory,
-                env=self.job_environment(),
+                env=environment,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=enter_account_and_limits,
             )
+        except BaseException:
+            if self._cgroup is not None:
+                self._cgroup.remove()
+            raise
         finally:
             os.close(log_fd)
         start_time = process_start_time(popen.pid) or time.time()
@@ -232,6 +332,7 @@ class LocalExecutor(JobExecutor):
         if await self.still_running():
             assert job.pid is not None and job.process_start_time is not None
             self._process = _RunnerProcess(job.pid, job.process_start_time)
+            self._cgroup = self.cgroups.of_process(job.pid, self.cgroup_name)
             self.log_line(f"the job service restarted; watching runner process {job.pid} again")
             if stopping:
                 await self.stop(StopReason.REQUEST)
@@ -265,12 +366,18 @@ class LocalExecutor(JobExecutor):
         status = self.read_status()
         if status is None or not status.final:
             self._kill_kernel()  # the runner died without shutting its kernel down
+        oom_killed = False
+        if self._cgroup is not None:
+            oom_killed = self._cgroup.oom_kills() > 0
+            self._cgroup.remove()  # and whatever the job left running in it
         return JobOutcome(
             status,
             exit_code=process.exit_code,
             stop_reason=self.stop_reason,
             forced=self._forced,
             last_cell=self.last_cell,
+            oom_killed=oom_killed,
+            memory_limit=self.limits.memory_bytes,
         )
 
     # -- stopping -----------------------------------------------------------------------
@@ -310,7 +417,11 @@ class LocalExecutor(JobExecutor):
             started_after_job = (
                 runner_start is None or kernel.create_time() >= runner_start - _START_TIME_TOLERANCE
             )
-            if started_after_job and os.getpgid(pid) == pid:
+            # status.json is the job's own file: never take its word for whose process it is.
+            expected_uid = os.geteuid()
+            if self.run_as == "owner":
+                expected_uid = UserAccount.for_hub_user(self.job.owner).uid
+            if started_after_job and kernel.uids().real == expected_uid and os.getpgid(pid) == pid:
                 os.killpg(pid, signal.SIGKILL)
-        except (psutil.Error, ProcessLookupError, PermissionError):
+        except (psutil.Error, ProcessLookupError, PermissionError, LookupError):
             pass

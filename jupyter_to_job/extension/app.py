@@ -18,10 +18,10 @@ from traitlets import Enum, Float, Integer, Unicode, default
 
 from gpuspawner.catalog_source import CatalogSource
 
-from ..jobs_api import JobsAPI, local_catalog
+from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
 from ..rest import CREATE_BODY_SLACK
-from .backends import EmbeddedJobs, JobsBackend, ServiceRelay, working_dir_beside
+from .backends import EmbeddedJobs, JobsBackend, ServiceRelay
 from .handlers import extension_handlers
 
 

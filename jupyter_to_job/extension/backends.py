@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
@@ -326,7 +326,8 @@ class EmbeddedJobs:
 
     async def output(self, job_id: str, fmt: str) -> OutputFile:
         download = await self.api.output(self.caller, job_id, fmt)
-        return OutputFile(download.filename, download.path.read_bytes())
+        with download.open() as stream:
+            return OutputFile(download.filename, stream.read())
 
     async def flavors(self) -> dict[str, Any]:
         return (await self.api.flavors(self.caller)).model_dump(mode="json")
@@ -345,14 +346,3 @@ class EmbeddedJobs:
     async def close(self) -> None:
         if not self.manager.closed:
             await self.manager.shutdown(stop_jobs=False)
-
-
-def working_dir_beside(root_dir: str) -> Callable[[CreateJob], str]:
-    """Run a standalone job in its notebook's own folder, so relative paths work."""
-    import os
-    from pathlib import PurePosixPath
-
-    def working_dir(request: CreateJob) -> str:
-        return os.path.join(root_dir, *PurePosixPath(request.input_path).parent.parts)
-
-    return working_dir

@@ -1,0 +1,425 @@
+"""CPU and memory limits for local servers and jobs, as Linux control groups.
+
+A course profile's or job flavor's ``resources: {cpu: 1, memory: 512MiB}`` becomes a
+cgroup that the server or job (and every process it starts, its kernels included) runs
+in: the kernel then stops it using more than one core's time and kills it when it passes
+its memory. Both hierarchies exist in the field and both are handled:
+
+- **cgroup v2** (unified; systemd's default): ``memory.max``, ``memory.swap.max``,
+  ``cpu.max``; out-of-memory kills are counted in ``memory.events``. Under systemd, run
+  the hub's unit with ``Delegate=yes`` (hub_config/workstation/jupyterhub.service), so
+  systemd hands the hub its own subtree to manage, as it does for container runtimes.
+- **cgroup v1** (the ``memory`` and ``cpu`` hierarchies mounted apart):
+  ``memory.limit_in_bytes`` (and ``memory.memsw.limit_in_bytes``), ``cpu.cfs_quota_us``;
+  kills are counted in ``memory.oom_control``.
+
+Groups are made under the calling process's own cgroup (``<own>/campus-gpu-hub/<name>``),
+so the hub never reaches outside the subtree it was given. A process joins its group
+between fork and exec (:meth:`Cgroup.join`), before it can allocate anything.
+
+:class:`CgroupLimits` is the one setting (``c.CgroupLimits.enforce``) that the
+LocalGPUSpawner and the job service's LocalExecutor both read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from traitlets import Enum, Unicode
+from traitlets.config import LoggingConfigurable
+
+log = logging.getLogger(__name__)
+
+CPU_PERIOD_US = 100_000
+GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,200}$")
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """What a server or job may use: CPU cores (fractions allowed) and memory in bytes."""
+
+    cpu: float | None = None
+    memory_bytes: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.cpu is None and self.memory_bytes is None
+
+    def describe(self) -> str:
+        parts = []
+        if self.cpu is not None:
+            parts.append(f"{self.cpu:g} CPU" + ("" if self.cpu == 1 else "s"))
+        if self.memory_bytes is not None:
+            parts.append(f"{format_bytes(self.memory_bytes)} of memory")
+        return " and ".join(parts) or "no limits"
+
+
+def format_bytes(size: int) -> str:
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2)):
+        if size >= factor:
+            value = size / factor
+            return f"{value:.1f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{size} bytes"
+
+
+class CgroupsUnavailable(RuntimeError):
+    """Limits cannot be enforced here; the message says why and what to change."""
+
+
+# -- one group -------------------------------------------------------------------------------
+
+
+class Cgroup:
+    """One server's or job's group: a folder per hierarchy (one with v2, one per controller with v1)."""
+
+    def __init__(self, name: str, folders: dict[str, Path], limits: ResourceLimits, version: int):
+        self.name = name
+        self.folders = folders
+        """Controller (``memory``, ``cpu``; ``unified`` for v2) → the group's folder."""
+        self.limits = limits
+        self.version = version
+
+    def __repr__(self) -> str:
+        return f"Cgroup({self.name!r}, v{self.version}, {self.limits.describe()})"
+
+    def join(self, pid: int | None = None) -> None:
+        """Move ``pid`` (default: this process) into the group.
+
+        Safe between fork and exec: plain writes, no allocation worth the name, no locks.
+        """
+        text = str(pid if pid is not None else os.getpid())
+        for folder in self.folders.values():
+            with open(folder / "cgroup.procs", "w") as procs:
+                procs.write(text)
+
+    def processes(self) -> list[int]:
+        pids: set[int] = set()
+        for folder in self.folders.values():
+            try:
+                pids.update(int(p) for p in (folder / "cgroup.procs").read_text().split())
+            except OSError:
+                continue
+        return sorted(pids)
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed in this group for passing its memory limit."""
+        folder = self.folders.get("unified" if self.version == 2 else "memory")
+        if folder is None:
+            return 0
+        source = folder / ("memory.events" if self.version == 2 else "memory.oom_control")
+        try:
+            for line in source.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def kill_all(self) -> None:
+        """SIGKILL whatever still runs in the group (a kernel its runner left behind)."""
+        unified = self.folders.get("unified")
+        if unified is not None and (unified / "cgroup.kill").exists():
+            with contextlib.suppress(OSError):
+                (unified / "cgroup.kill").write_text("1")
+            return
+        for pid in self.processes():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def remove(self, *, attempts: int = 50) -> None:
+        """Kill what is left and delete the group (its counters go with it)."""
+        if self.processes():
+            self.kill_all()
+        for folder in self.folders.values():
+            for _ in range(attempts):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as error:
+                    if error.errno != errno.EBUSY:
+                        log.warning("Could not remove the cgroup %s: %s", folder, error)
+                        break
+                    time.sleep(0.02)  # the killed processes are being reaped
+
+
+# -- hierarchies -----------------------------------------------------------------------------
+
+
+def _own_paths(proc_self_cgroup: Path) -> dict[str, str]:
+    """Controller → this process's cgroup path (``""`` is the v2 unified hierarchy)."""
+    paths: dict[str, str] = {}
+    for line in proc_self_cgroup.read_text().splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if not controllers:
+            paths[""] = path
+        for controller in controllers.split(","):
+            if controller:
+                paths[controller] = path
+    return paths
+
+
+def _mounts(proc_mounts: Path) -> list[tuple[str, str, set[str]]]:
+    """(mount point, file system type, options) of every cgroup mount."""
+    found = []
+    for line in proc_mounts.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] in ("cgroup", "cgroup2"):
+            found.append((fields[1], fields[2], set(fields[3].split(","))))
+    return found
+
+
+class CgroupHierarchy:
+    """Where this process may make groups, and how limits are written there."""
+
+    version = 0
+
+    def __init__(self, mounts: dict[str, Path], bases: dict[str, Path], group_name: str):
+        self.mounts = mounts
+        """Controller (``unified`` for v2) → where its hierarchy is mounted."""
+        self.bases = bases
+        """Controller → this process's own cgroup folder in that hierarchy."""
+        self.group_name = group_name
+
+    def describe(self) -> str:
+        return f"cgroup v{self.version} ({', '.join(str(p) for p in self.bases.values())})"
+
+    def create(self, name: str, limits: ResourceLimits) -> Cgroup:
+        if not GROUP_NAME.match(name):
+            raise ValueError(f"not a usable cgroup name: {name!r}")
+        folders: dict[str, Path] = {}
+        for controller, base in self.bases.items():
+            parent = base / self.group_name
+            self._prepare_parent(controller, base, parent)
+            folder = parent / name
+            if folder.exists():  # left behind by a process that died with its group
+                Cgroup(name, {controller: folder}, limits, self.version).remove()
+            folder.mkdir(exist_ok=True)
+            folders[controller] = folder
+        group = Cgroup(name, folders, limits, self.version)
+        try:
+            self._write_limits(group)
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def _prepare_parent(self, controller: str, base: Path, parent: Path) -> None:
+        parent.mkdir(exist_ok=True)
+
+    def _write_limits(self, group: Cgroup) -> None:
+        raise NotImplementedError
+
+
+class CgroupV1(CgroupHierarchy):
+    version = 1
+
+    def _write_limits(self, group: Cgroup) -> None:
+        limits = group.limits
+        memory = group.folders.get("memory")
+        if memory is not None and limits.memory_bytes is not None:
+            (memory / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+            swap = memory / "memory.memsw.limit_in_bytes"
+            if swap.exists():  # memory + swap: no swapping past the limit either
+                swap.write_text(str(limits.memory_bytes))
+        cpu = group.folders.get("cpu")
+        if cpu is not None and limits.cpu is not None:
+            (cpu / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (cpu / "cpu.cfs_quota_us").write_text(str(max(1000, round(limits.cpu * CPU_PERIOD_US))))
+
+
+class CgroupV2(CgroupHierarchy):
+    version = 2
+    CONTROLLERS = ("memory", "cpu")
+
+    def _prepare_parent(self, controller: str, base: Path, parent: Path) -> None:
+        # Limits on a child need the controllers enabled in each parent's subtree_control.
+        # A cgroup with processes of its own cannot enable them ("no internal processes"),
+        # so the hub's own processes first move into a leaf beside the groups it makes:
+        # what systemd expects of a unit with Delegate=yes.
+        parent.mkdir(exist_ok=True)
+        enable = " ".join(f"+{c}" for c in self.CONTROLLERS)
+        try:
+            (base / "cgroup.subtree_control").write_text(enable)
+        except OSError as error:
+            if error.errno != errno.EBUSY:
+                raise
+            leaf = base / "supervisor"
+            leaf.mkdir(exist_ok=True)
+            for pid in (base / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):  # gone meanwhile, or a kernel thread
+                    (leaf / "cgroup.procs").write_text(pid)
+            (base / "cgroup.subtree_control").write_text(enable)
+        (parent / "cgroup.subtree_control").write_text(enable)
+
+    def _write_limits(self, group: Cgroup) -> None:
+        folder = group.folders["unified"]
+        limits = group.limits
+        if limits.memory_bytes is not None:
+            (folder / "memory.max").write_text(str(limits.memory_bytes))
+            swap = folder / "memory.swap.max"
+            if swap.exists():
+                swap.write_text("0")
+        if limits.cpu is not None:
+            quota = max(1000, round(limits.cpu * CPU_PERIOD_US))
+            (folder / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}")
+
+
+def detect_hierarchy(
+    group_name: str = "campus-gpu-hub",
+    *,
+    proc: Path = Path("/proc"),
+) -> CgroupHierarchy:
+    """The hierarchy this process can make limited groups in; raises :class:`CgroupsUnavailable`."""
+    try:
+        own = _own_paths(proc / "self" / "cgroup")
+        mounts = _mounts(proc / "self" / "mounts")
+    except OSError as error:
+        raise CgroupsUnavailable(f"this system has no control groups ({error.strerror})") from None
+    v1: dict[str, Path] = {}
+    v2: Path | None = None
+    for point, fstype, options in mounts:
+        if fstype == "cgroup2":
+            v2 = Path(point)
+        else:
+            for controller in ("memory", "cpu"):
+                if controller in options and controller in own:
+                    v1[controller] = Path(point)
+    if v2 is not None and "" in own:
+        base = v2 / own[""].lstrip("/")
+        try:
+            available = set((base / "cgroup.controllers").read_text().split())
+        except OSError:
+            available = set()
+        if {"memory", "cpu"} <= available:
+            return _writable(CgroupV2({"unified": v2}, {"unified": base}, group_name))
+    if "memory" in v1 and "cpu" in v1:
+        bases = {c: point / own[c].lstrip("/") for c, point in v1.items()}
+        return _writable(CgroupV1(v1, bases, group_name))
+    raise CgroupsUnavailable(
+        "neither a cgroup v2 hierarchy with the memory and cpu controllers nor the cgroup v1 "
+        "memory and cpu hierarchies are available to this process"
+    )
+
+
+def _writable(hierarchy: CgroupHierarchy) -> CgroupHierarchy:
+    for base in hierarchy.bases.values():
+        if not os.access(base, os.W_OK):
+            raise CgroupsUnavailable(
+                f"{base} is not writable by this process (run the hub as root, and under "
+                "systemd give its unit Delegate=yes)"
+            )
+    return hierarchy
+
+
+# -- the setting -----------------------------------------------------------------------------
+
+
+class CgroupLimits(LoggingConfigurable):
+    """Whether and where CPU and memory limits are enforced, for servers and jobs alike."""
+
+    enforce = Enum(
+        ["auto", "required", "off"],
+        "auto",
+        config=True,
+        help="""
+        How profile and flavor ``resources`` (CPU, memory) are enforced on this machine.
+
+        - ``auto``: as cgroups where this process can make them (root, or a delegated
+          subtree), otherwise not at all (logged once at start)
+        - ``required``: as cgroups; a server or job that cannot get its group does not start
+        - ``off``: not enforced (the values are still shown to users)
+
+        Example::
+
+            c.CgroupLimits.enforce = "required"
+        """,
+    )
+
+    group_name = Unicode(
+        "campus-gpu-hub",
+        config=True,
+        help="""
+        The cgroup, under the hub's (or job service's) own, that holds a group per server
+        and job.
+
+        Example::
+
+            c.CgroupLimits.group_name = "jupyterhub"
+        """,
+    )
+
+    _hierarchies: dict[str, CgroupHierarchy | CgroupsUnavailable] = {}
+
+    def hierarchy(self) -> CgroupHierarchy | None:
+        """The hierarchy in use, or None when limits are not enforced."""
+        if self.enforce == "off":
+            return None
+        found = self._hierarchies.get(self.group_name)
+        if found is None:
+            try:
+                found = detect_hierarchy(self.group_name)
+                self.log.info("CPU and memory limits are enforced with %s", found.describe())
+            except CgroupsUnavailable as error:
+                found = error
+                level = logging.ERROR if self.enforce == "required" else logging.WARNING
+                self.log.log(level, "CPU and memory limits are NOT enforced: %s.", error)
+            self._hierarchies[self.group_name] = found
+        if isinstance(found, CgroupsUnavailable):
+            if self.enforce == "required":
+                raise CgroupsUnavailable(
+                    f"CPU and memory limits cannot be enforced: {found}. Tell the hub admins."
+                )
+            return None
+        return found
+
+    def create(self, name: str, limits: ResourceLimits) -> Cgroup | None:
+        """A group with ``limits`` for one server or job; None when nothing is enforced."""
+        if limits.empty:
+            return None
+        hierarchy = self.hierarchy()
+        if hierarchy is None:
+            return None
+        try:
+            return hierarchy.create(name, limits)
+        except OSError as error:
+            if self.enforce == "required":
+                raise CgroupsUnavailable(
+                    f"the control group for {name} could not be made ({error.strerror})"
+                ) from None
+            self.log.warning("No CPU and memory limits for %s: %s", name, error)
+            return None
+
+    def of_process(self, pid: int, name: str) -> Cgroup | None:
+        """The group ``name`` that process ``pid`` runs in (made by this or an earlier
+        process of the service), or None when it runs in none: after a restart, the
+        group of a server or job started before it."""
+        hierarchy = self.hierarchy()
+        if hierarchy is None:
+            return None
+        try:
+            paths = _own_paths(Path("/proc") / str(pid) / "cgroup")
+        except OSError:
+            return None
+        suffix = f"/{self.group_name}/{name}"
+        folders: dict[str, Path] = {}
+        for controller in hierarchy.bases:
+            key = "" if controller == "unified" else controller
+            path = paths.get(key, "")
+            if not path.endswith(suffix):
+                return None
+            folders[controller] = hierarchy.mounts[controller] / path.lstrip("/")
+        return Cgroup(name, folders, ResourceLimits(), hierarchy.version)
