@@ -738,7 +738,24 @@ def load_catalog(path: str | Path) -> Catalog:
                 )
     if problems:
         raise CatalogError(problems)
-    return _assemble(parsed)
+    catalog = _assemble(parsed)
+    if not (catalog.courses or catalog.standing or catalog.research or catalog.flavors):
+        # Most likely a file emptied by mistake: refusing it keeps the hub on its last good
+        # catalog instead of taking every profile away from everyone.
+        raise CatalogError(
+            [
+                CatalogProblem(
+                    root,
+                    None,
+                    "",
+                    "holds no courses, standing profiles, research allocations or job "
+                    "flavors (it is empty, or only has comments or settings), so nobody "
+                    "could start anything; add at least one, such as a standing profile "
+                    "with an id and a title",
+                )
+            ]
+        )
+    return catalog
 
 
 def _profile_ids(content: CatalogFile) -> list[tuple[str, int, str]]:

@@ -120,11 +120,62 @@ def test_given_a_folder_then_its_files_are_merged_in_name_order(write_yaml, tmp_
     assert catalog.courses_by_id["vision"].course_schedule.timezone == ZURICH
 
 
-def test_given_an_empty_file_then_the_catalog_is_empty_with_default_settings(catalog_from):
-    catalog = catalog_from("# nothing yet\n")
+def test_given_an_empty_file_beside_a_course_then_the_folder_has_the_course_and_default_settings(
+    write_yaml, tmp_path
+):
+    write_yaml("# nothing yet\n", name="a-placeholder.yaml", folder="catalog")
+    write_yaml(
+        """\
+        courses:
+          - id: stats
+            title: Statistics
+            schedule:
+              term: {first_day: 2024-02-19, last_day: 2024-06-01}
+              windows: [{day: Tue, start: "14:00", end: "16:00"}]
+        """,
+        name="stats.yaml",
+        folder="catalog",
+    )
 
-    assert catalog.courses == [] and catalog.research == [] and catalog.standing == []
+    catalog = load_catalog(tmp_path / "catalog")
+
+    assert [c.id for c in catalog.courses] == ["stats"]
+    assert catalog.research == [] and catalog.standing == []
     assert catalog.settings.timezone == "UTC"
+
+
+def test_given_anchors_and_merge_keys_then_courses_share_a_schedule_and_override_parts(
+    catalog_from,
+):
+    catalog = catalog_from(
+        """\
+        courses:
+          - id: ml101
+            title: Machine Learning 101
+            schedule: &weekly
+              timezone: Europe/Zurich
+              term: {first_day: 2024-02-19, last_day: 2024-06-01}
+              windows: [{day: Mon, start: "10:00", end: "12:00"}]
+              lead_time: 15m
+          - id: ml102
+            title: Machine Learning 102
+            schedule:
+              <<: *weekly
+              windows: [{day: Tue, start: "10:00", end: "12:00"}]
+          - id: ml103
+            title: Machine Learning 103
+            schedule:
+              <<: [{lead_time: 5m, grace: 1h}, *weekly]
+        """
+    )
+
+    first, second, third = (c.course_schedule for c in catalog.courses)
+    assert second.timezone == first.timezone == ZURICH
+    assert second.windows == (WeeklyWindow(1, time(10), time(12)),)
+    assert second.lead_time == timedelta(minutes=15)
+    # The first merged block wins over the later one, as YAML defines.
+    assert (third.lead_time, third.grace) == (timedelta(minutes=5), timedelta(hours=1))
+    assert third.first_day == date(2024, 2, 19)
 
 
 def test_given_enrolment_by_user_group_and_teaching_then_lookups_find_the_course(catalog_from):

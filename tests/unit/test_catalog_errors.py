@@ -593,3 +593,36 @@ def test_given_several_mistakes_in_two_files_then_all_are_reported_at_once(write
     assert text.startswith("The course catalog has 2 errors:")
     assert f"{tmp_path / 'catalog' / 'a.yaml'}:1: settings.grace: expected a duration" in text
     assert f"{tmp_path / 'catalog' / 'b.yaml'}:1: courses: expected a list" in text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("", id="empty-file"),
+        pytest.param("# courses come later\n\n# (ask the admins)\n", id="only-comments"),
+        pytest.param("settings:\n  timezone: Europe/Zurich\n", id="only-settings"),
+        pytest.param("courses: []\nstanding: []\n", id="empty-lists"),
+    ],
+)
+def test_given_a_catalog_without_any_profile_then_it_is_refused(write_yaml, text):
+    path = write_yaml(text)
+
+    (problem,) = problems_of(path)
+
+    assert (problem.path, problem.line, problem.field) == (path, None, "")
+    assert problem.message.startswith(
+        "holds no courses, standing profiles, research allocations or job flavors"
+    )
+    assert "add at least one, such as a standing profile with an id and a title" in (
+        problem.message
+    )
+
+
+def test_given_a_folder_of_empty_files_then_the_folder_is_named(write_yaml, tmp_path):
+    write_yaml("# nothing yet\n", name="a.yaml", folder="catalog")
+    write_yaml("", name="b.yml", folder="catalog")
+
+    (problem,) = problems_of(tmp_path / "catalog")
+
+    assert (problem.path, problem.line) == (tmp_path / "catalog", None)
+    assert "holds no courses" in problem.message

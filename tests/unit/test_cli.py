@@ -268,7 +268,15 @@ class TestUserView:
     def test_given_a_user_in_a_catalog_without_profiles_for_them_then_it_says_so(
         self, write_yaml, capsys
     ):
-        path = write_yaml("courses: []\n")
+        path = write_yaml(
+            """\
+            research:
+              - id: vision-lab
+                title: Vision lab
+                users: [rita]
+                expires: 2024-12-31
+            """
+        )
 
         status, out, _ = run(capsys, "check", str(path), "--user", "alice", "--at", "2024-03-18")
 
