@@ -13,6 +13,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import subprocess
 from dataclasses import dataclass
 
 
@@ -91,3 +92,30 @@ class UserAccount:
             return grp.getgrgid(self.gid).gr_name
         except KeyError:
             return str(self.gid)
+
+
+def ensure_account(name: str, *, service: bool = False) -> UserAccount:
+    """The system account ``name``, created first if it does not exist (needs root).
+
+    A person's account gets a home only they can open (0700) and a group of its own; a
+    service account (``service=True``) gets neither a home nor a login shell.
+    """
+    try:
+        return UserAccount.for_hub_user(name)
+    except NoSuchAccount:
+        pass
+    command = ["useradd", "--user-group"]
+    if service:
+        command += ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin"]
+    else:
+        command += ["--create-home", "--shell", "/bin/bash"]
+    done = subprocess.run([*command, name], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"The system account {name!r} could not be created ({done.stderr.strip()}); "
+            "create it by hand or run the hub as root."
+        )
+    account = UserAccount.for_hub_user(name)
+    if not service:
+        os.chmod(account.home, 0o700)
+    return account

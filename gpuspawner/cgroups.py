@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Enum, Unicode
+from traitlets import Enum, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 log = logging.getLogger(__name__)
@@ -333,7 +333,6 @@ class CgroupLimits(LoggingConfigurable):
 
     enforce = Enum(
         ["auto", "required", "off"],
-        "auto",
         config=True,
         help="""
         How profile and flavor ``resources`` (CPU, memory) are enforced on this machine.
@@ -343,11 +342,17 @@ class CgroupLimits(LoggingConfigurable):
         - ``required``: as cgroups; a server or job that cannot get its group does not start
         - ``off``: not enforced (the values are still shown to users)
 
-        Example::
+        Defaults to ``$GPUSPAWNER_CGROUPS`` (so the hub can hand its setting to the job
+        service), else ``auto``. Example::
 
             c.CgroupLimits.enforce = "required"
         """,
     )
+
+    @default("enforce")
+    def _default_enforce(self) -> str:
+        value = os.environ.get("GPUSPAWNER_CGROUPS", "auto")
+        return value if value in ("auto", "required", "off") else "auto"
 
     group_name = Unicode(
         "campus-gpu-hub",

@@ -6,7 +6,10 @@
 - every start re-checks entitlement, quotas and capacity on the server side and
   refuses with a :class:`~jupyterhub.spawner.SpawnException` (a 4xx that does not
   count toward the hub's consecutive-failure limit);
-- the GPU allocation lives in spawner state and is rebuilt after a hub restart.
+- the GPU allocation lives in spawner state and is rebuilt after a hub restart;
+- with a shared allocation ledger, the server's own process holds its slice
+  (:meth:`CourseProfilesMixin.hold_allocation`), so the slice lives exactly as long
+  as the server, whatever happens to the hub.
 
 Subclasses provide the GPU inventory and apply the decision (environment
 variables locally, a pod spec on Kubernetes).
@@ -27,7 +30,7 @@ from traitlets.config import LoggingConfigurable
 
 from .catalog_source import shared_catalog_source
 from .gpu_map import gpu_map
-from .ledger import AllocationLedger
+from .ledger import AllocationLedger, ProcessHolder
 from .policy import (
     Allocation,
     CapacityPool,
@@ -147,7 +150,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         """The pool for this spawner's GPU inventory (a snapshot when a ledger is shared)."""
         devices = self.gpu_devices()
         if self.allocation_ledger:
-            return AllocationLedger(self.allocation_ledger).snapshot(devices)
+            return AllocationLedger(self.allocation_ledger, self.log).snapshot(devices)
         signature = tuple(devices)
         pool = self._pools.get(signature)
         if pool is None:
@@ -158,10 +161,29 @@ class CourseProfilesMixin(LoggingConfigurable):
     def capacity_transaction(self) -> Iterator[CapacityPool]:
         """The pool to decide in: locked and saved when shared through a ledger."""
         if self.allocation_ledger:
-            with AllocationLedger(self.allocation_ledger).transaction(self.gpu_devices()) as pool:
+            ledger = AllocationLedger(self.allocation_ledger, self.log)
+            with ledger.transaction(self.gpu_devices()) as pool:
                 yield pool
         else:
             yield self.capacity_pool
+
+    def hold_allocation(self, pid: int | None) -> None:
+        """Hand this server's GPU slice in the shared ledger to its process ``pid``.
+
+        Until then the hub holds the booking, and a hub killed before the server
+        started leaves nothing behind: the next decision drops a booking whose holder is
+        gone. From then on the slice lives exactly as long as the server's process.
+        A no-op without a ledger, without a GPU slice, or when ``pid`` no longer runs
+        (the hub's poll then notices the server is gone and releases the slice).
+        """
+        if not self.allocation_ledger or self._allocation is None or not pid:
+            return
+        holder = ProcessHolder.of_pid(pid)
+        if holder is None:
+            return
+        ledger = AllocationLedger(self.allocation_ledger, self.log)
+        for warning in ledger.hold(self.gpu_devices(), self._allocation, holder):
+            self.log.warning("Holding GPU allocation: %s", warning)
 
     # -- policy inputs ---------------------------------------------------------------
 
@@ -378,18 +400,26 @@ class CourseProfilesMixin(LoggingConfigurable):
             "session_end": session_end.isoformat() if session_end else None,
         }
 
-    def restore_course_state(self, state: dict) -> None:
+    def restore_course_state(self, state: dict, *, pid: int | None = None) -> None:
+        """Rebuild the server's profile and GPU allocation from spawner state.
+
+        ``pid``: the server's process, when the spawner knows it; with a shared ledger
+        the slice is recorded as held by it, or not at all if that process is gone.
+        """
         data = state.get("gpuspawner") if isinstance(state, dict) else None
         if not isinstance(data, dict):
             return
         self._profile_id = data.get("profile")
         if data.get("allocation"):
             allocation = Allocation.from_dict(data["allocation"])
+            self._allocation = allocation
+            if self.allocation_ledger and pid:
+                self.hold_allocation(pid)
+                return
             with self.capacity_transaction() as pool:
                 warnings = pool.restore(allocation)
             for warning in warnings:
                 self.log.warning("Restoring GPU allocation: %s", warning)
-            self._allocation = allocation
 
 
 def entitlement_summary(entitlement: Entitlement) -> str:

@@ -130,10 +130,13 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             self.default_url = profile.environment.default_url
         self.progress_note("Starting JupyterLab")
         try:
-            return await super().start()
+            address = await super().start()
         except BaseException:
             self.release_allocation()
             raise
+        # From now on the server's process, not the hub, holds its GPU slice.
+        self.hold_allocation(self.pid)
+        return address
 
     async def stop(self, now=False):
         try:
@@ -150,7 +153,7 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
 
     def load_state(self, state):
         super().load_state(state)
-        self.restore_course_state(state)
+        self.restore_course_state(state, pid=self.pid)
 
     def clear_state(self):
         super().clear_state()

@@ -76,6 +76,12 @@ class JobCapacity:
     def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
         """After a restart, record what a still-running job holds."""
 
+    def hold(self, ticket: JobTicket, pid: int, start_time: float) -> None:
+        """The job's own process (``pid``, started at ``start_time``, seconds since the
+        epoch) now runs: what the job holds lives as long as that process, not as long
+        as the manager's. Called as soon as the process exists, and again when a restarted
+        manager adopts a still-running job."""
+
 
 class PoolCapacity(JobCapacity):
     """GPU shares from the hub's capacity pool, by job flavor.

@@ -217,6 +217,12 @@ class JobManager(LoggingConfigurable):
             tasks = list(self._tasks.values())
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+        else:
+            # The jobs run on without this manager: their processes hold what they hold.
+            for job_id in list(self._executors):
+                row = self.store.get(job_id)
+                if row is not None and not row.job_status.is_final:
+                    self._hand_over(row)
         for task in list(self._tasks.values()):
             task.cancel()
         self._executors.clear()
@@ -249,10 +255,12 @@ class JobManager(LoggingConfigurable):
             executor = self._make_executor(row, {})
             if await executor.still_running():
                 self.capacity.restore(ticket, row.gpu)
+                self._hand_over(row)
                 self._watch(executor, executor.resume())
                 report.adopted.append(row.job_id)
             else:
                 await executor.resume()  # ends at once: the runner's result, or lost
+                self.capacity.release(ticket)
                 report.ended.append(row.job_id)
         report.queued = self.store.count(JobStatus.QUEUED)
         self.reconcile_report = report
@@ -453,7 +461,27 @@ class JobManager(LoggingConfigurable):
             store=self.store,
             log_store=self.log_store,
             environment=environment,
+            on_process_started=lambda pid, start_time: self._process_started(
+                JobTicket(row.job_id, row.owner, row.flavor), pid, start_time
+            ),
         )
+
+    def _process_started(self, ticket: JobTicket, pid: int, start_time: float) -> None:
+        """The job's process runs: from now on it, not this manager, holds the job's slice."""
+        try:
+            self.capacity.hold(ticket, pid, start_time)
+        except Exception:  # the job runs anyway; its slice stays with this service
+            self.log.exception(
+                "Could not record process %d as the holder of job %s's GPU slice",
+                pid,
+                ticket.job_id,
+            )
+
+    def _hand_over(self, row: JobRow) -> None:
+        """Give a running job's slice to its process, when the store knows that process."""
+        if row.pid is not None and row.process_start_time is not None:
+            ticket = JobTicket(row.job_id, row.owner, row.flavor)
+            self._process_started(ticket, row.pid, row.process_start_time)
 
     def _watch(self, executor: JobExecutor, run: Any) -> None:
         job_id = executor.job_id

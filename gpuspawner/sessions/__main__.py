@@ -6,7 +6,8 @@ a flag on the command line wins. The hub provides ``JUPYTERHUB_API_URL`` and
 ``JUPYTERHUB_API_TOKEN``; the pre-warm secret shared with the spawner comes from
 ``GPUSPAWNER_PREWARM_SECRET``. When the hub gives the service a URL
 (``JUPYTERHUB_SERVICE_URL``, from the ``url`` of its ``services`` entry), it also serves the
-instructors' course API there (:mod:`.course_api`).
+instructors' course API there (:mod:`.course_api`). It stops with the hub that started it,
+so a restarted hub's instance finds its port free (:mod:`gpuspawner.service_process`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tornado.httpserver import HTTPServer
 from tornado.web import Application
 
 from gpuspawner.policy.schedule import UTC
+from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 
 from .audit import AuditLog
 from .course_api import CourseAPI, course_api_handlers
@@ -88,7 +90,11 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
 def course_api_server(
     service: SessionsService, environ: Mapping[str, str], api_url: str, token: str
 ) -> tuple[HTTPServer, str, int] | None:
-    """The instructors' course API on the service's own URL, if the hub gave it one."""
+    """The instructors' course API for the service's own URL, if the hub gave it one.
+
+    Not yet listening: :func:`serve` binds it, waiting while a previous instance of the
+    service lets go of the port.
+    """
     url = environ.get("JUPYTERHUB_SERVICE_URL")
     if not url:
         return None
@@ -106,9 +112,7 @@ def course_api_server(
     app = Application(course_api_handlers(prefix, api))
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    server = HTTPServer(app, xheaders=True)
-    server.listen(port, host)
-    return server, host, port
+    return HTTPServer(app, xheaders=True), host, port
 
 
 async def serve(
@@ -122,7 +126,8 @@ async def serve(
         loop.add_signal_handler(signum, stop.set)
     started = api() if api is not None else None
     if started is not None:
-        _, host, port = started
+        server, host, port = started
+        await listen_when_free(lambda: server.listen(port, host), address=f"{host}:{port}")
         log.info("Course API for instructors at http://%s:%d", host, port)
     log.info(
         "Course sessions service running, a round every %gs%s",
@@ -138,6 +143,8 @@ async def serve(
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    # Stop when the hub dies, so that a restarted hub's instance gets the port.
+    die_with_parent()
     environ = os.environ if environ is None else environ
     args = build_parser(environ).parse_args(argv)
     logging.basicConfig(
@@ -168,7 +175,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         secret=secret,
         dry_run=args.dry_run,
     )
-    asyncio.run(serve(service, lambda: course_api_server(service, environ, api_url, token)))
+    try:
+        asyncio.run(serve(service, lambda: course_api_server(service, environ, api_url, token)))
+    except PortInUse as error:
+        log.error("%s", error)
+        return 1
     return 0
 
 

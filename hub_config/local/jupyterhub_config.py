@@ -10,12 +10,12 @@ enrolment then come from the identity provider.
 """
 
 import os
-import secrets
 import shutil
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from gpuspawner.persistent_secret import persistent_secret
 from gpuspawner.policy import load_catalog
 from gpuspawner.policy.roles import course_roles
 from gpuspawner.sessions import course_sessions_service, sessions_service_role
@@ -130,7 +130,10 @@ if os.geteuid() == 0:
     c.Spawner.args = ["--allow-root"]
 
 # -- the course-sessions service: pre-warm before class, reclaim after grace -------------
-prewarm_secret = os.environ.setdefault("GPUSPAWNER_PREWARM_SECRET", secrets.token_hex(32))
+# Kept in the runtime folder (mode 0600), so it stays the same when the hub restarts.
+prewarm_secret = os.environ.get("GPUSPAWNER_PREWARM_SECRET") or persistent_secret(
+    RUNTIME / "prewarm-secret"
+)
 c.SimpleLocalGPUSpawner.prewarm_secret = prewarm_secret
 # It also answers the instructors' course API (list and stop their course's servers).
 SESSIONS_PORT = int(os.environ.get("GPUSPAWNER_DEMO_SESSIONS_PORT", "8767"))

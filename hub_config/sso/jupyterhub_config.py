@@ -25,10 +25,10 @@ Variables:
 
 import json
 import os
-import secrets
 import shutil
 from pathlib import Path
 
+from gpuspawner.persistent_secret import persistent_secret
 from gpuspawner.sso import CampusOAuthenticator, oidc_endpoints
 
 c = get_config()  # noqa: F821
@@ -79,7 +79,8 @@ else:
     # The demo: a stand-in campus provider, started and stopped by the hub.
     idp_port = int(os.environ.get("CAMPUS_IDP_PORT", "8010"))
     issuer = f"http://127.0.0.1:{idp_port}"
-    client_secret = secrets.token_urlsafe(32)
+    # Kept across restarts, as the provider's configuration file is.
+    client_secret = persistent_secret(RUNTIME / "campus-idp-client-secret")
     idp_config = RUNTIME / "campus-idp.json"
     idp_config.write_text(
         json.dumps(

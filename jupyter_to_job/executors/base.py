@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -168,9 +169,11 @@ class JobExecutor(LoggingConfigurable, metaclass=_AbstractConfigurable):
         store: JobStore,
         log_store: LogStore,
         environment: dict[str, str] | None = None,
+        on_process_started: Callable[[int, float], None] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        self._on_process_started = on_process_started
         self.job = job
         self.job_id = job.job_id
         self.files = files
@@ -259,6 +262,17 @@ class JobExecutor(LoggingConfigurable, metaclass=_AbstractConfigurable):
         )
 
     # -- helpers for subclasses -----------------------------------------------------------
+
+    def process_started(self, pid: int, start_time: float) -> None:
+        """Tell the manager the job's own process runs now: ``pid``, started at
+        ``start_time`` (seconds since the epoch, as ``psutil.Process.create_time``).
+
+        Executors whose jobs are local processes call this right after launching the
+        runner, so the job's GPU slice in a shared ledger is held by the runner itself and
+        survives a crash of the job service or the hub.
+        """
+        if self._on_process_started is not None:
+            self._on_process_started(pid, start_time)
 
     def log_line(self, text: str) -> None:
         self.log_store.append_line(self.job_id, f"[job] {text}")

@@ -32,6 +32,7 @@ from traitlets.config import Application
 from gpuspawner.catalog_source import CatalogSource
 from gpuspawner.inventory import discover_nvml_gpus, simulated_gpus
 from gpuspawner.policy import GPUDevice
+from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 
 from .. import __version__
 from ..executors import JobExecutor, LocalExecutor
@@ -372,11 +373,20 @@ class JobServiceApp(Application):
             len(report.ended),
             report.queued,
         )
-        server = self.make_web_app(api, hub_auth).listen(
-            self.port,
-            address=self.ip,
-            max_body_size=2 * (self.max_notebook_bytes + CREATE_BODY_SLACK),
-        )
+        web_app = self.make_web_app(api, hub_auth)
+        try:
+            # The previous instance may still be letting go of the port (its hub died).
+            server = await listen_when_free(
+                lambda: web_app.listen(
+                    self.port,
+                    address=self.ip,
+                    max_body_size=2 * (self.max_notebook_bytes + CREATE_BODY_SLACK),
+                ),
+                address=f"{self.ip}:{self.port}",
+            )
+        except BaseException:
+            await manager.shutdown(stop_jobs=False)
+            raise
         self.log.info(
             "Jupyter to Job service listening on http://%s:%d%s", self.ip, self.port, self.base_url
         )
@@ -389,6 +399,9 @@ class JobServiceApp(Application):
             self.log.info("Jupyter to Job service stopped; running jobs continue")
 
     def start(self) -> None:
+        # Stop (gracefully: jobs run on) when the hub dies, so that a restarted hub's
+        # instance gets the port.
+        die_with_parent()
         if not os.environ.get("JUPYTERHUB_API_TOKEN") or not os.environ.get("JUPYTERHUB_API_URL"):
             self.log.critical(
                 "JUPYTERHUB_API_TOKEN and JUPYTERHUB_API_URL are not set. Run this as a "
@@ -399,7 +412,11 @@ class JobServiceApp(Application):
         logging.basicConfig(
             level=self.log_level, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s"
         )
-        asyncio.run(self.serve())
+        try:
+            asyncio.run(self.serve())
+        except PortInUse as error:
+            self.log.critical("%s", error)
+            self.exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,8 @@
 Every decision reads and changes the pool inside :meth:`FlavorCapacity.current_pool`, a
 transaction: the service's own pool, or, with ``ledger_path``, the allocation ledger the
 hub's LocalGPUSpawner shares (``allocation_ledger``), so servers and jobs on one machine
-never get the same GPU slice.
+never get the same GPU slice. There a job's slice is held by its runner process once it
+runs (:meth:`FlavorCapacity.hold`), so it survives a crash of the service or the hub.
 
 Jobs run long after the request that created them (and after restarts), so the owner's
 identity (groups, admin flag) is taken from :class:`IdentityBook`, which the API fills
@@ -112,6 +113,8 @@ class FlavorCapacity(JobCapacity):
         self.hami_core_library = hami_core_library
         self._clock = clock or (lambda: datetime.now(UTC))
         self._pool = CapacityPool(self.devices)
+        # What each running job of this service holds, for ``hold``.
+        self._held: dict[str, Allocation] = {}
 
     @contextlib.contextmanager
     def current_pool(self) -> Iterator[CapacityPool]:
@@ -123,7 +126,7 @@ class FlavorCapacity(JobCapacity):
         if self.ledger_path:
             from gpuspawner.ledger import AllocationLedger
 
-            with AllocationLedger(self.ledger_path).transaction(self.devices) as pool:
+            with AllocationLedger(self.ledger_path, log).transaction(self.devices) as pool:
                 yield pool
         else:
             yield self._pool
@@ -185,6 +188,8 @@ class FlavorCapacity(JobCapacity):
                 )
             )
         gpu: dict[str, Any] | None = None
+        if decision.allocation is not None:
+            self._held[ticket.key] = decision.allocation
         if decision.allocation is not None and flavor.share is not None:
             gpu = {
                 "description": environment.get("GPUSPAWNER_GPU_SHARE", flavor.share.describe()),
@@ -194,12 +199,28 @@ class FlavorCapacity(JobCapacity):
         return CapacityGrant(environment, gpu)
 
     def release(self, ticket: JobTicket) -> None:
+        self._held.pop(ticket.key, None)
         with self.current_pool() as pool:
             pool.release(ticket.key)
 
     def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
         if not gpu or not gpu.get("allocation"):
             return
+        allocation = Allocation.from_dict(gpu["allocation"])
+        self._held[ticket.key] = allocation
         with self.current_pool() as pool:
-            for warning in pool.restore(Allocation.from_dict(gpu["allocation"])):
+            for warning in pool.restore(allocation):
                 log.warning("Job %s: %s", ticket.job_id, warning)
+
+    def hold(self, ticket: JobTicket, pid: int, start_time: float) -> None:
+        """In the ledger shared with the hub, the job's slice is held by its runner from now
+        on: a booking of a service killed before its runner started is dropped at the next
+        decision, and a running job keeps its slice while the service restarts."""
+        allocation = self._held.get(ticket.key)
+        if not self.ledger_path or allocation is None:
+            return  # this service's own pool ends with it; a CPU job holds no slice
+        from gpuspawner.ledger import AllocationLedger, ProcessHolder
+
+        ledger = AllocationLedger(self.ledger_path, log)
+        for warning in ledger.hold(self.devices, allocation, ProcessHolder(pid, start_time)):
+            log.warning("Job %s: %s", ticket.job_id, warning)

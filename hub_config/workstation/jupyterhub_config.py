@@ -1,0 +1,121 @@
+"""One shared GPU workstation in production: every person's server and jobs run as their own
+system account, under their profile's CPU and memory limits.
+
+Start it as root with ``sudo make demo-workstation`` (http://127.0.0.1:8000). It is the
+demo hub of hub_config/local (same users, courses, flavors and port variables), made safe
+for a machine that several people share:
+
+- **Accounts.** ``LocalGPUSpawner`` runs each server as the system account named like the
+  hub user; the job service runs each job as the same account
+  (``LocalExecutor.run_as = "owner"``), in the notebook's own folder. Accounts are made
+  on first start for the demo users (``GPUSPAWNER_WORKSTATION_AUTH=demo``, the default);
+  with ``pam`` people log in with the accounts the machine already has.
+- **Limits.** Profile and flavor ``resources`` become cgroups (``c.CgroupLimits``).
+- **Secrets.** The hub, the job service and their files stay root's: the runtime folder
+  can be crossed but not listed (0711), and everything in it is 0600/0700. The
+  course-sessions service, which needs no root, runs as its own account
+  (``gpuhub-services``) with a folder of its own.
+- **GPUs.** NVML when the machine has GPUs, else the demo's simulated ones; one ledger for
+  servers and jobs.
+
+See hub_config/workstation/README.md for the account layout and the security model.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from gpuspawner.accounts import ensure_account
+
+c = get_config()  # noqa: F821
+
+HERE = Path(__file__).resolve().parent
+LOCAL_CONFIG = HERE.parent / "local" / "jupyterhub_config.py"
+RUNTIME = Path(os.environ.get("GPUSPAWNER_DEMO_RUNTIME") or "/var/lib/campus-gpu-hub").resolve()
+AUTH = os.environ.get("GPUSPAWNER_WORKSTATION_AUTH", "demo")
+SERVICES_ACCOUNT = os.environ.get("GPUSPAWNER_SERVICES_ACCOUNT", "gpuhub-services")
+
+if os.geteuid() != 0:
+    sys.exit(
+        "hub_config/workstation runs servers and jobs as each person's own system account, "
+        "so the hub must run as root: sudo make demo-workstation. For a demo without root "
+        "(and without isolation), use make demo."
+    )
+if AUTH not in ("demo", "pam"):
+    sys.exit(f"GPUSPAWNER_WORKSTATION_AUTH must be 'demo' or 'pam', not {AUTH!r}.")
+
+
+def reachable_by_everyone(path: Path) -> Path | None:
+    """The first folder above ``path`` that other accounts cannot cross, if any."""
+    for folder in [path, *path.parents]:
+        if folder.is_dir() and not folder.stat().st_mode & 0o001:
+            return folder
+    return None
+
+
+# Servers and jobs run this Python and this project's code as the people themselves.
+for needed in (Path(sys.executable).resolve().parent, Path(sys.prefix), HERE.parent.parent):
+    blocked = reachable_by_everyone(needed)
+    if blocked is not None:
+        sys.exit(
+            f"{needed} is inside {blocked}, which other accounts cannot enter, so no server "
+            "or job could start. Install the hub where every account can read it (for "
+            "example a virtualenv in /opt/campus-gpu-hub), or allow entering that folder: "
+            f"chmod o+x {blocked}"
+        )
+
+# What the hub and the services make is theirs alone (the database, the cookie secret, the
+# ledger, the job store, the pre-warm secret); the runtime folder can be crossed by the
+# jobs (their own folders are inside it) but not listed.
+os.umask(0o077)
+RUNTIME.mkdir(parents=True, exist_ok=True)
+RUNTIME.chmod(0o711)
+os.environ["GPUSPAWNER_DEMO_RUNTIME"] = str(RUNTIME)
+
+# -- the demo hub, then what makes it safe to share -----------------------------------------
+demo = {"get_config": get_config, "__file__": str(LOCAL_CONFIG), "__name__": "__config__"}  # noqa: F821
+exec(compile(LOCAL_CONFIG.read_text(), str(LOCAL_CONFIG), "exec"), demo)
+
+c.JupyterHub.template_vars = {}  # the demo's "no isolation" warning does not apply here
+
+# -- people and their accounts ---------------------------------------------------------------
+if AUTH == "pam":
+    c.JupyterHub.authenticator_class = "pam"
+    c.Authenticator.allowed_users = set()
+    c.Authenticator.admin_users = set(os.environ.get("GPUSPAWNER_ADMINS", "").split(",")) - {""}
+else:
+    for name in sorted(c.Authenticator.allowed_users):
+        ensure_account(name)
+
+# -- servers: as their owner, within their profile's limits ---------------------------------
+local = c.SimpleLocalGPUSpawner
+c.JupyterHub.spawner_class = "gpuspawner.local.LocalGPUSpawner"
+for setting in ("catalog_path", "simulated_gpus", "allocation_ledger", "prewarm_secret"):
+    setattr(c.LocalGPUSpawner, setting, local[setting])
+c.LocalGPUSpawner.gpu_inventory = "auto"  # NVML when there are GPUs, else the simulated ones
+c.CgroupLimits.enforce = os.environ.setdefault("GPUSPAWNER_CGROUPS", "auto")
+
+# Instructors and services read the catalog; nobody but the hub writes it.
+catalog = Path(local.catalog_path)
+catalog.chmod(0o755)
+for file in catalog.iterdir():
+    file.chmod(0o644)
+
+# -- jobs: as their owner, beside their notebook --------------------------------------------
+jobs = demo["JOB_SERVICE"]
+jobs["environment"]["JUPYTER_TO_JOB_RUN_AS"] = "owner"
+# Notebook paths start in each owner's home (their server's folder), not a demo folder.
+jobs["environment"].pop("JUPYTER_TO_JOB_NOTEBOOK_DIR", None)
+jobs["environment"]["GPUSPAWNER_CGROUPS"] = c.CgroupLimits.enforce
+
+# -- the course-sessions service: no root, its own account and folder ------------------------
+sessions = demo["SESSIONS_SERVICE"]
+account = ensure_account(SERVICES_ACCOUNT, service=True)
+sessions_dir = RUNTIME / "course-sessions"
+sessions_dir.mkdir(exist_ok=True)
+os.chown(sessions_dir, account.uid, account.gid)
+sessions_dir.chmod(0o700)
+sessions["user"] = SERVICES_ACCOUNT
+sessions["cwd"] = str(sessions_dir)
+command = sessions["command"]
+command[command.index("--audit-log") + 1] = str(sessions_dir / "course-sessions.jsonl")
