@@ -3,17 +3,30 @@
 The hub's spawners, the course-sessions service, the job service and the Kubernetes job
 executor all read the same catalog this way. A catalog that fails validation is reported
 and the last good one stays in force, so an instructor's typo never takes anything down.
+
+Callers ask synchronously, often from the event loop. There a changed catalog is read in a
+worker thread: the caller waits up to ``reload_wait`` seconds for it (reading a catalog
+takes milliseconds, so an edit is seen at once) and otherwise goes on with the last good
+catalog while the reading finishes. Without a running event loop, and for the very first
+catalog, the caller reads it itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for_future
 from pathlib import Path
 
 from .policy import Catalog, CatalogError, load_catalog
 
 Signature = tuple[tuple[str, int, int], ...]
+
+RELOAD_WAIT = 0.5
+"""Seconds a caller on the event loop waits for a changed catalog before using the last one."""
 
 
 def _signature(root: Path) -> Signature:
@@ -29,11 +42,21 @@ def _signature(root: Path) -> Signature:
         return ()
 
 
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class CatalogSource:
     """A catalog file or folder, read again only when one of its files changes.
 
     ``on_load(catalog, first)`` and ``on_error(error, kept)`` report what happened; by
-    default both go to ``log``. ``last_error`` holds the error of the latest failed read.
+    default both go to ``log``. They run in the thread that read the catalog. ``last_error``
+    holds the error of the latest failed read. ``reload_wait`` is how long a caller on a
+    running event loop waits for a changed catalog before going on with the last good one.
     """
 
     def __init__(
@@ -43,21 +66,53 @@ class CatalogSource:
         *,
         on_load: Callable[[Catalog, bool], None] | None = None,
         on_error: Callable[[CatalogError, bool], None] | None = None,
+        reload_wait: float = RELOAD_WAIT,
     ):
         self.path = Path(path)
         self.log = log or logging.getLogger(__name__)
         self._on_load = on_load or self._log_load
         self._on_error = on_error or self._log_error
+        self.reload_wait = reload_wait
         self.catalog: Catalog | None = None
         self.last_error: CatalogError | None = None
         self._seen: Signature | None = None
+        self._lock = threading.Lock()
+        self._reading: Future[Catalog | None] | None = None
+        """The read running in a worker thread, if any."""
 
     def current(self) -> Catalog | None:
         """The catalog in force (None while no valid catalog was ever loaded)."""
         signature = _signature(self.path)
-        if signature == self._seen:
-            return self.catalog
-        self._seen = signature
+        with self._lock:
+            if self._reading is not None or signature == self._seen:
+                # Unchanged, or a read is already under way: its result applies when done.
+                return self.catalog
+            self._seen = signature
+            if self.catalog is None or not _on_event_loop():
+                reading = None
+            else:
+                reading = self._reading = Future()
+        if reading is None:
+            return self._read()
+        threading.Thread(
+            target=self._read_in_background,
+            args=(reading,),
+            name=f"catalog-reload {self.path.name}",
+            daemon=True,
+        ).start()
+        wait_for_future([reading], timeout=self.reload_wait)
+        if reading.done():
+            return reading.result()
+        self.log.warning(
+            "The course catalog %s changed and takes more than %.1f s to read; serving the "
+            "last good catalog until it is read.",
+            self.path,
+            self.reload_wait,
+        )
+        return self.catalog
+
+    def _read(self) -> Catalog | None:
+        """Read the catalog here and now, and put it in force if it is valid."""
         try:
             catalog = load_catalog(self.path)
         except CatalogError as error:
@@ -68,6 +123,21 @@ class CatalogSource:
         self.catalog, self.last_error = catalog, None
         self._on_load(catalog, first)
         return catalog
+
+    def _read_in_background(self, reading: Future[Catalog | None]) -> None:
+        result = self.catalog
+        try:
+            result = self._read()
+        except Exception:
+            # A bug, not a catalog mistake: say so, and keep serving the last good catalog.
+            self.log.exception(
+                "Reading the course catalog %s failed unexpectedly; keeping the last good one.",
+                self.path,
+            )
+        finally:
+            with self._lock:
+                self._reading = None
+            reading.set_result(result)
 
     def _log_load(self, catalog: Catalog, first: bool) -> None:
         self.log.info(

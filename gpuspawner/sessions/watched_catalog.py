@@ -13,7 +13,12 @@ from .audit import AuditLog
 
 class WatchedCatalog:
     """A :class:`CatalogSource` whose reloads (``catalog-reload``) and errors
-    (``catalog-error``) go to the audit log, stamped with the round's ``now``."""
+    (``catalog-error``) go to the audit log, stamped with the round's ``now``.
+
+    In the service's event loop a changed catalog is read in a worker thread (see
+    :class:`CatalogSource`); a read that outlasts the round is recorded with the ``now`` of
+    the round that asked last, and the round goes on with the last good catalog.
+    """
 
     def __init__(self, path: str | Path, audit: AuditLog):
         self.audit = audit
