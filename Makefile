@@ -38,16 +38,20 @@ DEMO_CONFIG := $(CURDIR)/hub_config/local/jupyterhub_config.py
 DEMO_DIR := .run/demo
 SSO_CONFIG := $(CURDIR)/hub_config/sso/jupyterhub_config.py
 SSO_DIR := .run/demo-sso
+WORKSTATION_CONFIG := $(CURDIR)/hub_config/workstation/jupyterhub_config.py
+# Outside the checkout: each person's jobs reach their own folder in it by name.
+WORKSTATION_DIR ?= /var/lib/campus-gpu-hub-demo
 
 export PATH := $(BIN):$(NODE_BIN):$(PATH)
 
-.PHONY: system-deps help setup labextension jstest ui-test demo demo-sso test lint typecheck pytest bench constraints \
+.PHONY: system-deps help setup labextension jstest ui-test demo demo-sso demo-workstation test lint typecheck pytest bench constraints \
 	clean distclean
 
 help:
 	@echo "make demo   set everything up and start the local demo hub at http://127.0.0.1:8000"
 	@echo "make test   set everything up and run lint, type checks and the whole test suite"
 	@echo "make demo-sso  the demo hub with campus single sign-on (a stand-in campus login)"
+	@echo "make demo-workstation  as root: one shared machine, each person's server and jobs as their own account"
 	@echo "make lint | typecheck | pytest | jstest | ui-test | labextension | bench | constraints"
 	@echo "make clean | distclean"
 
@@ -96,6 +100,16 @@ demo: setup
 demo-sso: setup
 	mkdir -p $(SSO_DIR)
 	cd $(SSO_DIR) && exec $(BIN)/jupyterhub -f $(SSO_CONFIG)
+
+# The production setup for one shared machine (hub_config/workstation), with the demo's
+# people, courses and flavors: it creates their system accounts, so it needs root.
+demo-workstation: setup
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "make demo-workstation creates the demo people's system accounts and runs each server and job as its owner, so it needs root: sudo make demo-workstation. (make demo needs no root, and has no isolation between users.)" >&2; \
+	  exit 1; \
+	fi
+	mkdir -p $(WORKSTATION_DIR)
+	cd $(WORKSTATION_DIR) && GPUSPAWNER_DEMO_RUNTIME=$(WORKSTATION_DIR) exec $(BIN)/jupyterhub -f $(WORKSTATION_CONFIG)
 
 test: setup system-deps lint typecheck jstest pytest ui-test
 

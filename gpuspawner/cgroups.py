@@ -197,7 +197,10 @@ class CgroupHierarchy:
     def describe(self) -> str:
         return f"cgroup v{self.version} ({', '.join(str(p) for p in self.bases.values())})"
 
-    def create(self, name: str, limits: ResourceLimits) -> Cgroup:
+    def create(self, name: str, limits: ResourceLimits, *, kill_together: bool = False) -> Cgroup:
+        """A group for one server or job. ``kill_together``: when the kernel kills one of
+        its processes for memory it kills them all (cgroup v2's ``memory.oom.group``; with
+        v1 the caller does it, see ``Cgroup.oom_kills``)."""
         if not GROUP_NAME.match(name):
             raise ValueError(f"not a usable cgroup name: {name!r}")
         folders: dict[str, Path] = {}
@@ -212,6 +215,9 @@ class CgroupHierarchy:
         group = Cgroup(name, folders, limits, self.version)
         try:
             self._write_limits(group)
+            oom_group = folders.get("unified", Path("/nonexistent")) / "memory.oom.group"
+            if kill_together and oom_group.exists():
+                oom_group.write_text("1")
         except OSError:
             group.remove()
             raise
@@ -391,7 +397,9 @@ class CgroupLimits(LoggingConfigurable):
             return None
         return found
 
-    def create(self, name: str, limits: ResourceLimits) -> Cgroup | None:
+    def create(
+        self, name: str, limits: ResourceLimits, *, kill_together: bool = False
+    ) -> Cgroup | None:
         """A group with ``limits`` for one server or job; None when nothing is enforced."""
         if limits.empty:
             return None
@@ -399,7 +407,7 @@ class CgroupLimits(LoggingConfigurable):
         if hierarchy is None:
             return None
         try:
-            return hierarchy.create(name, limits)
+            return hierarchy.create(name, limits, kill_together=kill_together)
         except OSError as error:
             if self.enforce == "required":
                 raise CgroupsUnavailable(

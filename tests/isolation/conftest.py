@@ -105,6 +105,8 @@ exec(
     {{"get_config": get_config, "__file__": {str(WORKSTATION_CONFIG)!r}, "__name__": "__config__"}},
 )
 c.JupyterHub.port, c.JupyterHub.hub_port, c.ConfigurableHTTPProxy.api_url = _ports
+# The hub notices a server that ended within seconds, not the default half minute.
+c.Spawner.poll_interval = 3
 """
     needed = [Path(sys.executable).resolve().parent, Path(sys.prefix), REPO_ROOT]
     workdir = runtime / "harness"

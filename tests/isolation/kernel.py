@@ -5,6 +5,7 @@ collect what it prints."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 
@@ -32,7 +33,8 @@ def run_in_kernel(server_url: str, token: str, code: str) -> str:
         channels = server_url.replace("http://", "ws://", 1) + f"api/kernels/{kernel_id}/channels"
         return asyncio.run(asyncio.wait_for(_execute(channels, token, code), REPLY_TIMEOUT))
     finally:
-        requests.delete(server_url + f"api/kernels/{kernel_id}", headers=headers, timeout=60)
+        with contextlib.suppress(requests.RequestException):  # the server may be gone
+            requests.delete(server_url + f"api/kernels/{kernel_id}", headers=headers, timeout=60)
 
 
 async def _execute(url: str, token: str, code: str) -> str:

@@ -25,7 +25,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
 
 from ..integration.hubprocess import BrowserlessUser, RunningHub
-from .kernel import run_in_kernel
+from .kernel import KernelError, run_in_kernel
 
 pytestmark = pytest.mark.integration
 
@@ -394,3 +394,27 @@ print(f"CORES_USED {used / wall:.3f}")
     assert job["status"] == "COMPLETED", job
     cores = float(re.search(r"CORES_USED ([0-9.]+)", student.job_log(job["job_id"])).group(1))
     assert cores <= 1.1, f"four busy processes used {cores} cores under a one-CPU limit"
+
+
+def test_a_server_past_its_memory_is_stopped_and_the_spawn_page_says_why(workstation, students):
+    _needs_cgroups()
+    # Given student3's course server, whose profile has 2 GiB of memory
+    student = Student(workstation, "student3")
+    student.start_course_server()
+
+    # When code in it allocates 3 GiB
+    with pytest.raises(KernelError):
+        run_in_kernel(
+            student.user.server_url(),
+            student.user.token,
+            "block = bytearray(b'x') * (3 * 1024 ** 3)\nprint('allocated')",
+        )
+
+    # Then the server is stopped as a whole, and the next spawn page says why
+    until(lambda: "" not in student.user.model()["servers"], "the hub to see the server end")
+    page = student.user.get_spawn_page()
+    assert page.status_code == 200
+    assert "used more than its memory limit of 2 GiB" in page.text
+    # and starting again works, without the notice
+    student.start_course_server()
+    assert student.server_process().uids().real == student.account.pw_uid
