@@ -326,6 +326,23 @@ def test_the_services_keep_their_files_private(workstation, students):
     sessions = psutil.Process(_service_pid("gpuspawner.sessions"))
     assert pwd.getpwuid(sessions.uids().real).pw_name == "gpuhub-services"
 
+    # and no secret is on any command line (those every account can read)
+    jobs = psutil.Process(_service_pid("jupyter_to_job.service"))
+    secrets = {
+        "job service token": jobs.environ()["JUPYTERHUB_API_TOKEN"],
+        "sessions token": sessions.environ()["JUPYTERHUB_API_TOKEN"],
+        "pre-warm secret": (runtime / "prewarm-secret").read_text().strip(),
+        "cookie secret": (runtime / "jupyterhub_cookie_secret").read_text().strip(),
+    }
+    assert all(len(value) >= 16 for value in secrets.values()), "a secret was not found"
+    exposed = {
+        (name, process.pid)
+        for process in psutil.process_iter(["cmdline"])
+        for name, value in secrets.items()
+        if value in " ".join(process.info["cmdline"] or [])
+    }
+    assert exposed == set()
+
 
 def _needs_cgroups() -> None:
     try:
