@@ -5,8 +5,12 @@ Instructors run it before handing a catalog to the hub::
     gpuspawner check catalog.yaml                      # errors, or a summary of the week
     gpuspawner check catalog/ --from 2024-03-18        # the week from another day
     gpuspawner check catalog.yaml --user alice --groups ml101 --at 2024-03-18T09:55
+    gpuspawner check catalog.yaml --gpu-memory 24GiB   # also warn about shares too large
 
-Errors go to stderr as ``file:line: field: message`` and the exit status is 1.
+Errors go to stderr as ``file:line: field: message`` and the exit status is 1. Warnings
+(things the hub accepts but that are probably mistakes: a class inside a daylight-saving
+gap, overlapping windows, zero seats, more GPU memory than any GPU has) go to stderr as
+``file:line: warning: field: message``; the exit status stays 0.
 """
 
 from __future__ import annotations
@@ -18,10 +22,19 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from .policy import Catalog, CatalogError, Course, UserIdentity, evaluate, load_catalog
-from .policy.catalog import ResearchAllocation, StandingProfile
-from .policy.schedule import ClassSession
+from .policy import (
+    Catalog,
+    CatalogError,
+    CatalogProblem,
+    Course,
+    UserIdentity,
+    evaluate,
+    load_catalog,
+)
+from .policy.catalog import Origin, ResearchAllocation, StandingProfile
+from .policy.schedule import ClassSession, GapClash, WeeklyWindow, gap_clashes
 from .policy.share import GPUShare
+from .policy.units import SIZE_HINT, format_mib, parse_size_mib
 from .policy.wording import duration
 
 WEEK = timedelta(days=7)
@@ -78,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     check_parser.add_argument(
         "--at", metavar="ISO_DATETIME", type=_moment, help="the moment to look at (default: now)"
     )
+    check_parser.add_argument(
+        "--gpu-memory",
+        metavar="SIZE",
+        type=_gpu_memory,
+        action="append",
+        default=[],
+        help="the memory of the hub's GPUs, such as 24GiB (once per kind of GPU): warn about "
+        "GPU shares that ask for more memory than the largest one has",
+    )
     return parser
 
 
@@ -93,6 +115,13 @@ def _moment(text: str) -> datetime:
             f"expected a date or date and time such as 2024-03-18, 2024-03-18T10:00 or "
             f"2024-03-18T10:00+01:00, got {text!r}"
         ) from None
+
+
+def _gpu_memory(text: str) -> int:
+    try:
+        return parse_size_mib(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {SIZE_HINT}, got {text!r}") from None
 
 
 def _names(text: str) -> frozenset[str]:
@@ -111,6 +140,7 @@ def check(args: argparse.Namespace) -> int:
         noun = "1 error" if count == 1 else f"{count} errors"
         print(f"{noun}: fix the catalog and run gpuspawner check again.", file=sys.stderr)
         return 1
+    print_warnings(catalog_warnings(catalog, max(args.gpu_memory, default=None)))
     zone = ZoneInfo(catalog.settings.timezone)
     if args.user is not None:
         user = UserIdentity(args.user, args.groups, args.admin)
@@ -124,6 +154,138 @@ def _aware(moment: datetime | None, zone: tzinfo) -> datetime:
     if moment is None:
         return datetime.now(UTC)
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
+
+
+# -- warnings -----------------------------------------------------------------------------
+
+
+def catalog_warnings(catalog: Catalog, gpu_memory_mib: int | None = None) -> list[CatalogProblem]:
+    """What a valid catalog says that is probably not meant, located like errors.
+
+    ``gpu_memory_mib`` is the memory of the hub's largest GPU, when known.
+    """
+    warnings: list[CatalogProblem] = []
+    for course in catalog.courses:
+        warnings += _window_warnings(course, catalog.origins[course.id])
+    profiles: list[Course | ResearchAllocation | StandingProfile] = [
+        *catalog.courses,
+        *catalog.research,
+        *catalog.standing,
+    ]
+    gpu_profiles = [p for p in profiles if p.share is not None]
+    for profile in gpu_profiles:
+        if isinstance(profile, Course | ResearchAllocation) and profile.max_gpu_servers == 0:
+            what = "course" if isinstance(profile, Course) else "research allocation"
+            warnings.append(
+                catalog.origins[profile.id].problem(
+                    f"is 0, so nobody can start this {what} with its GPU share; raise it to "
+                    "the number of GPU servers it may run at once, or remove it for no limit",
+                    "max_gpu_servers",
+                )
+            )
+    if (
+        catalog.settings.max_gpu_servers_per_user == 0
+        and gpu_profiles
+        and catalog.settings_origin is not None
+    ):
+        warnings.append(
+            catalog.settings_origin.problem(
+                "is 0, so only hub admins can start a profile with a GPU share; raise it to "
+                "the number of GPU servers one person may run at once (1 is usual)",
+                "max_gpu_servers_per_user",
+            )
+        )
+    if gpu_memory_mib is not None:
+        shares = [(p.id, p.share) for p in (*gpu_profiles, *catalog.flavors)]
+        for profile_id, share in shares:
+            if share is not None and share.memory_mib and share.memory_mib > gpu_memory_mib:
+                warnings.append(
+                    catalog.origins[profile_id].problem(
+                        f"asks for {format_mib(share.memory_mib)} of GPU memory, more than the "
+                        f"{format_mib(gpu_memory_mib)} of the largest GPU given with "
+                        "--gpu-memory, so it can never start; lower it, or check which GPUs "
+                        "the hub has",
+                        "gpu",
+                        "memory",
+                    )
+                )
+    return sorted(warnings, key=lambda w: (str(w.path), w.line or 0))
+
+
+def _window_warnings(course: Course, origin: Origin) -> list[CatalogProblem]:
+    """Windows that meet a daylight-saving gap, and windows that overlap one another."""
+    schedule = course.course_schedule
+    zone = schedule.timezone
+    windows = [
+        (index, window)
+        for index, spec in enumerate(course.schedule.windows)
+        for window in spec.weekly()
+    ]
+    warnings = []
+    for index, window in windows:
+        clashes = gap_clashes(
+            window, zone, schedule.first_day, schedule.last_day, schedule.no_class
+        )
+        for wholly in (True, False):
+            chosen = [c for c in clashes if c.wholly == wholly]
+            if chosen:
+                warnings.append(
+                    origin.problem(_gap_message(window, zone, chosen), "schedule", "windows", index)
+                )
+    for position, (index, window) in enumerate(windows):
+        for other_index, other in windows[:position]:
+            if window.overlaps(other):
+                other_line = origin.line("schedule", "windows", other_index)
+                warnings.append(
+                    origin.problem(
+                        f"{window.describe()} overlaps {other.describe()} "
+                        f"(windows[{other_index}], line {other_line}); the hub merges "
+                        "overlapping windows into one class, so join them into one window or "
+                        "correct the times",
+                        "schedule",
+                        "windows",
+                        index,
+                    )
+                )
+    return warnings
+
+
+def _gap_message(window: WeeklyWindow, zone: tzinfo, clashes: list[GapClash]) -> str:
+    first = clashes[0]
+    days = ", ".join(_day(c.day) for c in clashes)
+    jump = f"clocks jump from {first.jump_from:%H:%M} to {first.jump_to:%H:%M}"
+    where = f"the daylight-saving gap of {zone} on {days} ({jump})"
+    if first.wholly:
+        dates = ", ".join(c.day.isoformat() for c in clashes)
+        return (
+            f"{window.describe()} lies wholly in {where}, so there is no class then; move the "
+            f"window out of {first.jump_from:%H:%M}-{first.jump_to:%H:%M}, or add {dates} to "
+            "no_class to make that plain"
+        )
+    if first.starts_in_gap:
+        return (
+            f"{window.describe()} starts in {where}, so that class starts at "
+            f"{first.jump_to:%H:%M}; move the window if it should start on time"
+        )
+    return (
+        f"{window.describe()} ends in {where}, so that class ends when the clocks jump; move "
+        "the window if it should last its full time"
+    )
+
+
+def print_warnings(warnings: list[CatalogProblem]) -> None:
+    """Each warning as ``file:line: warning: field: message`` on stderr, then a count."""
+    if not warnings:
+        return
+    for warning in warnings:
+        where = f"{warning.path}:{warning.line}" if warning.line else str(warning.path)
+        field = f"{warning.field}: " if warning.field else ""
+        print(f"{where}: warning: {field}{warning.message}", file=sys.stderr)
+    noun = _count(len(warnings), "warning")
+    print(
+        f"{noun}: the hub accepts this catalog, but check that this is what you mean.",
+        file=sys.stderr,
+    )
 
 
 # -- the catalog summary ------------------------------------------------------------------

@@ -563,6 +563,26 @@ def _unwrap_model(annotation: Any) -> Any:
 # -- the assembled catalog --------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a part of the catalog is written: its file, its place in the file and the
+    file's lines, so a later check (``gpuspawner check``'s warnings) can point at a field
+    the way validation errors do."""
+
+    path: Path
+    loc: tuple
+    lines: LineMap = field(repr=False, compare=False)
+
+    def problem(self, message: str, *fields: Any) -> CatalogProblem:
+        """``message`` located at ``fields`` inside this part, such as ``("gpu", "memory")``."""
+        loc = self.loc + fields
+        return CatalogProblem(self.path, self.line(*fields), _field_name(loc), message)
+
+    def line(self, *fields: Any) -> int | None:
+        """The line of ``fields`` inside this part (or of the closest part that has one)."""
+        return line_for(self.lines, self.loc + fields)
+
+
 @dataclass
 class Catalog:
     """All profiles of the hub, merged from one or more files and indexed for lookups."""
@@ -575,6 +595,10 @@ class Catalog:
     """Where each profile id was defined."""
     flavors: list[JobFlavor] = field(default_factory=list)
     """Job flavors for "Run as Job"."""
+    origins: dict[str, Origin] = field(default_factory=dict, repr=False)
+    """Where each profile (by id) is written."""
+    settings_origin: Origin | None = field(default=None, repr=False)
+    """Where the settings are written, if they are."""
 
     def __post_init__(self) -> None:
         self.courses_by_id = {c.id: c for c in self.courses}
@@ -777,6 +801,8 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
     standing: list[StandingProfile] = []
     flavors: list[tuple[Path, int, JobFlavor, LineMap]] = []
     sources: dict[str, Path] = {}
+    origins: dict[str, Origin] = {}
+    settings_origin: Origin | None = None
     seen: dict[str, tuple[Path, int | None]] = {}
     defaults: list[tuple[str, Path, int, int | None]] = []
     for file, content, lines in parsed:
@@ -791,6 +817,7 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
                     )
                 )
             settings, settings_file = content.settings, file
+            settings_origin = Origin(file, ("settings",), lines)
         for section, index, profile_id in _profile_ids(content):
             line = lines.get((section, index, "id")) or lines.get((section, index))
             if profile_id in seen:
@@ -807,6 +834,7 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
                 continue
             seen[profile_id] = (file, line)
             sources[profile_id] = file
+            origins[profile_id] = Origin(file, (section, index), lines)
         for index, profile in enumerate(content.standing):
             if profile.default:
                 where = lines.get(("standing", index, "default"))
@@ -862,4 +890,13 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
             grace=spec.grace if spec.grace is not None else settings.grace,
             prewarm=spec.prewarm,
         )
-    return Catalog(settings, courses, research, standing, sources, [f for _, _, f, _ in flavors])
+    return Catalog(
+        settings,
+        courses,
+        research,
+        standing,
+        sources,
+        [f for _, _, f, _ in flavors],
+        origins,
+        settings_origin,
+    )

@@ -32,6 +32,8 @@ WEEKDAY_ABBREVIATIONS = {name[:3]: index for index, name in enumerate(WEEKDAYS)}
 MAX_LOOKAHEAD_DAYS = 400
 # The longest term whose sessions are computed (the catalog refuses longer terms).
 MAX_TERM_DAYS = 3 * 366
+DAY_MINUTES = 24 * 60
+WEEK_MINUTES = 7 * DAY_MINUTES
 
 
 class Phase(enum.Enum):
@@ -106,6 +108,20 @@ class WeeklyWindow:
     def describe(self) -> str:
         """``Mon 10:00-12:00``."""
         return f"{WEEKDAYS[self.weekday][:3].title()} {self.start:%H:%M}-{self.end:%H:%M}"
+
+    def overlaps(self, other: WeeklyWindow) -> bool:
+        """True when the two windows share some time of the week (touching is not sharing)."""
+        here, there = self._week_minutes(), other._week_minutes()
+        # Minutes on a circle of one week: a window past Sunday midnight goes on on Monday.
+        return (there[0] - here[0]) % WEEK_MINUTES < here[1] or (
+            here[0] - there[0]
+        ) % WEEK_MINUTES < there[1]
+
+    def _week_minutes(self) -> tuple[int, int]:
+        """(start, length) in minutes from Monday 00:00."""
+        start = self.start.hour * 60 + self.start.minute
+        end = self.end.hour * 60 + self.end.minute
+        return self.weekday * DAY_MINUTES + start, (end - start) % DAY_MINUTES
 
 
 @dataclass(frozen=True)
@@ -255,6 +271,75 @@ class CourseSchedule:
             for s in self.sessions_between(start, start + timedelta(days=7))
             if s.start >= start - timedelta(days=1) and s.start < start + timedelta(days=7)
         ]
+
+
+@dataclass(frozen=True)
+class GapClash:
+    """A day on which a class window meets a daylight-saving gap (clocks jumping forward)."""
+
+    window: WeeklyWindow
+    day: date
+    """The day the class starts."""
+    jump_from: time
+    """The wall-clock time at which the clocks jump (02:00 in Europe)."""
+    jump_to: time
+    """The wall-clock time they jump to (03:00)."""
+    starts_in_gap: bool
+    ends_in_gap: bool
+
+    @property
+    def wholly(self) -> bool:
+        """True when the whole class lies in the gap, so it does not take place that day."""
+        return self.starts_in_gap and self.ends_in_gap
+
+
+def gap_clashes(
+    window: WeeklyWindow,
+    zone: tzinfo,
+    first_day: date,
+    last_day: date,
+    no_class: frozenset[date] = frozenset(),
+) -> list[GapClash]:
+    """The days of the term on which ``window`` starts or ends in a daylight-saving gap.
+
+    On such a day the class starts (or ends) at the end of the gap; a class wholly inside
+    the gap has no time at all and does not take place.
+    """
+    clashes = []
+    day = first_day + timedelta(days=(window.weekday - first_day.weekday()) % 7)
+    while day <= last_day:
+        if day not in no_class:
+            end_day = day if window.end > window.start else day + timedelta(days=1)
+            starts_in_gap = _in_gap(day, window.start, zone)
+            ends_in_gap = _in_gap(end_day, window.end, zone)
+            if starts_in_gap or ends_in_gap:
+                # Gaps are months apart and a window is shorter than a day: both ends in
+                # a gap means both in the same one.
+                jump = _wall_to_utc(
+                    day if starts_in_gap else end_day,
+                    window.start if starts_in_gap else window.end,
+                    zone,
+                )
+                before = (jump - timedelta(seconds=1)).astimezone(zone).utcoffset()
+                assert before is not None
+                clashes.append(
+                    GapClash(
+                        window,
+                        day,
+                        jump_from=(jump.replace(tzinfo=None) + before).time(),
+                        jump_to=jump.astimezone(zone).time(),
+                        starts_in_gap=starts_in_gap,
+                        ends_in_gap=ends_in_gap,
+                    )
+                )
+        day += timedelta(days=7)
+    return clashes
+
+
+def _in_gap(day: date, clock: time, zone: tzinfo) -> bool:
+    """True when wall-clock ``day clock`` does not exist in ``zone`` (clocks jump past it)."""
+    local = datetime.combine(day, clock, tzinfo=zone)
+    return local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != local.replace(tzinfo=None)
 
 
 def _wall_to_utc(day: date, clock: time, zone: tzinfo) -> datetime:

@@ -199,6 +199,198 @@ class TestErrors:
         assert "nope.yaml: does not exist; give a catalog file or folder" in err
         assert err.splitlines()[-1] == "1 error: fix the catalog and run gpuspawner check again."
 
+    def test_given_an_empty_catalog_then_it_is_refused_with_exit_1(self, write_yaml, capsys):
+        path = write_yaml("# the courses come later\n")
+
+        status, out, err = run(capsys, "check", str(path))
+
+        assert (status, out) == (1, "")
+        assert err.startswith(f"{path}: holds no courses, standing profiles, research allocations")
+        assert err.splitlines()[-1] == "1 error: fix the catalog and run gpuspawner check again."
+
+
+def course_with(
+    windows: str, *, extra: str = "description: ''", zone: str = "Europe/Zurich"
+) -> str:
+    """A one-course catalog; ``windows`` are the lines of its windows, from line 9."""
+    lines = [
+        "courses:",
+        "  - id: ml101",
+        "    title: Machine Learning 101",
+        f"    {extra}",
+        "    schedule:",
+        f"      timezone: {zone}",
+        "      term: {first_day: 2024-02-19, last_day: 2024-06-01}",
+        "      windows:",
+        *(f"        - {window}" for window in windows.splitlines()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def warnings_in(err: str) -> list[str]:
+    return [line for line in err.splitlines() if ": warning: " in line]
+
+
+class TestWarnings:
+    def test_given_a_window_wholly_in_the_spring_gap_then_it_warns_with_line_and_exit_0(
+        self, write_yaml, capsys
+    ):
+        path = write_yaml(
+            course_with(
+                '{day: Mon, start: "10:00", end: "12:00"}\n{day: Sun, start: "02:15", end: "02:45"}'
+            )
+        )
+
+        status, out, err = run(capsys, "check", str(path), "--from", "2024-03-18")
+
+        assert status == 0
+        assert "ml101: Machine Learning 101" in out
+        assert warnings_in(err) == [
+            f"{path}:10: warning: courses[0].schedule.windows[1]: Sun 02:15-02:45 lies wholly in "
+            "the daylight-saving gap of Europe/Zurich on Sun 31 Mar 2024 (clocks jump from "
+            "02:00 to 03:00), so there is no class then; move the window out of 02:00-03:00, "
+            "or add 2024-03-31 to no_class to make that plain"
+        ]
+        assert err.splitlines()[-1] == (
+            "1 warning: the hub accepts this catalog, but check that this is what you mean."
+        )
+
+    def test_given_the_gap_day_outside_the_term_or_without_class_then_nothing_is_said(
+        self, write_yaml, capsys
+    ):
+        window = '{day: Sun, start: "02:15", end: "02:45"}'
+        before_the_change = write_yaml(
+            course_with(window).replace("last_day: 2024-06-01", "last_day: 2024-03-30"),
+            name="short-term.yaml",
+        )
+        no_class_then = write_yaml(
+            course_with(window, extra="description: no class at Easter").replace(
+                "    windows:", "    no_class: [2024-03-31]\n      windows:"
+            ),
+            name="no-class.yaml",
+        )
+
+        for path in (before_the_change, no_class_then):
+            status, _, err = run(capsys, "check", str(path), "--from", "2024-03-18")
+            assert (status, err) == (0, ""), path
+
+    def test_given_a_window_starting_in_the_gap_then_it_notes_when_the_class_starts(
+        self, write_yaml, capsys
+    ):
+        path = write_yaml(
+            course_with('{day: Sun, start: "02:30", end: "04:00"}', zone="America/New_York")
+        )
+
+        status, _, err = run(capsys, "check", str(path), "--from", "2024-03-18")
+
+        assert status == 0
+        (warning,) = warnings_in(err)
+        assert warning.startswith(f"{path}:9: warning: courses[0].schedule.windows[0]: ")
+        assert (
+            "Sun 02:30-04:00 starts in the daylight-saving gap of America/New_York on "
+            "Sun 10 Mar 2024 (clocks jump from 02:00 to 03:00), so that class starts at 03:00"
+        ) in warning
+
+    def test_given_overlapping_windows_then_the_later_one_names_the_earlier(
+        self, write_yaml, capsys
+    ):
+        path = write_yaml(
+            course_with(
+                '{days: [Mon, Wed], start: "10:00", end: "12:00"}\n'
+                '{day: Wed, start: "12:00", end: "13:00"}\n'  # touching: fine
+                '{day: Sun, start: "23:00", end: "01:00"}\n'
+                '{day: Mon, start: "00:30", end: "02:00"}\n'  # past midnight into Monday
+                '{day: Wed, start: "11:00", end: "11:30"}'
+            )
+        )
+
+        status, _, err = run(capsys, "check", str(path), "--from", "2024-03-18")
+
+        assert status == 0
+        merge = (
+            "the hub merges overlapping windows into one class, so join them into one window "
+            "or correct the times"
+        )
+        assert warnings_in(err) == [
+            f"{path}:12: warning: courses[0].schedule.windows[3]: Mon 00:30-02:00 overlaps "
+            f"Sun 23:00-01:00 (windows[2], line 11); {merge}",
+            f"{path}:13: warning: courses[0].schedule.windows[4]: Wed 11:00-11:30 overlaps "
+            f"Wed 10:00-12:00 (windows[0], line 9); {merge}",
+        ]
+
+    def test_given_zero_seats_then_it_warns_only_where_a_gpu_share_is_given(
+        self, write_yaml, capsys
+    ):
+        path = write_yaml(
+            """\
+            settings:
+              max_gpu_servers_per_user: 0
+            research:
+              - id: vision-lab
+                title: Vision lab
+                users: [rita]
+                expires: 2024-12-31
+                gpu: {count: 1}
+                max_gpu_servers: 0
+              - id: cpu-lab
+                title: CPU lab
+                users: [rita]
+                expires: 2024-12-31
+                max_gpu_servers: 0
+            """
+        )
+
+        status, _, err = run(capsys, "check", str(path), "--from", "2024-03-18")
+
+        assert status == 0
+        assert warnings_in(err) == [
+            f"{path}:2: warning: settings.max_gpu_servers_per_user: is 0, so only hub admins "
+            "can start a profile with a GPU share; raise it to the number of GPU servers one "
+            "person may run at once (1 is usual)",
+            f"{path}:9: warning: research[0].max_gpu_servers: is 0, so nobody can start this "
+            "research allocation with its GPU share; raise it to the number of GPU servers it "
+            "may run at once, or remove it for no limit",
+        ]
+
+    def test_given_gpu_memory_then_shares_larger_than_the_largest_gpu_are_warned(
+        self, write_yaml, capsys
+    ):
+        path = write_yaml(
+            """\
+            standing:
+              - id: small
+                title: Small share
+                gpu: {memory: 12GiB}
+              - id: big
+                title: Big share
+                gpu: {fraction: 1/2, memory: 40GiB}
+            flavors:
+              - id: huge
+                title: Huge job
+                gpu: {memory: 100GiB}
+            """
+        )
+
+        _, _, without = run(capsys, "check", str(path))
+        status, _, err = run(
+            capsys, "check", str(path), "--gpu-memory", "24GiB", "--gpu-memory", "80GiB"
+        )
+
+        assert without == ""
+        assert status == 0
+        assert warnings_in(err) == [
+            f"{path}:11: warning: flavors[0].gpu.memory: asks for 100 GiB of GPU memory, more "
+            "than the 80 GiB of the largest GPU given with --gpu-memory, so it can never start; "
+            "lower it, or check which GPUs the hub has"
+        ]
+
+    def test_given_a_gpu_memory_without_a_unit_then_usage_exits_2(self, capsys, catalog_file):
+        with pytest.raises(SystemExit) as exit_:
+            main(["check", str(catalog_file), "--gpu-memory", "24"])
+
+        assert exit_.value.code == 2
+        assert "expected a size with a unit, such as 512MiB" in capsys.readouterr().err
+
 
 class TestUserView:
     def test_given_a_student_during_class_then_the_course_is_available(self, capsys, catalog_file):
