@@ -5,6 +5,11 @@ with wrong fields), built in one place, :func:`error_response`, which each side'
 ``write_error`` calls. Handlers just raise: :class:`ApiError`, a
 :class:`~jupyter_to_job.errors.JobError`, a pydantic ``ValidationError``, a policy
 ``Refusal`` or tornado's ``HTTPError``.
+
+Request bodies are bounded twice: in size (:class:`BoundedBodyMixin` reads them as they
+arrive and answers 413 once a body over its limit is in) and in how deep their JSON nests
+(:func:`json_object`, :func:`check_notebook`: 400), so no client JSON reaches a recursive
+parser or validator deep enough to fail inside it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from urllib.parse import quote
 
 import nbformat
 from pydantic import ValidationError
+from tornado.http1connection import HTTP1Connection
+from tornado.httputil import HTTPHeaders, HTTPServerRequest
 from tornado.web import HTTPError
 
 from gpuspawner.policy import Refusal
@@ -34,6 +41,16 @@ from .models import CreateJob, ErrorResponse, FieldProblem
 MIB = 1024 * 1024
 # Room for the other fields of a create request around the notebook.
 CREATE_BODY_SLACK = 256 * 1024
+# The body of a request that carries a few fields (stop a job, save an output).
+SMALL_BODY_LIMIT = 64 * 1024
+# The most of an oversized body that is read (and dropped) so that its 413 arrives intact.
+DISCARD_CEILING = 1024 * MIB
+# How deep the JSON of a request may nest. Notebooks nest about 10 levels (JSON outputs and
+# widget state a few more); the bound keeps every parser and validator behind it (json,
+# pydantic, nbformat, papermill) far from Python's recursion limit.
+MAX_JSON_DEPTH = 128
+# A notebook travels one level down, as the "notebook" field of a create request.
+MAX_NOTEBOOK_DEPTH = MAX_JSON_DEPTH - 1
 
 _JOB_ERROR_REASONS: dict[type[JobError], str] = {
     JobNotFound: "not-found",
@@ -142,29 +159,158 @@ def log_error(log: logging.Logger, error: BaseException | None, api_error: ApiEr
 # -- request bodies --------------------------------------------------------------------
 
 
+def json_depth(value: object, limit: int) -> int:
+    """How deep ``value`` nests (``{}`` is 1, ``{"a": []}`` 2), counted up to ``limit + 1``.
+
+    Without recursion, so it cannot fail on the very nesting it measures.
+    """
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def too_deep(what: str, limit: int, what_to_do: str) -> ApiError:
+    return ApiError(
+        400,
+        f"{what} nests its JSON more than {limit} levels deep, which no job needs. {what_to_do}",
+        "too-deep",
+    )
+
+
+def _body_too_deep(what: str) -> ApiError:
+    return too_deep(
+        f"The {what}",
+        MAX_JSON_DEPTH,
+        "Flatten the deeply nested part (a parameter's value, or the notebook's metadata or "
+        "outputs) and send it again.",
+    )
+
+
 def json_object(body: bytes, what: str = "request body") -> dict[str, Any]:
     """The body as a JSON object, or a 400 that says what is wrong with it."""
     if not body:
         raise ApiError(400, f"The {what} is empty; send a JSON object.", "invalid-json")
     try:
         data = json.loads(body)
+    except RecursionError:  # thousands of levels: the parser gives up before we can count
+        raise _body_too_deep(what) from None
     except (UnicodeDecodeError, ValueError) as error:
         raise ApiError(
             400, f"The {what} is not valid JSON ({str(error)[:120]}).", "invalid-json"
         ) from None
     if not isinstance(data, dict):
         raise ApiError(400, f"The {what} must be a JSON object.", "invalid-json")
+    if json_depth(data, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise _body_too_deep(what)
     return data
 
 
 def too_large(what: str, limit: int) -> ApiError:
-    size = f"{limit / MIB:.0f} MiB" if limit >= MIB else f"{max(1, limit // 1024)} KiB"
     return ApiError(
         413,
-        f"{what} is larger than {size}, the most a job takes. Clear its outputs "
+        f"{what} is larger than {_size(limit)}, the most a job takes. Clear its outputs "
         "(Edit → Clear Outputs of All Cells), save it, and try again.",
         "too-large",
     )
+
+
+def body_too_large(limit: int, what_to_send: str) -> ApiError:
+    """The 413 of a request body (not a notebook) over ``limit``."""
+    return ApiError(
+        413,
+        f"The request body is larger than {_size(limit)}, the most this address takes. "
+        f"{what_to_send}",
+        "too-large",
+    )
+
+
+def _size(limit: int) -> str:
+    return f"{limit / MIB:.0f} MiB" if limit >= MIB else f"{max(1, limit // 1024)} KiB"
+
+
+def declared_length(headers: HTTPHeaders) -> int | None:
+    """The request's Content-Length, or None when it has none (or a malformed one)."""
+    value = headers.get("Content-Length")
+    if not value:
+        return None
+    try:
+        return int(value.split(",")[0])  # a proxy may repeat it: "1024, 1024"
+    except ValueError:
+        return None  # tornado refuses it on its own
+
+
+class BoundedBodyMixin:
+    """A request body read as it arrives: kept up to a limit, only counted beyond it.
+
+    For handlers decorated with ``tornado.web.stream_request_body``. Their ``prepare``
+    calls :meth:`limit_body` once the caller is known; their verb reads
+    :meth:`request_body`, which raises the 413 of a body over the limit.
+
+    The oversized body is read to its end before that answer, because an answer sent while
+    the client is still uploading is lost to the reset connection: configurable-http-proxy
+    turns it into its own 503 page. Nothing of it is kept, so the server's
+    ``max_body_size`` (which bounds what it buffers, before anyone is authenticated) is
+    raised for this request only, to at least :data:`DISCARD_CEILING`. A Content-Length
+    above that is refused at once, as JSON rather than tornado's bare 400.
+    Handlers that never call :meth:`limit_body` drop any body they are sent.
+    """
+
+    request: HTTPServerRequest
+    _body_limit = 0
+    _body_size = 0
+    _body_parts: list[bytes] | None = None
+    _body_refusal: ApiError | None = None
+
+    def limit_body(self, limit: int, refusal: ApiError) -> None:
+        """Keep at most ``limit`` bytes; a longer body is answered with ``refusal``."""
+        self._body_limit = limit
+        self._body_refusal = refusal
+        self._body_parts = []
+        connection = self.request.connection
+        if not isinstance(connection, HTTP1Connection):
+            return
+        ceiling = max(connection.params.max_body_size or 0, DISCARD_CEILING, 2 * limit)
+        declared = declared_length(self.request.headers)
+        if declared is not None and declared > ceiling:
+            raise refusal  # too much to read only to drop it: answer now, then close
+        connection.set_max_body_size(ceiling)
+
+    def body_beyond_server_ceiling(self) -> bool:
+        """True when the declared body is more than the server reads without
+        :meth:`limit_body`: tornado would answer it with a bare 400 before any handler."""
+        connection = self.request.connection
+        declared = declared_length(self.request.headers)
+        return (
+            isinstance(connection, HTTP1Connection)
+            and connection.params.max_body_size is not None
+            and declared is not None
+            and declared > connection.params.max_body_size
+        )
+
+    def data_received(self, chunk: bytes) -> None:
+        self._body_size += len(chunk)
+        if self._body_size > self._body_limit:
+            self._body_parts = None  # over the limit: count the rest, keep none of it
+        if self._body_parts is not None:
+            self._body_parts.append(chunk)
+
+    def request_body(self) -> bytes:
+        """The whole body, or the 413 given to :meth:`limit_body` when it was too large."""
+        if self._body_parts is None:
+            raise self._body_refusal or ApiError(413, *_GENERIC[413])
+        return b"".join(self._body_parts)
 
 
 def check_notebook(notebook: object, input_path: str) -> dict[str, Any]:
@@ -181,6 +327,8 @@ def check_notebook(notebook: object, input_path: str) -> dict[str, Any]:
         or not isinstance(notebook.get("cells"), list)
     ):
         raise invalid
+    if json_depth(notebook, MAX_NOTEBOOK_DEPTH) > MAX_NOTEBOOK_DEPTH:
+        raise notebook_too_deep(input_path)
     try:
         nbformat.validate(nbformat.from_dict(notebook), version=4)
     except nbformat.ValidationError as error:
@@ -192,6 +340,15 @@ def check_notebook(notebook: object, input_path: str) -> dict[str, Any]:
             "not-a-notebook",
         ) from None
     return notebook
+
+
+def notebook_too_deep(input_path: str) -> ApiError:
+    return too_deep(
+        f"The notebook {input_path!r}",
+        MAX_NOTEBOOK_DEPTH,
+        "Clear its outputs (Edit → Clear Outputs of All Cells), remove the deeply nested "
+        "metadata, save it, and try again.",
+    )
 
 
 def parse_create_body(body: bytes, max_notebook_bytes: int) -> tuple[CreateJob, dict[str, Any]]:

@@ -5,7 +5,9 @@ only the user's own server can do: read the saved notebook from the user's files
 job's output into them, read a notebook's parameters, and report the server's GPU session.
 
 Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``jupyter_to_job``):
-reads are ``read``, the rest ``write``. Errors are JSON ``{"message", "reason"}``.
+reads are ``read``, the rest ``write``. Errors are JSON ``{"message", "reason"}``. The
+handlers that take a body stream it (:class:`~jupyter_to_job.rest.BoundedBodyMixin`), so a
+body over its limit is a 413 with a JSON body rather than tornado's bare 400.
 """
 
 from __future__ import annotations
@@ -33,14 +35,19 @@ from ..models import (
     ServerSession,
 )
 from ..rest import (
+    CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
+    SMALL_BODY_LIMIT,
     ApiError,
+    BoundedBodyMixin,
     as_api_error,
+    body_too_large,
     check_notebook,
     content_disposition,
     error_response,
     json_object,
     log_error,
+    notebook_too_deep,
     query_arguments,
     too_large,
     validation_error,
@@ -112,22 +119,54 @@ class JobsExtensionHandler(ExtensionHandlerMixin, APIHandler):
             raise too_large(f"The notebook {path!r}", limit)
         try:
             model = await ensure_async(contents.get(path, content=True, type="notebook"))
+            notebook = json.loads(json.dumps(model["content"]))  # a plain dict, as on the wire
         except web.HTTPError as error:
             if error.status_code == 404:
                 raise missing from None
+            # The contents manager reports a notebook nbformat could not parse for its
+            # depth as "Unreadable Notebook: ... RecursionError(...)".
+            if "RecursionError" in (error.log_message or ""):
+                raise notebook_too_deep(path) from None
             raise ApiError(
                 400,
                 f"The file {path!r} cannot be read as a notebook, so it cannot run as a job. "
                 "Open it in JupyterLab, save it again, and retry.",
                 "not-a-notebook",
             ) from None
-        notebook = json.loads(json.dumps(model["content"]))  # a plain dict, as on the wire
+        except RecursionError:  # nbformat and notebook signing recurse through the JSON
+            raise notebook_too_deep(path) from None
         if len(json.dumps(notebook)) > limit:
             raise too_large(f"The notebook {path!r}", limit)
         return check_notebook(notebook, path)
 
 
-class JobsHandler(JobsExtensionHandler):
+@web.stream_request_body
+class JobsBodyHandler(BoundedBodyMixin, JobsExtensionHandler):
+    """Base of the handlers whose verbs take a body: streamed and bounded, so one over its
+    limit is a 413 with a JSON sentence (Jupyter Server's own ``max_body_size`` would be a
+    bare 400, or buffer up to 512 MiB)."""
+
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        """The most this request's body may hold and the 413 beyond it; None: no body."""
+        return None
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        await super().prepare()  # Jupyter Server's checks: who is asking, XSRF, origin
+        bounds = self.body_bounds()
+        if bounds is not None:
+            self.limit_body(*bounds)
+
+
+class JobsHandler(JobsBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "POST":
+            return None
+        return CREATE_BODY_SLACK, body_too_large(
+            CREATE_BODY_SLACK,
+            "Send only the job's fields: the notebook is read from your files, and large "
+            "inputs belong in a file next to it rather than in parameters.",
+        )
+
     @web.authenticated
     @authorized
     async def get(self) -> None:
@@ -138,7 +177,7 @@ class JobsHandler(JobsExtensionHandler):
     async def post(self) -> None:
         """Create a job from a saved notebook: the body is CreateJob (with ``input_path``)."""
         try:
-            request = CreateJob.model_validate(json_object(self.request.body))
+            request = CreateJob.model_validate(json_object(self.request_body()))
         except ValidationError as error:
             raise validation_error(error) from None
         notebook = await self.read_notebook(request.input_path)
@@ -146,7 +185,12 @@ class JobsHandler(JobsExtensionHandler):
         self.write_json(result, status)
 
 
-class JobHandler(JobsExtensionHandler):
+class JobHandler(JobsBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PATCH":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+
     @web.authenticated
     @authorized
     async def get(self, job_id: str) -> None:
@@ -155,7 +199,7 @@ class JobHandler(JobsExtensionHandler):
     @web.authenticated
     @authorized
     async def patch(self, job_id: str) -> None:
-        self.write_json(await self.backend.update(job_id, self.request.body))
+        self.write_json(await self.backend.update(job_id, self.request_body()))
 
     @web.authenticated
     @authorized
@@ -219,13 +263,20 @@ def check_save_path(path: str, fmt: str) -> str:
     return pure.as_posix()
 
 
-class SaveOutputHandler(JobsExtensionHandler):
+class SaveOutputHandler(JobsBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "POST":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(
+            SMALL_BODY_LIMIT, 'Send {"path": ..., "overwrite": false}.'
+        )
+
     @web.authenticated
     @authorized
     async def post(self, job_id: str, fmt: str) -> None:
         """Write the job's output into the user's files: ``{"path": ..., "overwrite": false}``."""
         try:
-            request = SaveOutput.model_validate(json_object(self.request.body))
+            request = SaveOutput.model_validate(json_object(self.request_body()))
         except ValidationError as error:
             raise validation_error(error) from None
         path = check_save_path(request.path, fmt)

@@ -4,7 +4,9 @@ Every handler but ``api/health`` is authenticated by the hub (``HubAuthenticated
 token in the ``Authorization`` header, as the server extension sends it) and needs the
 ``access:services!service=<name>`` scope; what the caller may then do with which jobs is
 decided by :class:`~jupyter_to_job.jobs_api.JobsAPI`. Errors are JSON, mapped in one
-place (``write_error``).
+place (``write_error``). The handlers that take a body stream it
+(:class:`~jupyter_to_job.rest.BoundedBodyMixin`): one over its limit is a 413 with a JSON
+body, answered once it is in, which a proxy in front passes on intact.
 
 =====================================  ======  =========================================
 Route (under ``/services/<name>/``)    Method  What
@@ -37,13 +39,18 @@ from tornado.iostream import StreamClosedError
 from ..access import Caller
 from ..jobs_api import JobsAPI
 from ..rest import (
+    CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
+    SMALL_BODY_LIMIT,
     ApiError,
+    BoundedBodyMixin,
     as_api_error,
+    body_too_large,
     content_disposition,
     error_response,
     log_error,
     query_arguments,
+    too_large,
 )
 
 log = logging.getLogger("jupyter_to_job.service")
@@ -111,25 +118,67 @@ class JobServiceHandler(JSONErrorsMixin, HubAuthenticated, web.RequestHandler):
         self.finish(model.model_dump_json())
 
 
-class JobsHandler(JobServiceHandler):
+@web.stream_request_body
+class JobBodyHandler(BoundedBodyMixin, JobServiceHandler):
+    """Base of the handlers whose verbs take a body: streamed, bounded, and refused only
+    once it is in, so that a proxy in front passes the refusal on instead of its own error.
+    """
+
+    _refusal: ApiError | None = None
+
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        """The most this request's body may hold and the 413 beyond it; None: no body."""
+        return None
+
+    async def prepare(self) -> None:
+        bounds = self.body_bounds()
+        try:
+            await super().prepare()
+        except ApiError as refusal:
+            if bounds is None or self.body_beyond_server_ceiling():
+                raise
+            self._refusal = refusal  # the body is read (and dropped) first
+            return
+        if bounds is not None:
+            self.limit_body(*bounds)
+
+    def get_current_user(self) -> Any:
+        # Every verb is @web.authenticated, so each asks this before doing anything.
+        if self._refusal is not None:
+            raise self._refusal
+        return super().get_current_user()
+
+
+class JobsHandler(JobBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "POST":
+            return None
+        limit = self.api.max_notebook_bytes
+        return limit + CREATE_BODY_SLACK, too_large("The notebook", limit)
+
     @web.authenticated
     async def get(self) -> None:
         self.write_model(await self.api.list_jobs(self.caller, self.params()))
 
     @web.authenticated
     async def post(self) -> None:
-        result = await self.api.create_job(self.caller, self.request.body)
+        result = await self.api.create_job(self.caller, self.request_body())
         self.write_model(result, 201 if result.created else 200)
 
 
-class JobHandler(JobServiceHandler):
+class JobHandler(JobBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PATCH":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+
     @web.authenticated
     async def get(self, job_id: str) -> None:
         self.write_model(await self.api.describe(self.caller, job_id))
 
     @web.authenticated
     async def patch(self, job_id: str) -> None:
-        self.write_model(await self.api.update(self.caller, job_id, self.request.body))
+        self.write_model(await self.api.update(self.caller, job_id, self.request_body()))
 
     @web.authenticated
     async def delete(self, job_id: str) -> None:
