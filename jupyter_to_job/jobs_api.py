@@ -14,11 +14,12 @@ through :mod:`jupyter_to_job.access` first:
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Protocol
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO, Protocol
 
 from pydantic import ValidationError
 
@@ -39,6 +40,7 @@ from .access import (
     teaching_roster,
 )
 from .describe import job_outputs
+from .errors import OutputNotFound
 from .manager import JobManager
 from .models import (
     CreateJob,
@@ -55,6 +57,7 @@ from .models import (
     UpdateJob,
 )
 from .rest import ApiError, json_object, parse_create_body, validation_error
+from .runfiles import open_job_file
 from .scopes import READ_JOBS_SCOPE, WRITE_JOBS_SCOPE
 
 log = logging.getLogger(__name__)
@@ -107,6 +110,13 @@ class Download:
     filename: str
     format: str
 
+    def open(self) -> BinaryIO:
+        """The file, opened as a job's file must be (see ``runfiles.open_job_file``)."""
+        try:
+            return open_job_file(self.path)
+        except OSError:
+            raise OutputNotFound(f"The job's {self.format} output cannot be read.") from None
+
 
 def _resources_in_words(flavor: JobFlavor) -> str:
     parts = []
@@ -135,6 +145,25 @@ def _int_argument(params: dict[str, str], name: str, *, minimum: int = 0) -> int
     return value
 
 
+def working_dir_beside(
+    root: str | Callable[[str], str | None],
+) -> Callable[[CreateJob, str], str | None]:
+    """Run each job in its notebook's own folder, so relative paths work and the files it
+    writes land beside the notebook.
+
+    ``root`` is the folder notebook paths are relative to (the server's root folder), or a
+    function from the job owner's name to it (the job service: the owner's home).
+    """
+
+    def working_dir(request: CreateJob, owner: str) -> str | None:
+        base = root(owner) if callable(root) else root
+        if not base:
+            return None
+        return os.path.join(base, *PurePosixPath(request.input_path).parent.parts)
+
+    return working_dir
+
+
 class JobsAPI:
     """Job operations for identified callers; raises :class:`ApiError` and job errors."""
 
@@ -147,7 +176,7 @@ class JobsAPI:
         directory: Directory | None = None,
         max_notebook_bytes: int = 10 * 1024 * 1024,
         remember_identity: Callable[[UserIdentity], None] | None = None,
-        working_dir: Callable[[CreateJob], str | None] | None = None,
+        working_dir: Callable[[CreateJob, str], str | None] | None = None,
         gpu_flavors: bool = False,
         save_outputs: bool = False,
         clock: Callable[[], datetime] | None = None,
@@ -290,7 +319,7 @@ class JobsAPI:
         if self._remember_identity is not None:
             self._remember_identity(identity)
         request = request.model_copy(update={"flavor": flavor.id, "deadline_seconds": deadline})
-        working_dir = self._working_dir(request) if self._working_dir else None
+        working_dir = self._working_dir(request, caller.name) if self._working_dir else None
         return await self.manager.create(
             caller.name, request, notebook=notebook, working_dir=working_dir
         )

@@ -109,11 +109,24 @@ if not SSO:
 # -- the hub ----------------------------------------------------------------------------
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = int(os.environ.get("GPUSPAWNER_DEMO_PORT", "8000"))
+c.JupyterHub.hub_port = int(os.environ.get("GPUSPAWNER_DEMO_HUB_PORT", "8081"))
+c.ConfigurableHTTPProxy.api_url = (
+    f"http://127.0.0.1:{int(os.environ.get('GPUSPAWNER_DEMO_PROXY_API_PORT', '8001'))}"
+)
 c.JupyterHub.db_url = f"sqlite:///{RUNTIME / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(RUNTIME / "jupyterhub_cookie_secret")
 node_bin = HERE.parent.parent / "node_modules" / ".bin" / "configurable-http-proxy"
 if node_bin.exists():
     c.ConfigurableHTTPProxy.command = [str(node_bin)]
+
+# Every server, job and kernel runs as the hub's own account: anyone signed in can read
+# everyone's files and the hub's secrets. Say so on every page.
+NO_ISOLATION = (
+    "Demo hub: every user's server and jobs run as one system account, with no isolation "
+    "between users. For a machine shared by real people, use hub_config/workstation "
+    "(make demo-workstation)."
+)
+c.JupyterHub.template_vars = {"announcement": NO_ISOLATION}
 
 # -- the spawner ----------------------------------------------------------------------------
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
@@ -126,8 +139,10 @@ c.SimpleLocalGPUSpawner.home_dir_template = str(RUNTIME / "homes" / "{username}"
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.http_timeout = 60
+if not isinstance(c.Spawner.args, list):  # unless a wrapping configuration began it
+    c.Spawner.args = []
 if os.geteuid() == 0:
-    c.Spawner.args = ["--allow-root"]
+    c.Spawner.args.append("--allow-root")
 
 # -- the course-sessions service: pre-warm before class, reclaim after grace -------------
 # Kept in the runtime folder (mode 0600), so it stays the same when the hub restarts.
@@ -137,16 +152,19 @@ prewarm_secret = os.environ.get("GPUSPAWNER_PREWARM_SECRET") or persistent_secre
 c.SimpleLocalGPUSpawner.prewarm_secret = prewarm_secret
 # It also answers the instructors' course API (list and stop their course's servers).
 SESSIONS_PORT = int(os.environ.get("GPUSPAWNER_DEMO_SESSIONS_PORT", "8767"))
-c.JupyterHub.services = [
-    course_sessions_service(
-        str(CATALOG),
-        prewarm_secret=prewarm_secret,
-        interval=30,
-        audit_log=str(RUNTIME / "course-sessions.jsonl"),
-        port=SESSIONS_PORT,
-    )
-]
-c.JupyterHub.load_roles = [sessions_service_role()]
+# Lists a wrapping configuration may have begun (hub_config/workstation, a test harness).
+for listed in ("services", "load_roles"):
+    if not isinstance(c.JupyterHub[listed], list):
+        c.JupyterHub[listed] = []
+SESSIONS_SERVICE = course_sessions_service(
+    str(CATALOG),
+    prewarm_secret=prewarm_secret,
+    interval=30,
+    audit_log=str(RUNTIME / "course-sessions.jsonl"),
+    port=SESSIONS_PORT,
+)
+c.JupyterHub.services.append(SESSIONS_SERVICE)
+c.JupyterHub.load_roles.append(sessions_service_role())
 
 # -- Run as Job: the job service, its scopes and roles, and each server's token ----------
 # The service owns the job store and runs jobs as local processes, apart from the servers:
@@ -154,15 +172,16 @@ c.JupyterHub.load_roles = [sessions_service_role()]
 # allocation ledger, so a job never gets a slice a server holds.
 JOB_SERVICE_PORT = int(os.environ.get("GPUSPAWNER_DEMO_JOBS_PORT", "8766"))
 c.JupyterHub.custom_scopes = hub_custom_scopes()
-c.JupyterHub.services.append(
-    job_service(
-        port=JOB_SERVICE_PORT,
-        catalog_path=str(CATALOG),
-        root_dir=str(RUNTIME / "jobs"),
-        simulated_gpus=c.SimpleLocalGPUSpawner.simulated_gpus,
-        allocation_ledger=c.SimpleLocalGPUSpawner.allocation_ledger,
-    )
+JOB_SERVICE = job_service(
+    port=JOB_SERVICE_PORT,
+    catalog_path=str(CATALOG),
+    root_dir=str(RUNTIME / "jobs"),
+    simulated_gpus=c.SimpleLocalGPUSpawner.simulated_gpus,
+    allocation_ledger=c.SimpleLocalGPUSpawner.allocation_ledger,
+    # Jobs start in their notebook's folder, so what a notebook writes lands beside it.
+    notebook_dir_template=c.SimpleLocalGPUSpawner.home_dir_template,
 )
+c.JupyterHub.services.append(JOB_SERVICE)
 # Every user: Run as Job on their own notebooks; the admin: every user's jobs.
 c.JupyterHub.load_roles.extend(job_service_roles(admins=[] if SSO else [ADMIN]))
 # Each course's instructors see and stop their students' servers (the hub's admin page and

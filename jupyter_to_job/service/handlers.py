@@ -221,7 +221,7 @@ class JobOutputHandler(JobServiceHandler):
         self.set_header("Content-Security-Policy", "sandbox")
         self.set_header("Cache-Control", "no-store")
         try:
-            with download.path.open("rb") as stream:
+            with download.open() as stream:
                 while data := stream.read(DOWNLOAD_CHUNK):
                     self.write(data)
                     await self.flush()
