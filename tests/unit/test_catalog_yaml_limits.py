@@ -331,3 +331,33 @@ def test_given_an_alias_bomb_then_gpuspawner_check_prints_the_line_without_a_tra
     assert "Traceback" not in result.stderr
     assert f"{path}:" in result.stderr and "alias bomb" in result.stderr
     assert "1 error: fix the catalog and run gpuspawner check again." in result.stderr
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "pure-python"])
+def test_given_either_yaml_parser_then_the_same_lines_and_errors_come_out(
+    write_yaml, monkeypatch, parser
+):
+    # PyYAML uses libyaml's parser when it was built with it; the pure-Python one otherwise.
+    if parser == "libyaml" and not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("this PyYAML was built without libyaml")
+    loader = yaml.CSafeLoader if parser == "libyaml" else yaml.SafeLoader
+    monkeypatch.setattr("gpuspawner.policy.yaml_source._Loader", loader)
+    good = write_yaml(
+        """\
+        standing:
+          - &cpu {id: cpu, title: CPU only}
+          - id: big
+            title: Big
+            <<: *cpu
+        """,
+        name="good.yaml",
+    )
+    bomb = write_yaml(ALIAS_BOMB, name="bomb.yaml")
+    loop = write_yaml("courses: &a [*a]\n", name="loop.yaml")
+
+    data, lines = load_with_lines(good)
+
+    assert data["standing"][1] == {"id": "big", "title": "Big"}
+    assert (lines[("standing", 1)], lines[("standing", 1, "title")]) == (3, 4)
+    assert "alias bomb" in only_problem(bomb).message
+    assert (only_problem(loop).line, only_problem(loop).field) == (1, "courses[0]")
