@@ -65,6 +65,14 @@ def load_with_lines(path: Path) -> tuple[Any, LineMap]:
         ) from None
     except yaml.YAMLError as error:
         raise YAMLSourceError(path, None, f"is not valid YAML ({error})") from None
+    except RecursionError:
+        # The limits above should make this unreachable; still no traceback for a user.
+        raise YAMLSourceError(
+            path,
+            None,
+            "nests blocks, lists or aliases too deeply to be read; a catalog needs about six "
+            "levels, so flatten it",
+        ) from None
     finally:
         loader.dispose()
     return data, builder.lines
@@ -351,7 +359,9 @@ class _Builder:
             # the text, so validation reports it at its field with what is expected.
             return node.value
 
-    def _pairs(self, node: yaml.MappingNode, path: tuple) -> list[tuple[Any, int, Ref]]:
+    def _pairs(
+        self, node: yaml.MappingNode, path: tuple, merges_deep: int = 0
+    ) -> list[tuple[Any, int, Ref]]:
         """``(key, line, value)`` of a mapping with its merge keys (``<<: *defaults``)
         applied: its own keys first, then merged keys it does not set itself, the first
         merged block winning, as YAML defines. Computed once per mapping."""
@@ -381,7 +391,13 @@ class _Builder:
                 if alias is not None:
                     self.expanding.append((alias, path))
                 try:
-                    merged = self._pairs(source_node, path)
+                    if merges_deep >= MAX_DEPTH:
+                        # A block merging a block merging a block...: bounded like nesting
+                        # (blocks whose merged keys are all overridden are never built, so
+                        # such a chain can be longer than the file is deep).
+                        outermost = self.expanding[0][0] if self.expanding else source
+                        raise _too_deep(self.source, _line(outermost), path)
+                    merged = self._pairs(source_node, path, merges_deep + 1)
                     self._spend(len(merged))
                     for key, line, value in merged:
                         own.setdefault(key, (line, value))

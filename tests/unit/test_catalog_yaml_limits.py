@@ -213,6 +213,23 @@ class TestNesting:
         assert problem.line == MAX_DEPTH
         assert f"more than {MAX_DEPTH} levels deep" in problem.message
 
+    def test_given_a_long_chain_of_merges_then_the_depth_limit_is_named_at_its_use(
+        self, write_yaml
+    ):
+        # Each block merges the one before it, hidden where its keys are all overridden
+        # (so it is never built on the way): only the last use follows the whole chain.
+        lines = ["hidden:"]
+        for n in range(2000):
+            inner = "{z: 1}" if n == 0 else f"{{<<: *n{n - 1}}}"
+            lines.append(f"  - {{k: 0, <<: {{k: &n{n} {inner}}}}}")
+        lines.append("settings: {<<: *n1999}")
+        path = write_yaml("\n".join(lines) + "\n")
+
+        problem = only_problem(path)
+
+        assert (problem.line, problem.field) == (2002, "settings")
+        assert f"more than {MAX_DEPTH} levels deep" in problem.message
+
 
 class TestOtherShapes:
     def test_given_a_file_larger_than_the_limit_then_it_is_refused_unread(self, tmp_path):
