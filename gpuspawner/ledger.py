@@ -111,7 +111,7 @@ class _Entry:
 class AllocationLedger:
     """A file-backed, lock-protected set of allocations for one GPU inventory.
 
-    ``log`` receives a warning for each slice released because its holder is gone.
+    ``log`` is told of each slice freed because its holder has ended.
     """
 
     def __init__(self, path: str | Path, log: logging.Logger | logging.LoggerAdapter | None = None):
@@ -167,9 +167,9 @@ class AllocationLedger:
                 live.append(entry)
                 continue
             dropped = True
-            if report:
-                self.log.warning(
-                    "Released the GPU slice of %s (%s): process %d, which held it, is gone.",
+            if report:  # routine when a server or job ends; after a crash, the explanation
+                self.log.info(
+                    "Freed the GPU slice of %s (%s): process %d, which held it, has ended.",
                     entry.allocation.key,
                     ", ".join(entry.allocation.device_ids),
                     entry.holder.pid,

@@ -306,6 +306,18 @@ class RunningHub:
         self._stop_hub_process(signal.SIGTERM)
         self._launch()
 
+    def kill_hard(self) -> None:
+        """Kill the hub process alone with SIGKILL, as a crash or the OOM killer would: no
+        cleanup runs. Its servers, proxy and services are left to themselves (``stop()``
+        still ends every one of them); ``launch()`` starts the hub again."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise HubError("kill_hard() needs a running hub; launch() it first.")
+        self._record.refresh()
+        process.kill()
+        process.wait()
+        self._close_process()
+
     def stop(self) -> None:
         """Shut down the hub and everything it started: servers, proxy, managed services."""
         process = self._process

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import subprocess
@@ -110,6 +111,7 @@ def server_process():
 
 
 def test_a_booking_whose_booker_died_before_the_server_started_is_released(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="gpuspawner.ledger")
     # Given a hub that booked both GPUs and was killed before either server started
     path = str(tmp_path / "allocations.json")
     _in_a_process_that_then_exits(_book_whole_gpus, path, "server:ana/", "server:ben/")
@@ -120,8 +122,8 @@ def test_a_booking_whose_booker_died_before_the_server_started_is_released(tmp_p
     with ledger.transaction(DEVICES) as pool:
         pool.allocate("server:ana/", owner="ana", profile_id="p", course_id=None, share=WHOLE_GPU)
         pool.allocate("job:1", owner="ben", profile_id="p", course_id=None, share=WHOLE_GPU)
-    assert "Released the GPU slice of server:ana/" in caplog.text
-    assert "Released the GPU slice of server:ben/" in caplog.text
+    assert "Freed the GPU slice of server:ana/" in caplog.text
+    assert "Freed the GPU slice of server:ben/" in caplog.text
     recorded = json.loads(Path(path).read_text())
     assert recorded["version"] == 2
     assert [a["key"] for a in recorded["allocations"]] == ["job:1", "server:ana/"]
