@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,26 @@ def test_an_empty_secret_file_is_refused_with_what_to_do(tmp_path):
     path.touch(mode=0o600)
     with pytest.raises(SecretFileError, match="delete it to make a new secret"):
         persistent_secret(path)
+
+
+def _demo_config():
+    from traitlets.config.loader import PyFileConfigLoader
+
+    folder = Path(__file__).resolve().parents[2] / "hub_config" / "local"
+    return PyFileConfigLoader("jupyterhub_config.py", path=str(folder)).load_config()
+
+
+def test_the_demo_hub_keeps_its_prewarm_secret_when_it_restarts(tmp_path, monkeypatch):
+    # Given the demo hub's configuration, with no secret in the environment
+    monkeypatch.setenv("GPUSPAWNER_DEMO_RUNTIME", str(tmp_path))
+    monkeypatch.delenv("GPUSPAWNER_PREWARM_SECRET", raising=False)
+    # When the hub starts, then starts again
+    first = _demo_config().SimpleLocalGPUSpawner.prewarm_secret
+    again = _demo_config().SimpleLocalGPUSpawner.prewarm_secret
+    # Then the spawner gets the same secret both times, kept in the runtime folder
+    assert first and again == first
+    assert (tmp_path / "prewarm-secret").read_text().strip() == first
+    assert stat.S_IMODE((tmp_path / "prewarm-secret").stat().st_mode) == 0o600
+    # And a secret given in the environment still wins
+    monkeypatch.setenv("GPUSPAWNER_PREWARM_SECRET", "from-the-environment")
+    assert _demo_config().SimpleLocalGPUSpawner.prewarm_secret == "from-the-environment"
