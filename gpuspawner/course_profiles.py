@@ -119,6 +119,7 @@ class CourseProfilesMixin(LoggingConfigurable):
     # Per server, set by start() or load_state().
     _decision: StartDecision | None = None
     _allocation: Allocation | None = None
+    _holder: ProcessHolder | None = None
     _profile_id: str | None = None
     _progress_messages: list[str]
 
@@ -167,20 +168,28 @@ class CourseProfilesMixin(LoggingConfigurable):
         else:
             yield self.capacity_pool
 
-    def hold_allocation(self, pid: int | None) -> None:
+    def hold_allocation(self, pid: int | None, *, start_time: float | None = None) -> None:
         """Hand this server's GPU slice in the shared ledger to its process ``pid``.
 
         Until then the hub holds the booking, and a hub killed before the server
         started leaves nothing behind: the next decision drops a booking whose holder is
         gone. From then on the slice lives exactly as long as the server's process.
-        A no-op without a ledger, without a GPU slice, or when ``pid`` no longer runs
-        (the hub's poll then notices the server is gone and releases the slice).
+        ``start_time``: that process's start time as spawner state recorded it, so that
+        after a reboot a pid now used by another process is not taken for the server.
+        A no-op without a ledger, without a GPU slice, or when the process no longer
+        runs (the hub's poll then notices the server is gone and releases the slice).
         """
         if not self.allocation_ledger or self._allocation is None or not pid:
             return
-        holder = ProcessHolder.of_pid(pid)
+        if start_time is None:
+            holder = ProcessHolder.of_pid(pid)
+        else:
+            holder = ProcessHolder(pid, start_time)
+            if not holder.is_alive():
+                holder = None
         if holder is None:
             return
+        self._holder = holder
         ledger = AllocationLedger(self.allocation_ledger, self.log)
         for warning in ledger.hold(self.gpu_devices(), self._allocation, holder):
             self.log.warning("Holding GPU allocation: %s", warning)
@@ -380,6 +389,7 @@ class CourseProfilesMixin(LoggingConfigurable):
             with self.capacity_transaction() as pool:
                 pool.release(self._allocation.key)
         self._allocation = None
+        self._holder = None
         self._decision = None
 
     # -- state -------------------------------------------------------------------------
@@ -398,6 +408,8 @@ class CourseProfilesMixin(LoggingConfigurable):
             "profile": self._profile_id,
             "allocation": self._allocation.to_dict() if self._allocation else None,
             "session_end": session_end.isoformat() if session_end else None,
+            # The process holding the slice, by pid and start time (see hold_allocation).
+            "server_process": self._holder.to_dict() if self._holder else None,
         }
 
     def restore_course_state(self, state: dict, *, pid: int | None = None) -> None:
@@ -414,7 +426,10 @@ class CourseProfilesMixin(LoggingConfigurable):
             allocation = Allocation.from_dict(data["allocation"])
             self._allocation = allocation
             if self.allocation_ledger and pid:
-                self.hold_allocation(pid)
+                recorded = data.get("server_process")
+                same_pid = isinstance(recorded, dict) and recorded.get("pid") == pid
+                start_time = float(recorded["start_time"]) if same_pid else None
+                self.hold_allocation(pid, start_time=start_time)
                 return
             with self.capacity_transaction() as pool:
                 warnings = pool.restore(allocation)
