@@ -237,5 +237,5 @@ def read_status(files: JobFiles) -> RunnerStatus | None:
             return None
         data: Any = json.loads(text.decode("utf-8"))
         return RunnerStatus.model_validate(data)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the job's own file: it may write anything
         return None

@@ -291,11 +291,16 @@ class SaveOutputHandler(JobsBodyHandler):
         if fmt == "ipynb":
             import nbformat
 
-            model = {
-                "type": "notebook",
-                "format": "json",
-                "content": nbformat.reads(output.content.decode("utf-8"), as_version=4),
-            }
+            try:
+                content = nbformat.reads(output.content.decode("utf-8"), as_version=4)
+            except (ValueError, RecursionError):  # the job wrote something else, or too deep
+                raise ApiError(
+                    422,
+                    "The job's output is not a notebook that can be saved (it may be damaged "
+                    "or nested too deeply). Download it instead.",
+                    "bad-output",
+                ) from None
+            model = {"type": "notebook", "format": "json", "content": content}
         else:
             model = {
                 "type": "file",

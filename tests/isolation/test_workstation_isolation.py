@@ -435,3 +435,31 @@ def test_a_server_past_its_memory_is_stopped_and_the_spawn_page_says_why(worksta
     # and starting again works, without the notice
     student.start_course_server()
     assert student.server_process().uids().real == student.account.pw_uid
+
+
+def test_a_link_left_in_a_jobs_folder_does_not_make_the_service_read_for_the_student(
+    workstation, students
+):
+    # Given a finished job of student1
+    student = students["student1"]
+    student.save_notebook("links/plain.ipynb", notebook("print('plain')"))
+    job = student.run_job("links/plain.ipynb", "cpu-job")
+    assert job["status"] == "COMPLETED", job
+    runtime: Path = workstation.runtime  # type: ignore[attr-defined]
+    output = runtime / "jobs" / "jobs" / job["job_id"] / "output.ipynb"
+    secret = runtime / "jupyterhub_cookie_secret"
+
+    # When, from their server, they swap the job's output for a link to the cookie secret
+    run_in_kernel(
+        student.user.server_url(),
+        student.user.token,
+        f"import os\nos.remove({str(output)!r})\nos.symlink({str(secret)!r}, {str(output)!r})",
+    )
+    assert output.is_symlink()
+
+    # Then the service (root) does not follow it: no output, and no secret
+    answer = student.request("GET", f"jupyter-to-job/api/jobs/{job['job_id']}/outputs/ipynb")
+    assert answer.status_code == 404, answer.text
+    assert secret.read_text().strip() not in answer.text
+    listed = student.request("GET", f"jupyter-to-job/api/jobs/{job['job_id']}").json()
+    assert "ipynb" not in [output["format"] for output in listed["outputs"]]
