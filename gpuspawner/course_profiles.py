@@ -260,7 +260,10 @@ class CourseProfilesMixin(LoggingConfigurable):
         identity = self.identity()
         gpus = gpu_map(self.capacity_pool, viewer=identity.name, admin=identity.admin)
         return render_profile_cards(
-            cards, selected=previous if isinstance(previous, str) else None, gpus=gpus
+            cards,
+            selected=previous if isinstance(previous, str) else None,
+            gpus=gpus,
+            notice=getattr(self, "stop_notice", ""),
         )
 
     def options_from_form(self, formdata: dict) -> dict:

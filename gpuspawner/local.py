@@ -8,13 +8,17 @@ enforcement, and its session end for the JupyterLab countdown.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
-from traitlets import Enum, List, Unicode
+from traitlets import Enum, Instance, List, Unicode, default
 
-from .course_profiles import CourseProfilesMixin
+from .accounts import NoSuchAccount, UserAccount
+from .cgroups import Cgroup, CgroupLimits, ResourceLimits, format_bytes
+from .course_profiles import CourseProfilesMixin, refusal_exception
 from .inventory import discover_nvml_gpus, simulated_gpus
 from .policy import GPUDevice
 from .policy.catalog import is_protected_variable
@@ -69,7 +73,19 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         """,
     )
 
+    cgroups = Instance(
+        CgroupLimits,
+        help="Where profile CPU and memory limits are enforced (``c.CgroupLimits``).",
+    )
+
+    @default("cgroups")
+    def _default_cgroups(self) -> CgroupLimits:
+        return CgroupLimits(parent=self)
+
     _inventory_cache: dict[tuple, list[GPUDevice]] = {}
+    _cgroup: Cgroup | None = None
+    stop_notice: str = ""
+    """Why the last server ended unasked (out of memory), shown on the next spawn page."""
 
     def gpu_devices(self) -> list[GPUDevice]:
         key = (self.gpu_inventory, repr(self.simulated_gpus))
@@ -115,10 +131,63 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         env.update(share_env)
         return env
 
+    # -- who and within what limits the server runs ---------------------------------------
+
+    runs_as_user_account = True
+    """False for the demo spawner, which runs every server as the hub's own account."""
+
+    @property
+    def cgroup_name(self) -> str:
+        name = f"{self.user.name}-{self.name}" if self.name else self.user.name
+        return "server-" + re.sub(r"[^A-Za-z0-9_.-]", lambda m: f"_{ord(m.group()):x}", name)
+
+    def make_preexec_fn(self, name):
+        become = super().make_preexec_fn(name)
+        cgroup = self._cgroup
+
+        def enter_limits_and_account():  # in the child, between fork and exec
+            if cgroup is not None:
+                cgroup.join()
+            become()
+
+        return enter_limits_and_account
+
+    def _check_account(self) -> None:
+        if not self.runs_as_user_account:
+            return
+        try:
+            UserAccount.for_hub_user(self.user.name)
+        except NoSuchAccount as missing:
+            raise refusal_exception("no-account", str(missing), 403) from None
+
+    def _end_cgroup(self) -> None:
+        """After the server's process ended: note an out-of-memory kill, drop the group."""
+        cgroup, self._cgroup = self._cgroup, None
+        if cgroup is None:
+            return
+        if cgroup.oom_kills() > 0:
+            limit = cgroup.limits.memory_bytes
+            self.stop_notice = (
+                "Your last server was stopped because it used more than its memory limit"
+                + (f" of {format_bytes(limit)}" if limit else "")
+                + ". Work not saved before then is lost. Use less memory (free large "
+                "variables, load data in pieces) or choose a profile with more memory."
+            )
+            self.log.warning("Server %s was killed for using more than its memory", self._log_name)
+        cgroup.remove()
+
     async def start(self):
         self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
+        self._check_account()
         decision = self.decide_start()
         profile = decision.entitlement.profile
+        limits = ResourceLimits(cpu=profile.resources.cpu, memory_bytes=profile.resources.memory)
+        try:
+            self._cgroup = self.cgroups.create(self.cgroup_name, limits, kill_together=True)
+        except Exception:
+            self.release_allocation()
+            raise
+        self.stop_notice = ""
         self.progress_note(self.describe_decision(decision))
         if profile.resources.cpu:
             self.cpu_limit = profile.resources.cpu
@@ -133,26 +202,50 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             address = await super().start()
         except BaseException:
             self.release_allocation()
+            self._end_cgroup()
             raise
         # From now on the server's process, not the hub, holds its GPU slice.
         self.hold_allocation(self.pid)
         return address
+
+    async def poll(self):
+        status = await super().poll()
+        cgroup = self._cgroup
+        if status is None and cgroup is not None and cgroup.oom_kills() > 0:
+            # Past its memory, the server goes as a whole, as a container does on Kubernetes
+            # (cgroup v2 does this itself): a half-killed server only confuses its user.
+            cgroup.kill_all()
+            for _ in range(50):
+                status = await super().poll()
+                if status is not None:
+                    break
+                await asyncio.sleep(0.1)
+        if status is not None:
+            self._end_cgroup()
+        return status
 
     async def stop(self, now=False):
         try:
             await super().stop(now=now)
         finally:
             self.release_allocation()
+            self._end_cgroup()
 
     def get_state(self):
         state = super().get_state()
         course = self.course_state()
         if course:
             state["gpuspawner"] = course
+        if self.stop_notice:  # kept past clear_state: the hub makes a new spawner after a stop
+            state["gpuspawner_stop_notice"] = self.stop_notice
         return state
 
     def load_state(self, state):
         super().load_state(state)
+        notice = state.get("gpuspawner_stop_notice") if isinstance(state, dict) else None
+        self.stop_notice = notice if isinstance(notice, str) else ""
+        if self.pid:  # a server started before a hub restart: find its group again
+            self._cgroup = self.cgroups.of_process(self.pid, self.cgroup_name)
         self.restore_course_state(state, pid=self.pid)
 
     def clear_state(self):
@@ -170,3 +263,5 @@ class SimpleLocalGPUSpawner(LocalGPUSpawnerMixin, SimpleLocalProcessSpawner):
 
     Only for trying the hub out: users are not isolated from each other.
     """
+
+    runs_as_user_account = False

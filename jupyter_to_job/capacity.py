@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuspawner.cgroups import ResourceLimits
 from gpuspawner.policy import Allocation, CapacityPool, GPUShare, Refusal, Reservation
 from gpuspawner.policy.local_share import local_share_environment
 
@@ -48,6 +49,8 @@ class CapacityGrant:
     environment: dict[str, str] = field(default_factory=dict)
     gpu: dict[str, Any] | None = None
     """Stored with the job: ``description``, ``device_ids`` and the pool's ``allocation``."""
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    """The flavor's CPU and memory, enforced where the executor can (cgroups locally)."""
 
 
 @dataclass(frozen=True)

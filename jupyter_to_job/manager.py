@@ -32,6 +32,8 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Float, Instance, Integer, Type, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
+from gpuspawner.cgroups import ResourceLimits
+
 from .capacity import CapacityWait, JobCapacity, JobTicket
 from .describe import describe_job, job_outputs
 from .errors import (
@@ -413,7 +415,9 @@ class JobManager(LoggingConfigurable):
                 started = self.store.get(row.job_id)
                 assert started is not None
                 try:
-                    executor = self._make_executor(started, decision.environment)
+                    executor = self._make_executor(
+                        started, decision.environment, limits=decision.limits
+                    )
                 except Exception as error:
                     self.capacity.release(ticket)
                     self.store.transition(
@@ -453,7 +457,13 @@ class JobManager(LoggingConfigurable):
             except Exception:  # a database hiccup must not end the queue for good
                 self.log.exception("Could not start queued jobs")
 
-    def _make_executor(self, row: JobRow, environment: dict[str, str]) -> JobExecutor:
+    def _make_executor(
+        self,
+        row: JobRow,
+        environment: dict[str, str],
+        *,
+        limits: ResourceLimits | None = None,
+    ) -> JobExecutor:
         return self.executor_class(
             parent=self,
             job=row,
@@ -464,6 +474,7 @@ class JobManager(LoggingConfigurable):
             on_process_started=lambda pid, start_time: self._process_started(
                 JobTicket(row.job_id, row.owner, row.flavor), pid, start_time
             ),
+            limits=limits,
         )
 
     def _process_started(self, ticket: JobTicket, pid: int, start_time: float) -> None:

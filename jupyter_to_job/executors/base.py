@@ -23,6 +23,8 @@ from typing import Any
 from traitlets import Float, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
+from gpuspawner.cgroups import ResourceLimits, format_bytes
+
 from ..logs import LogStore
 from ..models import JobErrorInfo, JobStatus
 from ..runfiles import JobFiles, RunnerStatus, read_status
@@ -49,6 +51,10 @@ class JobOutcome:
     """The process was gone when the job service came back after a restart."""
     last_cell: int | None = None
     """The cell the executor last saw running (the runner clears it when it ends)."""
+    oom_killed: bool = False
+    """The kernel killed a process of the job for passing the job's memory limit."""
+    memory_limit: int | None = None
+    """That limit in bytes, when known."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,26 @@ def final_state(outcome: JobOutcome, *, deadline_seconds: int | None, grace: flo
     # A runner that finished on its own (completed, or failed in a cell) before the
     # deadline's SIGTERM reached it keeps its own result.
     ended_alone = reported and status is not None and status.state is not JobStatus.STOPPED
+    if outcome.oom_killed and not (
+        reported and status is not None and status.state is JobStatus.COMPLETED
+    ):
+        limit = (
+            f"its memory limit of {format_bytes(outcome.memory_limit)}"
+            if outcome.memory_limit
+            else "its memory limit"
+        )
+        return FinalState(
+            JobStatus.FAILED,
+            f"The job ran out of memory: it needed more than {limit} and was stopped "
+            f"{_progress(status)}. The log keeps everything it printed until then; use less "
+            "memory or choose a flavor with more.",
+            JobErrorInfo(
+                cell_index=_cell(outcome),
+                ename="OutOfMemory",
+                evalue=f"out of memory: more than {limit}",
+            ),
+            exit_code,
+        )
     if outcome.stop_reason is StopReason.DEADLINE and not ended_alone:
         evalue = f"deadline of {deadline_seconds} s exceeded"
         return FinalState(
@@ -170,10 +196,12 @@ class JobExecutor(LoggingConfigurable, metaclass=_AbstractConfigurable):
         log_store: LogStore,
         environment: dict[str, str] | None = None,
         on_process_started: Callable[[int, float], None] | None = None,
+        limits: ResourceLimits | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self._on_process_started = on_process_started
+        self.limits = limits or ResourceLimits()
         self.job = job
         self.job_id = job.job_id
         self.files = files

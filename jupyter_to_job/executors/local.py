@@ -313,6 +313,7 @@ class LocalExecutor(JobExecutor):
         start_time = process_start_time(popen.pid) or time.time()
         self._process = _RunnerProcess(popen.pid, start_time, popen)
         self.store.update(self.job_id, pid=popen.pid, process_start_time=start_time)
+        self.process_started(popen.pid, start_time)  # the runner now holds the job's GPU slice
         self.log_line(f"runner process {popen.pid} started")
         if self.stop_reason is not None:  # a stop that came before the process existed
             self._terminator = asyncio.ensure_future(self._terminate())

@@ -29,6 +29,7 @@ from tornado import web
 from traitlets import Enum, Float, Integer, List, Type, Unicode, default, validate
 from traitlets.config import Application
 
+from gpuspawner.accounts import NoSuchAccount, UserAccount
 from gpuspawner.catalog_source import CatalogSource
 from gpuspawner.inventory import discover_nvml_gpus, simulated_gpus
 from gpuspawner.policy import GPUDevice
@@ -36,7 +37,8 @@ from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_f
 
 from .. import __version__
 from ..executors import JobExecutor, LocalExecutor
-from ..jobs_api import JobsAPI, local_catalog
+from ..executors.local import default_run_as
+from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
 from ..rest import CREATE_BODY_SLACK
 from ..scopes import SERVICE_NAME, access_scope
@@ -199,6 +201,40 @@ class JobServiceApp(Application):
     def _default_ledger(self) -> str:
         return os.environ.get("JUPYTER_TO_JOB_ALLOCATION_LEDGER", "")
 
+    notebook_dir_template = Unicode(
+        "",
+        help="""The folder each user's notebook paths are relative to (their server's root
+        folder), ``{username}`` replaced; jobs start in the notebook's own folder under it,
+        so the files a notebook writes beside itself land there. Empty: the owner's home
+        (their system account's, with ``c.LocalExecutor.run_as = "owner"``), else the job's
+        own folder. Defaults to ``$JUPYTER_TO_JOB_NOTEBOOK_DIR``.
+
+        Example, with ``SimpleLocalProcessSpawner.home_dir_template``:
+        ``c.JobServiceApp.notebook_dir_template = "/tmp/homes/{username}"``.
+        """,
+    ).tag(config=True)
+
+    @default("notebook_dir_template")
+    def _default_notebook_dir_template(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_NOTEBOOK_DIR", "")
+
+    def notebook_dir(self, owner: str) -> str | None:
+        """Where ``owner``'s notebook paths start, for running jobs beside their notebook."""
+        if self.notebook_dir_template:
+            return self.notebook_dir_template.format(username=owner)
+        if self._runs_as_owner():
+            try:
+                return UserAccount.for_hub_user(owner).home
+            except NoSuchAccount:
+                return None  # the executor refuses the job with this sentence
+        return None
+
+    def _runs_as_owner(self) -> bool:
+        if not issubclass(self.executor_class, LocalExecutor):
+            return False
+        configured = self.config.get("LocalExecutor", {}).get("run_as")
+        return (configured or default_run_as()) == "owner"
+
     hami_core_library = Unicode(
         "",
         help="""HAMi-core's ``libvgpu.so``: preloaded into GPU jobs to enforce their memory
@@ -326,6 +362,7 @@ class JobServiceApp(Application):
             ),
             max_notebook_bytes=self.max_notebook_bytes,
             remember_identity=identities.remember,
+            working_dir=working_dir_beside(self.notebook_dir),
             gpu_flavors=True,
         )
         return api, manager, hub_auth
@@ -359,12 +396,31 @@ class JobServiceApp(Application):
 
     # -- running -----------------------------------------------------------------------
 
+    def secure_files(self) -> None:
+        """Keep the service's data to itself: files it makes are private, and so are the
+        store, the logs and the identities. A job reaches only its own folder, by name."""
+        os.umask(0o077)
+        root = self.root_dir
+        os.makedirs(root, exist_ok=True)
+        os.chmod(root, 0o711 if self._runs_as_owner() else 0o700)
+        for name in ("logs", "identities.json", "jobs.sqlite"):
+            path = os.path.join(root, name)
+            if os.path.exists(path):
+                os.chmod(path, 0o700 if os.path.isdir(path) else 0o600)
+        if os.geteuid() == 0 and not self._runs_as_owner():
+            self.log.warning(
+                "Jobs run as root, the job service's own account: a job can read every "
+                "user's files and the hub's secrets. On a machine shared by several people "
+                "set c.LocalExecutor.run_as = 'owner' (hub_config/workstation does)."
+            )
+
     async def serve(self, stop: asyncio.Event | None = None) -> None:
         """Start the manager (reconciling first) and the web server; run until ``stop``."""
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        self.secure_files()
         api, manager, hub_auth = self.make_api()
         report = await manager.start()
         self.log.info(

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuspawner.cgroups import ResourceLimits
 from gpuspawner.policy import (
     Allocation,
     CapacityPool,
@@ -196,7 +197,8 @@ class FlavorCapacity(JobCapacity):
                 "device_ids": list(decision.allocation.device_ids),
                 "allocation": decision.allocation.to_dict(),
             }
-        return CapacityGrant(environment, gpu)
+        limits = ResourceLimits(cpu=flavor.resources.cpu, memory_bytes=flavor.resources.memory)
+        return CapacityGrant(environment, gpu, limits)
 
     def release(self, ticket: JobTicket) -> None:
         self._held.pop(ticket.key, None)
