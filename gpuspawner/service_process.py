@@ -104,3 +104,25 @@ async def listen_when_free(
                 )
                 waited = True
         await asyncio.sleep(interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gpuspawner.service_process -- COMMAND [ARG...]``: run a managed service
+    that is not Python (the demo identity provider, a node process) so that it, too, ends
+    with the hub: the death signal is set here and survives the exec."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--"]:
+        args = args[1:]
+    if not args:
+        print("usage: python -m gpuspawner.service_process -- COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    die_with_parent()
+    try:
+        os.execvp(args[0], args)
+    except OSError as error:
+        print(f"cannot run {args[0]}: {error.strerror}", file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main())

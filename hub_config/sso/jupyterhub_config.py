@@ -26,6 +26,7 @@ Variables:
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from gpuspawner.persistent_secret import persistent_secret
@@ -106,7 +107,18 @@ else:
     c.JupyterHub.services.append(
         {
             "name": "campus-idp",
-            "command": [node, str(HERE / "campus_idp" / "idp.mjs"), "--config", str(idp_config)],
+            # Through service_process, so the provider ends with the hub like every
+            # service and a restarted hub finds its port free.
+            "command": [
+                sys.executable,
+                "-m",
+                "gpuspawner.service_process",
+                "--",
+                node,
+                str(HERE / "campus_idp" / "idp.mjs"),
+                "--config",
+                str(idp_config),
+            ],
             "display": False,
         }
     )

@@ -182,3 +182,44 @@ def test_die_with_parent_is_importable_without_jupyterhub():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_service_that_is_not_python_ends_with_its_hub_too(tmp_path):
+    # Given a "hub" that starts a plain command through the service_process wrapper
+    hub = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "service = subprocess.Popen([sys.executable, '-m', 'gpuspawner.service_process',"
+            " '--', 'sleep', '300'], start_new_session=True)\n"
+            "print(service.pid, flush=True)\n"
+            "time.sleep(300)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert hub.stdout is not None
+    service = psutil.Process(int(hub.stdout.readline()))
+    deadline = time.monotonic() + WAIT
+    while service.name() != "sleep" and time.monotonic() < deadline:  # exec'd into the command
+        time.sleep(0.05)
+    assert service.name() == "sleep"
+
+    # When the hub is killed outright
+    hub.kill()
+    hub.wait()
+
+    # Then the command goes with it
+    try:
+        service.wait(WAIT)
+    except psutil.TimeoutExpired:
+        service.kill()
+        raise AssertionError("the wrapped command outlived its hub") from None
+
+
+def test_the_wrapper_without_a_command_says_how_to_use_it(capsys):
+    from gpuspawner.service_process import main
+
+    assert main(["--"]) == 2
+    assert "usage" in capsys.readouterr().err
