@@ -30,11 +30,13 @@ import time
 import urllib.request
 from html import escape
 
+from jupyterhub.auth import LocalAuthenticator
 from oauthenticator.generic import GenericOAuthenticator
 from oauthenticator.oauth2 import OAuthCallbackHandler
 from tornado import web
 from traitlets import Dict, List, Unicode, Union, default, validate
 
+from .accounts import ensure_account
 from .catalog_source import shared_catalog_source
 from .policy import Catalog
 from .policy.idp_groups import GroupMapping
@@ -207,6 +209,37 @@ class CampusOAuthenticator(GenericOAuthenticator):
             f" (ignored: {', '.join(sorted(mapped.dropped))})" if mapped.dropped else "",
         )
         return set(mapped.kept)
+
+
+class LocalCampusOAuthenticator(LocalAuthenticator, CampusOAuthenticator):
+    """Campus single sign-on on one shared machine (hub_config/workstation): each person's
+    system account, which their server and jobs run as, is made at their first login.
+
+    Accounts come from :func:`gpuspawner.accounts.ensure_account` (a group of their own, a
+    home only they can open). Everything else is as for :class:`CampusOAuthenticator`,
+    whose settings (``c.CampusOAuthenticator.*``) apply here too.
+    """
+
+    @default("create_system_users")
+    def _default_create_system_users(self) -> bool:
+        return True
+
+    def check_allowed_groups(self, username, authentication=None):  # type: ignore[no-untyped-def]
+        """Who may log in follows the identity provider's groups (``allowed_groups``, checked
+        by CampusOAuthenticator), not this machine's /etc/group."""
+        return False
+
+    def add_system_user(self, user):  # type: ignore[no-untyped-def]
+        try:
+            ensure_account(user.name)
+        except RuntimeError as error:
+            self.log.error("No system account for %s: %s", user.name, error)
+            raise web.HTTPError(
+                403,
+                log_message=str(error),
+                reason=f"This machine cannot make an account named {user.name!r}; "
+                "ask the hub admins.",
+            ) from None
 
 
 def oidc_endpoints(issuer: str, *, attempts: int = 10, delay: float = 1.0) -> dict[str, str]:

@@ -9,7 +9,9 @@ for a machine that several people share:
   hub user; the job service runs each job as the same account
   (``LocalExecutor.run_as = "owner"``), in the notebook's own folder. Accounts are made
   on first start for the demo users (``GPUSPAWNER_WORKSTATION_AUTH=demo``, the default);
-  with ``pam`` people log in with the accounts the machine already has.
+  with ``pam`` people log in with the accounts the machine already has; with ``sso``
+  through campus single sign-on (hub_config/sso and its variables), each person's account
+  made at their first login.
 - **Limits.** Profile and flavor ``resources`` become cgroups (``c.CgroupLimits``).
 - **Secrets.** The hub, the job service and their files stay root's: the runtime folder
   can be crossed but not listed (0711), and everything in it is 0600/0700. The
@@ -41,8 +43,8 @@ if os.geteuid() != 0:
         "so the hub must run as root: sudo make demo-workstation. For a demo without root "
         "(and without isolation), use make demo."
     )
-if AUTH not in ("demo", "pam"):
-    sys.exit(f"GPUSPAWNER_WORKSTATION_AUTH must be 'demo' or 'pam', not {AUTH!r}.")
+if AUTH not in ("demo", "pam", "sso"):
+    sys.exit(f"GPUSPAWNER_WORKSTATION_AUTH must be 'demo', 'pam' or 'sso', not {AUTH!r}.")
 
 
 def reachable_by_everyone(path: Path) -> Path | None:
@@ -72,9 +74,24 @@ RUNTIME.mkdir(parents=True, exist_ok=True)
 RUNTIME.chmod(0o711)
 os.environ["GPUSPAWNER_DEMO_RUNTIME"] = str(RUNTIME)
 
-# -- the demo hub, then what makes it safe to share -----------------------------------------
-demo = {"get_config": get_config, "__file__": str(LOCAL_CONFIG), "__name__": "__config__"}  # noqa: F821
-exec(compile(LOCAL_CONFIG.read_text(), str(LOCAL_CONFIG), "exec"), demo)
+# -- the demo hub (with campus single sign-on: hub_config/sso over it), then what makes it
+# safe to share. Each file runs on this same configuration object.
+namespaces: list[dict] = []
+
+
+def run_config(path: str | Path) -> None:
+    namespace = {
+        "get_config": get_config,  # noqa: F821
+        "load_subconfig": run_config,
+        "__file__": str(path),
+        "__name__": "__config__",
+    }
+    namespaces.append(namespace)
+    exec(compile(Path(path).read_text(), str(path), "exec"), namespace)
+
+
+run_config(HERE.parent / "sso" / "jupyterhub_config.py" if AUTH == "sso" else LOCAL_CONFIG)
+demo = next(namespace for namespace in namespaces if "JOB_SERVICE" in namespace)
 
 c.JupyterHub.template_vars = {}  # the demo's "no isolation" warning does not apply here
 
@@ -83,6 +100,9 @@ if AUTH == "pam":
     c.JupyterHub.authenticator_class = "pam"
     c.Authenticator.allowed_users = set()
     c.Authenticator.admin_users = set(os.environ.get("GPUSPAWNER_ADMINS", "").split(",")) - {""}
+elif AUTH == "sso":
+    # Each person's account is made at their first login (hub_config/sso configures the rest).
+    c.JupyterHub.authenticator_class = "gpuspawner.sso.LocalCampusOAuthenticator"
 else:
     for name in sorted(c.Authenticator.allowed_users):
         ensure_account(name)

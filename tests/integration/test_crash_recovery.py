@@ -9,7 +9,6 @@ SIGKILL, so none of its cleanup runs, then launched again with the same configur
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -24,13 +23,13 @@ from nbformat.v4 import new_code_cell, new_notebook
 from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from jupyter_to_job.runfiles import JobFiles, read_status
 
+from ..support import until
 from .course_catalogs import catalog, course, minute, now, write_catalog
 from .hubprocess import BrowserlessUser, RunningHub, free_loopback_ports
 
 pytestmark = pytest.mark.integration
 
 ONE_GPU = [{"model": "RTX 4090", "memory": "24GiB"}]
-WAIT = 120.0  # a bound for a broken test, never a timing assertion
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 JOB_FLAVORS = """\
 flavors:
@@ -41,17 +40,6 @@ flavors:
     max_deadline: 1h
     access: {courses: [ml101]}
 """
-
-
-def until(check, what: str) -> Any:
-    """Poll ``check`` until it returns something truthy; fail saying ``what`` never came."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def write_course_catalog(folder: Path, gpu: str) -> Path:

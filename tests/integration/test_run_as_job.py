@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import nbformat
@@ -23,12 +22,12 @@ from nbformat.v4 import new_code_cell, new_notebook
 from jupyter_to_job.runfiles import JobFiles, read_status
 
 from ..jobs_service.job_hub import JobService, hub_config, matrix_catalog, wait_for_service
+from ..support import until
 from .hubprocess import BrowserlessUser, free_loopback_ports
 
 pytestmark = pytest.mark.integration
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
-WAIT = 120.0  # a bound for a broken test, never a timing assertion
 
 
 def notebook_json(*sources: str) -> dict:
@@ -58,16 +57,6 @@ class StudentServer:
         )
         answer = self.request("PUT", f"api/contents/{path}", json=model)
         assert answer.status_code in (200, 201), answer.text
-
-
-def until(check, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def whole_log(service: JobService, job_id: str) -> str:

@@ -76,10 +76,22 @@ def crossable_by_everyone(paths: list[Path]) -> Iterator[list[Path]]:
             folder.chmod(mode)
 
 
-@pytest.fixture(scope="module")
-def workstation(request: pytest.FixtureRequest) -> Iterator[RunningHub]:
-    """The workstation hub, its runtime folder in ``hub.runtime``; accounts it made are
-    removed afterwards."""
+# The shipped file itself, after the harness defaults, on the harness's ports.
+WORKSTATION_HUB_CONFIG = f"""\
+import os
+os.environ["GPUSPAWNER_DEMO_PORT"] = str(c.JupyterHub.port)
+os.environ["GPUSPAWNER_DEMO_HUB_PORT"] = str(c.JupyterHub.hub_port)
+os.environ["GPUSPAWNER_DEMO_PROXY_API_PORT"] = c.ConfigurableHTTPProxy.api_url.rsplit(":", 1)[1]
+exec(
+    compile(open({str(WORKSTATION_CONFIG)!r}).read(), {str(WORKSTATION_CONFIG)!r}, "exec"),
+    {{"get_config": get_config, "__file__": {str(WORKSTATION_CONFIG)!r}, "__name__": "__config__"}},
+)
+# The hub notices a server that ended within seconds, not the default half minute.
+c.Spawner.poll_interval = 3
+"""
+
+
+def needs_root() -> None:
     if os.geteuid() != 0:
         pytest.skip(
             "needs root: the workstation hub creates system accounts and runs each server and "
@@ -87,7 +99,16 @@ def workstation(request: pytest.FixtureRequest) -> Iterator[RunningHub]:
         )
     if shutil.which("useradd") is None:
         pytest.skip("needs useradd (Debian's passwd package) to create the demo accounts")
-    existed = {name for name in [*DEMO_ACCOUNTS, SERVICES_ACCOUNT] if _account_exists(name)}
+
+
+@contextlib.contextmanager
+def workstation_hub(
+    extra_env: dict[str, str] | None = None, accounts: list[str] | None = None
+) -> Iterator[RunningHub]:
+    """The workstation hub, prepared but not launched (``hub.launch()``), its runtime folder
+    in ``hub.runtime``; it is stopped, and the accounts it made removed, afterwards."""
+    names = [*DEMO_ACCOUNTS, SERVICES_ACCOUNT, *(accounts or [])]
+    existed = {name for name in names if _account_exists(name)}
     runtime = Path(tempfile.mkdtemp(prefix="cgh-workstation-", dir="/tmp"))
     (runtime / "catalog").mkdir()
     (runtime / "catalog" / "limits.yaml").write_text(LIMIT_FLAVORS)
@@ -96,38 +117,36 @@ def workstation(request: pytest.FixtureRequest) -> Iterator[RunningHub]:
         "GPUSPAWNER_DEMO_RUNTIME": str(runtime),
         "GPUSPAWNER_DEMO_SESSIONS_PORT": str(sessions_port),
         "GPUSPAWNER_DEMO_JOBS_PORT": str(jobs_port),
+        **(extra_env or {}),
     }
-    # The shipped file itself, after the harness defaults; the harness's ports win again.
-    config = f"""\
-_ports = (c.JupyterHub.port, c.JupyterHub.hub_port, c.ConfigurableHTTPProxy.api_url)
-exec(
-    compile(open({str(WORKSTATION_CONFIG)!r}).read(), {str(WORKSTATION_CONFIG)!r}, "exec"),
-    {{"get_config": get_config, "__file__": {str(WORKSTATION_CONFIG)!r}, "__name__": "__config__"}},
-)
-c.JupyterHub.port, c.JupyterHub.hub_port, c.ConfigurableHTTPProxy.api_url = _ports
-# The hub notices a server that ended within seconds, not the default half minute.
-c.Spawner.poll_interval = 3
-"""
     needed = [Path(sys.executable).resolve().parent, Path(sys.prefix), REPO_ROOT]
     workdir = runtime / "harness"
     workdir.mkdir()
     with crossable_by_everyone(needed):
-        hub = RunningHub.prepare(config, workdir, environment)
+        hub = RunningHub.prepare(WORKSTATION_HUB_CONFIG, workdir, environment)
         hub.runtime = runtime  # type: ignore[attr-defined]
-        hub.jobs_port = jobs_port  # type: ignore[attr-defined]
+        try:
+            yield hub
+        finally:
+            hub.stop()
+            for name in names:
+                if name not in existed and _account_exists(name):
+                    subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
+            shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def workstation(request: pytest.FixtureRequest) -> Iterator[RunningHub]:
+    """The workstation hub with the demo people; accounts it made are removed afterwards."""
+    needs_root()
+    with workstation_hub() as hub:
         try:
             hub.launch()
             yield hub
         finally:
-            hub.stop()
-            failed = getattr(request.module, "_isolation_failed", False)
-            if failed:
+            if getattr(request.module, "_isolation_failed", False):
                 print(f"--- {copy_log(hub, ARTIFACTS / 'workstation.log')} ---")
                 print(hub.log_tail(150))
-            for name in [*DEMO_ACCOUNTS, SERVICES_ACCOUNT]:
-                if name not in existed and _account_exists(name):
-                    subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
-            shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from gpuspawner.service_process import PortInUse, listen_when_free
+from tests.support import until
 
 WAIT = 30.0  # a bound for a broken test, never a timing assertion
 
@@ -50,16 +51,6 @@ HUB = textwrap.dedent(
     time.sleep(300)
     """
 )
-
-
-def until(check, what: str):
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def test_a_service_that_asked_stops_when_its_hub_is_killed(tmp_path):
