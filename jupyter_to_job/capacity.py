@@ -2,9 +2,11 @@
 
 The manager asks :meth:`JobCapacity.acquire` before it starts a queued job. The
 answer is a :class:`CapacityGrant` (the environment that gives the job its GPU
-share) or a :class:`CapacityWait` (the job stays first in the queue, with the
-reason shown to its owner). A flavor that can never run is refused at create
-time by :meth:`JobCapacity.validate`.
+share) or a :class:`CapacityWait` (the job stays queued, with the reason shown to
+its owner; one that waits on its owner's own limit lets other people's jobs go
+first). A flavor that can never run is refused at create time by
+:meth:`JobCapacity.validate`. Which refusals wait is the policy's
+:data:`~gpuspawner.policy.admission.WAIT_CODES`.
 
 :class:`PoolCapacity` plugs the hub's policy in: it places shares on the same
 :class:`~gpuspawner.policy.CapacityPool` the spawners use (allocation key
@@ -20,12 +22,10 @@ from typing import Any
 
 from gpuspawner.cgroups import ResourceLimits
 from gpuspawner.policy import Allocation, CapacityPool, GPUShare, Refusal, Reservation
+from gpuspawner.policy.admission import OWN_LIMIT_CODES, WAIT_CODES
 from gpuspawner.policy.local_share import local_share_environment
 
 from .errors import JobRefused
-
-# Refusals that pass with time (another job or server ends, the class ends).
-WAIT_CODES = frozenset({"full", "reserved", "course-full", "user-limit", "duplicate"})
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,14 @@ class CapacityWait:
     """The job must wait; ``reason`` is a sentence for its owner."""
 
     reason: str
+    own_limit: bool = False
+    """It waits on its owner's own running jobs: other people's jobs may start meanwhile.
+    Otherwise it waits on capacity everyone shares, and the jobs after it wait too."""
+
+    @classmethod
+    def for_refusal(cls, refusal: Refusal) -> CapacityWait:
+        """The wait for a refusal whose code is in ``WAIT_CODES``."""
+        return cls(refusal.message, own_limit=refusal.code in OWN_LIMIT_CODES)
 
 
 class JobCapacity:
@@ -158,7 +166,7 @@ class PoolCapacity(JobCapacity):
             )
         except Refusal as refusal:
             if refusal.code in WAIT_CODES:
-                return CapacityWait(refusal.message)
+                return CapacityWait.for_refusal(refusal)
             raise JobRefused(refusal.message, code=refusal.code) from None
         environment = local_share_environment(
             share,

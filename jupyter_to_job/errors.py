@@ -61,3 +61,9 @@ class JobRefused(JobError):
     def __init__(self, message: str, *, code: str = "refused"):
         super().__init__(message)
         self.code = code
+
+
+class JobQueueFull(JobError):
+    """The owner already has as many queued jobs as one person may have."""
+
+    status = 429

@@ -5,10 +5,19 @@ server extension (standalone mode) both sit on top of it and call the methods
 below; they map :mod:`jupyter_to_job.errors` to HTTP statuses.
 
 Lifecycle: ``create`` snapshots the notebook into the job's folder (later edits
-do not change the job) and queues it; a first-in, first-out queue starts the
-oldest queued job when fewer than ``max_running_jobs`` run and the capacity hook
-grants it a GPU share; otherwise the job waits with a visible position and a
-reason. An executor (``executor_class``) runs it and records the result.
+do not change the job) and queues it (each person may have at most
+``max_queued_jobs_per_user`` queued; more is a 429). The queue is fair among
+people: when fewer than ``max_running_jobs`` run, the next slot goes to the owner
+with the fewest running jobs; among equals, to the one whose last job started
+longest ago (since this manager started), then to the oldest job; each owner's own
+jobs go first in, first out (``job_start_order`` in the policy). The capacity hook must
+grant the job its GPU share; otherwise it waits with a visible position and a
+reason. A job that waits on its owner's own limit (``max_running_per_user`` of
+its flavor) is passed over, so it never holds back other people's jobs; one that
+waits for shared GPU capacity keeps the next GPU for itself, and the jobs after it
+wait too, so a large share is never overtaken for good by smaller ones. A queued
+job's position is its place in that order. An executor (``executor_class``) runs
+it and records the result.
 
 ``start`` reconciles before anything else: a job that was running when the
 service stopped is watched again if its very process still runs, takes the
@@ -22,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -33,6 +44,7 @@ from traitlets import Float, Instance, Integer, Type, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from gpuspawner.cgroups import ResourceLimits
+from gpuspawner.policy.admission import job_start_order
 
 from .capacity import CapacityWait, JobCapacity, JobTicket
 from .describe import describe_job, job_outputs
@@ -41,6 +53,7 @@ from .errors import (
     JobNotDeletable,
     JobNotFound,
     JobNotStoppable,
+    JobQueueFull,
     JobRefused,
     OutputNotFound,
 )
@@ -124,7 +137,8 @@ class JobManager(LoggingConfigurable):
 
     max_running_jobs = Integer(
         2,
-        help="""Jobs that may run at once; later ones queue, first in, first out.
+        help="""Jobs that may run at once; later ones queue, the next free slot going to
+        the person with the fewest running jobs (first in, first out among one's own).
 
         Example: ``c.JobManager.max_running_jobs = 4``. GPU capacity can hold jobs back
         further (see ``capacity``).
@@ -135,6 +149,22 @@ class JobManager(LoggingConfigurable):
     def _at_least_one(self, proposal: Any) -> int:
         if proposal["value"] < 1:
             raise ValueError("max_running_jobs must be at least 1")
+        return int(proposal["value"])
+
+    max_queued_jobs_per_user = Integer(
+        10,
+        help="""Queued jobs one person may have at a time; a job past it is refused with
+        HTTP 429 and a sentence (running jobs do not count).
+
+        Example: ``c.JobManager.max_queued_jobs_per_user = 20``. It keeps one person from
+        filling the queue; fairness among people does the rest.
+        """,
+    ).tag(config=True)
+
+    @validate("max_queued_jobs_per_user")
+    def _queue_at_least_one(self, proposal: Any) -> int:
+        if proposal["value"] < 1:
+            raise ValueError("max_queued_jobs_per_user must be at least 1")
         return int(proposal["value"])
 
     queue_poll_interval = Float(
@@ -190,6 +220,8 @@ class JobManager(LoggingConfigurable):
         self._queue_task: asyncio.Future[None] | None = None
         self._follow_ups: set[asyncio.Future[None]] = set()
         self._closing = False
+        # When each owner's last job started (time.monotonic), for the fair order.
+        self._last_started: dict[str, float] = {}
         self.reconcile_report: ReconcileReport | None = None
         """What the last ``reconcile`` found."""
 
@@ -298,7 +330,7 @@ class JobManager(LoggingConfigurable):
         folder (default: a ``work`` folder of the job's own).
 
         A repeated ``idempotency_token`` returns the first job with ``created=False``.
-        Raises :class:`InvalidJobRequest` or :class:`JobRefused`.
+        Raises :class:`InvalidJobRequest`, :class:`JobRefused` or :class:`JobQueueFull`.
         """
         if not owner or len(owner) > 255:
             raise InvalidJobRequest("A job needs an owner: the name of the user it runs for.")
@@ -308,6 +340,7 @@ class JobManager(LoggingConfigurable):
                 return CreateJobResponse(
                     job_id=existing.job_id, created=False, job=self._describe(existing)
                 )
+        self._check_queue_room(owner)
         job_id = str(uuid.uuid4())
         self.capacity.validate(JobTicket(job_id, owner, request.flavor))
         content = notebook_snapshot(
@@ -372,9 +405,30 @@ class JobManager(LoggingConfigurable):
 
     # -- the queue --------------------------------------------------------------------------
 
-    async def dispatch(self) -> None:
-        """Start queued jobs, oldest first, while slots and GPU capacity allow.
+    def _check_queue_room(self, owner: str) -> None:
+        queued = sum(1 for row in self.store.with_status(JobStatus.QUEUED) if row.owner == owner)
+        if queued >= self.max_queued_jobs_per_user:
+            jobs = "job" if queued == 1 else "jobs"
+            raise JobQueueFull(
+                f"You already have {queued} {jobs} waiting in the queue, and each person may "
+                f"have {self.max_queued_jobs_per_user} queued at a time. Submit this job again "
+                "when one of them has started, or stop a queued job you no longer need."
+            )
 
+    def _start_order(self, queued: list[JobRow], active: list[JobRow]) -> list[JobRow]:
+        """The queued jobs in the order the dispatcher starts them (see the module docstring)."""
+        rows = {row.job_id: row for row in queued}
+        running = Counter(row.owner for row in active)
+        order = job_start_order(
+            [(row.job_id, row.owner) for row in queued], running, self._last_started
+        )
+        return [rows[job_id] for job_id in order]
+
+    async def dispatch(self) -> None:
+        """Start queued jobs in the fair order while slots and GPU capacity allow.
+
+        A job waiting on its owner's own limit is passed over; a job waiting for shared
+        capacity, or for a slot, holds back the jobs after it (see the module docstring).
         The service may call this when capacity frees up (a server stopped).
         """
         if self._closing:
@@ -383,16 +437,29 @@ class JobManager(LoggingConfigurable):
             queued = self.store.with_status(JobStatus.QUEUED)
             if not queued:
                 return
-            running = self.store.count(*ACTIVE)
-            for index, row in enumerate(queued):
+            active = self.store.with_status(*ACTIVE)
+            running = len(active)
+            reasons: dict[str, str] = {}
+            held_back: list[JobRow] = []  # behind a full slot count or full GPUs, in order
+            why_held = ""
+            # Owners (and flavors) at their own limit: the same answer for their later jobs.
+            own_limits: dict[tuple[str, str | None], str] = {}
+            for row in self._start_order(queued, active):
+                own_limit = own_limits.get((row.owner, row.flavor))
+                if own_limit is not None:
+                    reasons[row.job_id] = own_limit
+                    continue
+                if held_back:
+                    held_back.append(row)
+                    continue
                 if running >= self.max_running_jobs:
                     jobs = "job is" if running == 1 else "jobs are"
-                    self._waiting(
-                        queued[index:],
+                    why_held = (
                         f"Waiting for a free job slot: {running} {jobs} running, and at "
-                        f"most {self.max_running_jobs} run at a time.",
+                        f"most {self.max_running_jobs} run at a time."
                     )
-                    return
+                    held_back.append(row)
+                    continue
                 ticket = JobTicket(row.job_id, row.owner, row.flavor)
                 try:
                     decision = self.capacity.acquire(ticket)
@@ -400,8 +467,13 @@ class JobManager(LoggingConfigurable):
                     self._fail_queued(row, refusal.message)
                     continue
                 if isinstance(decision, CapacityWait):
-                    self._waiting(queued[index:], f"Waiting for GPU capacity: {decision.reason}")
-                    return
+                    if decision.own_limit:  # others' jobs may start meanwhile
+                        reasons[row.job_id] = decision.reason
+                        own_limits[row.owner, row.flavor] = decision.reason
+                    else:
+                        why_held = f"Waiting for GPU capacity: {decision.reason}"
+                        held_back.append(row)
+                    continue
                 if not self.store.transition(
                     row.job_id,
                     (JobStatus.QUEUED,),
@@ -429,13 +501,19 @@ class JobManager(LoggingConfigurable):
                     )
                     continue
                 self._watch(executor, executor.process())
+                self._last_started[row.owner] = time.monotonic()
                 running += 1
+            for position, row in enumerate(held_back):
+                reasons[row.job_id] = (
+                    why_held if position == 0 else "Waiting for the jobs ahead of it to start."
+                )
+            self._waiting(queued, reasons)
 
-    def _waiting(self, rows: list[JobRow], reason: str) -> None:
-        """Tell the first waiting job why it waits, and the others that jobs are ahead."""
-        for position, row in enumerate(rows):
-            message = reason if position == 0 else "Waiting for the jobs ahead of it to start."
-            if row.status_message != message:
+    def _waiting(self, queued: list[JobRow], reasons: dict[str, str]) -> None:
+        """Tell each job still waiting why it waits."""
+        for row in queued:
+            message = reasons.get(row.job_id)
+            if message is not None and row.status_message != message:
                 self.store.update(row.job_id, status_message=message)
 
     def _fail_queued(self, row: JobRow, message: str) -> None:
@@ -556,8 +634,12 @@ class JobManager(LoggingConfigurable):
         )
 
     def _queue_positions(self) -> dict[str, int]:
+        """Each queued job's place in the order the dispatcher starts jobs in (from 1)."""
         queued = self.store.with_status(JobStatus.QUEUED)
-        return {row.job_id: position for position, row in enumerate(queued, start=1)}
+        if not queued:
+            return {}
+        order = self._start_order(queued, self.store.with_status(*ACTIVE))
+        return {row.job_id: position for position, row in enumerate(order, start=1)}
 
     def _describe(self, row: JobRow, positions: dict[str, int] | None = None) -> DescribeJob:
         if row.job_status is JobStatus.QUEUED and positions is None:

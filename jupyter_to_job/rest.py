@@ -33,6 +33,7 @@ from .errors import (
     JobNotDeletable,
     JobNotFound,
     JobNotStoppable,
+    JobQueueFull,
     JobRefused,
     OutputNotFound,
 )
@@ -58,6 +59,7 @@ _JOB_ERROR_REASONS: dict[type[JobError], str] = {
     JobNotDeletable: "not-finished",
     OutputNotFound: "no-output",
     InvalidJobRequest: "invalid",
+    JobQueueFull: "queue-full",
 }
 
 _GENERIC = {

@@ -8,6 +8,8 @@ allocation), then capacity (which slice of which GPU). A refusal is a
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,6 +18,14 @@ from .catalog import Catalog, JobFlavor
 from .entitlements import Entitlement, Role, UserIdentity, entitlement_for
 from .flavors import flavor_for
 from .wording import when
+
+OWN_LIMIT_CODES = frozenset({"job-limit", "user-limit"})
+"""Refusals that wait on the asker's own running jobs or servers: theirs to end. A queued
+job refused with one of these waits without holding back other people's jobs."""
+
+WAIT_CODES = frozenset({"full", "reserved", "course-full", "duplicate"}) | OWN_LIMIT_CODES
+"""Refusals that pass with time (a job or server ends, a class ends): a job refused with
+one of these waits in the queue. Any other refusal means it can never start as asked."""
 
 
 @dataclass(frozen=True)
@@ -178,12 +188,16 @@ def admit_job(
     *,
     key: str,
     now: datetime,
+    running_jobs: Collection[str],
 ) -> JobDecision:
     """Decide whether a job may start now and record its GPU allocation; raises :class:`Refusal`.
 
-    Jobs respect the same capacity, and the seats that open classes reserve, as
-    servers do. ``Refusal.code`` ``full``/``reserved``/``job-limit`` mean "wait in the
-    queue"; ``not-entitled``/``no-such-gpu``/``too-large`` mean it can never start.
+    ``running_jobs`` holds the flavor ids of the jobs ``user`` runs now (one entry per
+    job, CPU flavors included: those hold nothing in the pool, so the caller counts them).
+    Jobs respect the same capacity, and the seats that open classes reserve, as servers
+    do. A refusal whose code is in :data:`WAIT_CODES` means "wait in the queue" (the
+    ``job-limit`` one, in :data:`OWN_LIMIT_CODES`, waits on the user's own jobs only);
+    ``not-entitled``/``no-such-gpu``/``too-large`` mean it can never start.
     """
     entitlement = flavor_for(catalog, user, flavor_id, now)
     if entitlement is None or not entitlement.available:
@@ -192,16 +206,14 @@ def admit_job(
             "not-entitled", f"You cannot run jobs on {str(flavor_id)[:80]!r}: {reason}", status=403
         )
     flavor = entitlement.flavor
-    running = [
-        a
-        for a in pool.allocations.values()
-        if a.owner == user.name and a.key.startswith("job:") and a.profile_id == flavor.id
-    ]
-    if len(running) >= flavor.max_running_per_user:
+    running = sum(1 for running_flavor in running_jobs if running_flavor == flavor.id)
+    if running >= flavor.max_running_per_user:
+        jobs = "job" if running == 1 else "jobs"
         raise Refusal(
             "job-limit",
-            f"You already have {len(running)} job(s) running on {flavor.title}; each person may "
-            f"run {flavor.max_running_per_user} at a time. This job waits in the queue.",
+            f"You already have {running} {jobs} running on {flavor.title}; each person may "
+            f"run {flavor.max_running_per_user} at a time there. This job waits in the queue "
+            "and starts when one of yours ends.",
         )
     share = flavor.share
     if share is None:
@@ -216,3 +228,39 @@ def admit_job(
         reservations=active_reservations(catalog, now),
     )
     return JobDecision(flavor, allocation)
+
+
+def job_start_order(
+    queued: Sequence[tuple[str, str]],
+    running: Mapping[str, int],
+    last_started: Mapping[str, float] | None = None,
+) -> list[str]:
+    """The order in which queued jobs get free slots: fair shares among their owners.
+
+    ``queued`` holds ``(job_id, owner)`` pairs, oldest first; ``running`` the number of
+    jobs each owner runs now; ``last_started`` when each owner's last job started (any
+    clock that grows; an owner missing from it has not been served). The next slot goes
+    to the owner with the fewest jobs (running, plus those placed ahead in this order);
+    among equals, to the one served longest ago; then to the one whose oldest queued job
+    is oldest. Each owner's own jobs keep their first-in, first-out order. So a student
+    with ten queued jobs takes every other slot at most, and a newcomer's job goes first.
+    """
+    by_owner: dict[str, deque[tuple[int, str]]] = {}
+    for index, (job_id, owner) in enumerate(queued):
+        by_owner.setdefault(owner, deque()).append((index, job_id))
+    load = {owner: running.get(owner, 0) for owner in by_owner}
+    last = last_started or {}
+    served = sorted((owner for owner in by_owner if owner in last), key=lambda name: last[name])
+    turn = {owner: rank for rank, owner in enumerate(served, start=1)}  # 0: never served
+    order: list[str] = []
+    while by_owner:
+        owner = min(
+            by_owner, key=lambda name: (load[name], turn.get(name, 0), by_owner[name][0][0])
+        )
+        jobs = by_owner[owner]
+        order.append(jobs.popleft()[1])
+        load[owner] += 1
+        turn[owner] = len(queued) + len(order)  # served after everyone before
+        if not jobs:
+            del by_owner[owner]
+    return order

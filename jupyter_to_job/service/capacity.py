@@ -5,8 +5,9 @@
 
 - granted: the job starts with its GPU share's environment (``local_share_environment``)
   and the flavor's own variables;
-- refused with ``full``, ``reserved`` or ``job-limit``: the job stays QUEUED, first in
-  line, with the refusal's sentence as its reason;
+- refused with a code in the policy's ``WAIT_CODES`` (``full``, ``reserved``,
+  ``job-limit``...): the job stays QUEUED with the refusal's sentence as its reason; one
+  waiting on its owner's own limit (``job-limit``) does not hold back other people's jobs;
 - refused otherwise (``not-entitled``, ``no-such-gpu``, ``too-large``...): the job can
   never start; at create time that is a 409, later the queued job fails with the reason.
 
@@ -42,15 +43,13 @@ from gpuspawner.policy import (
     UserIdentity,
     admit_job,
 )
+from gpuspawner.policy.admission import WAIT_CODES
 from gpuspawner.policy.catalog import is_protected_variable
 from gpuspawner.policy.local_share import local_share_environment
 
 from ..capacity import CapacityGrant, CapacityWait, JobCapacity, JobTicket
 from ..errors import JobRefused
 from ..runfiles import atomic_write_text
-
-# admit_job's refusals that pass with time: the job waits in the queue.
-WAIT_CODES = frozenset({"full", "reserved", "job-limit"})
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +115,11 @@ class FlavorCapacity(JobCapacity):
         self._pool = CapacityPool(self.devices)
         # What each running job of this service holds, for ``hold``.
         self._held: dict[str, Allocation] = {}
+        # Every job this service runs now (GPU or not), for the per-user job limits.
+        self._running: dict[str, JobTicket] = {}
+
+    def _running_flavors(self, owner: str) -> list[str]:
+        return [t.flavor or "" for t in self._running.values() if t.owner == owner]
 
     @contextlib.contextmanager
     def current_pool(self) -> Iterator[CapacityPool]:
@@ -168,11 +172,17 @@ class FlavorCapacity(JobCapacity):
         with self.current_pool() as pool:
             try:
                 decision = admit_job(
-                    catalog, pool, identity, flavor.id, key=ticket.key, now=self._clock()
+                    catalog,
+                    pool,
+                    identity,
+                    flavor.id,
+                    key=ticket.key,
+                    now=self._clock(),
+                    running_jobs=self._running_flavors(ticket.owner),
                 )
             except Refusal as refusal:
                 if refusal.code in WAIT_CODES:
-                    return CapacityWait(refusal.message)
+                    return CapacityWait.for_refusal(refusal)
                 raise JobRefused(refusal.message, code=refusal.code) from None
             environment = {
                 name: value
@@ -188,6 +198,7 @@ class FlavorCapacity(JobCapacity):
                     hami_core_library=self.hami_core_library,
                 )
             )
+        self._running[ticket.key] = ticket
         gpu: dict[str, Any] | None = None
         if decision.allocation is not None:
             self._held[ticket.key] = decision.allocation
@@ -202,10 +213,12 @@ class FlavorCapacity(JobCapacity):
 
     def release(self, ticket: JobTicket) -> None:
         self._held.pop(ticket.key, None)
+        self._running.pop(ticket.key, None)
         with self.current_pool() as pool:
             pool.release(ticket.key)
 
     def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
+        self._running[ticket.key] = ticket
         if not gpu or not gpu.get("allocation"):
             return
         allocation = Allocation.from_dict(gpu["allocation"])

@@ -41,6 +41,7 @@ flavors:
     access: {{everyone: true}}
   - id: cpu-job
     title: CPU
+    max_running_per_user: 1
     access: {{everyone: true}}
 """
 
@@ -86,6 +87,38 @@ def test_a_second_job_of_the_same_person_waits_for_the_first(tmp_path, book):
     assert isinstance(capacity.acquire(ticket(1, "alice")), CapacityGrant)
     again = capacity.acquire(ticket(2, "alice"))
     assert isinstance(again, CapacityWait) and "waits in the queue" in again.reason
+
+
+def test_a_cpu_flavor_honours_the_per_user_limit_and_waits_on_its_owner_only(tmp_path, book):
+    capacity = make_capacity(tmp_path, book)
+    # Given alice running one job on a CPU flavor that allows one per person
+    assert isinstance(capacity.acquire(ticket(1, "alice", "cpu-job")), CapacityGrant)
+    # When she starts a second one, it waits on her own limit
+    again = capacity.acquire(ticket(2, "alice", "cpu-job"))
+    assert isinstance(again, CapacityWait) and again.own_limit
+    assert "You already have 1 job running on CPU" in again.reason
+    # while bob's CPU job starts
+    assert isinstance(capacity.acquire(ticket(3, "bob", "cpu-job")), CapacityGrant)
+    # Then alice's second job starts once her first has ended
+    capacity.release(ticket(1, "alice", "cpu-job"))
+    assert isinstance(capacity.acquire(ticket(2, "alice", "cpu-job")), CapacityGrant)
+
+
+def test_running_jobs_adopted_after_a_restart_count_toward_the_limit(tmp_path, book):
+    # Given a restarted service that adopts alice's running CPU job
+    capacity = make_capacity(tmp_path, book)
+    capacity.restore(ticket(1, "alice", "cpu-job"), None)
+    # Then her next CPU job waits for it
+    waiting = capacity.acquire(ticket(2, "alice", "cpu-job"))
+    assert isinstance(waiting, CapacityWait) and waiting.own_limit
+
+
+def test_a_full_gpu_is_a_wait_for_everyone_not_an_own_limit(tmp_path, book):
+    capacity = make_capacity(tmp_path, book)
+    capacity.acquire(ticket(1, "alice"))
+    capacity.acquire(ticket(2, "bob"))
+    full = capacity.acquire(ticket(3, "carl"))
+    assert isinstance(full, CapacityWait) and not full.own_limit
 
 
 def test_jobs_that_can_never_start_are_refused(tmp_path, book):

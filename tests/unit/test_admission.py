@@ -14,7 +14,7 @@ from gpuspawner.policy import (
     admit,
     seats_left,
 )
-from gpuspawner.policy.admission import prewarm_applies
+from gpuspawner.policy.admission import job_start_order, prewarm_applies
 from gpuspawner.policy.entitlements import entitlement_for
 
 from .conftest import at
@@ -282,3 +282,28 @@ class TestPrewarm:
         entitlement = entitlement_for(catalog, student("alice"), "ml101", now)
 
         assert prewarm_applies(entitlement, now) is applies
+
+
+def test_given_one_student_with_ten_queued_jobs_then_anothers_single_job_goes_first():
+    # Given alice running one job with ten more queued, then bob queueing one
+    queued = [(f"a{n}", "alice") for n in range(10)] + [("b0", "bob")]
+    # When the order of the next free slots is decided
+    order = job_start_order(queued, {"alice": 1})
+    # Then bob's job takes the first free slot, and alice's keep their own order
+    assert order == ["b0"] + [f"a{n}" for n in range(10)]
+
+
+def test_given_equal_shares_then_owners_take_turns_oldest_job_first():
+    queued = [("a1", "alice"), ("a2", "alice"), ("b1", "bob"), ("c1", "carl"), ("b2", "bob")]
+    assert job_start_order(queued, {}) == ["a1", "b1", "c1", "a2", "b2"]
+    # a person running more jobs than the others waits for them to catch up
+    assert job_start_order(queued, {"alice": 2, "carl": 1}) == ["b1", "c1", "b2", "a1", "a2"]
+
+
+def test_given_equal_running_jobs_then_the_student_served_longest_ago_goes_first():
+    # Given alice's job just ended (she was served last) and bob's has waited behind hers
+    queued = [("a1", "alice"), ("a2", "alice"), ("b1", "bob")]
+    # Then the free slot goes to bob, though alice's queued jobs are older
+    assert job_start_order(queued, {}, {"alice": 20.0}) == ["b1", "a1", "a2"]
+    assert job_start_order(queued, {}, {"alice": 20.0, "bob": 10.0}) == ["b1", "a1", "a2"]
+    assert job_start_order(queued, {}, {"alice": 10.0, "bob": 20.0}) == ["a1", "b1", "a2"]

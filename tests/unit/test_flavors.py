@@ -14,6 +14,7 @@ from gpuspawner.policy import (
     admit_job,
     flavor_entitlements,
 )
+from gpuspawner.policy.admission import OWN_LIMIT_CODES, WAIT_CODES
 
 from .conftest import UTC, at
 
@@ -89,7 +90,13 @@ def test_a_student_cannot_run_a_job_on_a_flavor_they_are_not_offered(catalog):
     pool = CapacityPool([GPUDevice("g0", 0, "A100", 81920)])
     with pytest.raises(Refusal) as refused:
         admit_job(
-            catalog, pool, UserIdentity("sam"), "a100", key="job:1", now=at("2026-11-20 15:00", UTC)
+            catalog,
+            pool,
+            UserIdentity("sam"),
+            "a100",
+            key="job:1",
+            now=at("2026-11-20 15:00", UTC),
+            running_jobs=(),
         )
     assert refused.value.code == "not-entitled" and refused.value.status == 403
     assert pool.allocations == {}
@@ -100,21 +107,55 @@ def test_jobs_share_the_gpus_with_servers_and_respect_open_class_reservations(ca
     rhea = UserIdentity("rhea")
     # Outside class a whole-GPU job takes the GPU, and a second one waits (per-user limit)
     outside = at("2026-11-20 15:00", UTC)
-    first = admit_job(catalog, pool, rhea, "a100", key="job:1", now=outside)
+    first = admit_job(catalog, pool, rhea, "a100", key="job:1", now=outside, running_jobs=())
     assert first.allocation is not None and first.allocation.device_ids == ("g0",)
     with pytest.raises(Refusal) as waiting:
-        admit_job(catalog, pool, rhea, "a100", key="job:2", now=outside)
+        admit_job(catalog, pool, rhea, "a100", key="job:2", now=outside, running_jobs=["a100"])
     assert waiting.value.code == "job-limit"
     # and a student's course server cannot start while the job holds the only GPU
     pool.release("job:1")
     # During class, ML101's three reserved quarter seats keep a whole-GPU job out
     in_class = at("2026-11-23 10:30", UTC)
     with pytest.raises(Refusal) as reserved:
-        admit_job(catalog, pool, rhea, "a100", key="job:3", now=in_class)
+        admit_job(catalog, pool, rhea, "a100", key="job:3", now=in_class, running_jobs=())
     assert reserved.value.code in ("reserved", "full")
     # while the course's own student still gets a seat
     decision = admit(catalog, pool, UserIdentity("sam"), "ml101", key="server:sam/", now=in_class)
     assert decision.allocation is not None
+
+
+def test_a_cpu_flavor_honours_its_per_user_limit_too(catalog_from):
+    # Given a CPU flavor that lets each person run one job, and sam running one on it
+    catalog = catalog_from(
+        CATALOG.replace("title: CPU job", "title: CPU job\n    max_running_per_user: 1")
+    )
+    pool = CapacityPool([GPUDevice("g0", 0, "A100", 81920)])
+    sam, now = UserIdentity("sam"), at("2026-11-20 15:00", UTC)
+    assert (
+        admit_job(catalog, pool, sam, "cpu-job", key="job:1", now=now, running_jobs=()).allocation
+        is None
+    )
+    # When sam's second CPU job asks to start
+    with pytest.raises(Refusal) as waiting:
+        admit_job(catalog, pool, sam, "cpu-job", key="job:2", now=now, running_jobs=["cpu-job"])
+    # Then it waits on sam's own limit, and says so
+    assert waiting.value.code == "job-limit"
+    assert waiting.value.code in WAIT_CODES and waiting.value.code in OWN_LIMIT_CODES
+    assert waiting.value.message == (
+        "You already have 1 job running on CPU job; each person may run 1 at a time there. "
+        "This job waits in the queue and starts when one of yours ends."
+    )
+    # while a job of sam's on another flavor, and another person's job, may start
+    admit_job(catalog, pool, sam, "class-gpu", key="job:3", now=now, running_jobs=["cpu-job"])
+    kim = UserIdentity("kim", frozenset({"ml-students"}))
+    admit_job(catalog, pool, kim, "cpu-job", key="job:4", now=now, running_jobs=())
+
+
+def test_waiting_refusals_are_one_set_and_final_ones_are_not_in_it():
+    assert {"full", "reserved", "job-limit"} <= WAIT_CODES
+    assert OWN_LIMIT_CODES <= WAIT_CODES
+    assert not {"full", "reserved"} & OWN_LIMIT_CODES
+    assert not {"not-entitled", "no-such-gpu", "too-large", "closed"} & WAIT_CODES
 
 
 def test_a_flavor_naming_an_unknown_course_is_a_located_catalog_error(catalog_from):
