@@ -16,6 +16,9 @@ NODE_BIN := $(CURDIR)/node_modules/.bin
 # jupyter_to_job/) also triggers a reinstall, because an editable install maps the
 # packages that existed when it ran.
 INSTALL_STAMP := $(VENV)/.campus-gpu-hub-installed
+# The demo and the tests need both sides (setup.py's extras): the hub, a user's server
+# (JupyterLab), campus single sign-on, and the test tools.
+DEV_EXTRAS := hub,singleuser,sso,test
 # The wheel ships the prebuilt JupyterLab extension (setup.py data_files), so the extension
 # is built before the project is installed, and a new build reinstalls it.
 LABEXT := labextension
@@ -79,7 +82,7 @@ labextension: $(LABEXT_STAMP)
 # extension (linked, so rebuilds show at once) and the server extension's config are put
 # where Jupyter looks in this virtualenv; a wheel install carries them itself.
 $(INSTALL_STAMP): $(INSTALL_INPUTS) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,lab]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(DEV_EXTRAS)]'
 	mkdir -p $(VENV)/share/jupyter/labextensions/@campus-gpu-hub $(VENV)/etc/jupyter/jupyter_server_config.d
 	ln -sfn $(CURDIR)/$(LABEXT_BUILD) $(VENV)/share/jupyter/labextensions/@campus-gpu-hub/jupyter-to-job
 	cp jupyter-config/jupyter_server_config.d/jupyter_to_job.json $(VENV)/etc/jupyter/jupyter_server_config.d/
@@ -131,6 +134,7 @@ system-deps:
 lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/lint-imports --no-cache
 	cd $(LABEXT) && $(BIN)/jlpm lint:check
 
 jstest: setup
@@ -159,7 +163,7 @@ constraints: $(LABEXT_STAMP)
 	rm -rf .run/constraints-venv
 	$(PYTHON) -m venv .run/constraints-venv
 	.run/constraints-venv/bin/python -m pip install --quiet --upgrade pip
-	.run/constraints-venv/bin/python -m pip install --quiet '.[test,lab]'
+	.run/constraints-venv/bin/python -m pip install --quiet '.[$(DEV_EXTRAS)]'
 	{ sed -n '/^#/p' constraints.txt; \
 	  .run/constraints-venv/bin/python -m pip freeze --exclude campus-gpu-hub; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt

@@ -3,34 +3,136 @@
 One distribution installs both Python packages: ``gpuspawner`` (the hub side: policy,
 spawners, sessions service, spawn page) and ``jupyter_to_job`` (Run as Job). Tool
 configuration (ruff, pytest, mypy) lives in pyproject.toml.
+
+What to install where:
+
+- a user's server image: ``pip install 'campus-gpu-hub[singleuser]'``: the server extension,
+  the in-job runner, the JupyterLab extension, JupyterLab and ``jupyterhub-singleuser``; no
+  KubeSpawner, no kubernetes_asyncio, no database drivers;
+- the hub: ``pip install 'campus-gpu-hub[hub]'`` (add ``sso`` for campus single sign-on):
+  the spawners, the job service and the course-sessions service.
 """
 
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
-# The JupyterLab extension is built by `make labextension` (labextension/ -> jupyter_to_job/
-# labextension/) and shipped prebuilt: JupyterLab finds it in share/jupyter/labextensions/.
+# The JupyterLab extension is built from labextension/ into jupyter_to_job/labextension/
+# (`make labextension`, or by this file when a wheel is built from a clean source tree) and
+# shipped prebuilt: JupyterLab finds it in share/jupyter/labextensions/.
 LABEXTENSION_NAME = "@campus-gpu-hub/jupyter-to-job"
+LABEXTENSION_SOURCES = Path("labextension")
 LABEXTENSION_BUILD = Path("jupyter_to_job", "labextension")
+MINIMUM_NODE_MAJOR = 20
+
+# Enables the jupyter_to_job server extension in every Jupyter server of this environment
+# (jupyterhub-singleuser included).
+SERVER_EXTENSION_CONFIG = (
+    "etc/jupyter/jupyter_server_config.d",
+    ["jupyter-config/jupyter_server_config.d/jupyter_to_job.json"],
+)
+
+
+def labextension_is_built() -> bool:
+    return (LABEXTENSION_BUILD / "package.json").is_file()
 
 
 def labextension_data_files() -> list[tuple[str, list[str]]]:
     """Map the built extension, and its install.json, under share/jupyter/labextensions/."""
-    if not (LABEXTENSION_BUILD / "package.json").is_file():
-        raise SystemExit(
-            f"The JupyterLab extension is not built ({LABEXTENSION_BUILD} is missing). "
-            "Run `make labextension` (or `cd labextension && jlpm install && jlpm build:prod`) "
-            "and install again."
-        )
     dest_root = Path("share", "jupyter", "labextensions", LABEXTENSION_NAME)
-    by_dest: dict[str, list[str]] = {str(dest_root): ["labextension/install.json"]}
+    by_dest: dict[str, list[str]] = {str(dest_root): [str(LABEXTENSION_SOURCES / "install.json")]}
     for path in sorted(LABEXTENSION_BUILD.rglob("*")):
         if path.is_file():
             dest = dest_root / path.parent.relative_to(LABEXTENSION_BUILD)
             by_dest.setdefault(str(dest), []).append(str(path))
     return sorted(by_dest.items())
 
+
+def data_files() -> list[tuple[str, list[str]]]:
+    """The built extension, when there is one yet, and the server extension's config."""
+    built = labextension_data_files() if labextension_is_built() else []
+    return [*built, SERVER_EXTENSION_CONFIG]
+
+
+def node_major_version(node: str) -> int:
+    """The major version of the Node.js at ``node`` (0 when it cannot say)."""
+    done = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
+    found = re.match(r"v(\d+)\.", done.stdout.strip())
+    return int(found.group(1)) if found else 0
+
+
+def build_labextension() -> None:
+    """Build the JupyterLab extension as `make labextension` does (jlpm build:prod)."""
+    node = shutil.which("node")
+    if node is None or node_major_version(node) < MINIMUM_NODE_MAJOR:
+        found = "no Node.js" if node is None else f"Node.js {node_major_version(node)}"
+        raise SystemExit(
+            f"campus-gpu-hub's JupyterLab extension ({LABEXTENSION_BUILD}) is not built, and "
+            f"building it needs Node.js {MINIMUM_NODE_MAJOR} or newer; this machine has "
+            f"{found} on its PATH. Install Node.js {MINIMUM_NODE_MAJOR}+ and run pip again, "
+            "or install a released wheel of campus-gpu-hub, which carries the built extension."
+        )
+    # jlpm comes with jupyter_builder, which pyproject.toml lists as a build requirement.
+    jlpm = shutil.which("jlpm") or shutil.which("jlpm", path=str(Path(sys.executable).parent))
+    if jlpm is None:
+        raise SystemExit(
+            "Building campus-gpu-hub's JupyterLab extension needs jlpm, which comes with the "
+            "jupyter_builder package: `pip install jupyter_builder` (or build with pip's "
+            "default build isolation, which installs it) and run pip again."
+        )
+    print(f"Building the JupyterLab extension in {LABEXTENSION_SOURCES}/ with {jlpm}")
+    if not (LABEXTENSION_SOURCES / "node_modules").is_dir():
+        subprocess.run([jlpm, "install", "--immutable"], cwd=LABEXTENSION_SOURCES, check=True)
+    subprocess.run([jlpm, "build:prod"], cwd=LABEXTENSION_SOURCES, check=True)
+    if not labextension_is_built():
+        raise SystemExit(
+            f"`jlpm build:prod` in {LABEXTENSION_SOURCES}/ finished without writing "
+            f"{LABEXTENSION_BUILD}/package.json; run it by hand to see what went wrong."
+        )
+
+
+class BuildPyWithLabextension(build_py):
+    """Build the JupyterLab extension first when the source tree has no build of it.
+
+    The same rule as the JupyterLab extension template's build hook: an existing build is
+    used as it is (`make labextension` keeps it fresh), a missing one is built.
+    """
+
+    def run(self) -> None:
+        if not labextension_is_built():
+            build_labextension()
+            self.distribution.data_files = data_files()
+        super().run()
+
+
+# The shared core and the job side: what every environment needs, a user's server included.
+# The server extension, the in-job runner, the policy modules and the job store.
+CORE_REQUIRES = [
+    "pyyaml>=6",
+    "pydantic>=2.7,<3",
+    "tzdata",
+    "traitlets",
+    "tornado",
+    # Run as Job: notebook execution, stores and wire models.
+    "papermill>=2.6,<3",
+    "nbclient>=0.10,<0.12",
+    "nbconvert>=7",
+    "nbformat>=5",
+    "SQLAlchemy>=2,<3",
+    "jupyter_server>=2.14,<3",
+    "jupyter_client>=8",
+    "psutil>=5.9",
+]
+
+JUPYTERHUB = "jupyterhub>=6.1,<7"
+JUPYTERLAB = "jupyterlab>=4.6,<5"
+OAUTHENTICATOR = "oauthenticator>=17.4,<18"
+POSTGRES_DRIVER = "psycopg[binary]>=3.1"
 
 setup(
     name="campus-gpu-hub",
@@ -47,41 +149,30 @@ setup(
     },
     # The built extension is installed under share/ (data_files), not inside the package.
     exclude_package_data={"jupyter_to_job": ["labextension/*"]},
-    data_files=[
-        *labextension_data_files(),
-        # Enables the jupyter_to_job server extension in every Jupyter server of this
-        # environment (jupyterhub-singleuser included).
-        (
-            "etc/jupyter/jupyter_server_config.d",
-            ["jupyter-config/jupyter_server_config.d/jupyter_to_job.json"],
-        ),
-    ],
+    data_files=data_files(),
+    cmdclass={"build_py": BuildPyWithLabextension},
     python_requires=">=3.11",
-    install_requires=[
-        "jupyterhub>=6.1,<7",
-        "pyyaml>=6",
-        "pydantic>=2.7,<3",
-        "tzdata",
-        "traitlets",
-        "tornado",
-        "jinja2",
-        # NVML discovery of local GPUs; the import is guarded so machines without
-        # an NVIDIA driver still work.
-        "nvidia-ml-py",
-        # GPUSpawner builds on KubeSpawner's public traits; pinned to its major version.
-        "jupyterhub-kubespawner>=7.1,<8",
-        "kubernetes_asyncio",
-        # Run as Job: notebook execution, stores and wire models.
-        "papermill>=2.6,<3",
-        "nbclient>=0.10,<0.12",
-        "nbconvert>=7",
-        "nbformat>=5",
-        "SQLAlchemy>=2,<3",
-        "jupyter_server>=2.14,<3",
-        "jupyter_client>=8",
-        "psutil>=5.9",
-    ],
+    install_requires=CORE_REQUIRES,
     extras_require={
+        # A user's server: JupyterLab with the Run as Job extension, started by the hub.
+        "singleuser": [JUPYTERHUB, JUPYTERLAB],
+        # The hub: spawners, the job service, the course-sessions service, the spawn page.
+        "hub": [
+            JUPYTERHUB,
+            "jinja2",
+            # NVML discovery of local GPUs; the import is guarded so machines without
+            # an NVIDIA driver still work.
+            "nvidia-ml-py",
+            # GPUSpawner builds on KubeSpawner's public traits; pinned to its major version.
+            "jupyterhub-kubespawner>=7.1,<8",
+            "kubernetes_asyncio",
+            # The job service's store on PostgreSQL (c.JobServiceApp.db_url).
+            POSTGRES_DRIVER,
+        ],
+        # Campus single sign-on (gpuspawner.sso, hub_config/sso/).
+        "sso": [JUPYTERHUB, OAUTHENTICATOR],
+        # JupyterLab alone, for standalone Run as Job on a laptop or Binder.
+        "lab": [JUPYTERLAB],
         "test": [
             "pytest",
             "pytest-asyncio",
@@ -89,12 +180,11 @@ setup(
             "ruff",
             "mypy",
             "types-PyYAML",
-            "psycopg[binary]>=3.1",
-            "oauthenticator>=17.4,<18",
+            # `make lint` checks the import contracts in pyproject.toml with lint-imports.
+            "import-linter>=2.17,<3",
+            POSTGRES_DRIVER,
+            OAUTHENTICATOR,
         ],
-        "lab": ["jupyterlab>=4.6,<5"],
-        # Campus single sign-on (gpuspawner.sso, hub_config/sso/).
-        "sso": ["oauthenticator>=17.4,<18"],
     },
     entry_points={
         "console_scripts": [
