@@ -236,6 +236,15 @@ def _research_entitlement(
     return Entitlement(profile, True, f"Granted until {_day(grant.expires)}", Role.GRANTEE)
 
 
+def local_day(catalog: Catalog, now: datetime) -> date:
+    """The date at ``now`` in the catalog's time zone (``settings.timezone``).
+
+    A research grant's ``starts`` and ``expires`` are whole days there, for servers and jobs
+    alike: a grant that expires on a day is open until midnight of that day in that zone.
+    """
+    return now.astimezone(_zone(catalog.settings.timezone)).date()
+
+
 def _day(value: date) -> str:
     return f"{value:%a %d %b %Y}"
 

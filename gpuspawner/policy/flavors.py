@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .catalog import Catalog, JobFlavor
-from .entitlements import UserIdentity
+from .entitlements import UserIdentity, local_day
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def _research_access(
         return None
     if user.name not in grant.users and not (set(grant.groups) & user.groups):
         return None
-    today = now.date()
+    today = local_day(catalog, now)  # the same day as the spawner's (entitlements.evaluate)
     if (grant.starts is None or grant.starts <= today) and today <= grant.expires:
         return f"through {grant.title}"
     return ""
