@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .hubprocess import REPO_ROOT, BrowserlessUser, RunningHub, copy_log
+from ..support.hubprocess import REPO_ROOT, BrowserlessUser, RunningHub, copy_log
 
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "integration"
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from .course_catalogs import catalog, course, minute, now, spawner_config, write_catalog
+from ..support.course_catalogs import catalog, course, minute, now, spawner_config, write_catalog
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from .course_catalogs import catalog, course, minute, now, spawner_config, write_catalog
-from .test_course_profiles import process_environment
+from ..support.course_catalogs import catalog, course, minute, now, spawner_config, write_catalog
+from ..support.hub_pages import process_environment
 
 pytestmark = pytest.mark.integration
 

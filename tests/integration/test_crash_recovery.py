@@ -24,8 +24,8 @@ from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from jupyter_to_job.runfiles import JobFiles, read_status
 
 from ..support import until
-from .course_catalogs import catalog, course, minute, now, write_catalog
-from .hubprocess import BrowserlessUser, RunningHub, free_loopback_ports
+from ..support.course_catalogs import catalog, course, minute, now, write_catalog
+from ..support.hubprocess import BrowserlessUser, RunningHub, free_loopback_ports
 
 pytestmark = pytest.mark.integration
 

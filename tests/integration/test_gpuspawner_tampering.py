@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from .test_course_profiles import cards
-from .test_tampering import refuse_every_tampered_request, write_tampering_catalog
+from ..support.hub_pages import cards
+from ..support.tampering import refuse_every_tampered_request, write_tampering_catalog
 
 pytestmark = pytest.mark.integration
 

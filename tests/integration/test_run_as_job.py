@@ -21,9 +21,9 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_to_job.runfiles import JobFiles, read_status
 
-from ..jobs_service.job_hub import JobService, hub_config, matrix_catalog, wait_for_service
 from ..support import until
-from .hubprocess import BrowserlessUser, free_loopback_ports
+from ..support.hubprocess import BrowserlessUser, free_loopback_ports
+from ..support.job_hub import JobService, hub_config, matrix_catalog, wait_for_service
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from ..integration.hubprocess import REPO_ROOT, RunningHub, copy_log, free_loopback_ports
+from ..support.hubprocess import REPO_ROOT, RunningHub, copy_log, free_loopback_ports
 
 WORKSTATION_CONFIG = REPO_ROOT / "hub_config" / "workstation" / "jupyterhub_config.py"
 DEMO_ACCOUNTS = ["student1", "student2", "student3", "instructor", "researcher", "admin"]

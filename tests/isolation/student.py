@@ -12,8 +12,8 @@ import psutil
 import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
-from ..integration.hubprocess import BrowserlessUser, RunningHub
 from ..support import until
+from ..support.hubprocess import BrowserlessUser, RunningHub
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 

@@ -20,7 +20,7 @@ import pytest
 
 from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
 
-from ..integration.hubprocess import RunningHub
+from ..support.hubprocess import RunningHub
 from .kernel import KernelError, run_in_kernel
 from .student import Student, notebook, until
 

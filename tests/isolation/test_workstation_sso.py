@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from ..sso.idp import browserless_login, free_port, start_campus_idp
+from ..support.idp import browserless_login, free_port, start_campus_idp
 from .conftest import needs_root, workstation_hub
 from .student import Student
 

@@ -8,24 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from traitlets.config import Config
 
 from jupyter_to_job.manager import JobManager
-from jupyter_to_job.runfiles import JobFiles, read_status
 
+from ..support.job_processes import kill_leftovers
 from .postgres import postgres_url_fixture
 
 REPO = Path(__file__).resolve().parents[2]
-SESSION_START = time.time()
 
 postgres_url = postgres_url_fixture()
 
@@ -47,20 +43,6 @@ def job_config(executor: dict[str, Any] | None = None, **traits: Any) -> Config:
     for name, value in (executor or {}).items():
         setattr(config.LocalExecutor, name, value)
     return config
-
-
-def kill_leftovers(root: Path) -> None:
-    """Kill runners and kernels this session started that are still alive."""
-    for status_file in root.glob("jobs/*/status.json"):
-        status = read_status(JobFiles(status_file.parent))
-        if status is None:
-            continue
-        for pid in (status.runner_pid, status.kernel_pid):
-            if pid is None:
-                continue
-            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-                if psutil.Process(pid).create_time() >= SESSION_START - 1:
-                    os.killpg(pid, signal.SIGKILL)
 
 
 ManagerFactory = Callable[..., Awaitable[JobManager]]

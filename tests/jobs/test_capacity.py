@@ -12,8 +12,8 @@ from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket, Pool
 from jupyter_to_job.errors import JobRefused
 from jupyter_to_job.models import CreateJob, JobStatus
 
+from ..support.notebooks import notebook, wait_for_file
 from .conftest import ManagerFactory, eventually, finished
-from .notebooks import notebook, wait_for_file
 
 GPU = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
 FLAVORS = {

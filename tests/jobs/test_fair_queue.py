@@ -25,8 +25,8 @@ from jupyter_to_job.rest import as_api_error
 from jupyter_to_job.runfiles import RunnerStatus
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
+from ..support.notebooks import notebook
 from .conftest import ManagerFactory, eventually, finished
-from .notebooks import notebook
 
 GPUS = [
     GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True),

@@ -21,8 +21,8 @@ from jupyter_to_job.models import CreateJob, JobStatus, ListJobsQuery
 from jupyter_to_job.runfiles import JobFiles, read_status
 from jupyter_to_job.store import JobRow, JobStore
 
+from ..support.notebooks import append_line, notebook, read_output, stream_text, wait_for_file
 from .conftest import ManagerFactory, eventually, finished
-from .notebooks import append_line, notebook, read_output, stream_text, wait_for_file
 
 
 def save(home: Path, name: str, nb: nbformat.NotebookNode) -> str:

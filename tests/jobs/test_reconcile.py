@@ -11,8 +11,8 @@ import psutil
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import read_status
 
+from ..support.notebooks import append_line, notebook, wait_for_file
 from .conftest import ManagerFactory, eventually, finished
-from .notebooks import append_line, notebook, wait_for_file
 
 
 def gone(pid: int | None) -> bool:

@@ -16,8 +16,7 @@ from pathlib import Path
 from jupyter_to_job.runfiles import EXIT_COMPLETED, EXIT_FAILED, EXIT_INVALID_JOB, EXIT_STOPPED
 from jupyter_to_job.runner import run_job
 
-from .conftest import HANG_GUARD, REPO, eventually
-from .notebooks import (
+from ..support.notebooks import (
     make_job_dir,
     notebook,
     read_output,
@@ -25,6 +24,7 @@ from .notebooks import (
     stream_text,
     wait_for_file,
 )
+from .conftest import HANG_GUARD, REPO, eventually
 
 
 async def run(files, log: Path | None = None) -> int:  # type: ignore[no-untyped-def]

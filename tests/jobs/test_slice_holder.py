@@ -19,8 +19,8 @@ from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import RunnerStatus, read_status
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
+from ..support.notebooks import notebook, wait_for_file
 from .conftest import ManagerFactory, eventually, finished
-from .notebooks import notebook, wait_for_file
 
 GPU = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
 WHOLE_GPU = GPUShare(count=1)

@@ -10,7 +10,7 @@ import aiohttp
 import nbformat
 from kubernetes_asyncio import client
 
-from gpuspawner.kubernetes import devices_from_nodes
+from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, devices_from_nodes
 from gpuspawner.policy import CapacityPool, GPUShare
 from jupyter_to_job.capacity import PoolCapacity
 from jupyter_to_job.executors.kube_client import KubeClient
@@ -18,7 +18,7 @@ from jupyter_to_job.k8s_objects import job_object_name
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import parse_compact_status
-from tests.jobs.notebooks import notebook, wait_for_file
+from tests.support.notebooks import notebook, wait_for_file
 
 from .conftest import ManagerFactory, eventually, finished, job_pod
 
@@ -415,5 +415,5 @@ async def test_a_gpu_job_gets_the_share_the_capacity_pool_chose_on_that_gpus_nod
         "kubernetes.io/hostname": "gpu-node-0",
     }
     assert pod_spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    allocation = json.loads(k8s_job["metadata"]["annotations"]["jupyter-to-job/gpu-allocation"])
+    allocation = json.loads(k8s_job["metadata"]["annotations"][ALLOCATION_ANNOTATION])
     assert allocation["device_ids"] == [devices[0].id] and allocation["key"] == f"job:{job_id}"

@@ -100,7 +100,7 @@ def test_a_quarter_gpu_job_under_hami_is_this_manifest() -> None:
         "hub.jupyter.org/username": "Alice.Smith@uni.edu",
         "jupyter-to-job/job-id": JOB_ID,
         "jupyter-to-job/flavor": "a100-quarter",
-        "jupyter-to-job/gpu-allocation": (
+        "gpuspawner.campus-gpu-hub.org/allocation": (
             '{"device_ids":["gpu-node-0/1"],"fraction":"1/4","key":"job:' + JOB_ID + '"}'
         ),
     }

@@ -15,8 +15,8 @@ import pytest
 from jupyter_to_job.hub import job_server_token_scopes
 from jupyter_to_job.scopes import READ_JOBS_SCOPE, access_scope
 
-from ..integration.hubprocess import copy_log
-from .job_hub import ARTIFACTS, STUDENTS_GROUP, JobHub, start_job_hub
+from ..support.hubprocess import copy_log
+from ..support.job_hub import ARTIFACTS, STUDENTS_GROUP, JobHub, start_job_hub
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from jupyter_to_job.hub import job_server_token_scopes
 from jupyter_to_job.scopes import access_scope
 
-from .job_hub import MAX_NOTEBOOK_BYTES, JobHub
+from ..support.job_hub import MAX_NOTEBOOK_BYTES, JobHub
 
 pytestmark = pytest.mark.integration
 

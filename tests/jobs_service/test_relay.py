@@ -7,7 +7,7 @@ import pytest
 from jupyter_to_job.extension.backends import ServiceRelay
 from jupyter_to_job.rest import ApiError
 
-from ..integration.hubprocess import free_loopback_ports
+from ..support.hubprocess import free_loopback_ports
 
 
 async def test_a_server_without_the_services_address_says_run_as_job_is_not_set_up():

@@ -22,8 +22,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_to_job.rest import CREATE_BODY_SLACK, MAX_NOTEBOOK_DEPTH, SMALL_BODY_LIMIT
 
-from ..integration.hubprocess import BrowserlessUser, copy_log
-from .job_hub import ARTIFACTS, MAX_NOTEBOOK_BYTES, JobHub, start_job_hub
+from ..support.hubprocess import BrowserlessUser, copy_log
+from ..support.job_hub import ARTIFACTS, MAX_NOTEBOOK_BYTES, JobHub, start_job_hub
 
 pytestmark = pytest.mark.integration
 

@@ -28,8 +28,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_to_job.extension.handlers import extension_handlers
 
-from ..integration.hubprocess import free_loopback_ports
-from ..jobs.conftest import kill_leftovers
+from ..support.hubprocess import free_loopback_ports
+from ..support.job_processes import kill_leftovers
 
 VENV_BIN = Path(sys.executable).parent
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}

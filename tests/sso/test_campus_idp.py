@@ -26,7 +26,7 @@ import requests
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from tests.sso.idp import (
+from tests.support.idp import (
     DEMO_USERS_FILE,
     CampusIdP,
     CampusIdPError,

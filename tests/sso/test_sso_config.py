@@ -12,8 +12,8 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from gpuspawner.sso import CampusOAuthenticator, oidc_endpoints
 
-from ..integration.hubprocess import REPO_ROOT
-from .idp import start_campus_idp
+from ..support.hubprocess import REPO_ROOT
+from ..support.idp import start_campus_idp
 
 SSO_CONFIG = REPO_ROOT / "hub_config" / "sso" / "jupyterhub_config.py"
 CLIENT = {"client_id": "gpu-hub", "client_secret": "x", "redirect_uris": ["http://h/cb"]}

@@ -33,16 +33,22 @@ import pytest
 import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
-from ..integration.course_catalogs import minute, now, window
-from ..integration.hubprocess import (
+from ..support.course_catalogs import minute, now, window
+from ..support.hub_pages import cards
+from ..support.hubprocess import (
     REPO_ROOT,
     BrowserlessUser,
     RunningHub,
     copy_log,
     free_loopback_ports,
 )
-from ..integration.test_course_profiles import cards
-from .idp import CampusIdP, browserless_login, follow_redirects, free_port, start_campus_idp
+from ..support.idp import (
+    CampusIdP,
+    browserless_login,
+    follow_redirects,
+    free_port,
+    start_campus_idp,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ import requests
 
 from jupyter_to_job.scopes import READ_JOBS_SCOPE, access_scope
 
-from ..integration.course_catalogs import minute, now, window
-from ..integration.hubprocess import REPO_ROOT, RunningHub, free_loopback_ports
+from .course_catalogs import minute, now, window
+from .hubprocess import REPO_ROOT, RunningHub, free_loopback_ports
 
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "jobs_service"
 STUDENTS_GROUP = "ml101-students"

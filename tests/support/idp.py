@@ -31,7 +31,7 @@ from urllib.parse import urljoin
 
 import requests
 
-from tests.integration.hubprocess import free_loopback_ports
+from .hubprocess import free_loopback_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IDP_DIR = REPO_ROOT / "hub_config" / "sso" / "campus_idp"
