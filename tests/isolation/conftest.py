@@ -121,7 +121,7 @@ def workstation_hub(
     }
     needed = [Path(sys.executable).resolve().parent, Path(sys.prefix), REPO_ROOT]
     workdir = runtime / "harness"
-    workdir.mkdir()
+    workdir.mkdir(mode=0o700)  # the harness config holds its admin token
     with crossable_by_everyone(needed):
         hub = RunningHub.prepare(WORKSTATION_HUB_CONFIG, workdir, environment)
         hub.runtime = runtime  # type: ignore[attr-defined]
