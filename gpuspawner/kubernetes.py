@@ -18,7 +18,6 @@ Thin glue from the policy to a pod spec, through KubeSpawner's public traits:
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from typing import Any
@@ -28,44 +27,36 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import Bool, Dict, Float, Unicode, default, validate
 
+from .allocation_record import (
+    ALLOCATION_ANNOTATION,
+    GPU_COUNT_LABEL,
+    GPU_MEMORY_LABEL,
+    GPU_PRODUCT_LABEL,
+    allocations_from_pods,
+    devices_from_nodes,
+    encode_allocation,
+)
 from .backends import BACKENDS, make_backend
 from .backends.base import PodGPUPlan, SharingBackend, UnsupportedShare
 from .backends.protect import strip_protected
 from .course_profiles import CourseProfilesMixin, refusal_exception
 from .policy import Allocation, CapacityPool, GPUDevice
 
-ALLOCATION_ANNOTATION = "gpuspawner.campus-gpu-hub.org/allocation"
+__all__ = [
+    "ALLOCATION_ANNOTATION",
+    "GPU_COUNT_LABEL",
+    "GPU_MEMORY_LABEL",
+    "GPU_PRODUCT_LABEL",
+    "GPUSpawner",
+    "devices_from_nodes",
+    "scheduling_refusal",
+]
+
 PROFILE_LABEL = "gpuspawner.campus-gpu-hub.org/profile"
 COURSE_LABEL = "gpuspawner.campus-gpu-hub.org/course"
 NODE_LABEL = "kubernetes.io/hostname"
-GPU_COUNT_LABEL = "nvidia.com/gpu.count"
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
-def devices_from_nodes(nodes: list[dict]) -> list[GPUDevice]:
-    """GPUs from node labels written by GPU Feature Discovery (pure; tested with literal nodes)."""
-    devices: list[GPUDevice] = []
-    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
-        labels = node["metadata"].get("labels") or {}
-        product = labels.get(GPU_PRODUCT_LABEL)
-        try:
-            count = int(labels.get(GPU_COUNT_LABEL, "0"))
-            memory = int(labels.get(GPU_MEMORY_LABEL, "0"))
-        except ValueError:
-            continue
-        if not product or count <= 0 or memory <= 0:
-            continue
-        if (node.get("spec") or {}).get("unschedulable"):
-            continue
-        model = re.sub(r"-(SHARED|MIG-.*)$", "", product)
-        model = model.replace("NVIDIA-", "", 1).replace("GeForce-", "", 1)
-        name = node["metadata"]["name"]
-        for index in range(count):
-            devices.append(
-                GPUDevice(id=f"{name}/{index}", index=len(devices), model=model, memory_mib=memory)
-            )
-    return devices
+# Jobs' keys in the pool (``JobTicket.key`` of the job service).
+JOB_KEY_PREFIX = "job:"
 
 
 def node_of(device_id: str) -> str:
@@ -208,7 +199,13 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         return inventory.pool
 
     async def ensure_inventory(self) -> None:
-        """Read GPUs from the nodes and allocations from the managed pods, when due."""
+        """Read GPUs from the nodes and allocations from the pods, when due.
+
+        Servers and jobs draw from one pool: the first load restores every slice recorded
+        on a pod (this hub's servers and the job service's jobs); each later refresh keeps
+        the servers this hub holds in memory and takes the jobs' slices from their pods
+        again, so a job that started or ended meanwhile is counted, and shown, as it is.
+        """
         inventory = self._inventory
         if inventory.pool is not None and (
             time.monotonic() - inventory.loaded_at < self.inventory_refresh_seconds
@@ -226,9 +223,10 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             pool = CapacityPool(devices)
             if inventory.pool is not None:
                 for allocation in inventory.pool.allocations.values():
-                    pool.restore(allocation)
-            if first_load:
-                for allocation in await self._allocations_from_pods():
+                    if first_load or not allocation.key.startswith(JOB_KEY_PREFIX):
+                        pool.restore(allocation)
+            for allocation in await self._allocations_from_pods():
+                if first_load or allocation.key.startswith(JOB_KEY_PREFIX):
                     for warning in pool.restore(allocation):
                         self.log.warning("Rebuilding GPU capacity: %s", warning)
             inventory.pool = pool
@@ -241,24 +239,14 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             )
 
     async def _allocations_from_pods(self) -> list[Allocation]:
+        """The slices recorded on the namespace's pods: servers' and jobs' alike."""
         pods = await self.api.list_namespaced_pod(
-            self.namespace,
-            label_selector=PROFILE_LABEL,
-            _request_timeout=self.k8s_api_request_timeout,
+            self.namespace, _request_timeout=self.k8s_api_request_timeout
         )
-        found = []
-        for pod in pods.items:
-            if pod.status and pod.status.phase in ("Succeeded", "Failed"):
-                continue
-            raw = (pod.metadata.annotations or {}).get(ALLOCATION_ANNOTATION)
-            if not raw:
-                continue
-            try:
-                found.append(Allocation.from_dict(json.loads(raw)))
-            except (ValueError, KeyError, TypeError) as error:
-                self.log.warning(
-                    "Pod %s has an unreadable allocation: %s", pod.metadata.name, error
-                )
+        pod_dicts = [self.api.api_client.sanitize_for_serialization(p) for p in pods.items]
+        found, warnings = allocations_from_pods(pod_dicts)
+        for warning in warnings:
+            self.log.warning("%s", warning)
         return found
 
     # -- start ------------------------------------------------------------------
@@ -334,7 +322,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         annotations = dict(plan.annotations)
         if allocation is not None:
             # KubeSpawner expands {placeholders} in annotation values: escape the JSON's braces.
-            raw = json.dumps(allocation.to_dict(), separators=(",", ":"))
+            raw = encode_allocation(allocation)
             annotations[ALLOCATION_ANNOTATION] = raw.replace("{", "{{").replace("}", "}}")
         self.extra_annotations = {**self.extra_annotations, **annotations}
         labels = {**plan.labels, PROFILE_LABEL: profile.id}

@@ -35,6 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
 from gpuspawner.backends.base import PodGPUPlan
 from gpuspawner.backends.protect import merge_environment
 
@@ -45,7 +46,6 @@ USERNAME_LABEL = "hub.jupyter.org/username"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_ID_ANNOTATION = "jupyter-to-job/job-id"
 FLAVOR_ANNOTATION = "jupyter-to-job/flavor"
-ALLOCATION_ANNOTATION = "jupyter-to-job/gpu-allocation"
 USERNAME_ANNOTATION = "hub.jupyter.org/username"
 NODE_LABEL = "kubernetes.io/hostname"
 
@@ -225,9 +225,8 @@ def make_job(
     if flavor:
         annotations[FLAVOR_ANNOTATION] = flavor
     if allocation:
-        annotations[ALLOCATION_ANNOTATION] = json.dumps(
-            dict(allocation), separators=(",", ":"), sort_keys=True
-        )
+        # The same record as a server pod's, so one pool is rebuilt from both.
+        annotations[ALLOCATION_ANNOTATION] = encode_allocation(allocation)
 
     env = merge_environment(dict(environment or {}), plan.environment)
     if flavor:

@@ -82,6 +82,32 @@ class JobNotStartable(Exception):
 class KubernetesExecutor(JobExecutor):
     """Runs the job runner in a Kubernetes Job (see the module docstring)."""
 
+    # Jobs and servers share the cluster's one GPU pool (``cluster_pool_reader``).
+    uses_cluster_gpu_pool = True
+
+    @classmethod
+    def cluster_pool_reader(cls, config: Any) -> Any:
+        """An async function reading the cluster's nodes and the jobs' namespace's pods.
+
+        The job service rebuilds its GPU pool from them (``FlavorCapacity.cluster``), the
+        servers' and jobs' allocation records alike. ``config`` is the service's config;
+        ``c.KubernetesExecutor.kubeconfig`` and ``.namespace`` apply as for the jobs.
+        """
+        settings = config.get(cls.__name__) or {}
+        kubeconfig = settings.get("kubeconfig") or None
+        namespace = settings.get("namespace") or cls._default_namespace(None)  # type: ignore[arg-type]
+
+        async def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            kube = await connect(kubeconfig)
+            try:
+                nodes = await kube.get("/api/v1/nodes") or {}
+                pods = await kube.get(f"/api/v1/namespaces/{namespace}/pods") or {}
+            finally:
+                await kube.close()
+            return list(nodes.get("items") or []), list(pods.get("items") or [])
+
+        return read
+
     kubeconfig = Unicode(
         "",
         help="""The kubeconfig file to use; empty: ``$KUBECONFIG``, ``~/.kube/config``, or the
@@ -364,7 +390,7 @@ class KubernetesExecutor(JobExecutor):
         node_name, slash, _ = device_id.rpartition("/")
         if not slash:
             return None, None, None
-        from gpuspawner.kubernetes import devices_from_nodes
+        from gpuspawner.allocation_record import devices_from_nodes
 
         assert self.kube is not None
         node = await self.kube.get(f"/api/v1/nodes/{node_name}")

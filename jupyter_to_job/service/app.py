@@ -333,15 +333,23 @@ class JobServiceApp(Application):
             )
             builtin = local_catalog()
             catalog = lambda: builtin  # noqa: E731
-        devices = self.gpu_devices()
-        self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
+        cluster = None
+        if getattr(self.executor_class, "uses_cluster_gpu_pool", False):
+            # One GPU pool with the hub's servers: read from node labels and pods at start.
+            cluster = self.executor_class.cluster_pool_reader(self.config)  # type: ignore[attr-defined]
+            devices: list[GPUDevice] = []
+            self.log.info("GPU inventory: the cluster's nodes and pods (one pool with servers)")
+        else:
+            devices = self.gpu_devices()
+            self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
         identities = IdentityBook(os.path.join(self.root_dir, "identities.json"))
         capacity = FlavorCapacity(
             catalog=catalog,
             devices=devices,
             identities=identities,
             hami_core_library=self.hami_core_library or None,
-            ledger_path=self.allocation_ledger or None,
+            ledger_path=None if cluster else self.allocation_ledger or None,
+            cluster=cluster,
         )
         manager = JobManager(
             parent=self,
@@ -422,6 +430,11 @@ class JobServiceApp(Application):
             loop.add_signal_handler(signum, stop.set)
         self.secure_files()
         api, manager, hub_auth = self.make_api()
+        capacity = manager.capacity
+        follow_cluster = None
+        if isinstance(capacity, FlavorCapacity) and capacity.cluster is not None:
+            await capacity.refresh_from_cluster()
+            follow_cluster = asyncio.ensure_future(capacity.follow_cluster(stop))
         report = await manager.start()
         self.log.info(
             "Job store ready: %d job(s) adopted, %d ended while the service was down, %d queued",
@@ -441,6 +454,8 @@ class JobServiceApp(Application):
                 address=f"{self.ip}:{self.port}",
             )
         except BaseException:
+            if follow_cluster is not None:
+                follow_cluster.cancel()
             await manager.shutdown(stop_jobs=False)
             raise
         self.log.info(
@@ -450,6 +465,8 @@ class JobServiceApp(Application):
             await stop.wait()
         finally:
             server.stop()
+            if follow_cluster is not None:
+                follow_cluster.cancel()
             # Jobs keep running: the next start adopts them.
             await manager.shutdown(stop_jobs=False)
             self.log.info("Jupyter to Job service stopped; running jobs continue")

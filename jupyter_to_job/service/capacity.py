@@ -16,6 +16,10 @@ transaction: the service's own pool, or, with ``ledger_path``, the allocation le
 hub's LocalGPUSpawner shares (``allocation_ledger``), so servers and jobs on one machine
 never get the same GPU slice. There a job's slice is held by its runner process once it
 runs (:meth:`FlavorCapacity.hold`), so it survives a crash of the service or the hub.
+With the Kubernetes executor (``cluster``), the pool is the cluster's one GPU pool: GPUs
+from node labels, slices from the allocation records that server pods and job pods both
+carry, rebuilt by :meth:`FlavorCapacity.refresh_from_cluster` (at start, then every few
+seconds), so a job never takes a slice a server holds, nor a seat a class reserved.
 
 Jobs run long after the request that created them (and after restarts), so the owner's
 identity (groups, admin flag) is taken from :class:`IdentityBook`, which the API fills
@@ -24,14 +28,16 @@ at create time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuspawner.allocation_record import pool_from_cluster
 from gpuspawner.cgroups import ResourceLimits
 from gpuspawner.policy import (
     Allocation,
@@ -93,6 +99,10 @@ class IdentityBook:
         atomic_write_text(self.path, json.dumps(payload, indent=1) + "\n")
 
 
+# Reads the cluster's nodes and pods (as the API returns them), for the one GPU pool.
+ClusterReader = Callable[[], Awaitable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]]
+
+
 class FlavorCapacity(JobCapacity):
     """GPU shares for jobs by flavor, admitted with ``admit_job`` (see the module docstring)."""
 
@@ -104,10 +114,17 @@ class FlavorCapacity(JobCapacity):
         identities: IdentityBook,
         hami_core_library: str | None = None,
         ledger_path: str | None = None,
+        cluster: ClusterReader | None = None,
         clock: Callable[[], datetime] | None = None,
     ):
+        if ledger_path and cluster is not None:
+            raise ValueError(
+                "FlavorCapacity takes either the ledger shared with a LocalGPUSpawner or the "
+                "Kubernetes cluster's pool, not both: set allocation_ledger only for local jobs."
+            )
         self._catalog = catalog
         self.ledger_path = ledger_path or None
+        self.cluster = cluster
         self.devices = list(devices)
         self.identities = identities
         self.hami_core_library = hami_core_library
@@ -117,6 +134,37 @@ class FlavorCapacity(JobCapacity):
         self._held: dict[str, Allocation] = {}
         # Every job this service runs now (GPU or not), for the per-user job limits.
         self._running: dict[str, JobTicket] = {}
+
+    async def refresh_from_cluster(self) -> list[str]:
+        """Rebuild the pool from the cluster's nodes and pods (servers' and jobs' records).
+
+        The slices this service granted whose pods do not exist yet are kept. Returns the
+        warnings of slices that no longer fit (logged too). Without ``cluster``: nothing.
+        """
+        if self.cluster is None:
+            return []
+        nodes, pods = await self.cluster()
+        # Built after the reads, with what was granted meanwhile, in one synchronous step.
+        pool, warnings = pool_from_cluster(nodes, pods, also=list(self._held.values()))
+        self.devices = list(pool.devices)
+        self._pool = pool
+        for warning in warnings:
+            log.warning("Rebuilding the cluster's GPU pool: %s", warning)
+        return warnings
+
+    async def follow_cluster(self, stop: asyncio.Event, every_seconds: float = 5.0) -> None:
+        """Refresh the pool from the cluster every ``every_seconds`` until ``stop``."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=every_seconds)
+            except TimeoutError:
+                pass
+            if stop.is_set():
+                return
+            try:
+                await self.refresh_from_cluster()
+            except Exception as error:  # a slow API server must not end the refreshes
+                log.warning("Could not read the cluster's GPU pool: %s", error)
 
     def _running_flavors(self, owner: str) -> list[str]:
         return [t.flavor or "" for t in self._running.values() if t.owner == owner]

@@ -1,0 +1,115 @@
+"""One GPU pool on Kubernetes: the allocation record that server and job pods both carry.
+
+Server pods (GPUSpawner) and job pods (the job service's Kubernetes executor) carry the
+same annotation, :data:`ALLOCATION_ANNOTATION`, holding the policy's
+``Allocation.to_dict()`` as compact JSON. The GPU inventory is read from node labels
+(GPU Feature Discovery) on both sides, so a pool rebuilt from the cluster's pods and nodes
+(:func:`pool_from_cluster`) holds servers' and jobs' slices alike, whoever rebuilds it.
+
+Pure: plain dicts in (pods and nodes as the API returns them), policy objects out. It
+imports neither KubeSpawner nor a Kubernetes client, so the job side may use it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .policy import Allocation, CapacityPool, GPUDevice
+
+ALLOCATION_ANNOTATION = "gpuspawner.campus-gpu-hub.org/allocation"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+# A pod in one of these phases holds no GPU any more.
+ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def encode_allocation(allocation: Allocation | Mapping[str, Any]) -> str:
+    """The annotation value for ``allocation``: compact JSON with sorted keys."""
+    data = allocation.to_dict() if isinstance(allocation, Allocation) else dict(allocation)
+    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def decode_allocation(raw: str) -> Allocation:
+    """The allocation an annotation value records; raises ValueError when unreadable."""
+    try:
+        return Allocation.from_dict(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"The allocation record {raw[:80]!r} cannot be read: {error}.") from None
+
+
+def devices_from_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[GPUDevice]:
+    """GPUs from node labels written by GPU Feature Discovery; ids are ``<node>/<index>``."""
+    devices: list[GPUDevice] = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        labels = node["metadata"].get("labels") or {}
+        product = labels.get(GPU_PRODUCT_LABEL)
+        try:
+            count = int(labels.get(GPU_COUNT_LABEL, "0"))
+            memory = int(labels.get(GPU_MEMORY_LABEL, "0"))
+        except ValueError:
+            continue
+        if not product or count <= 0 or memory <= 0:
+            continue
+        if (node.get("spec") or {}).get("unschedulable"):
+            continue
+        model = re.sub(r"-(SHARED|MIG-.*)$", "", product)
+        model = model.replace("NVIDIA-", "", 1).replace("GeForce-", "", 1)
+        name = node["metadata"]["name"]
+        for index in range(count):
+            devices.append(
+                GPUDevice(id=f"{name}/{index}", index=len(devices), model=model, memory_mib=memory)
+            )
+    return devices
+
+
+def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[list[Allocation], list[str]]:
+    """The allocations recorded on pods that still hold their GPU, and warnings.
+
+    Ended pods (Succeeded, Failed) hold nothing; a job's retried pods record the same
+    allocation once.
+    """
+    found: dict[str, Allocation] = {}
+    warnings: list[str] = []
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        raw = (metadata.get("annotations") or {}).get(ALLOCATION_ANNOTATION)
+        if not raw:
+            continue
+        if (pod.get("status") or {}).get("phase") in ENDED_PHASES:
+            continue
+        if metadata.get("deletionTimestamp"):
+            continue
+        try:
+            allocation = decode_allocation(raw)
+        except ValueError as error:
+            warnings.append(f"Pod {metadata.get('name')} has an unreadable allocation: {error}")
+            continue
+        found.setdefault(allocation.key, allocation)
+    return list(found.values()), warnings
+
+
+def pool_from_cluster(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    *,
+    also: Iterable[Allocation] = (),
+) -> tuple[CapacityPool, list[str]]:
+    """The one GPU pool of a cluster: GPUs from node labels, slices from pods' records.
+
+    ``also`` adds allocations decided but not yet visible as pods (a job admitted a moment
+    ago); a pod's record of the same key wins. Returns the pool and the warnings of
+    allocations that do not fit any more.
+    """
+    pool = CapacityPool(devices_from_nodes(nodes))
+    allocations, warnings = allocations_from_pods(pods)
+    for allocation in allocations:
+        warnings.extend(pool.restore(allocation))
+    for allocation in also:
+        if allocation.key not in pool.allocations:
+            warnings.extend(pool.restore(allocation))
+    return pool, warnings
