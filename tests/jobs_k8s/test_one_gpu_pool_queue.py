@@ -18,6 +18,7 @@ from traitlets.config import Config
 from gpuspawner.policy import load_catalog
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.models import CreateJob, JobStatus
+from jupyter_to_job.service.app import JobServiceApp
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from tests.support.notebooks import notebook, wait_for_file
 
@@ -109,3 +110,29 @@ async def test_research_jobs_wait_with_positions_behind_reserved_seats_and_start
     for job_id in jobs:
         job = await finished(manager, job_id)
         assert job.status is JobStatus.COMPLETED, job.status_message
+
+
+async def test_the_job_service_on_kubernetes_takes_its_gpus_from_the_clusters_nodes(
+    k8s_controls: Any, k8s_emulator: Any, tmp_path: Path
+) -> None:
+    # Given a cluster with two GPU nodes of two GPUs each
+    k8s_controls.add_gpu_nodes(2, gpu_count=2)
+    # When the job service is configured with the Kubernetes executor (and, wrongly, a ledger)
+    app = JobServiceApp()
+    app.initialize(
+        [
+            f"--JobServiceApp.root_dir={tmp_path / 'service'}",
+            "--JobServiceApp.executor_class=jupyter_to_job.executors.kubernetes.KubernetesExecutor",
+            f"--JobServiceApp.allocation_ledger={tmp_path / 'ledger.json'}",
+            f"--KubernetesExecutor.kubeconfig={k8s_emulator.kubeconfig}",
+            "--KubernetesExecutor.namespace=default",
+        ]
+    )
+    _, manager, _ = app.make_api()
+    capacity = manager.capacity
+    assert isinstance(capacity, FlavorCapacity)
+    await capacity.refresh_from_cluster()
+    # Then its GPUs are the nodes' GPUs, its pool the cluster's, and no local ledger is used
+    assert capacity.cluster is not None and capacity.ledger_path is None
+    assert [device.id.rsplit("/", 1)[1] for device in capacity.devices] == ["0", "1", "0", "1"]
+    assert len({device.id.rsplit("/", 1)[0] for device in capacity.devices}) == 2
