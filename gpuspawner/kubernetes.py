@@ -84,6 +84,7 @@ class _ClusterInventory:
     def __init__(self) -> None:
         self.pool: CapacityPool | None = None
         self.loaded_at = 0.0
+        self.jobs_loaded_at = 0.0
         self.lock = asyncio.Lock()
 
 
@@ -149,6 +150,19 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         """,
     )
 
+    job_slices_refresh_seconds = Float(
+        5.0,
+        config=True,
+        help="""
+        How often the GPU slices of research jobs (the job service's pods) are re-read
+        between inventory refreshes, so a server is not given a slice a job took.
+
+        Example::
+
+            c.GPUSpawner.job_slices_refresh_seconds = 2
+        """,
+    )
+
     scheduling_failure_grace_seconds = Float(
         3.0,
         config=True,
@@ -210,6 +224,13 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         if inventory.pool is not None and (
             time.monotonic() - inventory.loaded_at < self.inventory_refresh_seconds
         ):
+            if time.monotonic() - inventory.jobs_loaded_at >= self.job_slices_refresh_seconds:
+                async with inventory.lock:
+                    if time.monotonic() - inventory.jobs_loaded_at >= (
+                        self.job_slices_refresh_seconds
+                    ):
+                        await self._sync_job_slices(inventory.pool)
+                        inventory.jobs_loaded_at = time.monotonic()
             return
         async with inventory.lock:
             if inventory.pool is not None and (
@@ -230,13 +251,28 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                     for warning in pool.restore(allocation):
                         self.log.warning("Rebuilding GPU capacity: %s", warning)
             inventory.pool = pool
-            inventory.loaded_at = time.monotonic()
+            inventory.loaded_at = inventory.jobs_loaded_at = time.monotonic()
             self.log.info(
                 "GPU inventory: %d GPUs on %d nodes, %d allocations",
                 len(devices),
                 len({node_of(d.id) for d in devices}),
                 len(pool.allocations),
             )
+
+    async def _sync_job_slices(self, pool: CapacityPool) -> None:
+        """Take the jobs' slices in ``pool`` from their pods again (servers' stay as they are)."""
+        jobs = {
+            a.key: a
+            for a in await self._allocations_from_pods()
+            if a.key.startswith(JOB_KEY_PREFIX)
+        }
+        for key in [k for k in pool.allocations if k.startswith(JOB_KEY_PREFIX)]:
+            if key not in jobs:
+                pool.release(key)
+        for key, allocation in jobs.items():
+            if key not in pool.allocations:
+                for warning in pool.restore(allocation):
+                    self.log.warning("Counting a job's GPU slice: %s", warning)
 
     async def _allocations_from_pods(self) -> list[Allocation]:
         """The slices recorded on the namespace's pods: servers' and jobs' alike."""

@@ -95,7 +95,7 @@ def write_catalog(path: Path) -> Path:
     return path
 
 
-def make_spawner(user: str, catalog: Path) -> GPUSpawner:
+def make_spawner(user: str, catalog: Path, **traits: Any) -> GPUSpawner:
     config = Config()
     config.GPUSpawner.namespace = "default"
     config.GPUSpawner.cmd = ["jupyterhub-singleuser"]
@@ -104,6 +104,8 @@ def make_spawner(user: str, catalog: Path) -> GPUSpawner:
     config.GPUSpawner.catalog_path = str(catalog)
     config.GPUSpawner.sharing_backend = "time-slicing"
     config.GPUSpawner.sharing_backend_config = {"replicas": 4, "gfd_labels": False}
+    for key, value in traits.items():
+        setattr(config.GPUSpawner, key, value)
     spawner = GPUSpawner(
         hub=Hub(),
         user=MockUser(user),
@@ -326,3 +328,43 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
     granted = [d for d in after_class if isinstance(d, CapacityGrant)]
     assert len(granted) == 3
     assert all("All GPUs are taken" in d.reason for d in after_class[3:])  # type: ignore[union-attr]
+
+
+async def test_the_hub_counts_a_job_that_starts_or_ends_after_it_read_the_cluster(
+    k8s_controls, k8s_emulator, k8s_api, tmp_path
+):
+    # Given a hub that has read the cluster (2 GPUs, no jobs yet) and the job service
+    k8s_controls.add_gpu_nodes(2, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
+    catalog = write_catalog(tmp_path / "catalog.yaml")
+    core = client.CoreV1Api(k8s_api)
+    first = make_spawner(STUDENTS[0], catalog)
+    await first.ensure_inventory()
+    assert held_keys(first.capacity_pool) == set()
+    service = JobService(k8s_emulator.kubeconfig, catalog, tmp_path)
+    service.now = CLASS_END + timedelta(minutes=1)  # no reservation: the job may start
+    await service.capacity.refresh_from_cluster()
+
+    # When a research job starts on one GPU
+    job = ticket(0)
+    grant = service.capacity.acquire(job)
+    assert isinstance(grant, CapacityGrant)
+    await run_job_pod(core, job, grant)
+
+    # Then the hub counts its slice at its next look, before the inventory refresh is due
+    second = make_spawner(STUDENTS[1], catalog, job_slices_refresh_seconds=0)
+    await second.ensure_inventory()
+    assert held_keys(second.capacity_pool) == {"job:job-00"}
+
+    # And when the job's pod is gone, the hub frees the slice at its next look
+    pod_name = k8s_objects.job_object_name(job.job_id)
+    await core.delete_namespaced_pod(pod_name, "default", grace_period_seconds=0)
+
+    async def freed() -> bool:
+        await second.ensure_inventory()
+        return held_keys(second.capacity_pool) == set()
+
+    for _ in range(200):  # the kubelet ends the pod in the background
+        if await freed():
+            break
+        await asyncio.sleep(0.05)
+    assert held_keys(second.capacity_pool) == set()
