@@ -119,7 +119,9 @@ class KubernetesExecutor(JobExecutor):
 
     namespace = Unicode(
         help="""The namespace jobs run in; defaults to the job service's own namespace in the
-        cluster, else ``default``.
+        cluster, else ``default``. The job service counts the GPU slices of the pods in this
+        namespace (its jobs and the hub's servers): run both in one namespace, as Zero to
+        JupyterHub does, for one GPU pool.
 
         Example: ``c.KubernetesExecutor.namespace = "jobs"``.
         """,
