@@ -231,10 +231,10 @@ class CourseProfilesMixin(LoggingConfigurable):
 
     @default("options_form")
     def _default_options_form(self):
-        return CourseProfilesMixin._render_options_form
+        return CourseProfilesMixin._render_course_profiles_form
 
     @staticmethod
-    def _render_options_form(spawner) -> str:
+    def _render_course_profiles_form(spawner) -> str:
         return spawner.render_profile_page()
 
     def profile_cards(self) -> list[ProfileCard]:

@@ -179,9 +179,24 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     _inventories: dict[str, _ClusterInventory] = {}
     _plan: PodGPUPlan | None = None
 
+    # Without a course catalog GPUSpawner is KubeSpawner, profile_list and all: it keeps
+    # KubeSpawner's contract (its own test suite runs against this class), and a hub can
+    # move to course profiles by setting catalog_path alone.
+
+    @property
+    def uses_catalog(self) -> bool:
+        return bool(self.catalog_path)
+
     @default("options_form")
     def _default_options_form(self):
+        if not self.uses_catalog:
+            return KubeSpawner._options_form_default(self)
         return GPUSpawner._render_form_async
+
+    def options_from_form(self, formdata):
+        if not self.uses_catalog:
+            return KubeSpawner._options_from_form(self, formdata)
+        return super().options_from_form(formdata)
 
     @staticmethod
     async def _render_form_async(spawner):
@@ -288,6 +303,8 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     # -- start ------------------------------------------------------------------
 
     def start(self):
+        if not self.uses_catalog:
+            return super().start()
         return asyncio.ensure_future(self._start_with_gpu_share())
 
     async def _start_with_gpu_share(self):
@@ -309,7 +326,10 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
 
         ``decide_start`` has already validated ``user_options`` (a profile id, and a
         pre-warm token from the sessions service) and ``_apply_decision`` set the traits.
+        Without a catalog, KubeSpawner's profile_list does it.
         """
+        if not self.uses_catalog:
+            await super().load_user_options()
 
     def _apply_decision(self, decision) -> None:
         profile = decision.entitlement.profile

@@ -248,3 +248,23 @@ def test_the_gpu_inventory_comes_from_gpu_feature_discovery_labels():
         ("b/0", 1, "A100-SXM4-80GB", 81920),
         ("b/1", 2, "A100-SXM4-80GB", 81920),
     ]
+
+
+async def test_without_a_catalog_it_is_kubespawner_with_its_profile_list(tmp_path):
+    # Given GPUSpawner configured as KubeSpawner would be: a profile_list, no course catalog
+    profile_list = [
+        {"display_name": "Small", "slug": "small", "default": True},
+        {"display_name": "Large", "slug": "large", "kubespawner_override": {"cpu_limit": 4}},
+    ]
+    spawner = make_spawner("ada", tmp_path, catalog_path="", profile_list=profile_list)
+
+    # When JupyterHub asks for the form and reads a submitted one
+    form = spawner.options_form
+    options = spawner.options_from_form({"profile": ["large"]})
+
+    # Then it is KubeSpawner's own form and options, and start() would load them
+    assert 'name="profile"' in form and "Large" in form and "gpus-card" not in form
+    assert options == {"profile": "large"}
+    spawner.user_options = options
+    await spawner.load_user_options()
+    assert spawner.cpu_limit == 4
