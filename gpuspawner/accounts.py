@@ -79,13 +79,15 @@ class UserAccount:
         return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name, "SHELL": self.shell}
 
     def become(self) -> None:
-        """Drop to this account for good: groups, then group, then user (in a child process).
+        """Drop to this account for good, as a login does: groups, then group, then user,
+        and the usual umask (022) for the files it writes (in a child process).
 
         Called between fork and exec; after it the process cannot regain root.
         """
         os.setgroups(list(self.groups))
         os.setresgid(self.gid, self.gid, self.gid)
         os.setresuid(self.uid, self.uid, self.uid)
+        os.umask(0o022)
 
     def group_name(self) -> str:
         try:

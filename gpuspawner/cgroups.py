@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,6 +152,21 @@ class Cgroup:
                         log.warning("Could not remove the cgroup %s: %s", folder, error)
                         break
                     time.sleep(0.02)  # the killed processes are being reaped
+
+
+def child_setup(
+    cgroup: Cgroup | None, then: Callable[[], None] | None = None
+) -> Callable[[], None]:
+    """A ``preexec_fn`` for a server or job: join ``cgroup`` while still root, before the
+    child can allocate anything, then ``then`` (dropping to its owner's account)."""
+
+    def setup() -> None:  # in the child, between fork and exec
+        if cgroup is not None:
+            cgroup.join()
+        if then is not None:
+            then()
+
+    return setup
 
 
 # -- hierarchies -----------------------------------------------------------------------------

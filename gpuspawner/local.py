@@ -17,7 +17,7 @@ from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from traitlets import Enum, Instance, List, Unicode, default
 
 from .accounts import NoSuchAccount, UserAccount
-from .cgroups import Cgroup, CgroupLimits, ResourceLimits, format_bytes
+from .cgroups import Cgroup, CgroupLimits, ResourceLimits, child_setup, format_bytes
 from .course_profiles import CourseProfilesMixin, refusal_exception
 from .inventory import discover_nvml_gpus, simulated_gpus
 from .policy import GPUDevice
@@ -142,15 +142,7 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         return "server-" + re.sub(r"[^A-Za-z0-9_.-]", lambda m: f"_{ord(m.group()):x}", name)
 
     def make_preexec_fn(self, name):
-        become = super().make_preexec_fn(name)
-        cgroup = self._cgroup
-
-        def enter_limits_and_account():  # in the child, between fork and exec
-            if cgroup is not None:
-                cgroup.join()
-            become()
-
-        return enter_limits_and_account
+        return child_setup(self._cgroup, super().make_preexec_fn(name))
 
     def _check_account(self) -> None:
         if not self.runs_as_user_account:

@@ -37,7 +37,7 @@ import psutil
 from traitlets import Dict, Enum, Instance, List, Unicode, default
 
 from gpuspawner.accounts import UserAccount
-from gpuspawner.cgroups import Cgroup, CgroupLimits
+from gpuspawner.cgroups import Cgroup, CgroupLimits, child_setup
 
 from ..models import JobStatus
 from .base import JobExecutor, JobOutcome, StopReason
@@ -282,15 +282,6 @@ class LocalExecutor(JobExecutor):
         self._cgroup = self.cgroups.create(self.cgroup_name, self.limits)
         if self._cgroup is not None:
             self.log_line(f"limited to {self.limits.describe()}")
-        cgroup = self._cgroup
-
-        def enter_account_and_limits() -> None:  # in the child, between fork and exec
-            if cgroup is not None:
-                cgroup.join()
-            if account is not None:
-                account.become()
-                os.umask(0o022)  # files the notebook writes beside itself, as in a login
-
         log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
         try:
             popen = subprocess.Popen(
@@ -302,7 +293,7 @@ class LocalExecutor(JobExecutor):
                 env=environment,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=enter_account_and_limits,
+                preexec_fn=child_setup(self._cgroup, account.become if account else None),
             )
         except BaseException:
             if self._cgroup is not None:

@@ -15,6 +15,7 @@ variables named in each trait's help. Settings of the parts it builds work the s
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -222,14 +223,16 @@ class JobServiceApp(Application):
         """Where ``owner``'s notebook paths start, for running jobs beside their notebook."""
         if self.notebook_dir_template:
             return self.notebook_dir_template.format(username=owner)
-        if self._runs_as_owner():
+        if self._runs_as_owner:
             try:
                 return UserAccount.for_hub_user(owner).home
             except NoSuchAccount:
                 return None  # the executor refuses the job with this sentence
         return None
 
+    @functools.cached_property
     def _runs_as_owner(self) -> bool:
+        """Whether jobs run as their owners: the executor's setting, read once."""
         if not issubclass(self.executor_class, LocalExecutor):
             return False
         configured = self.config.get("LocalExecutor", {}).get("run_as")
@@ -410,12 +413,12 @@ class JobServiceApp(Application):
         os.umask(0o077)
         root = self.root_dir
         os.makedirs(root, exist_ok=True)
-        os.chmod(root, 0o711 if self._runs_as_owner() else 0o700)
+        os.chmod(root, 0o711 if self._runs_as_owner else 0o700)
         for name in ("logs", "identities.json", "jobs.sqlite"):
             path = os.path.join(root, name)
             if os.path.exists(path):
                 os.chmod(path, 0o700 if os.path.isdir(path) else 0o600)
-        if os.geteuid() == 0 and not self._runs_as_owner():
+        if os.geteuid() == 0 and not self._runs_as_owner:
             self.log.warning(
                 "Jobs run as root, the job service's own account: a job can read every "
                 "user's files and the hub's secrets. On a machine shared by several people "
