@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,7 +199,7 @@ def _mounts(proc_mounts: Path) -> list[tuple[str, str, set[str]]]:
     return found
 
 
-class CgroupHierarchy:
+class CgroupHierarchy(ABC):
     """Where this process may make groups, and how limits are written there."""
 
     version = 0
@@ -242,8 +243,9 @@ class CgroupHierarchy:
     def _prepare_parent(self, controller: str, base: Path, parent: Path) -> None:
         parent.mkdir(exist_ok=True)
 
+    @abstractmethod
     def _write_limits(self, group: Cgroup) -> None:
-        raise NotImplementedError
+        """Write ``group.limits`` in this hierarchy's files."""
 
 
 class CgroupV1(CgroupHierarchy):
