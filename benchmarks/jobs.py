@@ -22,7 +22,7 @@ jupyter-scheduler.
 state with every line in the durable log (counted, in order), against papermill writing
 the same output to a ``stdout_file`` with ``log_output=True`` in a subprocess (counted too).
 The same notebook also runs through the KubernetesExecutor on the Kubernetes API
-emulator, its pod a local process (``tests/jobs_k8s/pods.py``): the pod log streamed
+emulator, its pod a local process (``tests/support/k8s_job_pods.py``): the pod log streamed
 with timestamps, deduplicated and copied into the durable log.
 """
 
@@ -176,8 +176,8 @@ def _ours_on_kubernetes(workdir: Path, notebook: Path) -> tuple[float, Path]:
     """(submit → final, log file) of a job run by the KubernetesExecutor on the emulator."""
     from jupyter_to_job.manager import JobManager
     from jupyter_to_job.models import CreateJob, JobStatus
-    from tests.jobs_k8s.pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
-    from tests.k8s.emulator import EmulatedCluster
+    from tests.support.k8s_emulator import EmulatedCluster
+    from tests.support.k8s_job_pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
 
     async def job(kubeconfig: Path) -> tuple[float, Path]:
         manager = JobManager(root_dir=str(workdir / "root"), config=k8s_job_config(kubeconfig))

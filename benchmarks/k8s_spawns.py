@@ -73,7 +73,7 @@ def _start_emulator(workdir: Path, nodes: int) -> tuple[subprocess.Popen, Path]:
         [
             sys.executable,
             "-m",
-            "tests.k8s.emulator",
+            "tests.support.k8s_emulator",
             "--gpu-nodes",
             str(nodes),
             "--gpus-per-node",

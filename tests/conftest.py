@@ -6,7 +6,7 @@ import pytest
 
 # The Kubernetes API emulator fixtures (k8s_emulator, k8s_controls, kubespawner_env, ...)
 # are used beyond tests/k8s, e.g. by real-hub scenarios with GPUSpawner.
-pytest_plugins = ["tests.k8s.fixtures"]
+pytest_plugins = ["tests.support.k8s_cluster"]
 
 
 def _nvidia_gpu_count() -> int:

@@ -18,8 +18,7 @@ import pytest
 
 from jupyter_to_job.k8s_objects import job_selector
 from jupyter_to_job.manager import JobManager
-
-from .pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
+from tests.support.k8s_job_pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
 
 HANG_GUARD = 60  # a broken test fails instead of hanging; never a timing assertion
 Object = dict[str, Any]

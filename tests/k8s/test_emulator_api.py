@@ -7,8 +7,9 @@ import json
 import pytest
 from kubernetes_asyncio import client
 
-from .emulator.patch import strategic_merge_patch
-from .fixtures import status_body, wait_for
+from tests.support.k8s_cluster import status_body, wait_for
+from tests.support.k8s_emulator.patch import strategic_merge_patch
+
 from .manifests import job, pod
 
 

@@ -8,8 +8,9 @@ import sys
 import pytest
 from kubernetes_asyncio import client
 
-from .emulator import PodMatch, ProcessRunner
-from .fixtures import wait_for
+from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_emulator import PodMatch, ProcessRunner
+
 from .manifests import job
 
 

@@ -8,8 +8,9 @@ import sys
 import pytest
 from kubernetes_asyncio import client
 
-from .emulator import PodMatch, ProcessRunner, gpu_node, node
-from .fixtures import wait_for
+from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_emulator import PodMatch, ProcessRunner, gpu_node, node
+
 from .manifests import pod
 
 

@@ -45,7 +45,7 @@ def test_the_emulator_runs_standalone(tmp_path):
         [
             sys.executable,
             "-m",
-            "tests.k8s.emulator",
+            "tests.support.k8s_emulator",
             "--gpu-nodes",
             "2",
             "--kubeconfig",

@@ -9,7 +9,8 @@ import time
 import pytest
 from kubernetes_asyncio import client, watch
 
-from .fixtures import wait_for
+from tests.support.k8s_cluster import wait_for
+
 from .manifests import pod
 
 

@@ -12,7 +12,7 @@ from jupyterhub.objects import Hub, Server
 from kubespawner import KubeSpawner
 from traitlets.config import Config
 
-from .fixtures import wait_for
+from tests.support.k8s_cluster import wait_for
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 

@@ -1,6 +1,6 @@
 """A Kubernetes API emulator for tests: real HTTP, the kubernetes_asyncio client's view.
 
-Test infrastructure, never product code. See tests/k8s/README.md for what is emulated.
+Test infrastructure, never product code. See tests/support/k8s_emulator/README.md for what is emulated.
 
     cluster = EmulatedCluster.start(tmp_path / "kubeconfig")
     cluster.add_gpu_nodes(2, product="NVIDIA-A100-SXM4-80GB", gpu_count=4)

@@ -1,6 +1,6 @@
 """pytest fixtures for tests that talk to a Kubernetes API.
 
-By default every test gets a fresh emulated cluster (tests/k8s/emulator) on a free
+By default every test gets a fresh emulated cluster (tests/support/k8s_emulator) on a free
 127.0.0.1 port, run by a background thread with its own event loop: it works the same for
 plain and async tests (any pytest-asyncio loop) and for processes the test starts, such as
 a real JupyterHub (give it ``KUBECONFIG=<cluster.kubeconfig>``).
@@ -9,9 +9,7 @@ With ``KUBECONFIG`` set and ``-m k8s`` on the command line, ``k8s_emulator`` yie
 real cluster instead (same ``url``/``kubeconfig``, ``is_emulated`` False); it has no
 controls, so tests that need them (``k8s_controls``) skip.
 
-Use them from another test directory by importing them into its conftest.py::
-
-    from tests.k8s.fixtures import k8s_api, k8s_emulator, k8s_controls, kubespawner_env  # noqa: F401
+tests/conftest.py loads this module as a pytest plugin, so every test folder has them.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client, config
 
-from .emulator import EmulatedCluster
+from .k8s_emulator import EmulatedCluster
 
 
 class RealCluster:

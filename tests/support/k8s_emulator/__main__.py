@@ -1,4 +1,4 @@
-"""Run the emulator standalone: ``python -m tests.k8s.emulator --port 8001 --gpu-nodes 2``.
+"""Run the emulator standalone: ``python -m tests.support.k8s_emulator --port 8001 --gpu-nodes 2``.
 
 Prints the API URL, writes a kubeconfig if asked, and serves until interrupted.
 """
@@ -17,7 +17,9 @@ from .nodes import node
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.k8s.emulator", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.k8s_emulator", description=__doc__
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for the emulator here")

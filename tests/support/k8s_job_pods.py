@@ -21,7 +21,7 @@ from traitlets.config import Config
 
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.runfiles import JobFiles, read_status
-from tests.k8s.emulator import PodMatch, ProcessRunner
+from tests.support.k8s_emulator import PodMatch, ProcessRunner
 
 SESSION_START = time.time()
 JOB_PODS = PodMatch(labels="app.kubernetes.io/managed-by=jupyter-to-job")
