@@ -20,16 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 from jupyterhub.spawner import SpawnException
-from traitlets import Bool, Unicode, default
+from traitlets import Bool, Instance, Unicode, default, observe
 from traitlets.config import LoggingConfigurable
 
-from .catalog_source import shared_catalog_source
 from .gpu_map import gpu_map
+from .grant import GPUAdmission, Grant, Target
 from .ledger import AllocationLedger, ProcessHolder
 from .policy import (
     Allocation,
@@ -37,19 +37,36 @@ from .policy import (
     Catalog,
     GPUDevice,
     Refusal,
-    StartDecision,
     UserIdentity,
     active_reservations,
-    admit,
     evaluate,
     seats_left,
 )
-from .policy.entitlements import Entitlement, entitlement_for
-from .policy.prewarm import verify_prewarm_token
+from .policy.entitlements import Entitlement
 from .spawn_page import ProfileCard, render_profile_cards
 
 STATE_VERSION = 1
 ALLOWED_OPTION_KEYS = frozenset({"profile", "prewarm_token"})
+
+
+_warned_moved: set[tuple[str, str]] = set()
+
+
+def moved_to_admission(owner: LoggingConfigurable, admission: GPUAdmission, change: Any) -> None:
+    """Hand a setting still given the old way (``c.LocalGPUSpawner.catalog_path``) to
+    the one place it lives now (``c.GPUAdmission.catalog_path``), with a warning."""
+    name = change["name"]
+    key = (type(owner).__name__, name)
+    if key not in _warned_moved:
+        _warned_moved.add(key)
+        owner.log.warning(
+            "%s.%s is deprecated: set c.GPUAdmission.%s instead (one setting for the "
+            "spawners and the job service).",
+            key[0],
+            name,
+            name,
+        )
+    setattr(admission, name, change["new"])
 
 
 def refusal_exception(code: str, message: str, status: int) -> SpawnException:
@@ -67,38 +84,33 @@ class CourseProfilesMixin(LoggingConfigurable):
     ``class LocalGPUSpawner(LocalGPUSpawnerMixin, LocalProcessSpawner)``.
     """
 
+    admission_target: Target = "local"
+    """Where this spawner's servers run, for rendering their grants."""
+
+    admission = Instance(
+        GPUAdmission,
+        help="""The one admission of the hub (``c.GPUAdmission.*``): catalog, sharing back
+        end, ledger, inventory. Every start is a Grant from it, applied as it is.""",
+    )
+
+    @default("admission")
+    def _default_admission(self) -> GPUAdmission:
+        return GPUAdmission(parent=self, target=self.admission_target)
+
     catalog_path = Unicode(
         "",
         config=True,
-        help="""
-        The course catalog: one YAML file or a folder of them.
-
-        Reloaded when a file changes; an invalid new catalog is logged and the
-        last good one stays in force. Validate edits first with
-        ``gpuspawner check PATH``.
-
-        Example::
-
-            c.LocalGPUSpawner.catalog_path = "/etc/jupyterhub/courses/"
-        """,
+        help="Deprecated: use ``c.GPUAdmission.catalog_path``.",
     )
 
     prewarm_secret = Unicode(
         config=True,
-        help="""
-        Secret shared with the course-sessions service, so that only it can start
-        servers before a class opens (pre-warming). Defaults to the environment
-        variable ``GPUSPAWNER_PREWARM_SECRET``; empty disables pre-warming.
-
-        Example::
-
-            c.LocalGPUSpawner.prewarm_secret = os.environ["GPUSPAWNER_PREWARM_SECRET"]
-        """,
+        help="Deprecated: use ``c.GPUAdmission.prewarm_secret``.",
     )
 
-    @default("prewarm_secret")
-    def _default_prewarm_secret(self) -> str:
-        return os.environ.get("GPUSPAWNER_PREWARM_SECRET", "")
+    @observe("catalog_path", "prewarm_secret", "allocation_ledger")
+    def _moved_setting(self, change: Any) -> None:
+        moved_to_admission(self, self.admission, change)
 
     show_unavailable_profiles = Bool(
         True,
@@ -117,7 +129,7 @@ class CourseProfilesMixin(LoggingConfigurable):
     _pools: dict[tuple, CapacityPool] = {}
 
     # Per server, set by start() or load_state().
-    _decision: StartDecision | None = None
+    _grant: Grant | None = None
     _allocation: Allocation | None = None
     _holder: ProcessHolder | None = None
     _profile_id: str | None = None
@@ -135,23 +147,19 @@ class CourseProfilesMixin(LoggingConfigurable):
     allocation_ledger = Unicode(
         "",
         config=True,
-        help="""
-        A file shared with the job service on the same machine, holding who holds which
-        GPU slice, so servers and "Run as Job" jobs never get the same slice. Empty: the
-        hub keeps allocations in memory (and in spawner state) only.
-
-        Example::
-
-            c.LocalGPUSpawner.allocation_ledger = "/var/lib/jupyterhub/gpu-allocations.json"
-        """,
+        help="Deprecated: use ``c.GPUAdmission.allocation_ledger``.",
     )
+
+    @property
+    def ledger_path(self) -> str:
+        return self.admission.allocation_ledger
 
     @property
     def capacity_pool(self) -> CapacityPool:
         """The pool for this spawner's GPU inventory (a snapshot when a ledger is shared)."""
         devices = self.gpu_devices()
-        if self.allocation_ledger:
-            return AllocationLedger(self.allocation_ledger, self.log).snapshot(devices)
+        if self.ledger_path:
+            return AllocationLedger(self.ledger_path, self.log).snapshot(devices)
         signature = tuple(devices)
         pool = self._pools.get(signature)
         if pool is None:
@@ -161,8 +169,8 @@ class CourseProfilesMixin(LoggingConfigurable):
     @contextlib.contextmanager
     def capacity_transaction(self) -> Iterator[CapacityPool]:
         """The pool to decide in: locked and saved when shared through a ledger."""
-        if self.allocation_ledger:
-            ledger = AllocationLedger(self.allocation_ledger, self.log)
+        if self.ledger_path:
+            ledger = AllocationLedger(self.ledger_path, self.log)
             with ledger.transaction(self.gpu_devices()) as pool:
                 yield pool
         else:
@@ -179,7 +187,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         A no-op without a ledger, without a GPU slice, or when the process no longer
         runs (the hub's poll then notices the server is gone and releases the slice).
         """
-        if not self.allocation_ledger or self._allocation is None or not pid:
+        if not self.ledger_path or self._allocation is None or not pid:
             return
         if start_time is None:
             holder = ProcessHolder.of_pid(pid)
@@ -190,7 +198,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         if holder is None:
             return
         self._holder = holder
-        ledger = AllocationLedger(self.allocation_ledger, self.log)
+        ledger = AllocationLedger(self.ledger_path, self.log)
         for warning in ledger.hold(self.gpu_devices(), self._allocation, holder):
             self.log.warning("Holding GPU allocation: %s", warning)
 
@@ -198,22 +206,10 @@ class CourseProfilesMixin(LoggingConfigurable):
 
     @property
     def catalog(self) -> Catalog:
-        if not self.catalog_path:
-            raise refusal_exception(
-                "no-catalog",
-                "This hub has no course catalog configured; ask the hub admins to set "
-                "catalog_path.",
-                503,
-            )
-        catalog = shared_catalog_source(self.catalog_path, self.log).current()
-        if catalog is None:
-            raise refusal_exception(
-                "bad-catalog",
-                "The course catalog has errors, so no profile can start right now. "
-                "The hub admins can see the details in the hub log.",
-                503,
-            )
-        return catalog
+        try:
+            return self.admission.catalog()
+        except Refusal as refusal:
+            raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
 
     def identity(self) -> UserIdentity:
         user = self.user
@@ -320,43 +316,37 @@ class CourseProfilesMixin(LoggingConfigurable):
             )
         return profile, token
 
-    def decide_start(self) -> StartDecision:
-        """Re-check everything for this start and record its GPU allocation.
+    @property
+    def grant_object_name(self) -> str:
+        """The name objects the grant's plan creates are named after (the pod's)."""
+        return ""
+
+    def decide_start(self) -> Grant:
+        """Ask the admission for this start: a Grant (its GPU slice booked) or a refusal.
 
         Synchronous on purpose: the check and the booking happen with no await
         in between, so two concurrent spawns can never take the same slice.
         """
         profile_id, token = self._requested_profile(self.user_options)
-        catalog, user, now = self.catalog, self.identity(), self.now()
-        prewarm = False
-        if token is not None:
-            entitlement = entitlement_for(catalog, user, profile_id, now)
-            class_start = entitlement.class_start if entitlement else None
-            if class_start is None or not verify_prewarm_token(
-                token, self.prewarm_secret, user.name, self.name or "", profile_id, class_start
-            ):
-                raise refusal_exception(
-                    "invalid", "The pre-warm token is not valid for this server and class.", 403
-                )
-            prewarm = True
         try:
             with self.capacity_transaction() as pool:
-                decision = admit(
-                    catalog,
+                grant = self.admission.grant_server(
                     pool,
-                    user,
+                    self.identity(),
                     profile_id,
                     key=self.allocation_key,
-                    now=now,
-                    prewarm=prewarm,
+                    now=self.now(),
+                    server_name=self.name or "",
+                    prewarm_token=token,
+                    object_name=self.grant_object_name,
                 )
         except Refusal as refusal:
             self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)
             raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
-        self._decision = decision
-        self._allocation = decision.allocation
-        self._profile_id = decision.entitlement.profile.id
-        return decision
+        self._grant = grant
+        self._allocation = grant.allocation
+        self._profile_id = grant.subject
+        return grant
 
     def progress_note(self, message: str) -> None:
         if not hasattr(self, "_progress_messages") or self._progress_messages is None:
@@ -377,33 +367,23 @@ class CourseProfilesMixin(LoggingConfigurable):
                 return
             await asyncio.sleep(0.2)
 
-    def describe_decision(self, decision: StartDecision) -> str:
-        profile = decision.entitlement.profile
-        allocation = decision.allocation
-        if allocation is None or profile.share is None:
-            return f"{profile.title}: no GPU"
-        devices = {d.id: d for d in self.capacity_pool.devices}
-        held = [devices[i] for i in allocation.device_ids if i in devices]
-        where = ", ".join(d.label for d in held)
-        return f"{profile.title}: {profile.share.describe()} on {where}"
-
     def release_allocation(self) -> None:
         if self._allocation is not None:
             with self.capacity_transaction() as pool:
                 pool.release(self._allocation.key)
         self._allocation = None
         self._holder = None
-        self._decision = None
+        self._grant = None
 
     # -- state -------------------------------------------------------------------------
 
     def course_state(self) -> dict:
         if self._profile_id is None:
             return {}
-        decision = self._decision
+        grant = self._grant
         session_end = (
-            decision.session_end
-            if decision
+            grant.session_end
+            if grant
             else (self._allocation.session_end if self._allocation else None)
         )
         return {
@@ -428,7 +408,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         if data.get("allocation"):
             allocation = Allocation.from_dict(data["allocation"])
             self._allocation = allocation
-            if self.allocation_ledger and pid:
+            if self.ledger_path and pid:
                 recorded = data.get("server_process")
                 same_pid = isinstance(recorded, dict) and recorded.get("pid") == pid
                 start_time = float(recorded["start_time"]) if same_pid else None

@@ -25,7 +25,7 @@ from typing import Any
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
-from traitlets import Bool, Dict, Float, Unicode, default, validate
+from traitlets import Bool, Dict, Float, Unicode, default, observe
 
 from .allocation_record import (
     ALLOCATION_ANNOTATION,
@@ -36,10 +36,10 @@ from .allocation_record import (
     devices_from_nodes,
     encode_allocation,
 )
-from .backends import BACKENDS, make_backend
-from .backends.base import PodGPUPlan, SharingBackend, UnsupportedShare
+from .backends.base import PodGPUPlan, cpu_only_plan
 from .backends.protect import strip_protected
-from .course_profiles import CourseProfilesMixin, refusal_exception
+from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
+from .grant import Grant
 from .policy import Allocation, CapacityPool, GPUDevice
 
 __all__ = [
@@ -91,38 +91,22 @@ class _ClusterInventory:
 class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     """KubeSpawner with course-time profiles and GPU shares rendered for the cluster."""
 
+    admission_target = "kubernetes"
+
     sharing_backend = Unicode(
         "whole",
         config=True,
-        help=f"""
-        The GPU sharing technology of the cluster: one of {", ".join(sorted(BACKENDS))}.
-
-        Example::
-
-            c.GPUSpawner.sharing_backend = "hami"
-        """,
+        help="Deprecated: use ``c.GPUAdmission.sharing_backend``.",
     )
-
-    @validate("sharing_backend")
-    def _known_backend(self, proposal):
-        if proposal.value not in BACKENDS:
-            raise ValueError(
-                f"sharing_backend must be one of {', '.join(sorted(BACKENDS))}, "
-                f"not {proposal.value!r}"
-            )
-        return proposal.value
 
     sharing_backend_config = Dict(
         config=True,
-        help="""
-        Settings of the sharing back end: renamed resources, replicas, MIG strategy...
-
-        Example::
-
-            c.GPUSpawner.sharing_backend = "time-slicing"
-            c.GPUSpawner.sharing_backend_config = {"replicas": 4}
-        """,
+        help="Deprecated: use ``c.GPUAdmission.sharing_backend_config``.",
     )
+
+    @observe("sharing_backend", "sharing_backend_config")
+    def _moved_backend_setting(self, change):
+        moved_to_admission(self, self.admission, change)
 
     pin_to_node = Bool(
         True,
@@ -185,7 +169,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
 
     @property
     def uses_catalog(self) -> bool:
-        return bool(self.catalog_path)
+        return bool(self.admission.catalog_path)
 
     @default("options_form")
     def _default_options_form(self):
@@ -206,8 +190,8 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     # -- inventory and capacity --------------------------------------------------
 
     @property
-    def backend(self) -> SharingBackend:
-        return make_backend(self.sharing_backend, **self.sharing_backend_config)
+    def grant_object_name(self) -> str:
+        return self.pod_name
 
     @property
     def _inventory(self) -> _ClusterInventory:
@@ -310,10 +294,10 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     async def _start_with_gpu_share(self):
         self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
         await self.ensure_inventory()
-        decision = self.decide_start()
+        grant = self.decide_start()
         try:
-            self._apply_decision(decision)
-            self.progress_note(self.describe_decision(decision))
+            self._apply_grant(grant)
+            self.progress_note(grant.describe)
             await self._create_claim_templates()
             start_future = super().start()
             return await self._until_scheduled_or_refused(start_future)
@@ -325,53 +309,33 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         """The course catalog, not KubeSpawner's profile_list, turns options into a pod.
 
         ``decide_start`` has already validated ``user_options`` (a profile id, and a
-        pre-warm token from the sessions service) and ``_apply_decision`` set the traits.
+        pre-warm token from the sessions service) and ``_apply_grant`` set the traits.
         Without a catalog, KubeSpawner's profile_list does it.
         """
         if not self.uses_catalog:
             await super().load_user_options()
 
-    def _apply_decision(self, decision) -> None:
-        profile = decision.entitlement.profile
-        allocation = decision.allocation
-        backend = self.backend
-        share = profile.share
-        if share is None or allocation is None:
-            plan = backend.cpu_only_plan()
-        else:
-            device = next(d for d in self.capacity_pool.devices if d.id == allocation.device_ids[0])
-            try:
-                plan = backend.render(
-                    share,
-                    gpu_model="NVIDIA " + device.model,
-                    gpu_memory_mib=device.memory_mib,
-                    name=f"{self.pod_name}-gpu",
-                )
-            except UnsupportedShare as error:
-                raise refusal_exception("unsupported", error.message, 409) from None
+    def _apply_grant(self, grant: Grant) -> None:
+        """Set KubeSpawner's traits from the grant, as it is: nothing is decided here."""
+        plan = grant.plan or cpu_only_plan()
         self._plan = plan
-        for note in plan.unhonoured:
-            self.log.info("%s: %s", self.allocation_key, note)
-        if profile.environment.image:
-            self.image = profile.environment.image
-        if profile.resources.cpu:
-            self.cpu_limit = profile.resources.cpu
-            self.cpu_guarantee = min(
-                profile.resources.cpu, self.cpu_guarantee or profile.resources.cpu
-            )
-        if profile.resources.memory:
-            self.mem_limit = profile.resources.memory
+        allocation = grant.allocation
+        if grant.image:
+            self.image = grant.image
+        cpu, memory = grant.limits.cpu, grant.limits.memory_bytes
+        if cpu:
+            self.cpu_limit = cpu
+            self.cpu_guarantee = min(cpu, self.cpu_guarantee or cpu)
+        if memory:
+            self.mem_limit = memory
         self.extra_resource_limits = {**self.extra_resource_limits, **plan.resource_limits}
         self.extra_resource_guarantees = {
             **self.extra_resource_guarantees,
             **plan.resource_requests,
         }
         self.node_selector = {**self.node_selector, **plan.node_selector}
-        if allocation is not None and self.pin_to_node:
-            self.node_selector = {
-                **self.node_selector,
-                NODE_LABEL: node_of(allocation.device_ids[0]),
-            }
+        if grant.node and self.pin_to_node:
+            self.node_selector = {**self.node_selector, NODE_LABEL: grant.node}
         self.tolerations = [*self.tolerations, *plan.tolerations]
         if plan.scheduler_name:
             self.scheduler_name = plan.scheduler_name
@@ -381,20 +345,11 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             raw = encode_allocation(allocation)
             annotations[ALLOCATION_ANNOTATION] = raw.replace("{", "{{").replace("}", "}}")
         self.extra_annotations = {**self.extra_annotations, **annotations}
-        labels = {**plan.labels, PROFILE_LABEL: profile.id}
-        if profile.course_id:
-            labels[COURSE_LABEL] = profile.course_id
+        labels = {**plan.labels, PROFILE_LABEL: grant.subject}
+        if grant.course_id:
+            labels[COURSE_LABEL] = grant.course_id
         self.extra_labels = {**self.extra_labels, **labels}
-        environment = strip_protected(dict(self.environment))
-        environment.update({k: v for k, v in profile.environment.variables.items()})
-        environment = strip_protected(environment)
-        environment.update(plan.environment)
-        environment["GPUSPAWNER_PROFILE"] = profile.id
-        if decision.session_end:
-            environment["GPUSPAWNER_SESSION_END"] = decision.session_end.isoformat()
-        if decision.entitlement.class_end:
-            environment["GPUSPAWNER_CLASS_END"] = decision.entitlement.class_end.isoformat()
-        self.environment = environment
+        self.environment = grant.environment_over(strip_protected(dict(self.environment)))
         pod_config: dict[str, Any] = dict(self.extra_pod_config)
         if plan.pod_resource_claims:
             pod_config["resourceClaims"] = plan.pod_resource_claims

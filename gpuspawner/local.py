@@ -9,22 +9,20 @@ enforcement, and its session end for the JupyterLab countdown.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from pathlib import Path
+from typing import Any
 
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
-from traitlets import Enum, Instance, List, Unicode, default
+from traitlets import Enum, Instance, List, Unicode, default, observe
 
 from .accounts import NoSuchAccount, UserAccount
-from .cgroups import Cgroup, CgroupLimits, ResourceLimits, child_setup, format_bytes
-from .course_profiles import CourseProfilesMixin, refusal_exception
-from .inventory import discover_nvml_gpus, simulated_gpus
+from .cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
+from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
+from .grant import SHARE_HOOKS
 from .policy import GPUDevice
-from .policy.catalog import is_protected_variable
-from .policy.local_share import local_share_environment
 
-SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
+__all__ = ["SHARE_HOOKS", "LocalGPUSpawner", "LocalGPUSpawnerMixin", "SimpleLocalGPUSpawner"]
 
 
 class LocalGPUSpawnerMixin(CourseProfilesMixin):
@@ -34,44 +32,23 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         ["auto", "nvml", "simulated"],
         "auto",
         config=True,
-        help="""
-        Where the GPU inventory comes from.
-
-        - ``auto``: NVML when it finds GPUs, otherwise ``simulated_gpus``
-        - ``nvml``: only real GPUs (none if NVML finds none)
-        - ``simulated``: only ``simulated_gpus`` (demos and tests), labelled as simulated
-
-        Example::
-
-            c.LocalGPUSpawner.gpu_inventory = "nvml"
-        """,
+        help="Deprecated: use ``c.GPUAdmission.gpu_inventory``.",
     )
 
     simulated_gpus = List(
         config=True,
-        help="""
-        GPUs to pretend this machine has when it has none (or when
-        ``gpu_inventory = "simulated"``). They are shown as simulated everywhere.
-
-        Example::
-
-            c.LocalGPUSpawner.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
-        """,
+        help="Deprecated: use ``c.GPUAdmission.simulated_gpus``.",
     )
 
     hami_core_library = Unicode(
         "",
         config=True,
-        help="""
-        Path to HAMi-core's ``libvgpu.so``. When set, GPU servers run with it
-        preloaded and ``CUDA_DEVICE_MEMORY_LIMIT``/``CUDA_DEVICE_SM_LIMIT`` set,
-        which enforces the memory share instead of only suggesting it.
-
-        Example::
-
-            c.LocalGPUSpawner.hami_core_library = "/opt/hami/libvgpu.so"
-        """,
+        help="Deprecated: use ``c.GPUAdmission.hami_core_library``.",
     )
+
+    @observe("gpu_inventory", "simulated_gpus", "hami_core_library")
+    def _moved_local_setting(self, change: Any) -> None:
+        moved_to_admission(self, self.admission, change)
 
     cgroups = Instance(
         CgroupLimits,
@@ -82,54 +59,20 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
     def _default_cgroups(self) -> CgroupLimits:
         return CgroupLimits(parent=self)
 
-    _inventory_cache: dict[tuple, list[GPUDevice]] = {}
     _cgroup: Cgroup | None = None
     stop_notice: str = ""
     """Why the last server ended unasked (out of memory), shown on the next spawn page."""
 
     def gpu_devices(self) -> list[GPUDevice]:
-        key = (self.gpu_inventory, repr(self.simulated_gpus))
-        devices = self._inventory_cache.get(key)
-        if devices is None:
-            devices = discover_nvml_gpus() if self.gpu_inventory in ("auto", "nvml") else []
-            if not devices and self.gpu_inventory in ("auto", "simulated"):
-                devices = simulated_gpus(self.simulated_gpus)
-            self._inventory_cache[key] = devices
-            self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
-        return devices
+        return self.admission.local_devices()
 
     def get_env(self):
         env = super().get_env()
-        decision = self._decision
-        if decision is None:
+        grant = self._grant
+        if grant is None:
             return env
-        profile = decision.entitlement.profile
-        for name, value in profile.environment.variables.items():
-            if not is_protected_variable(name):
-                env[name] = value
         # Nothing the admin's or user's environment holds may loosen the share.
-        for name in list(env):
-            # JupyterHub's own variables and the host's library path are the hub's, not users'.
-            if (
-                is_protected_variable(name)
-                and not name.startswith("JUPYTERHUB_")
-                and (name != "LD_LIBRARY_PATH")
-            ):
-                env.pop(name)
-        share_env = local_share_environment(
-            profile.share,
-            decision.allocation,
-            self.capacity_pool.devices,
-            profile_id=profile.id,
-            session_end=decision.session_end,
-            class_end=decision.entitlement.class_end,
-            hami_core_library=self.hami_core_library or None,
-        )
-        if "GPUSPAWNER_TORCH_MEMORY_FRACTION" in share_env:
-            current = env.get("PYTHONPATH")
-            share_env["PYTHONPATH"] = SHARE_HOOKS + (os.pathsep + current if current else "")
-        env.update(share_env)
-        return env
+        return grant.environment_over(env)
 
     # -- who and within what limits the server runs ---------------------------------------
 
@@ -171,24 +114,23 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
     async def start(self):
         self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
         self._check_account()
-        decision = self.decide_start()
-        profile = decision.entitlement.profile
-        limits = ResourceLimits(cpu=profile.resources.cpu, memory_bytes=profile.resources.memory)
+        grant = self.decide_start()
+        limits = grant.limits
         try:
             self._cgroup = self.cgroups.create(self.cgroup_name, limits, kill_together=True)
         except Exception:
             self.release_allocation()
             raise
         self.stop_notice = ""
-        self.progress_note(self.describe_decision(decision))
-        if profile.resources.cpu:
-            self.cpu_limit = profile.resources.cpu
-        if profile.resources.memory:
-            self.mem_limit = profile.resources.memory
-        if profile.environment.python:
-            self.cmd = [str(Path(profile.environment.python) / "bin" / "jupyterhub-singleuser")]
-        if profile.environment.default_url:
-            self.default_url = profile.environment.default_url
+        self.progress_note(grant.describe)
+        if limits.cpu:
+            self.cpu_limit = limits.cpu
+        if limits.memory_bytes:
+            self.mem_limit = limits.memory_bytes
+        if grant.python:
+            self.cmd = [str(Path(grant.python) / "bin" / "jupyterhub-singleuser")]
+        if grant.default_url:
+            self.default_url = grant.default_url
         self.progress_note("Starting JupyterLab")
         try:
             address = await super().start()

@@ -1,0 +1,579 @@
+"""One admission, one Grant: the decision that travels from the policy to the process.
+
+:class:`GPUAdmission` is configured once per process (``c.GPUAdmission.*``: the catalog,
+the sharing back end, HAMi-core, the allocation ledger, the local GPU inventory) and
+handed to its users with ``parent=self``, as JupyterHub hands its settings to spawners.
+It turns a request (a server profile or a job flavor, a user, now) into a :class:`Grant`
+or a :class:`~gpuspawner.policy.Refusal`: entitlement, quotas and capacity
+(:func:`~gpuspawner.policy.admit`, :func:`~gpuspawner.policy.admit_job`), then the
+rendering of the GPU share for where it will run (a pod plan on Kubernetes, an
+environment on one machine).
+
+Both spawners and both job executors apply the Grant as it is: they read no catalog,
+render no share and check no entitlement again. A job's Grant is stored with the job
+(:meth:`Grant.to_dict`), so the executor that starts it later, after a restart too,
+applies what was decided, not what the catalog says by then.
+
+Shared core: imports neither JupyterHub's hub, KubeSpawner, kubernetes_asyncio nor
+Jupyter Server (an import-linter contract keeps it so).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from traitlets import Dict, Enum, Instance, List, Unicode, default, validate
+from traitlets.config import LoggingConfigurable
+
+from .backends import BACKENDS, make_backend
+from .backends.base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_only_plan
+from .catalog_source import shared_catalog_source
+from .cgroups import ResourceLimits
+from .inventory import discover_nvml_gpus, simulated_gpus
+from .policy import Allocation, CapacityPool, Catalog, GPUDevice, GPUShare, Refusal, UserIdentity
+from .policy.admission import admit, admit_job
+from .policy.catalog import Environment, Resources, is_protected_variable
+from .policy.entitlements import entitlement_for
+from .policy.local_share import local_share_environment
+from .policy.prewarm import verify_prewarm_token
+
+SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
+"""The folder whose ``sitecustomize`` applies ``GPUSPAWNER_TORCH_MEMORY_FRACTION``."""
+
+Target = Literal["local", "kubernetes"]
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _moment(text: object) -> datetime | None:
+    return datetime.fromisoformat(text) if isinstance(text, str) and text else None
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A granted start of a server or a job, rendered for where it runs.
+
+    Plain data: it is kept in spawner state and with the job (``to_dict``/``from_dict``).
+    """
+
+    kind: Literal["server", "job"]
+    key: str
+    """The allocation key in the capacity pool (``server:<user>/<name>``, ``job:<id>``)."""
+    owner: str
+    subject: str
+    """The profile id (servers) or flavor id (jobs)."""
+    title: str
+    target: Target
+    course_id: str | None = None
+    allocation: Allocation | None = None
+    share_description: str = "No GPU"
+    """The GPU share in words, with the GPU it is on: "1/4 of an NVIDIA T4 (4 GiB)"."""
+    share_summary: str = "no GPU"
+    """The share alone, for the progress line before the GPU's label: "1/4 of a GPU"."""
+    gpu_labels: tuple[str, ...] = ()
+    """The GPUs held, as people read them ("node-a GPU 0: T4")."""
+    node: str | None = None
+    """Kubernetes: the node of the GPU the pool chose (``kubernetes.io/hostname``)."""
+    image: str | None = None
+    python: str | None = None
+    default_url: str | None = None
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    variables: dict[str, str] = field(default_factory=dict)
+    """The catalog's own variables for the profile or flavor (no protected one)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """The variables that give and describe the GPU share (``GPUSPAWNER_*`` included); they
+    win over every other variable."""
+    plan: PodGPUPlan | None = None
+    """Kubernetes: the pod changes that give the share (``environment`` is in it too)."""
+    session_end: datetime | None = None
+    class_end: datetime | None = None
+    prewarmed: bool = False
+
+    @property
+    def describe(self) -> str:
+        """One line for progress messages and logs."""
+        if self.allocation is None:
+            return f"{self.title}: no GPU"
+        where = ", ".join(self.gpu_labels)
+        return f"{self.title}: {self.share_summary}" + (f" on {where}" if where else "")
+
+    def environment_over(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` (the admin's and user's variables) with this grant applied on top.
+
+        Nothing in ``base`` may loosen or misdescribe the share: its protected variables
+        go (JupyterHub's own and the host's library path stay), the catalog's variables
+        come next, the share's last. Locally, a PyTorch memory fraction brings the hook
+        that applies it on import (``PYTHONPATH``).
+        """
+        env = {
+            name: value
+            for name, value in base.items()
+            if not is_protected_variable(name)
+            or name.startswith("JUPYTERHUB_")
+            or name == "LD_LIBRARY_PATH"
+        }
+        env.update(self.variables)
+        share = dict(self.environment)
+        if self.target == "local" and "GPUSPAWNER_TORCH_MEMORY_FRACTION" in share:
+            current = env.get("PYTHONPATH")
+            share["PYTHONPATH"] = SHARE_HOOKS + (os.pathsep + current if current else "")
+        env.update(share)
+        return env
+
+    def job_record(self) -> dict[str, Any] | None:
+        """What a job's row keeps of its GPU (None without one): described and restorable."""
+        if self.allocation is None:
+            return None
+        return {
+            "description": self.share_description,
+            "device_ids": list(self.allocation.device_ids),
+            "allocation": self.allocation.to_dict(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "kind": self.kind,
+            "key": self.key,
+            "owner": self.owner,
+            "subject": self.subject,
+            "title": self.title,
+            "target": self.target,
+            "course_id": self.course_id,
+            "allocation": self.allocation.to_dict() if self.allocation else None,
+            "share_description": self.share_description,
+            "share_summary": self.share_summary,
+            "gpu_labels": list(self.gpu_labels),
+            "node": self.node,
+            "image": self.image,
+            "python": self.python,
+            "default_url": self.default_url,
+            "limits": {"cpu": self.limits.cpu, "memory_bytes": self.limits.memory_bytes},
+            "variables": dict(self.variables),
+            "environment": dict(self.environment),
+            "plan": self.plan.to_dict() if self.plan else None,
+            "session_end": _iso(self.session_end),
+            "class_end": _iso(self.class_end),
+            "prewarmed": self.prewarmed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Grant:
+        """The grant ``to_dict`` wrote; raises ValueError for anything else."""
+        if not isinstance(data, Mapping) or data.get("version") != 1:
+            raise ValueError("not a grant this version wrote")
+        try:
+            limits = data.get("limits") or {}
+            plan = data.get("plan")
+            return cls(
+                kind=data["kind"],
+                key=str(data["key"]),
+                owner=str(data["owner"]),
+                subject=str(data["subject"]),
+                title=str(data["title"]),
+                target=data["target"],
+                course_id=data.get("course_id"),
+                allocation=(
+                    Allocation.from_dict(data["allocation"]) if data.get("allocation") else None
+                ),
+                share_description=str(data.get("share_description") or "No GPU"),
+                share_summary=str(data.get("share_summary") or "no GPU"),
+                gpu_labels=tuple(data.get("gpu_labels") or ()),
+                node=data.get("node"),
+                image=data.get("image"),
+                python=data.get("python"),
+                default_url=data.get("default_url"),
+                limits=ResourceLimits(
+                    cpu=limits.get("cpu"), memory_bytes=limits.get("memory_bytes")
+                ),
+                variables={str(k): str(v) for k, v in (data.get("variables") or {}).items()},
+                environment={str(k): str(v) for k, v in (data.get("environment") or {}).items()},
+                plan=PodGPUPlan(**plan) if plan else None,
+                session_end=_moment(data.get("session_end")),
+                class_end=_moment(data.get("class_end")),
+                prewarmed=bool(data.get("prewarmed")),
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"not a grant this version wrote ({error})") from None
+
+
+def unknown_flavor(flavor_id: object, offered: Collection[str] | None = None) -> Refusal:
+    """The one refusal for a job flavor the catalog does not have (any more)."""
+    yours = f" (yours: {', '.join(offered) or 'none'})" if offered is not None else ""
+    return Refusal(
+        "unknown-flavor",
+        f"There is no job flavor {str(flavor_id)[:80]!r} here{yours}. Choose one of the "
+        "flavors the Run as Job dialog offers.",
+        status=400,
+    )
+
+
+class GPUAdmission(LoggingConfigurable):
+    """The one admission of a process: configured once, it turns requests into Grants.
+
+    The hub's spawners, the job service and its executors take it from their parent
+    (``c.GPUAdmission.*``); see the module docstring.
+    """
+
+    catalog_path = Unicode(
+        "",
+        config=True,
+        help="""
+        The course catalog: one YAML file or a folder of them. Servers' profiles and jobs'
+        flavors come from it. Reloaded when a file changes; an invalid new catalog is
+        logged and the last good one stays in force (check edits with
+        ``gpuspawner check PATH``).
+
+        Example::
+
+            c.GPUAdmission.catalog_path = "/etc/jupyterhub/courses/"
+        """,
+    )
+
+    sharing_backend = Unicode(
+        "whole",
+        config=True,
+        help=f"""
+        The GPU sharing technology of the Kubernetes cluster: one of
+        {", ".join(sorted(BACKENDS))}. Servers' and jobs' shares are rendered by it.
+
+        Example::
+
+            c.GPUAdmission.sharing_backend = "hami"
+        """,
+    )
+
+    @validate("sharing_backend")
+    def _known_backend(self, proposal: Any) -> str:
+        if proposal.value not in BACKENDS:
+            raise ValueError(
+                f"sharing_backend must be one of {', '.join(sorted(BACKENDS))}, "
+                f"not {proposal.value!r}"
+            )
+        return str(proposal.value)
+
+    sharing_backend_config = Dict(
+        config=True,
+        help="""
+        Settings of the sharing back end: renamed resources, replicas, MIG strategy...
+
+        Example::
+
+            c.GPUAdmission.sharing_backend = "time-slicing"
+            c.GPUAdmission.sharing_backend_config = {"replicas": 4}
+        """,
+    )
+
+    hami_core_library = Unicode(
+        "",
+        config=True,
+        help="""
+        One machine: HAMi-core's ``libvgpu.so``. When set, GPU servers and jobs run with
+        it preloaded and ``CUDA_DEVICE_MEMORY_LIMIT``/``CUDA_DEVICE_SM_LIMIT`` set, which
+        enforces the memory share instead of only suggesting it.
+
+        Example::
+
+            c.GPUAdmission.hami_core_library = "/opt/hami/libvgpu.so"
+        """,
+    )
+
+    allocation_ledger = Unicode(
+        "",
+        config=True,
+        help="""
+        One machine: the file, shared by the hub and the job service, holding who holds
+        which GPU slice, so servers and "Run as Job" jobs never get the same slice.
+        Empty: each process keeps its allocations in memory.
+
+        Example::
+
+            c.GPUAdmission.allocation_ledger = "/var/lib/jupyterhub/gpu-allocations.json"
+        """,
+    )
+
+    gpu_inventory = Enum(
+        ["auto", "nvml", "simulated"],
+        "auto",
+        config=True,
+        help="""
+        One machine: where the GPU inventory comes from (on Kubernetes, node labels).
+
+        - ``auto``: NVML when it finds GPUs, otherwise ``simulated_gpus``
+        - ``nvml``: only real GPUs (none if NVML finds none)
+        - ``simulated``: only ``simulated_gpus`` (demos and tests), labelled as simulated
+
+        Example::
+
+            c.GPUAdmission.gpu_inventory = "nvml"
+        """,
+    )
+
+    simulated_gpus = List(
+        config=True,
+        help="""
+        One machine: GPUs to pretend it has when it has none (or with
+        ``gpu_inventory = "simulated"``). They are shown as simulated everywhere.
+
+        Example::
+
+            c.GPUAdmission.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
+        """,
+    )
+
+    prewarm_secret = Unicode(
+        config=True,
+        help="""
+        Secret shared with the course-sessions service, so that only it can start
+        servers before a class opens (pre-warming). Defaults to the environment
+        variable ``GPUSPAWNER_PREWARM_SECRET``; empty disables pre-warming.
+
+        Example::
+
+            c.GPUAdmission.prewarm_secret = os.environ["GPUSPAWNER_PREWARM_SECRET"]
+        """,
+    )
+
+    @default("prewarm_secret")
+    def _default_prewarm_secret(self) -> str:
+        return os.environ.get("GPUSPAWNER_PREWARM_SECRET", "")
+
+    target = Enum(
+        ["local", "kubernetes"],
+        "local",
+        help="Where granted servers and jobs run: set by the spawner or the job service.",
+    )
+
+    fallback_catalog = Instance(
+        Catalog,
+        allow_none=True,
+        help="The catalog without ``catalog_path`` (the job service's one CPU flavor).",
+    )
+
+    _inventory_cache: dict[tuple[str, str], list[GPUDevice]] = {}
+
+    # -- inputs --------------------------------------------------------------------------
+
+    def catalog(self) -> Catalog:
+        """The catalog in force; raises :class:`Refusal` (503) when there is none."""
+        if not self.catalog_path:
+            if self.fallback_catalog is not None:
+                return self.fallback_catalog
+            raise Refusal(
+                "no-catalog",
+                "This hub has no course catalog configured; ask the hub admins to set "
+                "c.GPUAdmission.catalog_path.",
+                status=503,
+            )
+        catalog = shared_catalog_source(self.catalog_path, self.log).current()
+        if catalog is None:
+            raise Refusal(
+                "bad-catalog",
+                "The course catalog has errors, so nothing can start right now. "
+                "The hub admins can see the details in the log.",
+                status=503,
+            )
+        return catalog
+
+    def local_devices(self) -> list[GPUDevice]:
+        """This machine's GPUs: NVML's, or the simulated ones (read once per process)."""
+        key = (self.gpu_inventory, repr(self.simulated_gpus))
+        devices = self._inventory_cache.get(key)
+        if devices is None:
+            devices = discover_nvml_gpus() if self.gpu_inventory in ("auto", "nvml") else []
+            if not devices and self.gpu_inventory in ("auto", "simulated"):
+                devices = simulated_gpus(self.simulated_gpus)
+            self._inventory_cache[key] = devices
+            self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
+        return devices
+
+    @property
+    def backend(self) -> SharingBackend:
+        return make_backend(self.sharing_backend, **self.sharing_backend_config)
+
+    # -- decisions -----------------------------------------------------------------------
+
+    def grant_server(
+        self,
+        pool: CapacityPool,
+        user: UserIdentity,
+        profile_id: str,
+        *,
+        key: str,
+        now: datetime,
+        server_name: str = "",
+        prewarm_token: str | None = None,
+        object_name: str = "",
+    ) -> Grant:
+        """Admit a server start and render it; books its slice in ``pool``.
+
+        ``prewarm_token``: from the course-sessions service, for a start before the class
+        opens. ``object_name``: the pod's name, for objects the plan creates (DRA claims).
+        Raises :class:`Refusal`.
+        """
+        catalog = self.catalog()
+        prewarm = False
+        if prewarm_token is not None:
+            entitlement = entitlement_for(catalog, user, profile_id, now)
+            class_start = entitlement.class_start if entitlement else None
+            if class_start is None or not verify_prewarm_token(
+                prewarm_token, self.prewarm_secret, user.name, server_name, profile_id, class_start
+            ):
+                raise Refusal(
+                    "invalid",
+                    "The pre-warm token is not valid for this server and class.",
+                    status=403,
+                )
+            prewarm = True
+        decision = admit(catalog, pool, user, profile_id, key=key, now=now, prewarm=prewarm)
+        profile = decision.entitlement.profile
+        return self._render(
+            pool,
+            Grant(
+                kind="server",
+                key=key,
+                owner=user.name,
+                subject=profile.id,
+                title=profile.title,
+                target=self.target,
+                course_id=profile.course_id,
+                allocation=decision.allocation,
+                session_end=decision.session_end,
+                class_end=decision.entitlement.class_end,
+                prewarmed=decision.prewarmed,
+            ),
+            profile.share,
+            profile.environment,
+            profile.resources,
+            object_name,
+        )
+
+    def grant_job(
+        self,
+        pool: CapacityPool,
+        user: UserIdentity,
+        flavor_id: str | None,
+        *,
+        key: str,
+        now: datetime,
+        running_jobs: Collection[str],
+        object_name: str = "",
+    ) -> Grant:
+        """Admit a job start and render it; books its slice in ``pool``.
+
+        ``running_jobs``: the flavor ids of the jobs ``user`` runs now. Raises
+        :class:`Refusal`; :data:`~gpuspawner.policy.admission.WAIT_CODES` mean "wait".
+        """
+        catalog = self.catalog()
+        if (flavor_id or "") not in catalog.flavors_by_id:
+            raise unknown_flavor(flavor_id)
+        decision = admit_job(
+            catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
+        )
+        flavor = decision.flavor
+        return self._render(
+            pool,
+            Grant(
+                kind="job",
+                key=key,
+                owner=user.name,
+                subject=flavor.id,
+                title=flavor.title,
+                target=self.target,
+                allocation=decision.allocation,
+            ),
+            flavor.share,
+            flavor.environment,
+            flavor.resources,
+            object_name,
+        )
+
+    def check_job_flavor(self, devices: list[GPUDevice], owner: str, flavor_id: str | None) -> None:
+        """Raise :class:`Refusal` when no job of this flavor could ever start on ``devices``
+        (an unknown flavor, or a share no GPU could hold even when idle)."""
+        catalog = self.catalog()
+        flavor = catalog.flavors_by_id.get(flavor_id or "")
+        if flavor is None:
+            raise unknown_flavor(flavor_id)
+        if flavor.share is not None:
+            CapacityPool(devices).allocate(  # "ever", not "now": ask an idle machine
+                "probe", owner=owner, profile_id=flavor.id, course_id=None, share=flavor.share
+            )
+
+    def _render(
+        self,
+        pool: CapacityPool,
+        grant: Grant,
+        share: GPUShare | None,
+        environment: Environment,
+        resources: Resources,
+        object_name: str,
+    ) -> Grant:
+        """The grant with its share rendered for ``target``; a share the back end cannot
+        give frees its booking and is refused (409)."""
+        allocation = grant.allocation if share is not None else None
+        devices = {d.id: d for d in pool.devices}
+        held = [devices[i] for i in allocation.device_ids if i in devices] if allocation else []
+        first = held[0] if held else None
+        variables = {k: v for k, v in environment.variables.items() if not is_protected_variable(k)}
+        described = (
+            share.describe(first.model if first else None, first.memory_mib if first else None)
+            if share is not None and allocation is not None
+            else "No GPU"
+        )
+        grant = replace(
+            grant,
+            allocation=allocation,
+            share_description=described,
+            share_summary=share.describe() if share is not None and allocation else "no GPU",
+            gpu_labels=tuple(d.label for d in held),
+            image=environment.image,
+            python=environment.python,
+            default_url=environment.default_url,
+            limits=ResourceLimits(cpu=resources.cpu, memory_bytes=resources.memory),
+            variables=variables,
+        )
+        contract = {"GPUSPAWNER_PROFILE": grant.subject}
+        if grant.session_end:
+            contract["GPUSPAWNER_SESSION_END"] = grant.session_end.isoformat()
+        if grant.class_end:
+            contract["GPUSPAWNER_CLASS_END"] = grant.class_end.isoformat()
+        if self.target == "local":
+            env = local_share_environment(
+                share,
+                allocation,
+                pool.devices,
+                profile_id=grant.subject,
+                session_end=grant.session_end,
+                class_end=grant.class_end,
+                hami_core_library=self.hami_core_library or None,
+            )
+            return replace(grant, environment=env)
+        if share is None or allocation is None:
+            plan = cpu_only_plan()
+        else:
+            try:
+                plan = self.backend.render(
+                    share,
+                    gpu_model="NVIDIA " + first.model if first else None,
+                    gpu_memory_mib=first.memory_mib if first else None,
+                    name=f"{object_name or grant.key.replace(':', '-')}-gpu",
+                )
+            except UnsupportedShare as error:
+                pool.release(grant.key)
+                raise Refusal("unsupported", error.message, status=409) from None
+        for note in plan.unhonoured:
+            self.log.info("%s: %s", grant.key, note)
+        return replace(
+            grant,
+            plan=plan,
+            node=first.id.rsplit("/", 1)[0] if first and "/" in first.id else None,
+            environment={**plan.environment, **contract},
+        )
