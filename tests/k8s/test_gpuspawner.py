@@ -9,92 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
-from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from pathlib import Path
-from types import SimpleNamespace
-from unittest.mock import Mock
 
 import pytest
-from jupyterhub.objects import Hub, Server
 from jupyterhub.spawner import SpawnException
-from traitlets.config import Config
 
 from gpuspawner.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner, devices_from_nodes
+from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
-
-
-class MockUser(Mock):
-    """A JupyterHub user as the spawner sees it: name, groups, admin flag, server."""
-
-    server = Server()
-
-    def __init__(self, name: str = "mock", groups=(), admin=False, **kwargs):
-        super().__init__(**kwargs)
-        self.name = name
-        self.groups = [SimpleNamespace(name=g) for g in groups]
-        self.admin = admin
-
-    @property
-    def escaped_name(self):
-        return self.name
-
-    @property
-    def url(self):
-        return self.server.url
-
-
-def write_catalog(path: Path, students: list[str], *, share="{fraction: 1/4}", seats=100) -> Path:
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    start, end = now - timedelta(minutes=10), now + timedelta(minutes=120)
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            standing:
-              - id: cpu
-                title: CPU only
-                default: true
-            courses:
-              - id: ml101
-                title: ML101
-                instructors: [teacher]
-                enrolment: {{users: [{", ".join(students)}]}}
-                gpu: {share}
-                max_gpu_servers: {seats}
-                schedule:
-                  timezone: UTC
-                  term: {{first_day: {(now - timedelta(days=1)).date()}, last_day: {(now + timedelta(days=30)).date()}}}
-                  windows:
-                    - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
-            """
-        )
-    )
-    return path
-
-
-def make_spawner(user: str, catalog: Path, *, profile="ml101", **traits) -> GPUSpawner:
-    config = Config()
-    config.GPUSpawner.namespace = "default"
-    config.GPUSpawner.cmd = ["jupyterhub-singleuser"]
-    config.GPUSpawner.image = "quay.io/jupyter/base-notebook:2025-01-06"
-    config.GPUSpawner.start_timeout = 60
-    config.GPUSpawner.catalog_path = str(catalog)
-    config.GPUSpawner.sharing_backend = "time-slicing"
-    config.GPUSpawner.sharing_backend_config = {"replicas": 4, "gfd_labels": False}
-    for key, value in traits.items():
-        setattr(config.GPUSpawner, key, value)
-    spawner = GPUSpawner(
-        hub=Hub(),
-        user=MockUser(user),
-        config=config,
-        api_token="abc123",
-        oauth_client_id="unused",
-        _mock=True,
-    )
-    spawner.user_options = {"profile": profile}
-    return spawner
 
 
 @pytest.fixture(autouse=True)
@@ -122,8 +45,8 @@ async def test_a_class_of_40_on_10_gpus_fills_them_exactly_and_the_41st_is_refus
     # Given 10 GPUs shared four ways by time-slicing, and a course of 41 students at 1/4
     k8s_controls.add_gpu_nodes(10, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
     names = [f"student-{i:02d}" for i in range(41)]
-    catalog = write_catalog(tmp_path / "catalog.yaml", names)
-    spawners = [make_spawner(name, catalog) for name in names[:40]]
+    catalog = write_class_catalog(tmp_path / "catalog.yaml", names)
+    spawners = [make_gpu_spawner(name, catalog) for name in names[:40]]
 
     # When 20 start at the same moment, the hub restarts, and the other 20 start at once
     first = await asyncio.gather(*(s.start() for s in spawners[:20]))
@@ -131,7 +54,7 @@ async def test_a_class_of_40_on_10_gpus_fills_them_exactly_and_the_41st_is_refus
     GPUSpawner._inventories.clear()  # the restarted hub has no capacity view in memory
     restored = []
     for name, state in zip(names[:20], states, strict=True):
-        again = make_spawner(name, catalog)
+        again = make_gpu_spawner(name, catalog)
         again.load_state(state)
         restored.append(again)
     second = await asyncio.gather(*(s.start() for s in spawners[20:]))
@@ -145,7 +68,7 @@ async def test_a_class_of_40_on_10_gpus_fills_them_exactly_and_the_41st_is_refus
     assert all(usage.fraction == 1 for usage in pool.usage().values())
 
     # And the 41st student is refused with a sentence, before any pod is created
-    late = make_spawner(names[40], catalog)
+    late = make_gpu_spawner(names[40], catalog)
     with pytest.raises(SpawnException) as refused:
         await late.start()
     assert refused.value.status_code == 409
@@ -164,13 +87,15 @@ async def test_capacity_is_rebuilt_from_the_pods_annotations_after_a_restart(
 ):
     # Given one GPU fully held by two half-GPU servers
     k8s_controls.add_gpu_nodes(1, gpu_count=1, extended_resources={"nvidia.com/gpu": 2})
-    catalog = write_catalog(tmp_path / "c.yaml", ["ana", "ben", "cai"], share="{fraction: 1/2}")
+    catalog = write_class_catalog(
+        tmp_path / "c.yaml", ["ana", "ben", "cai"], share="{fraction: 1/2}"
+    )
     halves = {"sharing_backend_config": {"replicas": 2, "gfd_labels": False}}
     for name in ("ana", "ben"):
-        await make_spawner(name, catalog, **halves).start()
+        await make_gpu_spawner(name, catalog, **halves).start()
     # When the hub restarts without any spawner state (e.g. a lost database)
     GPUSpawner._inventories.clear()
-    cai = make_spawner("cai", catalog, **halves)
+    cai = make_gpu_spawner("cai", catalog, **halves)
     # Then the capacity view comes back from the cluster, and Cai is refused
     with pytest.raises(SpawnException) as refused:
         await cai.start()
@@ -182,8 +107,10 @@ async def test_a_pod_the_scheduler_cannot_place_ends_the_spawn_with_a_readable_r
 ):
     # Given a node whose device plugin advertises no GPU slots (the hub's labels say 1 GPU)
     k8s_controls.add_gpu_nodes(1, gpu_count=1, extended_resources={"nvidia.com/gpu": 0})
-    catalog = write_catalog(tmp_path / "c.yaml", ["ana"])
-    spawner = make_spawner("ana", catalog, start_timeout=300, scheduling_failure_grace_seconds=0.5)
+    catalog = write_class_catalog(tmp_path / "c.yaml", ["ana"])
+    spawner = make_gpu_spawner(
+        "ana", catalog, start_timeout=300, scheduling_failure_grace_seconds=0.5
+    )
     # When Ana starts, the scheduler reports FailedScheduling
     with pytest.raises(SpawnException) as refused:
         await spawner.start()
@@ -196,8 +123,8 @@ async def test_a_pod_the_scheduler_cannot_place_ends_the_spawn_with_a_readable_r
 
 async def test_a_cpu_profile_hides_the_nodes_gpus(k8s_controls, tmp_path):
     k8s_controls.add_gpu_nodes(1, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
-    catalog = write_catalog(tmp_path / "c.yaml", ["ana"])
-    spawner = make_spawner("ana", catalog, profile="cpu")
+    catalog = write_class_catalog(tmp_path / "c.yaml", ["ana"])
+    spawner = make_gpu_spawner("ana", catalog, profile="cpu")
     await spawner.start()
     pod = k8s_controls.get("pods", spawner.pod_name, "default")
     container = pod["spec"]["containers"][0]
@@ -256,7 +183,7 @@ async def test_without_a_catalog_it_is_kubespawner_with_its_profile_list(tmp_pat
         {"display_name": "Small", "slug": "small", "default": True},
         {"display_name": "Large", "slug": "large", "kubespawner_override": {"cpu_limit": 4}},
     ]
-    spawner = make_spawner("ada", tmp_path, catalog_path="", profile_list=profile_list)
+    spawner = make_gpu_spawner("ada", tmp_path, catalog_path="", profile_list=profile_list)
 
     # When JupyterHub asks for the form and reads a submitted one
     form = spawner.options_form

@@ -10,8 +10,7 @@ import pytest
 from jupyterhub.spawner import SpawnException
 
 from gpuspawner.kubernetes import GPUSpawner
-
-from .test_gpuspawner import make_spawner, write_catalog
+from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
@@ -31,8 +30,8 @@ BACKEND_CONFIG = {
 
 async def gpu_part_of_pod(backend: str, share: str, tmp_path) -> dict:
     GPUSpawner._inventories.clear()
-    catalog = write_catalog(tmp_path / f"{backend}.yaml", ["ana"], share=share)
-    spawner = make_spawner(
+    catalog = write_class_catalog(tmp_path / f"{backend}.yaml", ["ana"], share=share)
+    spawner = make_gpu_spawner(
         "ana", catalog, sharing_backend=backend, sharing_backend_config=BACKEND_CONFIG[backend]
     )
     await spawner.ensure_inventory()

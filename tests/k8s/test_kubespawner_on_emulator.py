@@ -5,59 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from unittest.mock import Mock
 
 import pytest
-from jupyterhub.objects import Hub, Server
 from kubespawner import KubeSpawner
-from traitlets.config import Config
 
 from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_spawners import make_kube_spawner
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
 
-class MockUser(Mock):
-    """The user object KubeSpawner's own tests use: a name and a server."""
-
-    name = "fake"
-    server = Server()
-
-    def __init__(self, **kwargs):
-        super().__init__()
-        for key, value in kwargs.items():
-            setattr(self, key, value)
-
-    @property
-    def escaped_name(self):
-        return self.name
-
-    @property
-    def url(self):
-        return self.server.url
-
-
-def make_spawner(username: str, **traits) -> KubeSpawner:
-    config = Config()
-    config.KubeSpawner.namespace = "default"
-    config.KubeSpawner.cmd = ["jupyterhub-singleuser"]
-    config.KubeSpawner.image = "quay.io/jupyter/base-notebook:2025-01-06"
-    config.KubeSpawner.start_timeout = 30
-    for key, value in traits.items():
-        setattr(config.KubeSpawner, key, value)
-    return KubeSpawner(
-        hub=Hub(),
-        user=MockUser(name=username),
-        config=config,
-        api_token="abc123",
-        oauth_client_id="unused",
-        _mock=True,
-    )
-
-
 async def test_kubespawner_starts_polls_and_stops_a_gpu_server(k8s_controls):
     k8s_controls.add_gpu_nodes(2, gpu_count=4)
-    spawner = make_spawner("alice", extra_resource_limits={"nvidia.com/gpu": "1"})
+    spawner = make_kube_spawner("alice", extra_resource_limits={"nvidia.com/gpu": "1"})
     start = spawner.start()
     progress = []
     async for event in spawner.progress():
@@ -83,7 +43,7 @@ async def test_kubespawner_starts_polls_and_stops_a_gpu_server(k8s_controls):
 
 async def test_poll_reports_the_exit_code_when_the_notebook_ends(k8s_controls):
     k8s_controls.add_gpu_nodes(1)
-    spawner = make_spawner("bob")
+    spawner = make_kube_spawner("bob")
     await spawner.start()
     k8s_controls.complete_container("default", spawner.pod_name, "notebook", exit_code=0)
     assert await wait_for(lambda: _polled(spawner), what="poll to see the exit") == (0,)
@@ -100,7 +60,9 @@ async def _polled(spawner: KubeSpawner) -> tuple[int] | None:
 
 async def test_a_spawn_that_cannot_fit_shows_the_schedulers_reason_and_times_out(k8s_controls):
     k8s_controls.add_gpu_nodes(2, gpu_count=1)
-    spawner = make_spawner("carol", extra_resource_limits={"nvidia.com/gpu": "4"}, start_timeout=1)
+    spawner = make_kube_spawner(
+        "carol", extra_resource_limits={"nvidia.com/gpu": "4"}, start_timeout=1
+    )
     start = spawner.start()
     messages = [event["message"] async for event in spawner.progress()]
     with pytest.raises(TimeoutError):
@@ -114,7 +76,7 @@ async def test_a_spawn_that_cannot_fit_shows_the_schedulers_reason_and_times_out
 async def test_forty_users_start_poll_and_stop_concurrently(k8s_controls):
     k8s_controls.add_gpu_nodes(10, gpu_count=4)
     spawners = [
-        make_spawner(f"student-{i:02d}", extra_resource_limits={"nvidia.com/gpu": "1"})
+        make_kube_spawner(f"student-{i:02d}", extra_resource_limits={"nvidia.com/gpu": "1"})
         for i in range(40)
     ]
     started = time.perf_counter()
@@ -132,7 +94,7 @@ async def test_forty_users_start_poll_and_stop_concurrently(k8s_controls):
 
 async def test_owned_services_go_with_the_pod_and_the_pvc_stays(k8s_controls):
     k8s_controls.add_gpu_nodes(1)
-    spawner = make_spawner(
+    spawner = make_kube_spawner(
         "dana",
         services_enabled=True,
         storage_pvc_ensure=True,
@@ -159,7 +121,7 @@ async def test_owned_services_go_with_the_pod_and_the_pvc_stays(k8s_controls):
 
 async def test_user_namespaces_are_created_and_watched_across_namespaces(k8s_controls):
     k8s_controls.add_gpu_nodes(1)
-    spawner = make_spawner(
+    spawner = make_kube_spawner(
         "erin", enable_user_namespaces=True, user_namespace_template="hub-{username}"
     )
     url = await spawner.start()

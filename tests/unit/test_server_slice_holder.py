@@ -11,37 +11,16 @@ import sys
 import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
-from unittest.mock import Mock
 
 import pytest
-from jupyterhub.objects import Hub, Server
+from jupyterhub.objects import Hub
 from traitlets.config import Config
 
 from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.local import SimpleLocalGPUSpawner
+from tests.support.hub_users import HubUser
 
 ONE_GPU = [{"model": "RTX 4090", "memory": "24GiB"}]
-
-
-class HubUser(Mock):
-    """A JupyterHub user as the spawner sees it."""
-
-    server = Server()
-
-    def __init__(self, name: str, **kwargs):
-        super().__init__(**kwargs)
-        self.name = name
-        self.groups = [SimpleNamespace(name="students")]
-        self.admin = False
-
-    @property
-    def escaped_name(self):
-        return self.name
-
-    @property
-    def url(self):
-        return self.server.url
 
 
 @pytest.fixture
@@ -85,7 +64,7 @@ def spawner(name: str, catalog: Path, ledger: Path) -> SimpleLocalGPUSpawner:
     config.SimpleLocalGPUSpawner.gpu_inventory = "simulated"
     config.SimpleLocalGPUSpawner.simulated_gpus = ONE_GPU
     config.SimpleLocalGPUSpawner.allocation_ledger = str(ledger)
-    return SimpleLocalGPUSpawner(hub=Hub(), user=HubUser(name), config=config)
+    return SimpleLocalGPUSpawner(hub=Hub(), user=HubUser(name, groups=["students"]), config=config)
 
 
 def saved_state(catalog: Path, ledger: Path, pid: int) -> dict:

@@ -1,0 +1,87 @@
+"""Spawners built in the test process against the cluster of ``kubespawner_env``.
+
+They are made as KubeSpawner's own cluster tests make them: no hub, a stand-in user
+(:class:`~tests.support.hub_users.HubUser`), and a notebook image the emulator never pulls.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from jupyterhub.objects import Hub
+from kubespawner import KubeSpawner
+from traitlets.config import Config
+
+from gpuspawner.kubernetes import GPUSpawner
+
+from . import course_catalogs
+from .hub_users import HubUser
+
+IMAGE = "quay.io/jupyter/base-notebook:2025-01-06"
+
+
+def write_class_catalog(
+    path: Path, students: list[str], *, share: str = "{fraction: 1/4}", seats: int = 100
+) -> Path:
+    """A catalog whose course ML101 (``ml101``) is in class now, for ``students`` at ``share``."""
+    start = course_catalogs.minute(course_catalogs.now())
+    path.write_text(
+        course_catalogs.catalog(
+            course_catalogs.course(
+                "ml101",
+                start=start - timedelta(minutes=10),
+                end=start + timedelta(minutes=120),
+                students=students,
+                gpu=share,
+                seats=seats,
+            )
+        )
+    )
+    return path
+
+
+def make_gpu_spawner(
+    user: str, catalog: Path, *, profile: str = "ml101", **traits: Any
+) -> GPUSpawner:
+    """A GPUSpawner for ``user`` choosing ``profile``, GPUs shared four ways by time-slicing."""
+    config = Config()
+    config.GPUSpawner.namespace = "default"
+    config.GPUSpawner.cmd = ["jupyterhub-singleuser"]
+    config.GPUSpawner.image = IMAGE
+    config.GPUSpawner.start_timeout = 60
+    config.GPUSpawner.catalog_path = str(catalog)
+    config.GPUSpawner.sharing_backend = "time-slicing"
+    config.GPUSpawner.sharing_backend_config = {"replicas": 4, "gfd_labels": False}
+    for key, value in traits.items():
+        setattr(config.GPUSpawner, key, value)
+    spawner = GPUSpawner(
+        hub=Hub(),
+        user=HubUser(user),
+        config=config,
+        api_token="abc123",
+        oauth_client_id="unused",
+        _mock=True,
+    )
+    spawner.user_options = {"profile": profile}
+    return spawner
+
+
+def make_kube_spawner(user: str, **traits: Any) -> KubeSpawner:
+    """A plain KubeSpawner for ``user``, configured as KubeSpawner's own tests do."""
+    config = Config()
+    config.KubeSpawner.namespace = "default"
+    config.KubeSpawner.cmd = ["jupyterhub-singleuser"]
+    config.KubeSpawner.image = IMAGE
+    config.KubeSpawner.start_timeout = 30
+    for key, value in traits.items():
+        setattr(config.KubeSpawner, key, value)
+    return KubeSpawner(
+        hub=Hub(),
+        user=HubUser(user),
+        config=config,
+        api_token="abc123",
+        oauth_client_id="unused",
+        _mock=True,
+    )
