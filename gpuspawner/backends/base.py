@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from gpuspawner.policy.share import GPUShare
 from gpuspawner.policy.units import format_mib
 
-from .framework_limits import NO_GPU_ENVIRONMENT, share_environment
+from .framework_limits import NO_GPU_ENVIRONMENT, framework_memory_limits, share_environment
 
 # GPU Feature Discovery (GFD) node label with the GPU's product name, e.g. NVIDIA-A100-SXM4-80GB.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -173,12 +173,7 @@ class SharingBackend(ABC):
 
     @abstractmethod
     def _render(
-        self,
-        share: GPUShare,
-        *,
-        gpu_model: str | None,
-        gpu_memory_mib: int | None,
-        name: str,
+        self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
     ) -> PodGPUPlan:
         """What :meth:`render` returns, for a ``gpu_model`` the share accepts."""
 
@@ -240,6 +235,57 @@ class SharingBackend(ABC):
 
     # -- helpers for subclasses --------------------------------------------------------------
 
+    @staticmethod
+    def _add_share_environment(
+        plan: PodGPUPlan,
+        share: GPUShare,
+        gpu_model: str | None,
+        gpu_memory_mib: int | None,
+        fraction: Fraction | None,
+        memory_mib: int | None,
+    ) -> None:
+        """Describe to the server the ``fraction`` and ``memory_mib`` it actually gets."""
+        plan.environment.update(
+            share_environment(
+                share,
+                gpu_model=gpu_model,
+                gpu_memory_mib=gpu_memory_mib,
+                fraction=fraction,
+                memory_mib=memory_mib,
+            )
+        )
+
+    def _add_whole_gpu_environment(
+        self, plan: PodGPUPlan, share: GPUShare, gpu_model: str | None, gpu_memory_mib: int | None
+    ) -> None:
+        """Describe whole GPUs to the server: all of each GPU's compute and memory."""
+        self._add_share_environment(
+            plan, share, gpu_model, gpu_memory_mib, Fraction(1), gpu_memory_mib
+        )
+
+    def _add_soft_memory_limits(
+        self,
+        plan: PodGPUPlan,
+        share: GPUShare,
+        gpu_model: str | None,
+        gpu_memory_mib: int | None,
+        fraction: Fraction | None,
+    ) -> int | None:
+        """For a slice whose memory the technology does not isolate: the share's memory, else
+        ``fraction`` of the device, described to the server and kept by framework soft limits.
+
+        Returns that memory in MiB, or None when neither the share nor the device says it.
+        """
+        memory = share.memory_mib
+        if memory is None and gpu_memory_mib is not None:
+            assert fraction is not None  # a slice without memory has a fraction
+            memory = int(fraction * gpu_memory_mib)
+        self._add_share_environment(plan, share, gpu_model, gpu_memory_mib, fraction, memory)
+        if memory is not None and gpu_memory_mib is not None:
+            # Frameworks see the whole device as the GPU's total, so the fractions are of it.
+            plan.environment.update(framework_memory_limits(memory, gpu_memory_mib))
+        return memory
+
     def _refuse_memory_beyond_device(
         self, share: GPUShare, gpu_model: str | None, gpu_memory_mib: int | None
     ) -> None:
@@ -297,13 +343,5 @@ class NodeLabelBackend(SharingBackend):
         plan.resource_limits[self.resource_names["gpu"]] = str(share.count)
         self._select_model(plan, share, gpu_model)
         plan.node_selector.update(node_selector or {})
-        plan.environment.update(
-            share_environment(
-                share,
-                gpu_model=gpu_model,
-                gpu_memory_mib=gpu_memory_mib,
-                fraction=Fraction(1),
-                memory_mib=gpu_memory_mib,
-            )
-        )
+        self._add_whole_gpu_environment(plan, share, gpu_model, gpu_memory_mib)
         return plan

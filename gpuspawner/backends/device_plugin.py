@@ -74,12 +74,7 @@ class DevicePluginSlots(NodeLabelBackend):
         return self.resource_names["shared"] != self.resource_names["gpu"]
 
     def _render(
-        self,
-        share: GPUShare,
-        *,
-        gpu_model: str | None = None,
-        gpu_memory_mib: int | None = None,
-        name: str,
+        self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
     ) -> PodGPUPlan:
         if share.is_whole:
             return self._render_whole_gpu(share, gpu_model, gpu_memory_mib)
@@ -121,11 +116,7 @@ class DevicePluginSlots(NodeLabelBackend):
 
     @abstractmethod
     def _fill_slot(
-        self,
-        plan: PodGPUPlan,
-        share: GPUShare,
-        gpu_model: str | None,
-        gpu_memory_mib: int | None,
+        self, plan: PodGPUPlan, share: GPUShare, gpu_model: str | None, gpu_memory_mib: int | None
     ) -> None:
         """Add the environment and notes for one slot; raise for what it can never give."""
 

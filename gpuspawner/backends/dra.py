@@ -25,14 +25,12 @@ CEL ``contains`` is case-sensitive, unlike the catalog's model matching.
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any, ClassVar
 
 from gpuspawner.policy.share import GPUShare
-from gpuspawner.policy.units import format_mib
 
 from .base import PodGPUPlan, SharingBackend, mib_quantity
-from .framework_limits import framework_memory_limits, share_environment
+from .framework_limits import memory_not_isolated
 
 SHARING_STRATEGIES = ("MPS", "TimeSlicing")
 TIME_SLICING_INTERVALS = ("Default", "Short", "Medium", "Long")
@@ -76,12 +74,7 @@ class DRABackend(SharingBackend):
         self.config_api_version = config_api_version
 
     def _render(
-        self,
-        share: GPUShare,
-        *,
-        gpu_model: str | None = None,
-        gpu_memory_mib: int | None = None,
-        name: str,
+        self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
     ) -> PodGPUPlan:
         driver = _cel_string(self.resource_names["driver"])
         selectors = []
@@ -95,15 +88,7 @@ class DRABackend(SharingBackend):
         if share.is_whole:
             count = share.count
             config = None
-            plan.environment.update(
-                share_environment(
-                    share,
-                    gpu_model=gpu_model,
-                    gpu_memory_mib=gpu_memory_mib,
-                    fraction=Fraction(1),
-                    memory_mib=gpu_memory_mib,
-                )
-            )
+            self._add_whole_gpu_environment(plan, share, gpu_model, gpu_memory_mib)
         else:
             self._refuse_memory_beyond_device(share, gpu_model, gpu_memory_mib)
             count = 1
@@ -154,22 +139,10 @@ class DRABackend(SharingBackend):
         gpu_memory_mib: int | None,
     ) -> dict[str, Any]:
         """The driver's GpuConfig for a slice; adds the slice's environment and notes to ``plan``."""
-        memory = share.memory_mib
-        if memory is None and gpu_memory_mib is not None:
-            assert share.fraction is not None
-            memory = int(share.fraction * gpu_memory_mib)
-        plan.environment.update(
-            share_environment(
-                share,
-                gpu_model=gpu_model,
-                gpu_memory_mib=gpu_memory_mib,
-                fraction=share.fraction,
-                memory_mib=memory,
-            )
+        # The claim's device is the whole GPU, which is what frameworks see as its total.
+        memory = self._add_soft_memory_limits(
+            plan, share, gpu_model, gpu_memory_mib, share.fraction
         )
-        if memory is not None and gpu_memory_mib is not None:
-            # The claim's device is the whole GPU, which is what frameworks see as its total.
-            plan.environment.update(framework_memory_limits(memory, gpu_memory_mib))
         technology = "MPS" if self.sharing_strategy == "MPS" else "time-slicing"
         plan.unhonoured.append(
             "Other servers cannot share this GPU: each server's ResourceClaim is allocated a "
@@ -221,11 +194,7 @@ class DRABackend(SharingBackend):
     @staticmethod
     def _time_slicing_notes(plan: PodGPUPlan, share: GPUShare, memory: int | None) -> None:
         if memory is not None:
-            plan.unhonoured.append(
-                f"GPU memory is not isolated by time-slicing: the {format_mib(memory)} limit is "
-                "applied only through PyTorch, JAX and TensorFlow settings, which a notebook can "
-                "change."
-            )
+            plan.unhonoured.append(memory_not_isolated("time-slicing", memory))
         if share.compute_max_pct is not None and share.compute_max_pct < 100:
             plan.unhonoured.append(
                 f"A compute maximum of {share.compute_max_pct}% is not enforced by time-slicing."

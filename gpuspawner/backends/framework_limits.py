@@ -25,6 +25,7 @@ from fractions import Fraction
 from types import MappingProxyType
 
 from gpuspawner.policy.share import GPUShare
+from gpuspawner.policy.units import format_mib
 
 NO_GPU_ENVIRONMENT: Mapping[str, str] = MappingProxyType(
     {
@@ -55,6 +56,14 @@ def framework_memory_limits(memory_mib: int, visible_memory_mib: int) -> dict[st
         "XLA_CLIENT_MEM_FRACTION": text,
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
+
+
+def memory_not_isolated(technology: str, memory_mib: int) -> str:
+    """The note for a memory limit that only the frameworks' soft limits apply."""
+    return (
+        f"GPU memory is not isolated by {technology}: the {format_mib(memory_mib)} limit is "
+        "applied only through PyTorch, JAX and TensorFlow settings, which a notebook can change."
+    )
 
 
 def share_environment(

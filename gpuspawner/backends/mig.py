@@ -43,7 +43,6 @@ from .base import (
     percent,
     product_label_value,
 )
-from .framework_limits import share_environment
 from .mig_profiles import MIG_MODELS, MIGModel, MIGProfile, UnknownMIGModel, find_mig_model
 
 STRATEGIES = ("mixed", "single")
@@ -121,12 +120,7 @@ class MIGBackend(NodeLabelBackend):
         return errors
 
     def _render(
-        self,
-        share: GPUShare,
-        *,
-        gpu_model: str | None = None,
-        gpu_memory_mib: int | None = None,
-        name: str,
+        self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
     ) -> PodGPUPlan:
         if share.is_whole:
             if self.strategy == "single" and not gpu_model:
@@ -162,14 +156,8 @@ class MIGBackend(NodeLabelBackend):
             plan.resource_limits[self.resource_names["gpu"]] = "1"
             label = f"{product_label_value(gpu_model)}-MIG-{profile.name}"
             plan.node_selector[GPU_PRODUCT_LABEL] = label
-        plan.environment.update(
-            share_environment(
-                share,
-                gpu_model=gpu_model,
-                gpu_memory_mib=device_memory,
-                fraction=compute,
-                memory_mib=profile.memory_mib,
-            )
+        self._add_share_environment(
+            plan, share, gpu_model, device_memory, compute, profile.memory_mib
         )
         plan.environment["GPUSPAWNER_GPU_MIG_PROFILE"] = profile.name
         # Frameworks see the slice as the whole GPU, so no soft memory fractions are needed.

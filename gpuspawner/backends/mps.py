@@ -24,7 +24,7 @@ from gpuspawner.policy.units import format_mib
 
 from .base import PodGPUPlan, UnsupportedShare
 from .device_plugin import DevicePluginSlots
-from .framework_limits import framework_memory_limits, share_environment
+from .framework_limits import framework_memory_limits
 
 
 class MPSBackend(DevicePluginSlots):
@@ -40,11 +40,7 @@ class MPSBackend(DevicePluginSlots):
         return 100 // self.replicas
 
     def _fill_slot(
-        self,
-        plan: PodGPUPlan,
-        share: GPUShare,
-        gpu_model: str | None,
-        gpu_memory_mib: int | None,
+        self, plan: PodGPUPlan, share: GPUShare, gpu_model: str | None, gpu_memory_mib: int | None
     ) -> None:
         cap = self.compute_cap_pct
         if share.compute_min_pct is not None and share.compute_min_pct > cap:
@@ -65,15 +61,7 @@ class MPSBackend(DevicePluginSlots):
                 f"The {format_mib(share.memory_mib)} memory share could not be checked against "
                 "the MPS slot, because the GPU's memory size is unknown."
             )
-        plan.environment.update(
-            share_environment(
-                share,
-                gpu_model=gpu_model,
-                gpu_memory_mib=gpu_memory_mib,
-                fraction=self.slot,
-                memory_mib=memory,
-            )
-        )
+        self._add_share_environment(plan, share, gpu_model, gpu_memory_mib, self.slot, memory)
         if share.compute_min_pct:
             plan.unhonoured.append(
                 f"MPS sets aside no compute for a server: the {share.compute_min_pct}% minimum "

@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from gpuspawner.policy.share import GPUShare
-from gpuspawner.policy.units import format_mib
 
 from .base import PodGPUPlan
 from .device_plugin import DevicePluginSlots
-from .framework_limits import framework_memory_limits, share_environment
+from .framework_limits import memory_not_isolated
 
 
 class TimeSlicingBackend(DevicePluginSlots):
@@ -28,31 +27,11 @@ class TimeSlicingBackend(DevicePluginSlots):
     technology: ClassVar[str] = "time-slicing"
 
     def _fill_slot(
-        self,
-        plan: PodGPUPlan,
-        share: GPUShare,
-        gpu_model: str | None,
-        gpu_memory_mib: int | None,
+        self, plan: PodGPUPlan, share: GPUShare, gpu_model: str | None, gpu_memory_mib: int | None
     ) -> None:
-        memory = share.memory_mib
-        if memory is None and gpu_memory_mib is not None:
-            memory = int(self.slot * gpu_memory_mib)
-        plan.environment.update(
-            share_environment(
-                share,
-                gpu_model=gpu_model,
-                gpu_memory_mib=gpu_memory_mib,
-                fraction=self.slot,
-                memory_mib=memory,
-            )
-        )
+        memory = self._add_soft_memory_limits(plan, share, gpu_model, gpu_memory_mib, self.slot)
         if memory is not None and gpu_memory_mib is not None:
-            plan.environment.update(framework_memory_limits(memory, gpu_memory_mib))
-            plan.unhonoured.append(
-                f"GPU memory is not isolated by time-slicing: the {format_mib(memory)} limit is "
-                "applied only through PyTorch, JAX and TensorFlow settings, which a notebook can "
-                "change."
-            )
+            plan.unhonoured.append(memory_not_isolated(self.technology, memory))
         else:
             plan.unhonoured.append(
                 "GPU memory is not isolated by time-slicing, and no memory limit is set for "

@@ -24,10 +24,14 @@ of :mod:`gpuspawner.backends.framework_limits` would shrink it a second time and
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from gpuspawner.policy.share import GPUShare
+
+from .base import PodGPUPlan, SharingBackend
 
 MEMORY_UNITS = ("mib", "percentage")
 CORE_POLICIES = ("default", "force")
@@ -135,3 +139,71 @@ def set_vgpu_limits(
         limits[names["memory_percentage"]] = str(request.memory_pct)
     if request.cores_pct is not None:
         limits[names["cores"]] = str(request.cores_pct)
+
+
+class HAMiCoreBackend(SharingBackend):
+    """Base for the back ends whose slices HAMi-core enforces: HAMi and Volcano vGPU.
+
+    A plan names the technology's scheduler; subclasses add what steers the pod to the right
+    GPUs (:meth:`_add_placement`) and the limits of whole GPUs (:meth:`_whole_gpu_limits`),
+    and a slice is asked for the same way for both (:meth:`_add_slice`).
+    """
+
+    technology: ClassVar[str]
+    """The technology's name within a sentence (``HAMi``, ``Volcano vGPU``)."""
+    gpu_count_key: ClassVar[str]
+    """The key in ``resource_names`` of the number of physical GPUs a container spans."""
+
+    def __init__(
+        self,
+        *,
+        scheduler_name: str,
+        memory_as: str = "mib",
+        core_policy: str = "default",
+        **common: Any,
+    ) -> None:
+        """``memory_as``: ``mib`` (default) or ``percentage`` for fraction-only shares;
+        ``core_policy``: the cluster's ``GPU_CORE_UTILIZATION_POLICY`` (``default``/``force``)."""
+        check_vgpu_settings(memory_as, core_policy)
+        super().__init__(**common)
+        self.scheduler_name = scheduler_name
+        self.memory_as = memory_as
+        self.core_policy = core_policy
+
+    @abstractmethod
+    def _add_placement(self, plan: PodGPUPlan, share: GPUShare, gpu_model: str | None) -> None:
+        """Add what puts the pod on ``gpu_model`` (or the share's models) and orders it there."""
+
+    @abstractmethod
+    def _whole_gpu_limits(self, count: int) -> dict[str, str]:
+        """The container limits for ``count`` whole GPUs that no slice may share."""
+
+    def _render(
+        self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
+    ) -> PodGPUPlan:
+        plan = self._new_plan()
+        plan.scheduler_name = self.scheduler_name
+        self._add_placement(plan, share, gpu_model)
+        if share.is_whole:
+            plan.resource_limits.update(self._whole_gpu_limits(share.count))
+            self._add_whole_gpu_environment(plan, share, gpu_model, gpu_memory_mib)
+        else:
+            self._add_slice(plan, share, gpu_model, gpu_memory_mib)
+        return plan
+
+    def _add_slice(
+        self, plan: PodGPUPlan, share: GPUShare, gpu_model: str | None, gpu_memory_mib: int | None
+    ) -> None:
+        """Ask for one vGPU with the slice's memory and cores, and note what is not enforced."""
+        self._refuse_memory_beyond_device(share, gpu_model, gpu_memory_mib)
+        request = vgpu_request(share, gpu_memory_mib, memory_as=self.memory_as)
+        set_vgpu_limits(plan.resource_limits, self.resource_names, self.gpu_count_key, request)
+        # HAMi-core reports the cap as the GPU's total: no soft fractions (module docstring).
+        self._add_share_environment(
+            plan, share, gpu_model, gpu_memory_mib, share.fraction, request.memory_mib
+        )
+        plan.unhonoured.extend(
+            compute_notes(
+                share, request.cores_pct, core_policy=self.core_policy, technology=self.technology
+            )
+        )

@@ -14,23 +14,23 @@ is set with the ``scheduling.volcano.sh/queue-name`` annotation.
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any, ClassVar
 
 from gpuspawner.policy.share import GPUShare
 
 from .base import NodeLabelBackend, PodGPUPlan
-from .framework_limits import share_environment
-from .vgpu import check_vgpu_settings, compute_notes, set_vgpu_limits, vgpu_request
+from .vgpu import HAMiCoreBackend
 
 VGPU_MODE_ANNOTATION = "volcano.sh/vgpu-mode"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 
-class VolcanoVGPUBackend(NodeLabelBackend):
+class VolcanoVGPUBackend(HAMiCoreBackend, NodeLabelBackend):
     """``make_backend("volcano", queue="ml101")``: vGPU slices scheduled by Volcano."""
 
     name: ClassVar[str] = "volcano"
+    technology: ClassVar[str] = "Volcano vGPU"
+    gpu_count_key: ClassVar[str] = "number"
     default_resource_names = {
         "number": "volcano.sh/vgpu-number",
         "memory": "volcano.sh/vgpu-memory",
@@ -44,66 +44,25 @@ class VolcanoVGPUBackend(NodeLabelBackend):
         scheduler_name: str = "volcano",
         mode: str | None = "hami-core",
         queue: str | None = None,
-        memory_as: str = "mib",
-        core_policy: str = "default",
         **common: Any,
     ) -> None:
         """``mode``: the ``volcano.sh/vgpu-mode`` annotation (None leaves it out); ``queue``:
         a Volcano queue; ``memory_as`` and ``core_policy`` as for HAMi."""
-        check_vgpu_settings(memory_as, core_policy)
-        super().__init__(**common)
-        self.scheduler_name = scheduler_name
+        super().__init__(scheduler_name=scheduler_name, **common)
         self.mode = mode
         self.queue = queue
-        self.memory_as = memory_as
-        self.core_policy = core_policy
 
-    def _render(
-        self,
-        share: GPUShare,
-        *,
-        gpu_model: str | None = None,
-        gpu_memory_mib: int | None = None,
-        name: str,
-    ) -> PodGPUPlan:
-        plan = self._new_plan()
-        plan.scheduler_name = self.scheduler_name
+    def _add_placement(self, plan: PodGPUPlan, share: GPUShare, gpu_model: str | None) -> None:
         if self.mode:
             plan.annotations[VGPU_MODE_ANNOTATION] = self.mode
         if self.queue:
             plan.annotations[QUEUE_ANNOTATION] = self.queue
-        limits = plan.resource_limits
-        if share.is_whole:
-            limits[self.resource_names["number"]] = str(share.count)
-            limits[self.resource_names["memory_percentage"]] = "100"
-            limits[self.resource_names["cores"]] = "100"
-            self._select_model(plan, share, gpu_model)
-            plan.environment.update(
-                share_environment(
-                    share,
-                    gpu_model=gpu_model,
-                    gpu_memory_mib=gpu_memory_mib,
-                    fraction=Fraction(1),
-                    memory_mib=gpu_memory_mib,
-                )
-            )
-            return plan
-        self._refuse_memory_beyond_device(share, gpu_model, gpu_memory_mib)
-        request = vgpu_request(share, gpu_memory_mib, memory_as=self.memory_as)
-        set_vgpu_limits(limits, self.resource_names, "number", request)
         self._select_model(plan, share, gpu_model)
-        plan.environment.update(
-            share_environment(
-                share,
-                gpu_model=gpu_model,
-                gpu_memory_mib=gpu_memory_mib,
-                fraction=share.fraction,
-                memory_mib=request.memory_mib,
-            )
-        )
-        plan.unhonoured.extend(
-            compute_notes(
-                share, request.cores_pct, core_policy=self.core_policy, technology="Volcano vGPU"
-            )
-        )
-        return plan
+
+    def _whole_gpu_limits(self, count: int) -> dict[str, str]:
+        # All memory and cores, so that no other vGPU is placed on the GPU (see the docstring).
+        return {
+            self.resource_names["number"]: str(count),
+            self.resource_names["memory_percentage"]: "100",
+            self.resource_names["cores"]: "100",
+        }

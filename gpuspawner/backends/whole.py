@@ -21,12 +21,7 @@ class WholeGPUBackend(NodeLabelBackend):
     default_resource_names = {"gpu": "nvidia.com/gpu"}
 
     def _render(
-        self,
-        share: GPUShare,
-        *,
-        gpu_model: str | None = None,
-        gpu_memory_mib: int | None = None,
-        name: str,
+        self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
     ) -> PodGPUPlan:
         if not share.is_whole:
             raise UnsupportedShare(

@@ -228,6 +228,23 @@ def test_given_a_fraction_on_an_unknown_gpu_then_no_memory_limit_and_that_is_sai
     )
 
 
+def test_given_only_memory_then_the_server_is_told_its_memory_and_frameworks_keep_to_it():
+    share = GPUShare(memory_mib=20 * 1024)
+
+    plan = make_backend("dra").render(
+        share, gpu_model=A100_80GB, gpu_memory_mib=A100_80GB_MIB, name="t"
+    )
+
+    assert "GPUSPAWNER_GPU_FRACTION" not in plan.environment
+    assert plan.environment["GPUSPAWNER_GPU_MEMORY_MIB"] == "20480"
+    assert plan.environment["GPUSPAWNER_TORCH_MEMORY_FRACTION"] == "0.250"
+    parameters = plan.resource_claim_templates[0]["spec"]["spec"]["devices"]["config"][0]
+    assert parameters["opaque"]["parameters"]["sharing"] == {
+        "strategy": "MPS",
+        "mpsConfig": {"defaultPinnedDeviceMemoryLimit": "20Gi"},
+    }
+
+
 def test_given_more_memory_than_the_gpu_then_no_claim_is_made():
     with pytest.raises(UnsupportedShare, match="asks for 96 GiB of GPU memory"):
         make_backend("dra").render(
