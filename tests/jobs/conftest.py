@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,9 @@ from traitlets.config import Config
 
 from jupyter_to_job.manager import JobManager
 
+# test_capacity.py and test_fair_queue.py still import eventually and finished from here.
+from ..support import eventually  # noqa: F401
+from ..support.job_managers import ManagerFactory, finished  # noqa: F401
 from ..support.job_processes import kill_leftovers
 from .postgres import postgres_url_fixture
 
@@ -45,9 +47,6 @@ def job_config(executor: dict[str, Any] | None = None, **traits: Any) -> Config:
     return config
 
 
-ManagerFactory = Callable[..., Awaitable[JobManager]]
-
-
 @pytest.fixture
 async def make_manager(tmp_path: Path) -> AsyncIterator[ManagerFactory]:
     """``await make_manager(max_running_jobs=1, root=..., executor={...})``: a started manager."""
@@ -72,19 +71,3 @@ async def make_manager(tmp_path: Path) -> AsyncIterator[ManagerFactory]:
                 await asyncio.wait_for(manager.shutdown(stop_jobs=True), HANG_GUARD)
     for root in roots:
         kill_leftovers(root)
-
-
-async def eventually(check: Callable[[], Any], *, what: str) -> Any:
-    """Poll ``check`` until it returns something truthy (bounded by HANG_GUARD)."""
-    deadline = time.monotonic() + HANG_GUARD
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
-async def finished(manager: JobManager, job_id: str):  # type: ignore[no-untyped-def]
-    """The job once it is final."""
-    return await asyncio.wait_for(manager.wait(job_id), HANG_GUARD)

@@ -20,9 +20,10 @@ from jupyter_to_job.executors import LocalExecutor
 from jupyter_to_job.models import CreateJob, JobStatus, ListJobsQuery
 from jupyter_to_job.runfiles import JobFiles, read_status
 from jupyter_to_job.store import JobRow, JobStore
+from tests.support import eventually
+from tests.support.job_managers import ManagerFactory, finished
 
 from ..support.notebooks import append_line, notebook, read_output, stream_text, wait_for_file
-from .conftest import ManagerFactory, eventually, finished
 
 
 def save(home: Path, name: str, nb: nbformat.NotebookNode) -> str:

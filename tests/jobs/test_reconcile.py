@@ -10,9 +10,10 @@ import psutil
 
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import read_status
+from tests.support import eventually
+from tests.support.job_managers import ManagerFactory, finished
 
 from ..support.notebooks import append_line, notebook, wait_for_file
-from .conftest import ManagerFactory, eventually, finished
 
 
 def gone(pid: int | None) -> bool:

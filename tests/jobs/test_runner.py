@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jupyter_to_job.runfiles import EXIT_COMPLETED, EXIT_FAILED, EXIT_INVALID_JOB, EXIT_STOPPED
 from jupyter_to_job.runner import run_job
+from tests.support import eventually
 
 from ..support.notebooks import (
     make_job_dir,
@@ -24,7 +25,7 @@ from ..support.notebooks import (
     stream_text,
     wait_for_file,
 )
-from .conftest import HANG_GUARD, REPO, eventually
+from .conftest import HANG_GUARD, REPO
 
 
 async def run(files, log: Path | None = None) -> int:  # type: ignore[no-untyped-def]

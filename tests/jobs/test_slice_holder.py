@@ -18,9 +18,10 @@ from jupyter_to_job.executors import JobExecutor, JobOutcome, StopReason
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import RunnerStatus, read_status
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from tests.support import eventually
+from tests.support.job_managers import ManagerFactory, finished
 
 from ..support.notebooks import notebook, wait_for_file
-from .conftest import ManagerFactory, eventually, finished
 
 GPU = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
 WHOLE_GPU = GPUShare(count=1)

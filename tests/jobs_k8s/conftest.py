@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,11 @@ import pytest
 
 from jupyter_to_job.k8s_objects import job_selector
 from jupyter_to_job.manager import JobManager
+from tests.support.job_managers import ManagerFactory
 from tests.support.k8s_job_pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
 
 HANG_GUARD = 60  # a broken test fails instead of hanging; never a timing assertion
 Object = dict[str, Any]
-
-
-ManagerFactory = Callable[..., Awaitable[JobManager]]
 
 
 @pytest.fixture
@@ -69,23 +66,6 @@ async def make_k8s_manager(
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(manager.shutdown(stop_jobs=True), HANG_GUARD)
     kill_kernels(pods_dir)
-
-
-async def eventually(check: Callable[[], Any], *, what: str) -> Any:
-    """Poll ``check`` (sync or async) until it returns something truthy."""
-    deadline = time.monotonic() + HANG_GUARD
-    while time.monotonic() < deadline:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
-async def finished(manager: JobManager, job_id: str):  # type: ignore[no-untyped-def]
-    return await asyncio.wait_for(manager.wait(job_id), HANG_GUARD)
 
 
 async def job_pod(core: Any, job_id: str) -> Object | None:

@@ -20,9 +20,9 @@ from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.service.app import JobServiceApp
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from tests.support import eventually
+from tests.support.job_managers import ManagerFactory, finished
 from tests.support.notebooks import notebook, wait_for_file
-
-from .conftest import ManagerFactory, eventually, finished
 
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)
 CLASS_END = NOW + timedelta(minutes=120)

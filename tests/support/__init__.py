@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -22,4 +24,20 @@ def until(check: Callable[[], T], what: str, *, timeout: float = WAIT, interval:
         if result:
             return result
         time.sleep(interval)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+async def eventually(
+    check: Callable[[], Any | Awaitable[Any]], *, what: str, timeout: float = WAIT
+) -> Any:
+    """Poll ``check`` (plain or async) on the running loop until it returns something
+    truthy, and return that; fail saying ``what`` never came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        await asyncio.sleep(0.05)
     raise AssertionError(f"gave up waiting for {what}")

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -17,7 +18,12 @@ SESSION_START = time.time()
 
 def kill_leftovers(root: Path) -> None:
     """Kill runners and kernels this session started that are still alive."""
-    for status_file in root.glob("jobs/*/status.json"):
+    kill_job_processes(root.glob("jobs/*/status.json"))
+
+
+def kill_job_processes(status_files: Iterable[Path]) -> None:
+    """Kill the runner and kernel each status file names, if this session started them."""
+    for status_file in status_files:
         status = read_status(JobFiles(status_file.parent))
         if status is None:
             continue

@@ -7,23 +7,18 @@ real container's end would have taken along (a kernel left by a runner killed fo
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 from traitlets.config import Config
 
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
-from jupyter_to_job.runfiles import JobFiles, read_status
-from tests.support.k8s_emulator import PodMatch, ProcessRunner
 
-SESSION_START = time.time()
+from .job_processes import kill_job_processes
+from .k8s_emulator import PodMatch, ProcessRunner
+
 JOB_PODS = PodMatch(labels="app.kubernetes.io/managed-by=jupyter-to-job")
 IMAGE = "registry.example.edu/jobs:test"
 
@@ -85,16 +80,7 @@ class PodProcesses(ProcessRunner):
 
 def kill_kernels(folder: Path) -> None:
     """Kill runners and kernels left by pods (a real container's end would take them along)."""
-    for status_file in folder.rglob("status.json"):
-        status = read_status(JobFiles(status_file.parent))
-        if status is None:
-            continue
-        for pid in (status.runner_pid, status.kernel_pid):
-            if pid is None:
-                continue
-            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-                if psutil.Process(pid).create_time() >= SESSION_START - 1:
-                    os.killpg(pid, signal.SIGKILL)
+    kill_job_processes(folder.rglob("status.json"))
 
 
 def k8s_job_config(kubeconfig: Path, **executor: Any) -> Config:
