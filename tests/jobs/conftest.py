@@ -21,7 +21,7 @@ from jupyter_to_job.manager import JobManager
 from ..support import eventually  # noqa: F401
 from ..support.job_managers import ManagerFactory, finished  # noqa: F401
 from ..support.job_processes import kill_leftovers
-from .postgres import postgres_url_fixture
+from ..support.postgres import postgres_url_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ as root the server runs as the ``postgres`` user (or ``nobody``) through
 ``runuser``. Without PostgreSQL binaries, :func:`postgres_unavailable` says why
 and the fixture skips.
 
-Reuse it from any conftest::
+Use it from a folder's conftest::
 
-    from tests.jobs.postgres import postgres_url_fixture
+    from tests.support.postgres import postgres_url_fixture
     postgres_url = postgres_url_fixture()
 """
 
@@ -20,13 +20,14 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from .hubprocess import free_loopback_ports
 
 DATABASE_USER = "jobs"
 
@@ -74,12 +75,6 @@ def postgres_unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _run_as(user: str | None, command: list[str], **kwargs: object) -> None:
     if user is not None:
         command = ["runuser", "-u", user, "--", *command]
@@ -106,7 +101,7 @@ def postgres_server(base: str | None = None) -> Iterator[str]:
         entry = pwd.getpwnam(user)
         for path in (data, sockets):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-    port = _free_port()
+    port = free_loopback_ports(1)[0]
     log = folder / "server.log"
     log.touch()
     if user is not None:
