@@ -271,18 +271,33 @@ class Enrolment(CatalogModel):
     groups: NameList = Field(default_factory=list)
 
 
-class Course(CatalogModel):
-    """A course profile."""
+class CatalogEntry(CatalogModel):
+    """What every entry that starts something has: a server profile or a job flavor."""
 
     id: Identifier
     title: str = Field(min_length=1)
     description: str = ""
-    instructors: NameList = Field(default_factory=list)
-    enrolment: Enrolment = Field(default_factory=Enrolment)
     environment: Environment = Field(default_factory=Environment)
     resources: Resources = Field(default_factory=Resources)
     gpu: GPUSpec | None = None
+
+    @cached_property
+    def share(self) -> GPUShare | None:
+        """The GPU share of each server or job started from it, if any (built once)."""
+        return self.gpu.to_share() if self.gpu else None
+
+
+class ProfileSection(CatalogEntry):
+    """A server profile: a course, a research allocation or a standing profile."""
+
     storage: list[StorageMount] = Field(default_factory=list)
+
+
+class Course(ProfileSection):
+    """A course profile."""
+
+    instructors: NameList = Field(default_factory=list)
+    enrolment: Enrolment = Field(default_factory=Enrolment)
     schedule: ScheduleSpec
     max_gpu_servers: int | None = Field(default=None, ge=0)
     reserved_seats: int = Field(default=0, ge=0)
@@ -307,11 +322,6 @@ class Course(CatalogModel):
         return value
 
     @cached_property
-    def share(self) -> GPUShare | None:
-        """The GPU share of each student's server, if any (built once)."""
-        return self.gpu.to_share() if self.gpu else None
-
-    @cached_property
     def course_schedule(self) -> CourseSchedule:
         """The resolved schedule (set when the catalog is assembled)."""
         # Read the private slot directly: pydantic's attribute fallback is slow, and
@@ -321,20 +331,13 @@ class Course(CatalogModel):
         return schedule
 
 
-class ResearchAllocation(CatalogModel):
+class ResearchAllocation(ProfileSection):
     """GPU time granted to users or groups until an expiry date."""
 
-    id: Identifier
-    title: str = Field(min_length=1)
-    description: str = ""
     users: NameList = Field(default_factory=list)
     groups: NameList = Field(default_factory=list)
     starts: date | None = None
     expires: date
-    environment: Environment = Field(default_factory=Environment)
-    resources: Resources = Field(default_factory=Resources)
-    gpu: GPUSpec | None = None
-    storage: list[StorageMount] = Field(default_factory=list)
     max_gpu_servers: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
@@ -345,28 +348,17 @@ class ResearchAllocation(CatalogModel):
             raise ValueError(f"starts ({self.starts}) comes after expires ({self.expires})")
         return self
 
-    @cached_property
-    def share(self) -> GPUShare | None:
-        return self.gpu.to_share() if self.gpu else None
+    def active_on(self, day: date) -> bool:
+        """True on the days from ``starts`` (if set) to ``expires``, both included."""
+        return (self.starts is None or self.starts <= day) and day <= self.expires
 
 
-class StandingProfile(CatalogModel):
+class StandingProfile(ProfileSection):
     """A profile open all the time, such as the CPU-only default."""
 
-    id: Identifier
-    title: str = Field(min_length=1)
-    description: str = ""
     groups: NameList = Field(default_factory=list)
     """Empty: everyone. Otherwise only members of these groups (and admins)."""
-    environment: Environment = Field(default_factory=Environment)
-    resources: Resources = Field(default_factory=Resources)
-    gpu: GPUSpec | None = None
-    storage: list[StorageMount] = Field(default_factory=list)
     default: bool = False
-
-    @cached_property
-    def share(self) -> GPUShare | None:
-        return self.gpu.to_share() if self.gpu else None
 
 
 def _check_group_template(value: str | None) -> str | None:
@@ -431,15 +423,9 @@ class FlavorAccess(CatalogModel):
     """Holders of these research allocations, while the allocation is active."""
 
 
-class JobFlavor(CatalogModel):
+class JobFlavor(CatalogEntry):
     """What a "Run as Job" batch job runs on: GPU share, CPU, memory, environment."""
 
-    id: Identifier
-    title: str = Field(min_length=1)
-    description: str = ""
-    gpu: GPUSpec | None = None
-    resources: Resources = Field(default_factory=Resources)
-    environment: Environment = Field(default_factory=Environment)
     default_deadline: Duration = timedelta(hours=1)
     max_deadline: Duration = timedelta(hours=24)
     max_running_per_user: int = Field(default=1, ge=1)
@@ -455,10 +441,6 @@ class JobFlavor(CatalogModel):
         if self.default_deadline <= timedelta(0):
             raise ValueError("default_deadline must be longer than zero")
         return self
-
-    @cached_property
-    def share(self) -> GPUShare | None:
-        return self.gpu.to_share() if self.gpu else None
 
 
 class CatalogFile(CatalogModel):
@@ -654,6 +636,12 @@ class Catalog:
         return name in course.enrolment.users or any(
             g in groups for g in self.student_groups(course)
         )
+
+    def holds(
+        self, grant: ResearchAllocation, name: str, groups: frozenset[str] | set[str]
+    ) -> bool:
+        """True when ``name`` (a member of ``groups``) is granted the research allocation."""
+        return name in grant.users or any(g in groups for g in grant.groups)
 
     def known_groups(self) -> frozenset[str]:
         """Every hub group the catalog gives a meaning to (enrolment, teaching, research,

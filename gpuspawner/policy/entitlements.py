@@ -18,6 +18,7 @@ from .catalog import (
     Catalog,
     Course,
     Environment,
+    ProfileSection,
     ResearchAllocation,
     Resources,
     StandingProfile,
@@ -93,48 +94,35 @@ class Entitlement:
     """When a server started now is reclaimed (class end plus grace); None: never."""
 
 
-def _course_profile(course: Course) -> Profile:
+def _profile(kind: ProfileKind, section: ProfileSection, **own: Any) -> Profile:
+    """``section`` of the catalog as a profile; ``own`` are the fields only its kind has."""
     return Profile(
-        id=course.id,
-        kind=ProfileKind.COURSE,
-        title=course.title,
-        description=course.description,
-        share=course.share,
-        resources=course.resources,
-        environment=course.environment,
-        storage=tuple(course.storage),
-        max_gpu_servers=course.max_gpu_servers,
-        course=course,
+        id=section.id,
+        kind=kind,
+        title=section.title,
+        description=section.description,
+        share=section.share,
+        resources=section.resources,
+        environment=section.environment,
+        storage=tuple(section.storage),
+        **own,
+    )
+
+
+def _course_profile(course: Course) -> Profile:
+    return _profile(
+        ProfileKind.COURSE, course, max_gpu_servers=course.max_gpu_servers, course=course
     )
 
 
 def _research_profile(grant: ResearchAllocation) -> Profile:
-    return Profile(
-        id=grant.id,
-        kind=ProfileKind.RESEARCH,
-        title=grant.title,
-        description=grant.description,
-        share=grant.share,
-        resources=grant.resources,
-        environment=grant.environment,
-        storage=tuple(grant.storage),
-        max_gpu_servers=grant.max_gpu_servers,
-        research=grant,
+    return _profile(
+        ProfileKind.RESEARCH, grant, max_gpu_servers=grant.max_gpu_servers, research=grant
     )
 
 
 def _standing_profile(profile: StandingProfile) -> Profile:
-    return Profile(
-        id=profile.id,
-        kind=ProfileKind.STANDING,
-        title=profile.title,
-        description=profile.description,
-        share=profile.share,
-        resources=profile.resources,
-        environment=profile.environment,
-        storage=tuple(profile.storage),
-        default=profile.default,
-    )
+    return _profile(ProfileKind.STANDING, profile, default=profile.default)
 
 
 def _cached_profile(cache: dict, key: str, build: Callable[[Any], Profile], item: Any) -> Profile:
@@ -155,7 +143,7 @@ def _course_entitlement(
     )
     status = schedule.status(now)
     today = now.astimezone(zone).date()
-    in_term = schedule.first_day <= today <= schedule.last_day
+    in_term = schedule.in_term(today)
     upcoming = status.next_session
     if role in (Role.INSTRUCTOR, Role.ADMIN) and course.instructors_anytime and in_term:
         note = "Instructor access during the term"
@@ -298,7 +286,4 @@ def entitlement_for(
     """The entitlement for one profile id, or None if the user cannot see it at all."""
     if not isinstance(profile_id, str):
         return None
-    for entitlement in evaluate(catalog, user, now):
-        if entitlement.profile.id == profile_id:
-            return entitlement
-    return None
+    return next((e for e in evaluate(catalog, user, now) if e.profile.id == profile_id), None)

@@ -29,32 +29,24 @@ def _course_access(
     catalog: Catalog, user: UserIdentity, course_id: str, now: datetime
 ) -> str | None:
     course = catalog.courses_by_id.get(course_id)
-    if course is None:
-        return None
-    if not (
+    if course is None or not (
         catalog.takes(course, user.name, user.groups)
         or catalog.teaches(course, user.name, user.groups)
     ):
         return None
     schedule = course.course_schedule
-    today = now.astimezone(schedule.timezone).date()
-    if schedule.first_day <= today <= schedule.last_day:
-        return f"through {course.title}"
-    return ""
+    in_term = schedule.in_term(now.astimezone(schedule.timezone).date())
+    return f"through {course.title}" if in_term else ""
 
 
 def _research_access(
     catalog: Catalog, user: UserIdentity, grant_id: str, now: datetime
 ) -> str | None:
     grant = catalog.research_by_id.get(grant_id)
-    if grant is None:
+    if grant is None or not catalog.holds(grant, user.name, user.groups):
         return None
-    if user.name not in grant.users and not (set(grant.groups) & user.groups):
-        return None
-    today = local_day(catalog, now)  # the same day as the spawner's (entitlements.evaluate)
-    if (grant.starts is None or grant.starts <= today) and today <= grant.expires:
-        return f"through {grant.title}"
-    return ""
+    # The same day as the spawner's (entitlements.evaluate).
+    return f"through {grant.title}" if grant.active_on(local_day(catalog, now)) else ""
 
 
 def flavor_entitlements(
@@ -98,7 +90,5 @@ def flavor_for(
     """The entitlement for one flavor id, or None for an id the catalog does not have."""
     if not isinstance(flavor_id, str):
         return None
-    for entitlement in flavor_entitlements(catalog, user, now):
-        if entitlement.flavor.id == flavor_id:
-            return entitlement
-    return None
+    entitlements = flavor_entitlements(catalog, user, now)
+    return next((e for e in entitlements if e.flavor.id == flavor_id), None)

@@ -175,11 +175,15 @@ class CourseSchedule:
         if self.lead_time < timedelta(0) or self.grace < timedelta(0):
             raise ValueError("lead time and grace cannot be negative")
 
+    def in_term(self, day: date) -> bool:
+        """True when the local date ``day`` is one of the term's days, first and last included."""
+        return self.first_day <= day <= self.last_day
+
     # -- sessions -----------------------------------------------------------------
 
     def _sessions_starting_on(self, day: date) -> list[tuple[datetime, datetime]]:
         """Raw (unmerged) UTC intervals of windows that start on local date ``day``."""
-        if day < self.first_day or day > self.last_day or day in self.no_class:
+        if not self.in_term(day) or day in self.no_class:
             return []
         weekday = day.weekday()
         result = []

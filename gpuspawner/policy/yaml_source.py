@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -29,6 +29,8 @@ MAX_ALIAS_VALUES = 20_000
 """How many values aliases (``*name``) may repeat in one file, counted once per use."""
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
+
+_Collection = TypeVar("_Collection", yaml.SequenceNode, yaml.MappingNode)
 
 # libyaml's parser when PyYAML was built with it (most wheels are); the events, and so
 # the lines, are the same as those of the pure-Python parser.
@@ -156,6 +158,12 @@ class _Composer:
         self.open_anchors: set[str] = set()
         self.path: list[Any] = []
 
+    def _error(self, event: Any, message: str) -> YAMLSourceError:
+        """The problem ``message`` at ``event``'s line, under the path being read."""
+        return YAMLSourceError(
+            self.source, int(event.start_mark.line) + 1, message, field_name(tuple(self.path))
+        )
+
     def single_node(self) -> Ref | None:
         events = self.events
         events.get_event()  # stream start
@@ -181,33 +189,27 @@ class _Composer:
             event = events.get_event()
             name = event.anchor
             if name in self.open_anchors:
-                raise YAMLSourceError(
-                    self.source,
-                    int(event.start_mark.line) + 1,
+                raise self._error(
+                    event,
                     f"the alias *{name} refers to the block &{name} that contains it, so its "
                     "value would never end; replace the alias with the values it should repeat",
-                    field_name(tuple(self.path)),
                 )
             if name not in self.anchors:
-                raise YAMLSourceError(
-                    self.source,
-                    int(event.start_mark.line) + 1,
+                raise self._error(
+                    event,
                     f"uses the alias *{name}, but no block above it is anchored &{name}; "
                     "anchor the block to repeat (such as schedule: &{name}) before using it",
-                    field_name(tuple(self.path)),
                 )
             return _Alias(name, self.anchors[name], event.start_mark)
         event = events.peek_event()
         if depth > MAX_DEPTH:
-            raise _too_deep(self.source, int(event.start_mark.line) + 1, tuple(self.path))
+            raise _too_deep(self.source, _line(event), tuple(self.path))
         anchor = event.anchor
         if anchor is not None and anchor in self.anchors:
-            raise YAMLSourceError(
-                self.source,
-                int(event.start_mark.line) + 1,
+            raise self._error(
+                event,
                 f"defines the anchor &{anchor} a second time (first at line "
                 f"{_line(self.anchors[anchor])}); give each anchor its own name",
-                field_name(tuple(self.path)),
             )
         if events.check_event(yaml.ScalarEvent):
             event = events.get_event()
@@ -231,11 +233,11 @@ class _Composer:
             if anchor is not None:
                 self.open_anchors.discard(anchor)
 
-    def _sequence(self, anchor: str | None, depth: int) -> yaml.SequenceNode:
-        events = self.events
-        start = events.get_event()
-        node = yaml.SequenceNode(
-            self._tag(yaml.SequenceNode, start.tag, None, start.implicit),
+    def _open(self, kind: type[_Collection], anchor: str | None) -> _Collection:
+        """A sequence or mapping node from its start event, known by ``anchor`` from now on."""
+        start = self.events.get_event()
+        node = kind(
+            self._tag(kind, start.tag, None, start.implicit),
             [],
             start.start_mark,
             None,
@@ -243,6 +245,11 @@ class _Composer:
         )
         if anchor is not None:
             self.anchors[anchor] = node
+        return node
+
+    def _sequence(self, anchor: str | None, depth: int) -> yaml.SequenceNode:
+        events = self.events
+        node = self._open(yaml.SequenceNode, anchor)
         while not events.check_event(yaml.SequenceEndEvent):
             self.path.append(len(node.value))
             node.value.append(self.node(depth + 1))
@@ -252,16 +259,7 @@ class _Composer:
 
     def _mapping(self, anchor: str | None, depth: int) -> yaml.MappingNode:
         events = self.events
-        start = events.get_event()
-        node = yaml.MappingNode(
-            self._tag(yaml.MappingNode, start.tag, None, start.implicit),
-            [],
-            start.start_mark,
-            None,
-            flow_style=start.flow_style,
-        )
-        if anchor is not None:
-            self.anchors[anchor] = node
+        node = self._open(yaml.MappingNode, anchor)
         while not events.check_event(yaml.MappingEndEvent):
             key = self.node(depth + 1)
             target = _target(key)
