@@ -29,7 +29,7 @@ from traitlets import Bool, Instance, Unicode, default, observe
 from traitlets.config import LoggingConfigurable
 
 from .gpu_map import gpu_map
-from .grant import GPUAdmission, Grant, Target
+from .grant import GPUAdmission, Grant, Target, moved_to_admission
 from .ledger import AllocationLedger, ProcessHolder
 from .policy import (
     Allocation,
@@ -47,26 +47,6 @@ from .spawn_page import ProfileCard, render_profile_cards
 
 STATE_VERSION = 1
 ALLOWED_OPTION_KEYS = frozenset({"profile", "prewarm_token"})
-
-
-_warned_moved: set[tuple[str, str]] = set()
-
-
-def moved_to_admission(owner: LoggingConfigurable, admission: GPUAdmission, change: Any) -> None:
-    """Hand a setting still given the old way (``c.LocalGPUSpawner.catalog_path``) to
-    the one place it lives now (``c.GPUAdmission.catalog_path``), with a warning."""
-    name = change["name"]
-    key = (type(owner).__name__, name)
-    if key not in _warned_moved:
-        _warned_moved.add(key)
-        owner.log.warning(
-            "%s.%s is deprecated: set c.GPUAdmission.%s instead (one setting for the "
-            "spawners and the job service).",
-            key[0],
-            name,
-            name,
-        )
-    setattr(admission, name, change["new"])
 
 
 def refusal_exception(code: str, message: str, status: int) -> SpawnException:

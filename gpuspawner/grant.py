@@ -10,9 +10,7 @@ rendering of the GPU share for where it will run (a pod plan on Kubernetes, an
 environment on one machine).
 
 Both spawners and both job executors apply the Grant as it is: they read no catalog,
-render no share and check no entitlement again. A job's Grant is stored with the job
-(:meth:`Grant.to_dict`), so the executor that starts it later, after a restart too,
-applies what was decided, not what the catalog says by then.
+render no share and check no entitlement again.
 
 Shared core: imports neither JupyterHub's hub, KubeSpawner, kubernetes_asyncio nor
 Jupyter Server (an import-linter contract keeps it so).
@@ -25,7 +23,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from traitlets import Dict, Enum, Instance, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
@@ -48,20 +46,9 @@ SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
 Target = Literal["local", "kubernetes"]
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
-
-
-def _moment(text: object) -> datetime | None:
-    return datetime.fromisoformat(text) if isinstance(text, str) and text else None
-
-
 @dataclass(frozen=True)
 class Grant:
-    """A granted start of a server or a job, rendered for where it runs.
-
-    Plain data: it is kept in spawner state and with the job (``to_dict``/``from_dict``).
-    """
+    """A granted start of a server or a job, rendered for where it runs (plain data)."""
 
     kind: Literal["server", "job"]
     key: str
@@ -137,71 +124,37 @@ class Grant:
             "allocation": self.allocation.to_dict(),
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": 1,
-            "kind": self.kind,
-            "key": self.key,
-            "owner": self.owner,
-            "subject": self.subject,
-            "title": self.title,
-            "target": self.target,
-            "course_id": self.course_id,
-            "allocation": self.allocation.to_dict() if self.allocation else None,
-            "share_description": self.share_description,
-            "share_summary": self.share_summary,
-            "gpu_labels": list(self.gpu_labels),
-            "node": self.node,
-            "image": self.image,
-            "python": self.python,
-            "default_url": self.default_url,
-            "limits": {"cpu": self.limits.cpu, "memory_bytes": self.limits.memory_bytes},
-            "variables": dict(self.variables),
-            "environment": dict(self.environment),
-            "plan": self.plan.to_dict() if self.plan else None,
-            "session_end": _iso(self.session_end),
-            "class_end": _iso(self.class_end),
-            "prewarmed": self.prewarmed,
-        }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Grant:
-        """The grant ``to_dict`` wrote; raises ValueError for anything else."""
-        if not isinstance(data, Mapping) or data.get("version") != 1:
-            raise ValueError("not a grant this version wrote")
-        try:
-            limits = data.get("limits") or {}
-            plan = data.get("plan")
-            return cls(
-                kind=data["kind"],
-                key=str(data["key"]),
-                owner=str(data["owner"]),
-                subject=str(data["subject"]),
-                title=str(data["title"]),
-                target=data["target"],
-                course_id=data.get("course_id"),
-                allocation=(
-                    Allocation.from_dict(data["allocation"]) if data.get("allocation") else None
-                ),
-                share_description=str(data.get("share_description") or "No GPU"),
-                share_summary=str(data.get("share_summary") or "no GPU"),
-                gpu_labels=tuple(data.get("gpu_labels") or ()),
-                node=data.get("node"),
-                image=data.get("image"),
-                python=data.get("python"),
-                default_url=data.get("default_url"),
-                limits=ResourceLimits(
-                    cpu=limits.get("cpu"), memory_bytes=limits.get("memory_bytes")
-                ),
-                variables={str(k): str(v) for k, v in (data.get("variables") or {}).items()},
-                environment={str(k): str(v) for k, v in (data.get("environment") or {}).items()},
-                plan=PodGPUPlan(**plan) if plan else None,
-                session_end=_moment(data.get("session_end")),
-                class_end=_moment(data.get("class_end")),
-                prewarmed=bool(data.get("prewarmed")),
-            )
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"not a grant this version wrote ({error})") from None
+_warned_moved: set[tuple[str, str]] = set()
+
+
+def moved_setting(owner: LoggingConfigurable, name: str, where: str) -> None:
+    """Warn, once per class and name, that ``owner``'s ``name`` now lives at ``where``."""
+    key = (type(owner).__name__, name)
+    if key not in _warned_moved:
+        _warned_moved.add(key)
+        owner.log.warning(
+            "%s.%s is deprecated: set c.%s instead (each setting has one place).",
+            key[0],
+            name,
+            where,
+        )
+
+
+def moved_to_admission(owner: LoggingConfigurable, admission: GPUAdmission, change: Any) -> None:
+    """Hand a setting still given the old way (``c.LocalGPUSpawner.catalog_path``) to the
+    one place it lives now (``c.GPUAdmission.catalog_path``), with a warning."""
+    moved_setting(owner, change["name"], f"GPUAdmission.{change['name']}")
+    setattr(admission, change["name"], change["new"])
+
+
+def moved_to_section(owner: LoggingConfigurable, change: Any, section: str) -> None:
+    """The same for an application, whose parts are made later from its config: the old
+    setting goes into ``c.<section>`` unless that is set there already."""
+    name = change["name"]
+    moved_setting(owner, name, f"{section}.{name}")
+    if name not in owner.config[section]:
+        owner.config[section][name] = change["new"]
 
 
 def unknown_flavor(flavor_id: object, offered: Collection[str] | None = None) -> Refusal:
@@ -316,7 +269,7 @@ class GPUAdmission(LoggingConfigurable):
         """,
     )
 
-    simulated_gpus = List(
+    simulated_gpus: List[Any] = List(
         config=True,
         help="""
         One machine: GPUs to pretend it has when it has none (or with
@@ -442,7 +395,7 @@ class GPUAdmission(LoggingConfigurable):
                 owner=user.name,
                 subject=profile.id,
                 title=profile.title,
-                target=self.target,
+                target=cast(Target, self.target),
                 course_id=profile.course_id,
                 allocation=decision.allocation,
                 session_end=decision.session_end,
@@ -486,7 +439,7 @@ class GPUAdmission(LoggingConfigurable):
                 owner=user.name,
                 subject=flavor.id,
                 title=flavor.title,
-                target=self.target,
+                target=cast(Target, self.target),
                 allocation=decision.allocation,
             ),
             flavor.share,

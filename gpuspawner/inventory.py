@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 def discover_nvml_gpus() -> list[GPUDevice]:
     """The GPUs NVML reports, or an empty list when there is no driver or no GPU."""
     try:
-        import pynvml  # nvidia-ml-py
+        import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py
     except ImportError:
         return []
     try:

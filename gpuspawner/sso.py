@@ -34,11 +34,11 @@ from jupyterhub.auth import LocalAuthenticator
 from oauthenticator.generic import GenericOAuthenticator
 from oauthenticator.oauth2 import OAuthCallbackHandler
 from tornado import web
-from traitlets import Dict, List, Unicode, Union, default, validate
+from traitlets import Dict, Instance, List, Unicode, Union, default, observe, validate
 
 from .accounts import ensure_account
-from .catalog_source import shared_catalog_source
-from .policy import Catalog
+from .grant import GPUAdmission, moved_to_admission
+from .policy import Catalog, Refusal
 from .policy.idp_groups import GroupMapping
 
 ROLE_GROUPS = ("students", "instructors", "researchers", "admins")
@@ -107,16 +107,27 @@ class CampusOAuthenticator(GenericOAuthenticator):
 
     callback_handler = CampusCallbackHandler
 
+    admission = Instance(
+        GPUAdmission,
+        help="""The hub's admission (``c.GPUAdmission.*``): the groups its catalog names
+        (course, research, flavor and profile groups) are kept from the identity
+        provider's group claim. Without a catalog only role groups, aliases and
+        ``keep_group_patterns`` are kept.""",
+    )
+
+    @default("admission")
+    def _default_admission(self) -> GPUAdmission:
+        return GPUAdmission(parent=self)
+
     catalog_path = Unicode(
         "",
         config=True,
-        help="""The course catalog (file or folder), as the spawner's ``catalog_path``.
-
-        The groups it names (course, research, flavor and profile groups) are kept from the
-        identity provider's group claim. Empty: only role groups, aliases and
-        ``keep_group_patterns`` are kept.
-        """,
+        help="Deprecated: use ``c.GPUAdmission.catalog_path``.",
     )
+
+    @observe("catalog_path")
+    def _moved_setting(self, change: dict) -> None:
+        moved_to_admission(self, self.admission, change)
 
     group_aliases = Dict(
         key_trait=Unicode(),
@@ -182,10 +193,11 @@ class CampusOAuthenticator(GenericOAuthenticator):
         return list(proposal["value"])
 
     def catalog(self) -> Catalog | None:
-        """The catalog in force, or None without ``catalog_path`` (or before a valid one)."""
-        if not self.catalog_path:
+        """The catalog in force, or None without one (or before a valid one)."""
+        try:
+            return self.admission.catalog()
+        except Refusal:
             return None
-        return shared_catalog_source(self.catalog_path, self.log).current()
 
     def group_mapping(self) -> GroupMapping:
         return GroupMapping.build(

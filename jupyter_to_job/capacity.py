@@ -1,31 +1,35 @@
 """Whether a job may start now, and with which GPU share: the manager's capacity hook.
 
 The manager asks :meth:`JobCapacity.acquire` before it starts a queued job. The
-answer is a :class:`CapacityGrant` (the environment that gives the job its GPU
-share) or a :class:`CapacityWait` (the job stays queued, with the reason shown to
-its owner; one that waits on its owner's own limit lets other people's jobs go
-first). A flavor that can never run is refused at create time by
-:meth:`JobCapacity.validate`. Which refusals wait is the policy's
-:data:`~gpuspawner.policy.admission.WAIT_CODES`.
+answer is a :class:`CapacityGrant` (carrying the admission's
+:class:`~gpuspawner.grant.Grant`, which the executor applies as it is) or a
+:class:`CapacityWait` (the job stays queued, with the reason shown to its owner; one
+that waits on its owner's own limit lets other people's jobs go first). A flavor that
+can never run is refused at create time by :meth:`JobCapacity.validate`. Which
+refusals wait is the policy's :data:`~gpuspawner.policy.admission.WAIT_CODES`.
 
-:class:`PoolCapacity` plugs the hub's policy in: it places shares on the same
-:class:`~gpuspawner.policy.CapacityPool` the spawners use (allocation key
-``job:<id>``) and renders them with ``local_share_environment``, so a job can
-never get what the spawner would refuse.
+The job service's hook, :class:`~jupyter_to_job.service.capacity.FlavorCapacity`,
+asks the same :class:`~gpuspawner.grant.GPUAdmission` as the hub's spawners, so a job
+can never get what a spawner would refuse. Without it (standalone mode) every job
+starts at once, with the GPUs of the server it runs beside.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuspawner.cgroups import ResourceLimits
-from gpuspawner.policy import Allocation, CapacityPool, GPUShare, Refusal, Reservation
-from gpuspawner.policy.admission import OWN_LIMIT_CODES, WAIT_CODES
-from gpuspawner.policy.local_share import local_share_environment
+from gpuspawner.grant import Grant
+from gpuspawner.policy import Refusal
+from gpuspawner.policy.admission import OWN_LIMIT_CODES
 
 from .errors import JobRefused
+
+
+def refused(refusal: Refusal) -> JobRefused:
+    """The job API's error for a refusal of the admission (same code, same sentence)."""
+    return JobRefused(refusal.message, code=refusal.code)
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,25 @@ class JobTicket:
 
 @dataclass(frozen=True)
 class CapacityGrant:
-    """The job may start; ``environment`` gives it its GPU share."""
+    """The job may start, as ``grant`` says (None: as its host is, without a decision)."""
 
-    environment: dict[str, str] = field(default_factory=dict)
-    gpu: dict[str, Any] | None = None
-    """Stored with the job: ``description``, ``device_ids`` and the pool's ``allocation``."""
-    limits: ResourceLimits = field(default_factory=ResourceLimits)
-    """The flavor's CPU and memory, enforced where the executor can (cgroups locally)."""
+    grant: Grant | None = None
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The variables that give the job its flavor and GPU share."""
+        return self.grant.environment_over({}) if self.grant else {}
+
+    @property
+    def gpu(self) -> dict[str, Any] | None:
+        """Stored with the job: ``description``, ``device_ids`` and the pool's
+        ``allocation`` (restored after a restart); None without a GPU."""
+        return self.grant.job_record() if self.grant else None
+
+    @property
+    def limits(self) -> ResourceLimits:
+        """The flavor's CPU and memory, enforced where the executor can (cgroups locally)."""
+        return self.grant.limits if self.grant else ResourceLimits()
 
 
 @dataclass(frozen=True)
@@ -92,101 +108,3 @@ class JobCapacity:
         epoch) now runs: what the job holds lives as long as that process, not as long
         as the manager's. Called as soon as the process exists, and again when a restarted
         manager adopts a still-running job."""
-
-
-class PoolCapacity(JobCapacity):
-    """GPU shares from the hub's capacity pool, by job flavor.
-
-    ``shares`` maps a flavor to its GPU share (None: a flavor without GPU); a
-    flavor missing from it is refused. ``reservations`` returns the course seats
-    held right now (``active_reservations(catalog, now)``), so jobs do not take
-    a class's reserved GPUs.
-    """
-
-    def __init__(
-        self,
-        pool: CapacityPool,
-        shares: Mapping[str | None, GPUShare | None] | Callable[[str | None], GPUShare | None],
-        *,
-        reservations: Callable[[], tuple[Reservation, ...]] = tuple,
-        hami_core_library: str | None = None,
-    ):
-        self.pool = pool
-        self._shares = shares
-        self._reservations = reservations
-        self.hami_core_library = hami_core_library
-
-    def share_for(self, flavor: str | None) -> GPUShare | None:
-        if callable(self._shares):
-            return self._shares(flavor)
-        if flavor not in self._shares:
-            known = ", ".join(sorted(str(name) for name in self._shares if name)) or "none"
-            raise JobRefused(
-                f"There is no job flavor {flavor!r} here (flavors: {known}). "
-                "Choose one of the flavors offered in the Run as Job dialog.",
-                code="unknown-flavor",
-            )
-        return self._shares[flavor]
-
-    def validate(self, ticket: JobTicket) -> None:
-        share = self.share_for(ticket.flavor)
-        if share is None:
-            return
-        probe = f"{ticket.key}:probe"
-        try:
-            self.pool.allocate(
-                probe,
-                owner=ticket.owner,
-                profile_id=ticket.flavor or "",
-                course_id=None,
-                share=share,
-            )
-        except Refusal as refusal:
-            if refusal.code not in WAIT_CODES:
-                raise JobRefused(refusal.message, code=refusal.code) from None
-        finally:
-            self.pool.release(probe)
-
-    def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
-        share = self.share_for(ticket.flavor)
-        profile = ticket.flavor or ""
-        if share is None:
-            return CapacityGrant(
-                local_share_environment(None, None, self.pool.devices, profile_id=profile)
-            )
-        self.pool.release(ticket.key)  # a stale record of this job, from a failed start
-        try:
-            allocation = self.pool.allocate(
-                ticket.key,
-                owner=ticket.owner,
-                profile_id=profile,
-                course_id=None,
-                share=share,
-                reservations=self._reservations(),
-            )
-        except Refusal as refusal:
-            if refusal.code in WAIT_CODES:
-                return CapacityWait.for_refusal(refusal)
-            raise JobRefused(refusal.message, code=refusal.code) from None
-        environment = local_share_environment(
-            share,
-            allocation,
-            self.pool.devices,
-            profile_id=profile,
-            hami_core_library=self.hami_core_library,
-        )
-        return CapacityGrant(
-            environment,
-            {
-                "description": environment.get("GPUSPAWNER_GPU_SHARE", share.describe()),
-                "device_ids": list(allocation.device_ids),
-                "allocation": allocation.to_dict(),
-            },
-        )
-
-    def release(self, ticket: JobTicket) -> None:
-        self.pool.release(ticket.key)
-
-    def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
-        if gpu and gpu.get("allocation"):
-            self.pool.restore(Allocation.from_dict(gpu["allocation"]))

@@ -81,7 +81,7 @@ def job_service(
     ``run_as="owner"`` runs each job as its owner's system account (the service then runs as
     root; see ``LocalExecutor.run_as``); ``notebook_dir_template`` is where users' notebook
     paths start (``{username}``; default: their home), so jobs run beside their notebook.
-    ``args`` are extra settings such as ``"--JobServiceApp.max_running_jobs=4"``.
+    ``args`` are extra settings such as ``"--JobManager.max_running_jobs=4"``.
     """
     env = dict(environment or {})
     settings = {

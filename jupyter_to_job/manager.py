@@ -44,6 +44,7 @@ from traitlets import Float, Instance, Integer, Type, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from gpuspawner.cgroups import ResourceLimits
+from gpuspawner.grant import Grant
 from gpuspawner.policy.admission import job_start_order
 
 from .capacity import CapacityWait, JobCapacity, JobTicket
@@ -136,11 +137,12 @@ class JobManager(LoggingConfigurable):
     ).tag(config=True)
 
     max_running_jobs = Integer(
-        2,
-        help="""Jobs that may run at once; later ones queue, the next free slot going to
-        the person with the fewest running jobs (first in, first out among one's own).
+        4,
+        help="""Jobs that may run at once (over all users, in the job service; in one
+        server, standalone); later ones queue, the next free slot going to the person with
+        the fewest running jobs (first in, first out among one's own).
 
-        Example: ``c.JobManager.max_running_jobs = 4``. GPU capacity can hold jobs back
+        Example: ``c.JobManager.max_running_jobs = 8``. GPU capacity can hold jobs back
         further (see ``capacity``).
         """,
     ).tag(config=True)
@@ -198,8 +200,8 @@ class JobManager(LoggingConfigurable):
         JobCapacity,
         help="""The capacity hook: may a job start now, and with which GPU environment.
 
-        The job service sets a ``PoolCapacity`` over the hub's capacity pool; the default
-        lets every job start without a GPU.
+        The job service sets a ``FlavorCapacity``, asking the same admission as the hub's
+        spawners; the default lets every job start at once, as its host is.
         """,
     )
 
@@ -488,7 +490,7 @@ class JobManager(LoggingConfigurable):
                 assert started is not None
                 try:
                     executor = self._make_executor(
-                        started, decision.environment, limits=decision.limits
+                        started, decision.environment, limits=decision.limits, grant=decision.grant
                     )
                 except Exception as error:
                     self.capacity.release(ticket)
@@ -541,6 +543,7 @@ class JobManager(LoggingConfigurable):
         environment: dict[str, str],
         *,
         limits: ResourceLimits | None = None,
+        grant: Grant | None = None,
     ) -> JobExecutor:
         return self.executor_class(
             parent=self,
@@ -553,6 +556,7 @@ class JobManager(LoggingConfigurable):
                 JobTicket(row.job_id, row.owner, row.flavor), pid, start_time
             ),
             limits=limits,
+            grant=grant,
         )
 
     def _process_started(self, ticket: JobTicket, pid: int, start_time: float) -> None:

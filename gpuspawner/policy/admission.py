@@ -23,9 +23,12 @@ OWN_LIMIT_CODES = frozenset({"job-limit", "user-limit"})
 """Refusals that wait on the asker's own running jobs or servers: theirs to end. A queued
 job refused with one of these waits without holding back other people's jobs."""
 
-WAIT_CODES = frozenset({"full", "reserved", "course-full", "duplicate"}) | OWN_LIMIT_CODES
-"""Refusals that pass with time (a job or server ends, a class ends): a job refused with
-one of these waits in the queue. Any other refusal means it can never start as asked."""
+WAIT_CODES = (
+    frozenset({"full", "reserved", "course-full", "duplicate", "bad-catalog"}) | OWN_LIMIT_CODES
+)
+"""Refusals that pass with time (a job or server ends, a class ends, the admins fix the
+catalog): a job refused with one of these waits in the queue. Any other refusal means it
+can never start as asked."""
 
 
 @dataclass(frozen=True)

@@ -283,10 +283,11 @@ class CapacityPool:
         candidates = [d for d in self.devices if d.matches_model(share.models)]
         if not candidates:
             wanted = " or ".join(share.models)
+            needs = f"{_article(wanted)} {wanted} GPU" if wanted else "a GPU"
             have = ", ".join(sorted({d.model for d in self.devices})) or "no GPUs"
             raise Refusal(
                 "no-such-gpu",
-                f"This profile needs {_article(wanted)} {wanted} GPU, but this hub has {have}. "
+                f"This profile needs {needs}, but this hub has {have}. "
                 "Please tell your instructor or the hub admins.",
                 status=409,
             )

@@ -130,10 +130,12 @@ c.JupyterHub.template_vars = {"announcement": NO_ISOLATION}
 
 # -- the spawner ----------------------------------------------------------------------------
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
-c.SimpleLocalGPUSpawner.catalog_path = str(CATALOG)
-c.SimpleLocalGPUSpawner.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
+# The hub's one admission: every start is a Grant from it (the job service gets the same
+# settings below, through job_service()).
+c.GPUAdmission.catalog_path = str(CATALOG)
+c.GPUAdmission.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
 # Shared with the job service, so servers and jobs never get the same GPU slice.
-c.SimpleLocalGPUSpawner.allocation_ledger = str(RUNTIME / "gpu-allocations.json")
+c.GPUAdmission.allocation_ledger = str(RUNTIME / "gpu-allocations.json")
 c.SimpleLocalGPUSpawner.home_dir_template = str(RUNTIME / "homes" / "{username}")
 # The single-user server from the hub's own environment, whatever PATH says.
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
@@ -149,7 +151,7 @@ if os.geteuid() == 0:
 prewarm_secret = os.environ.get("GPUSPAWNER_PREWARM_SECRET") or persistent_secret(
     RUNTIME / "prewarm-secret"
 )
-c.SimpleLocalGPUSpawner.prewarm_secret = prewarm_secret
+c.GPUAdmission.prewarm_secret = prewarm_secret
 # It also answers the instructors' course API (list and stop their course's servers).
 SESSIONS_PORT = int(os.environ.get("GPUSPAWNER_DEMO_SESSIONS_PORT", "8767"))
 # Lists a wrapping configuration may have begun (hub_config/workstation, a test harness).
@@ -174,10 +176,10 @@ JOB_SERVICE_PORT = int(os.environ.get("GPUSPAWNER_DEMO_JOBS_PORT", "8766"))
 c.JupyterHub.custom_scopes = hub_custom_scopes()
 JOB_SERVICE = job_service(
     port=JOB_SERVICE_PORT,
-    catalog_path=str(CATALOG),
+    catalog_path=c.GPUAdmission.catalog_path,
     root_dir=str(RUNTIME / "jobs"),
-    simulated_gpus=c.SimpleLocalGPUSpawner.simulated_gpus,
-    allocation_ledger=c.SimpleLocalGPUSpawner.allocation_ledger,
+    simulated_gpus=c.GPUAdmission.simulated_gpus,
+    allocation_ledger=c.GPUAdmission.allocation_ledger,
     # Jobs start in their notebook's folder, so what a notebook writes lands beside it.
     notebook_dir_template=c.SimpleLocalGPUSpawner.home_dir_template,
 )

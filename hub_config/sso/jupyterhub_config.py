@@ -49,8 +49,8 @@ HUB_URL = os.environ.get("CAMPUS_HUB_URL", f"http://127.0.0.1:{c.JupyterHub.port
 c.JupyterHub.authenticator_class = CampusOAuthenticator
 auth = c.CampusOAuthenticator
 auth.oauth_callback_url = f"{HUB_URL}/hub/oauth_callback"
-# The course catalog in force: its course, research and flavor groups are kept at login.
-auth.catalog_path = c.SimpleLocalGPUSpawner.catalog_path
+# The course catalog in force (c.GPUAdmission.catalog_path, the hub's one setting): its
+# course, research and flavor groups are kept at login.
 # Enrolment follows the provider at every login (manage_groups, the authenticator's
 # default): the hub defines no groups itself, and nobody is allowed or admin by name.
 c.JupyterHub.load_groups = {}

@@ -108,15 +108,13 @@ else:
         ensure_account(name)
 
 # -- servers: as their owner, within their profile's limits ---------------------------------
-local = c.SimpleLocalGPUSpawner
+# The demo's admission (c.GPUAdmission: catalog, GPUs, ledger) serves this spawner as it is.
 c.JupyterHub.spawner_class = "gpuspawner.local.LocalGPUSpawner"
-for setting in ("catalog_path", "simulated_gpus", "allocation_ledger", "prewarm_secret"):
-    setattr(c.LocalGPUSpawner, setting, local[setting])
-c.LocalGPUSpawner.gpu_inventory = "auto"  # NVML when there are GPUs, else the simulated ones
+c.GPUAdmission.gpu_inventory = "auto"  # NVML when there are GPUs, else the simulated ones
 c.CgroupLimits.enforce = os.environ.setdefault("GPUSPAWNER_CGROUPS", "auto")
 
 # Instructors and services read the catalog; nobody but the hub writes it.
-catalog = Path(local.catalog_path)
+catalog = Path(c.GPUAdmission.catalog_path)
 catalog.chmod(0o755)
 for file in catalog.iterdir():
     file.chmod(0o644)

@@ -24,6 +24,7 @@ from traitlets import Float, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from gpuspawner.cgroups import ResourceLimits, format_bytes
+from gpuspawner.grant import Grant
 
 from ..logs import LogStore
 from ..models import JobErrorInfo, JobStatus
@@ -197,10 +198,14 @@ class JobExecutor(LoggingConfigurable, metaclass=_AbstractConfigurable):
         environment: dict[str, str] | None = None,
         on_process_started: Callable[[int, float], None] | None = None,
         limits: ResourceLimits | None = None,
+        grant: Grant | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self._on_process_started = on_process_started
+        self.grant = grant
+        """What the job service's admission granted (None: standalone, no decision):
+        applied as it is, never decided again here."""
         self.limits = limits or ResourceLimits()
         self.job = job
         self.job_id = job.job_id

@@ -3,9 +3,11 @@
 ``c.JobManager.executor_class = "jupyter_to_job.executors.kubernetes.KubernetesExecutor"``
 
 - **Start**: a ConfigMap with the notebook snapshot and ``job.json``, then the Job
-  (``k8s_objects.make_job``: the flavor's image, CPU and memory, and the GPU share
-  rendered by the cluster's sharing back end); the ConfigMap is then owned by the Job,
-  so it goes when the Job goes.
+  (``k8s_objects.make_job``), applying the job's :class:`~gpuspawner.grant.Grant` as it
+  is: the flavor's image, CPU, memory and variables, and the GPU share's pod plan and
+  node that the job service's admission rendered (``c.GPUAdmission.sharing_backend``).
+  Nothing is decided again here: no catalog read, no render, no node read. The
+  ConfigMap is then owned by the Job, so it goes when the Job goes.
 - **Log**: the job's pod is watched, and its log streamed (``follow=true``) into the
   durable log store as it is written. A broken stream is reopened with ``sinceTime``,
   and a cursor of timestamps (``pod_log.PodLogCursor``) keeps every line exactly once;
@@ -37,16 +39,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from traitlets import Bool, Dict, Float, Integer, Unicode, default, validate
-
-from gpuspawner.catalog_source import shared_catalog_source
+from traitlets import Bool, Float, Integer, Unicode, default
 
 from ..k8s_objects import (
     CONTAINER_NAME,
@@ -181,33 +181,6 @@ class KubernetesExecutor(JobExecutor):
         """,
     ).tag(config=True)
 
-    sharing_backend = Unicode(
-        "whole",
-        help="""The cluster's GPU sharing technology, as for GPUSpawner: whole, time-slicing,
-        mps, mig, hami, volcano or dra.
-
-        Example: ``c.KubernetesExecutor.sharing_backend = "hami"``.
-        """,
-    ).tag(config=True)
-
-    @validate("sharing_backend")
-    def _known_backend(self, proposal: Any) -> str:
-        from gpuspawner.backends import BACKENDS
-
-        if proposal["value"] not in BACKENDS:
-            raise ValueError(
-                f"sharing_backend must be one of {', '.join(sorted(BACKENDS))}, "
-                f"not {proposal['value']!r}"
-            )
-        return str(proposal["value"])
-
-    sharing_backend_config = Dict(
-        help="""Settings of the sharing back end (renamed resources, replicas...).
-
-        Example: ``c.KubernetesExecutor.sharing_backend_config = {"replicas": 4}``.
-        """,
-    ).tag(config=True)
-
     pin_to_node = Bool(
         True,
         help="""Pin a GPU job to the node whose GPU the capacity pool chose (when device ids
@@ -216,27 +189,6 @@ class KubernetesExecutor(JobExecutor):
         Example: ``c.KubernetesExecutor.pin_to_node = False``.
         """,
     ).tag(config=True)
-
-    flavors = Dict(
-        help="""Job flavors by id, as in the catalog's ``flavors:`` section (image, CPU,
-        memory, GPU share); ``catalog_path`` is read for flavors not listed here.
-
-        Example: ``c.KubernetesExecutor.flavors = {"t4-quarter": {"title": "1/4 T4",
-        "gpu": {"fraction": "1/4"}, "resources": {"cpu": 2, "memory": "8G"}}}``.
-        """,
-    ).tag(config=True)
-
-    catalog_path = Unicode(
-        help="""The course catalog with the job flavors; defaults to
-        ``$JUPYTER_TO_JOB_CATALOG``, as the job service's.
-
-        Example: ``c.KubernetesExecutor.catalog_path = "/etc/campus-gpu-hub/catalog.yaml"``.
-        """,
-    ).tag(config=True)
-
-    @default("catalog_path")
-    def _default_catalog_path(self) -> str:
-        return os.environ.get("JUPYTER_TO_JOB_CATALOG", "")
 
     default_cpu = Float(
         1.0,
@@ -362,78 +314,31 @@ class KubernetesExecutor(JobExecutor):
 
     # -- the objects ------------------------------------------------------------------------
 
-    def _flavor(self) -> Any:
-        """The job's flavor (a ``JobFlavor``), or None for a job without one we know."""
-        from gpuspawner.policy.catalog import JobFlavor
-
-        name = self.job.flavor
-        if not name:
-            return None
-        if name in self.flavors:
-            value = self.flavors[name]
-            if isinstance(value, JobFlavor):
-                return value
-            return JobFlavor.model_validate({"id": name, "title": name, **value})
-        if self.catalog_path:
-            catalog = shared_catalog_source(self.catalog_path).current()
-            flavor = catalog.flavors_by_id.get(name) if catalog else None
-            if flavor is not None:
-                return flavor
-        if (self.job.gpu or {}).get("allocation"):
-            raise JobNotStartable(
-                f"The job flavor {name!r} is not configured for Kubernetes jobs, so its GPU "
-                "share cannot be given. Tell the hub admins (KubernetesExecutor.flavors or "
-                "catalog_path)."
-            )
-        return None
-
-    async def _gpu_device(self, device_id: str) -> tuple[str | None, int | None, str | None]:
-        """(GPU model, its memory in MiB, node) of ``device_id`` (``<node>/<index>``)."""
-        node_name, slash, _ = device_id.rpartition("/")
-        if not slash:
-            return None, None, None
-        from gpuspawner.allocation_record import devices_from_nodes
-
-        assert self.kube is not None
-        node = await self.kube.get(f"/api/v1/nodes/{node_name}")
-        for device in devices_from_nodes([node] if node else []):
-            if device.id == device_id:
-                return "NVIDIA " + device.model, device.memory_mib, node_name
-        return None, None, None  # not a GPU of this cluster's nodes: let the scheduler choose
-
     async def build_objects(self) -> tuple[dict[str, Any], dict[str, Any], Any]:
-        """The job's ConfigMap, Job and GPU plan; raises :class:`JobNotStartable`."""
-        from gpuspawner.backends import cpu_only_plan, make_backend
-        from gpuspawner.backends.base import UnsupportedShare
+        """The job's ConfigMap, Job and GPU plan, as its Grant says; raises
+        :class:`JobNotStartable`."""
+        from gpuspawner.backends import cpu_only_plan
         from gpuspawner.policy.units import parse_size_bytes
 
-        flavor = self._flavor()
-        image = (flavor.environment.image if flavor else None) or self.image
+        grant = self.grant
+        if grant is not None and grant.target != "kubernetes":
+            raise JobNotStartable(
+                "This job was admitted for another executor, so its GPU share cannot be given "
+                "on Kubernetes. Create it again."
+            )
+        image = (grant.image if grant else None) or self.image
         if not image:
             raise JobNotStartable(
                 "No image is configured for this job's flavor, so it cannot run on Kubernetes. "
                 "Tell the hub admins (the flavor's environment.image, or "
                 "KubernetesExecutor.image)."
             )
-        share = flavor.share if flavor else None
-        allocation = (self.job.gpu or {}).get("allocation")
-        node_name = None
-        if share is None:
-            plan = cpu_only_plan()
-        else:
-            gpu_model = memory_mib = None
-            device_ids = (allocation or {}).get("device_ids") or []
-            if device_ids:
-                gpu_model, memory_mib, node_name = await self._gpu_device(device_ids[0])
-            try:
-                plan = make_backend(self.sharing_backend, **self.sharing_backend_config).render(
-                    share, gpu_model=gpu_model, gpu_memory_mib=memory_mib, name=f"{self.name}-gpu"
-                )
-            except UnsupportedShare as error:
-                raise JobNotStartable(error.message) from None
-            for note in plan.unhonoured:
-                self.log.info("Job %s: %s", self.job_id, note)
-        resources = flavor.resources if flavor else None
+        plan = cpu_only_plan()
+        if grant is not None and grant.plan is not None:
+            # The share's variables and the GPUSPAWNER_* ones describing it win over all.
+            plan = dataclasses.replace(grant.plan, environment=grant.environment)
+        allocation = grant.allocation.to_dict() if grant and grant.allocation else None
+        limits = grant.limits if grant else None
         spec = read_spec(self.files).model_copy(update={"working_dir": None})
         notebook = self.files.input_notebook.read_bytes()
         spec_text = spec.model_dump_json()
@@ -456,17 +361,14 @@ class KubernetesExecutor(JobExecutor):
             image=image,
             plan=plan,
             flavor=self.job.flavor,
-            cpu=(resources.cpu if resources else None) or self.default_cpu,
-            memory_bytes=(resources.memory if resources else None)
+            cpu=(limits.cpu if limits else None) or self.default_cpu,
+            memory_bytes=(limits.memory_bytes if limits else None)
             or parse_size_bytes(self.default_memory),
             deadline_seconds=self.job.deadline_seconds,
-            environment={
-                **(flavor.environment.variables if flavor else {}),
-                **self.environment,
-            },
+            environment={**(grant.variables if grant else {}), **self.environment},
             allocation=allocation,
             namespace=self.namespace,
-            node_name=node_name if self.pin_to_node else None,
+            node_name=grant.node if grant and self.pin_to_node else None,
             backoff_limit=self.backoff_limit,
             queue_name=self.queue_name,
             service_account=self.service_account,

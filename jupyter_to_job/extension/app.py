@@ -14,9 +14,10 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Enum, Float, Integer, Unicode, default
+from traitlets import Enum, Float, Integer, Unicode, default, observe
 
-from gpuspawner.catalog_source import CatalogSource
+from gpuspawner.grant import GPUAdmission, moved_to_section
+from gpuspawner.policy import Catalog, Refusal
 
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
@@ -76,15 +77,6 @@ class JobsExtensionApp(ExtensionApp):
         """,
     ).tag(config=True)
 
-    catalog_path = Unicode(
-        "",
-        help="""Standalone mode: a catalog whose ``flavors:`` are offered (GPU shares are not
-        enforced: jobs share this server's GPUs). Empty: one CPU flavor, "local".
-
-        Example: ``c.JobsExtensionApp.catalog_path = "/etc/jupyter/job-flavors.yaml"``.
-        """,
-    ).tag(config=True)
-
     root_dir = Unicode(
         help="""Standalone mode: the folder for job data (snapshots, outputs, logs, SQLite).
         Defaults to ``jupyter_to_job`` in the Jupyter data folder.
@@ -97,13 +89,21 @@ class JobsExtensionApp(ExtensionApp):
     def _default_root_dir(self) -> str:
         return os.path.join(jupyter_data_dir(), "jupyter_to_job")
 
-    max_running_jobs = Integer(
-        2,
-        help="""Standalone mode: jobs that may run at once; later ones wait in the queue.
+    # Deprecated: each now has one place. Standalone mode reads the flavors of
+    # ``c.GPUAdmission.catalog_path`` (GPU shares are not enforced there: jobs share this
+    # server's GPUs) and runs ``c.JobManager.max_running_jobs`` jobs at once.
+    catalog_path = Unicode(help="Deprecated: use ``c.GPUAdmission.catalog_path``.").tag(config=True)
+    max_running_jobs = Integer(help="Deprecated: use ``c.JobManager.max_running_jobs``.").tag(
+        config=True
+    )
 
-        Example: ``c.JobsExtensionApp.max_running_jobs = 1``.
-        """,
-    ).tag(config=True)
+    @observe("catalog_path")
+    def _moved_to_admission(self, change: Any) -> None:
+        moved_to_section(self, change, "GPUAdmission")
+
+    @observe("max_running_jobs")
+    def _moved_to_manager(self, change: Any) -> None:
+        moved_to_section(self, change, "JobManager")
 
     backend: JobsBackend
 
@@ -134,18 +134,17 @@ class JobsExtensionApp(ExtensionApp):
 
     def _embedded(self) -> EmbeddedJobs:
         root_dir = os.path.expanduser(self.root_dir)
-        if self.catalog_path:
-            catalog = CatalogSource(self.catalog_path, self.log).current
-        else:
-            builtin = local_catalog()
+        admission = GPUAdmission(parent=self, fallback_catalog=local_catalog())
 
-            def catalog() -> Any:
-                return builtin
+        def catalog() -> Catalog | None:
+            try:
+                return admission.catalog()
+            except Refusal:
+                return None
 
         manager = JobManager(
             parent=self,
             root_dir=root_dir,
-            max_running_jobs=self.max_running_jobs,
             max_notebook_bytes=self.max_notebook_bytes + CREATE_BODY_SLACK,
         )
         server_root = os.path.expanduser(self.serverapp.root_dir) if self.serverapp else "."

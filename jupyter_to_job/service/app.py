@@ -6,10 +6,12 @@ GPU capacity decisions. The hub starts it (``c.JupyterHub.services``, see
 ``JUPYTERHUB_SERVICE_URL`` (where to listen) and ``JUPYTERHUB_SERVICE_PREFIX`` (the URL
 prefix, ``/services/jupyter-to-job/``).
 
-Settings come from the command line (``--JobServiceApp.max_running_jobs=4``), a config file
+Settings come from the command line (``--JobManager.max_running_jobs=4``), a config file
 (``--JobServiceApp.config_file=/etc/jupyter-to-job/config.py``), or the environment
-variables named in each trait's help. Settings of the parts it builds work the same way:
-``c.JobManager.*``, ``c.LocalExecutor.*``, ``c.LogStore.*``, ``c.HubAuth.*``.
+variables named in each trait's help. Each has one place, in the part that uses it:
+``c.GPUAdmission.*`` (the catalog, the sharing back end, the ledger and the GPU
+inventory: the same settings as the hub's), ``c.JobManager.*``, ``c.LocalExecutor.*``,
+``c.KubernetesExecutor.*``, ``c.LogStore.*``, ``c.HubAuth.*``.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ from urllib.parse import urlparse
 from jupyter_core.paths import jupyter_data_dir
 from jupyterhub.services.auth import HubAuth
 from tornado import web
-from traitlets import Enum, Float, Integer, List, Type, Unicode, default, validate
+from traitlets import Enum, Float, Instance, Integer, List, Type, Unicode, default, observe
 from traitlets.config import Application
 
 from gpuspawner.accounts import NoSuchAccount, UserAccount
-from gpuspawner.catalog_source import CatalogSource
-from gpuspawner.inventory import discover_nvml_gpus, simulated_gpus
-from gpuspawner.policy import GPUDevice
+from gpuspawner.grant import GPUAdmission, moved_setting, moved_to_section
+from gpuspawner.policy import Catalog, GPUDevice, Refusal
 from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 
 from .. import __version__
@@ -52,13 +53,35 @@ def _service_url() -> Any:
     return urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL") or "http://127.0.0.1:8766")
 
 
+ADMISSION_ENVIRONMENT = {
+    "catalog_path": "JUPYTER_TO_JOB_CATALOG",
+    "gpu_inventory": "JUPYTER_TO_JOB_GPU_INVENTORY",
+    "simulated_gpus": "JUPYTER_TO_JOB_SIMULATED_GPUS",
+    "allocation_ledger": "JUPYTER_TO_JOB_ALLOCATION_LEDGER",
+}
+"""The admission's settings the hub hands the service through its environment."""
+
+
+def _simulated_gpus(text: str) -> list[Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, list):
+        raise ValueError(
+            "JUPYTER_TO_JOB_SIMULATED_GPUS must be a JSON list such as "
+            '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
+        )
+    return value
+
+
 class JobServiceApp(Application):
     """The Run as Job service of a JupyterHub."""
 
     name = "jupyter-to-job-service"
     description = "The hub-managed service that runs notebooks as jobs for JupyterHub users."
     version = __version__
-    classes = [JobManager, LocalExecutor, HubAuth]
+    classes = [GPUAdmission, JobManager, LocalExecutor, HubAuth]
 
     config_file = Unicode(
         "",
@@ -69,19 +92,66 @@ class JobServiceApp(Application):
         """,
     ).tag(config=True)
 
-    catalog_path = Unicode(
-        help="""The course catalog file or folder (the same one as the spawner's), whose
-        ``flavors:`` section lists the job flavors and who may use them. Reloaded when it
-        changes. Defaults to ``$JUPYTER_TO_JOB_CATALOG``; empty: one CPU flavor, "local",
-        open to every user.
+    admission = Instance(
+        GPUAdmission,
+        help="""The service's admission (``c.GPUAdmission.*``): job flavors from the catalog,
+        their GPU shares rendered for the executor. The environment variables
+        ``JUPYTER_TO_JOB_CATALOG``, ``JUPYTER_TO_JOB_GPU_INVENTORY``,
+        ``JUPYTER_TO_JOB_SIMULATED_GPUS`` (a JSON list) and
+        ``JUPYTER_TO_JOB_ALLOCATION_LEDGER`` fill the settings the config leaves empty
+        (``jupyter_to_job.hub.job_service`` passes the hub's this way). Without a catalog,
+        every user gets one CPU flavor, "local".""",
+    )
 
-        Example: ``c.JobServiceApp.catalog_path = "/etc/jupyterhub/courses"``.
-        """,
+    @default("admission")
+    def _default_admission(self) -> GPUAdmission:
+        kubernetes = getattr(self.executor_class, "uses_cluster_gpu_pool", False)
+        admission = GPUAdmission(parent=self, target="kubernetes" if kubernetes else "local")
+        configured = self.config.get("GPUAdmission", {})
+        old = self.config.get("KubernetesExecutor", {})
+        for name in ("sharing_backend", "sharing_backend_config"):
+            if name in old and name not in configured:
+                moved_setting(self, f"KubernetesExecutor.{name}", f"GPUAdmission.{name}")
+                setattr(admission, name, old[name])
+        for name, variable in ADMISSION_ENVIRONMENT.items():
+            text = os.environ.get(variable)
+            if text and name not in configured and not admission.trait_values().get(name):
+                setattr(
+                    admission, name, _simulated_gpus(text) if name == "simulated_gpus" else text
+                )
+        if not admission.catalog_path:
+            admission.fallback_catalog = local_catalog()
+        return admission
+
+    # Deprecated: each now has one place (``c.GPUAdmission.*``, ``c.JobManager.*``).
+    catalog_path = Unicode(help="Deprecated: use ``c.GPUAdmission.catalog_path``.").tag(config=True)
+    gpu_inventory = Enum(
+        ["auto", "nvml", "simulated"],
+        "auto",
+        help="Deprecated: use ``c.GPUAdmission.gpu_inventory``.",
     ).tag(config=True)
+    simulated_gpus = List(help="Deprecated: use ``c.GPUAdmission.simulated_gpus``.").tag(
+        config=True
+    )
+    allocation_ledger = Unicode(help="Deprecated: use ``c.GPUAdmission.allocation_ledger``.").tag(
+        config=True
+    )
+    hami_core_library = Unicode(help="Deprecated: use ``c.GPUAdmission.hami_core_library``.").tag(
+        config=True
+    )
+    max_running_jobs = Integer(help="Deprecated: use ``c.JobManager.max_running_jobs``.").tag(
+        config=True
+    )
 
-    @default("catalog_path")
-    def _default_catalog_path(self) -> str:
-        return os.environ.get("JUPYTER_TO_JOB_CATALOG", "")
+    @observe(
+        "catalog_path", "gpu_inventory", "simulated_gpus", "allocation_ledger", "hami_core_library"
+    )
+    def _moved_to_admission(self, change: Any) -> None:
+        moved_to_section(self, change, "GPUAdmission")
+
+    @observe("max_running_jobs")
+    def _moved_to_manager(self, change: Any) -> None:
+        moved_to_section(self, change, "JobManager")
 
     root_dir = Unicode(
         help="""Folder for job data (notebook snapshots, outputs, logs, the SQLite store).
@@ -122,21 +192,6 @@ class JobServiceApp(Application):
         """,
     ).tag(config=True)
 
-    max_running_jobs = Integer(
-        4,
-        help="""Jobs that may run at once, over all users; later ones wait in the queue (GPU
-        capacity can hold them back further).
-
-        Example: ``c.JobServiceApp.max_running_jobs = 8``.
-        """,
-    ).tag(config=True)
-
-    @validate("max_running_jobs")
-    def _at_least_one(self, proposal: Any) -> int:
-        if proposal["value"] < 1:
-            raise ValueError("max_running_jobs must be at least 1")
-        return int(proposal["value"])
-
     max_notebook_bytes = Integer(
         10 * 1024 * 1024,
         help="""The largest notebook a job takes; a larger one is refused with 413.
@@ -144,63 +199,6 @@ class JobServiceApp(Application):
         Example: ``c.JobServiceApp.max_notebook_bytes = 20 * 1024 * 1024``.
         """,
     ).tag(config=True)
-
-    gpu_inventory = Enum(
-        ["auto", "nvml", "simulated"],
-        "auto",
-        help="""Where the GPU inventory comes from, as for the LocalGPUSpawner:
-
-        - ``auto``: NVML when it finds GPUs, otherwise ``simulated_gpus``
-        - ``nvml``: only real GPUs (none if NVML finds none)
-        - ``simulated``: only ``simulated_gpus`` (demos and tests)
-
-        Defaults to ``$JUPYTER_TO_JOB_GPU_INVENTORY``, else ``auto``.
-        Example: ``c.JobServiceApp.gpu_inventory = "nvml"``.
-        """,
-    ).tag(config=True)
-
-    @default("gpu_inventory")
-    def _default_gpu_inventory(self) -> str:
-        return os.environ.get("JUPYTER_TO_JOB_GPU_INVENTORY") or "auto"
-
-    simulated_gpus = List(
-        help="""GPUs to pretend this machine has (with ``gpu_inventory`` ``auto`` and no real
-        GPU, or ``simulated``). Give the spawner's list, so both see the same GPUs. Defaults
-        to ``$JUPYTER_TO_JOB_SIMULATED_GPUS`` (the same list as JSON).
-
-        Example: ``c.JobServiceApp.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB",
-        "count": 2}]``.
-        """,
-    ).tag(config=True)
-
-    @default("simulated_gpus")
-    def _default_simulated_gpus(self) -> list[Any]:
-        text = os.environ.get("JUPYTER_TO_JOB_SIMULATED_GPUS")
-        if not text:
-            return []
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = None
-        if not isinstance(value, list):
-            raise ValueError(
-                "JUPYTER_TO_JOB_SIMULATED_GPUS must be a JSON list such as "
-                '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
-            )
-        return value
-
-    allocation_ledger = Unicode(
-        help="""The GPU allocation ledger shared with the hub's LocalGPUSpawner (its
-        ``allocation_ledger``), so servers and jobs never get the same GPU slice. Defaults to
-        ``$JUPYTER_TO_JOB_ALLOCATION_LEDGER``; empty: the service keeps its own allocations.
-
-        Example: ``c.JobServiceApp.allocation_ledger = "/var/lib/jupyterhub/gpu-allocations.json"``.
-        """,
-    ).tag(config=True)
-
-    @default("allocation_ledger")
-    def _default_ledger(self) -> str:
-        return os.environ.get("JUPYTER_TO_JOB_ALLOCATION_LEDGER", "")
 
     notebook_dir_template = Unicode(
         "",
@@ -237,15 +235,6 @@ class JobServiceApp(Application):
             return False
         configured = self.config.get("LocalExecutor", {}).get("run_as")
         return (configured or default_run_as()) == "owner"
-
-    hami_core_library = Unicode(
-        "",
-        help="""HAMi-core's ``libvgpu.so``: preloaded into GPU jobs to enforce their memory
-        share, as for the spawner.
-
-        Example: ``c.JobServiceApp.hami_core_library = "/opt/hami/libvgpu.so"``.
-        """,
-    ).tag(config=True)
 
     ip = Unicode(
         help="""The address to listen on; defaults to the host of ``$JUPYTERHUB_SERVICE_URL``.
@@ -317,41 +306,41 @@ class JobServiceApp(Application):
 
     # -- building the parts ------------------------------------------------------------
 
-    def gpu_devices(self) -> list[GPUDevice]:
-        devices = discover_nvml_gpus() if self.gpu_inventory in ("auto", "nvml") else []
-        if not devices and self.gpu_inventory in ("auto", "simulated"):
-            devices = simulated_gpus(self.simulated_gpus)
-        return devices
-
     def make_api(self) -> tuple[JobsAPI, JobManager, HubAuth]:
-        if self.catalog_path:
-            source = CatalogSource(self.catalog_path, self.log)
-            catalog = source.current
-            if catalog() is None:
-                self.log.error("Jobs cannot be created until %s is valid.", self.catalog_path)
-        else:
+        admission = self.admission
+        kubernetes = getattr(self.executor_class, "uses_cluster_gpu_pool", False)
+        admission.target = "kubernetes" if kubernetes else "local"
+        if not admission.catalog_path:
             self.log.warning(
-                "No catalog_path: every user gets the one CPU flavor 'local'. Set "
-                "JUPYTER_TO_JOB_CATALOG to the course catalog for GPU flavors."
+                "No catalog: every user gets the one CPU flavor 'local'. Set "
+                "c.GPUAdmission.catalog_path (or JUPYTER_TO_JOB_CATALOG) for GPU flavors."
             )
-            builtin = local_catalog()
-            catalog = lambda: builtin  # noqa: E731
+        else:
+            try:
+                admission.catalog()
+            except Refusal:
+                self.log.error("Jobs cannot be created until %s is valid.", admission.catalog_path)
+
+        def catalog() -> Catalog | None:
+            try:
+                return admission.catalog()
+            except Refusal:
+                return None
+
         cluster = None
-        if getattr(self.executor_class, "uses_cluster_gpu_pool", False):
+        if kubernetes:
             # One GPU pool with the hub's servers: read from node labels and pods at start.
             cluster = self.executor_class.cluster_pool_reader(self.config)  # type: ignore[attr-defined]
             devices: list[GPUDevice] = []
             self.log.info("GPU inventory: the cluster's nodes and pods (one pool with servers)")
         else:
-            devices = self.gpu_devices()
-            self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
+            devices = admission.local_devices()
         identities = IdentityBook(os.path.join(self.root_dir, "identities.json"))
         capacity = FlavorCapacity(
-            catalog=catalog,
+            admission=admission,
             devices=devices,
             identities=identities,
-            hami_core_library=self.hami_core_library or None,
-            ledger_path=None if cluster else self.allocation_ledger or None,
+            ledger_path=None if cluster else admission.allocation_ledger or None,
             cluster=cluster,
         )
         manager = JobManager(
@@ -359,7 +348,6 @@ class JobServiceApp(Application):
             root_dir=self.root_dir,
             db_url=self.db_url,
             executor_class=self.executor_class,
-            max_running_jobs=self.max_running_jobs,
             max_notebook_bytes=self.max_notebook_bytes + CREATE_BODY_SLACK,
             capacity=capacity,
         )

@@ -1,10 +1,11 @@
-"""The job service's capacity hook: job flavors admitted by the same policy as servers.
+"""The job service's capacity hook: job flavors admitted by the same admission as servers.
 
-:class:`FlavorCapacity` answers the manager's "may this job start now?" with
-``admit_job`` over the catalog and a :class:`~gpuspawner.policy.CapacityPool`:
+:class:`FlavorCapacity` answers the manager's "may this job start now?" with the
+service's :class:`~gpuspawner.grant.GPUAdmission` over a
+:class:`~gpuspawner.policy.CapacityPool`:
 
-- granted: the job starts with its GPU share's environment (``local_share_environment``)
-  and the flavor's own variables;
+- granted: the job starts as its :class:`~gpuspawner.grant.Grant` says (rendered for
+  the executor: an environment locally, a pod plan on Kubernetes), kept with the job;
 - refused with a code in the policy's ``WAIT_CODES`` (``full``, ``reserved``,
   ``job-limit``...): the job stays QUEUED with the refusal's sentence as its reason; one
   waiting on its owner's own limit (``job-limit``) does not hold back other people's jobs;
@@ -38,23 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuspawner.allocation_record import pool_from_cluster
-from gpuspawner.cgroups import ResourceLimits
-from gpuspawner.policy import (
-    Allocation,
-    CapacityPool,
-    Catalog,
-    GPUDevice,
-    JobFlavor,
-    Refusal,
-    UserIdentity,
-    admit_job,
-)
+from gpuspawner.grant import GPUAdmission
+from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, Refusal, UserIdentity
 from gpuspawner.policy.admission import WAIT_CODES
-from gpuspawner.policy.catalog import is_protected_variable
-from gpuspawner.policy.local_share import local_share_environment
 
-from ..capacity import CapacityGrant, CapacityWait, JobCapacity, JobTicket
-from ..errors import JobRefused
+from ..capacity import CapacityGrant, CapacityWait, JobCapacity, JobTicket, refused
+from ..k8s_objects import job_object_name
 from ..runfiles import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -104,15 +94,14 @@ ClusterReader = Callable[[], Awaitable[tuple[list[dict[str, Any]], list[dict[str
 
 
 class FlavorCapacity(JobCapacity):
-    """GPU shares for jobs by flavor, admitted with ``admit_job`` (see the module docstring)."""
+    """GPU shares for jobs by flavor, granted by ``admission`` (see the module docstring)."""
 
     def __init__(
         self,
         *,
-        catalog: Callable[[], Catalog | None],
+        admission: GPUAdmission,
         devices: list[GPUDevice],
         identities: IdentityBook,
-        hami_core_library: str | None = None,
         ledger_path: str | None = None,
         cluster: ClusterReader | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -122,12 +111,11 @@ class FlavorCapacity(JobCapacity):
                 "FlavorCapacity takes either the ledger shared with a LocalGPUSpawner or the "
                 "Kubernetes cluster's pool, not both: set allocation_ledger only for local jobs."
             )
-        self._catalog = catalog
+        self.admission = admission
         self.ledger_path = ledger_path or None
         self.cluster = cluster
         self.devices = list(devices)
         self.identities = identities
-        self.hami_core_library = hami_core_library
         self._clock = clock or (lambda: datetime.now(UTC))
         self._pool = CapacityPool(self.devices)
         # What each running job of this service holds, for ``hold``.
@@ -184,80 +172,34 @@ class FlavorCapacity(JobCapacity):
         else:
             yield self._pool
 
-    def _flavor(self, flavor_id: str | None) -> tuple[Catalog, JobFlavor]:
-        catalog = self._catalog()
-        flavor = catalog.flavors_by_id.get(flavor_id or "") if catalog is not None else None
-        if catalog is None or flavor is None:
-            raise JobRefused(
-                f"There is no job flavor {flavor_id!r} here any more. Create the job again "
-                "with one of the flavors the Run as Job dialog offers.",
-                code="unknown-flavor",
-            )
-        return catalog, flavor
-
     def validate(self, ticket: JobTicket) -> None:
-        """Refuse a flavor whose GPU share no GPU here could ever hold."""
-        _, flavor = self._flavor(ticket.flavor)
-        if flavor.share is None:
-            return
-        empty = CapacityPool(self.devices)  # "ever", not "now": ask an idle machine
+        """Refuse an unknown flavor, or one whose GPU share no GPU here could ever hold."""
         try:
-            empty.allocate(
-                f"{ticket.key}:probe",
-                owner=ticket.owner,
-                profile_id=flavor.id,
-                course_id=None,
-                share=flavor.share,
-            )
+            self.admission.check_job_flavor(self.devices, ticket.owner, ticket.flavor)
         except Refusal as refusal:
-            raise JobRefused(refusal.message, code=refusal.code) from None
+            raise refused(refusal) from None
 
     def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
-        if self._catalog() is None:
-            return CapacityWait("the course catalog cannot be loaded right now.")
-        catalog, flavor = self._flavor(ticket.flavor)
         identity = self.identities.get(ticket.owner)
         with self.current_pool() as pool:
             try:
-                decision = admit_job(
-                    catalog,
+                grant = self.admission.grant_job(
                     pool,
                     identity,
-                    flavor.id,
+                    ticket.flavor,
                     key=ticket.key,
                     now=self._clock(),
                     running_jobs=self._running_flavors(ticket.owner),
+                    object_name=job_object_name(ticket.job_id),
                 )
             except Refusal as refusal:
                 if refusal.code in WAIT_CODES:
                     return CapacityWait.for_refusal(refusal)
-                raise JobRefused(refusal.message, code=refusal.code) from None
-            environment = {
-                name: value
-                for name, value in flavor.environment.variables.items()
-                if not is_protected_variable(name)
-            }
-            environment.update(
-                local_share_environment(
-                    flavor.share,
-                    decision.allocation,
-                    pool.devices,
-                    profile_id=flavor.id,
-                    hami_core_library=self.hami_core_library,
-                )
-            )
+                raise refused(refusal) from None
         self._running[ticket.key] = ticket
-        gpu: dict[str, Any] | None = None
-        if decision.allocation is not None:
-            self._held[ticket.key] = decision.allocation
-        if decision.allocation is not None and flavor.share is not None:
-            gpu = {
-                "description": environment.get("GPUSPAWNER_GPU_SHARE", flavor.share.describe()),
-                "device_ids": list(decision.allocation.device_ids),
-                "allocation": decision.allocation.to_dict(),
-            }
-        limits = ResourceLimits(cpu=flavor.resources.cpu, memory_bytes=flavor.resources.memory)
-        return CapacityGrant(environment, gpu, limits)
+        if grant.allocation is not None:
+            self._held[ticket.key] = grant.allocation
+        return CapacityGrant(grant)
 
     def release(self, ticket: JobTicket) -> None:
         self._held.pop(ticket.key, None)

@@ -2,34 +2,54 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
-from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket, PoolCapacity
+from gpuspawner.grant import GPUAdmission
+from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
+from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused
 from jupyter_to_job.models import CreateJob, JobStatus
+from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
 from ..support.notebooks import notebook, wait_for_file
 from .conftest import ManagerFactory, eventually, finished
 
 GPU = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
-FLAVORS = {
-    None: None,
-    "cpu": None,
-    "1gpu": GPUShare(count=1),
-    "quarter": GPUShare(fraction=Fraction(1, 4)),
-    "2gpu": GPUShare(count=2),
-}
+CATALOG = """
+flavors:
+  - {id: cpu, title: CPU, max_running_per_user: 5, access: {everyone: true}}
+  - {id: 1gpu, title: One GPU, gpu: {count: 1}, access: {everyone: true}}
+  - {id: quarter, title: A quarter, gpu: {fraction: 1/4}, access: {everyone: true}}
+  - {id: 2gpu, title: Two GPUs, gpu: {count: 2}, access: {everyone: true}}
+"""
 
 
-def pool_capacity() -> PoolCapacity:
-    return PoolCapacity(CapacityPool([GPU]), FLAVORS)
+@pytest.fixture
+def pool_capacity(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """``pool_capacity()``: a job service's capacity over one GPU (a new one each call,
+    as after a restart), asking the admission with the catalog above."""
+    (tmp_path / "catalog.yaml").write_text(CATALOG)
+    catalog = load_catalog(tmp_path / "catalog.yaml")
+
+    def make() -> FlavorCapacity:
+        identities = IdentityBook(tmp_path / "identities.json")
+        for name in ("alice", "bob", "carol"):
+            identities.remember(UserIdentity(name))
+        return FlavorCapacity(
+            admission=GPUAdmission(fallback_catalog=catalog), devices=[GPU], identities=identities
+        )
+
+    return make
 
 
-def test_a_granted_share_becomes_the_jobs_gpu_environment() -> None:
+def allocations(capacity: FlavorCapacity) -> list[str]:
+    with capacity.current_pool() as pool:
+        return list(pool.allocations)
+
+
+def test_a_granted_share_becomes_the_jobs_gpu_environment(pool_capacity) -> None:
     capacity = pool_capacity()
 
     grant = capacity.acquire(JobTicket("j1", "alice", "quarter"))
@@ -38,10 +58,11 @@ def test_a_granted_share_becomes_the_jobs_gpu_environment() -> None:
     assert grant.environment["CUDA_VISIBLE_DEVICES"] == "0"
     assert grant.environment["GPUSPAWNER_GPU_FRACTION"] == "1/4"
     assert grant.gpu is not None and grant.gpu["device_ids"] == ["sim-0"]
-    assert "job:j1" in capacity.pool.allocations
+    assert grant.grant is not None and grant.grant.subject == "quarter"
+    assert "job:j1" in allocations(capacity)
 
 
-def test_a_job_without_gpu_sees_none() -> None:
+def test_a_job_without_gpu_sees_none(pool_capacity) -> None:
     grant = pool_capacity().acquire(JobTicket("j1", "alice", "cpu"))
 
     assert isinstance(grant, CapacityGrant)
@@ -49,7 +70,7 @@ def test_a_job_without_gpu_sees_none() -> None:
     assert grant.gpu is None
 
 
-def test_a_full_gpu_means_waiting_and_release_frees_it() -> None:
+def test_a_full_gpu_means_waiting_and_release_frees_it(pool_capacity) -> None:
     capacity = pool_capacity()
     first = JobTicket("j1", "alice", "1gpu")
     capacity.acquire(first)
@@ -66,12 +87,14 @@ def test_a_full_gpu_means_waiting_and_release_frees_it() -> None:
     ("flavor", "complaint"),
     [("huge", "There is no job flavor 'huge' here"), ("2gpu", "asks for 2 whole GPUs")],
 )
-def test_a_flavor_that_can_never_run_is_refused_up_front(flavor: str, complaint: str) -> None:
+def test_a_flavor_that_can_never_run_is_refused_up_front(
+    pool_capacity, flavor: str, complaint: str
+) -> None:
     with pytest.raises(JobRefused, match=complaint):
         pool_capacity().validate(JobTicket("j1", "alice", flavor))
 
 
-def test_a_running_jobs_share_is_restored_after_a_restart() -> None:
+def test_a_running_jobs_share_is_restored_after_a_restart(pool_capacity) -> None:
     before = pool_capacity()
     grant = before.acquire(JobTicket("j1", "alice", "1gpu"))
     assert isinstance(grant, CapacityGrant)
@@ -83,7 +106,7 @@ def test_a_running_jobs_share_is_restored_after_a_restart() -> None:
 
 
 async def test_a_job_waits_in_the_queue_for_the_gpu_and_then_gets_it(
-    make_manager: ManagerFactory, tmp_path: Path
+    make_manager: ManagerFactory, tmp_path: Path, pool_capacity
 ) -> None:
     gate = tmp_path / "gate"
     capacity = pool_capacity()
@@ -116,4 +139,4 @@ async def test_a_job_waits_in_the_queue_for_the_gpu_and_then_gets_it(
     assert done.status is JobStatus.COMPLETED
     assert "[cell 0] GPU: 0" in manager.read_log(waiter.job_id).data
     await finished(manager, holder.job_id)
-    await eventually(lambda: not capacity.pool.allocations, what="all shares to be released")
+    await eventually(lambda: not allocations(capacity), what="all shares to be released")

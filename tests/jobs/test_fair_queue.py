@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import pytest
 
+from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.errors import JobQueueFull
 from jupyter_to_job.executors import JobExecutor, JobOutcome, StopReason
@@ -81,7 +82,9 @@ def flavor_capacity(tmp_path: Path) -> FlavorCapacity:
     identities = IdentityBook(tmp_path / "identities.json")
     for name in ("alice", "bob", "carl"):
         identities.remember(UserIdentity(name))
-    return FlavorCapacity(catalog=lambda: catalog, devices=GPUS, identities=identities)
+    return FlavorCapacity(
+        admission=GPUAdmission(fallback_catalog=catalog), devices=GPUS, identities=identities
+    )
 
 
 async def submit(manager: JobManager, owner: str, name: str, flavor: str | None = None) -> str:

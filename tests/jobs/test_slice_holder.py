@@ -11,6 +11,7 @@ import os
 import signal
 from pathlib import Path
 
+from gpuspawner.grant import GPUAdmission
 from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.policy import GPUDevice, GPUShare, UserIdentity, load_catalog
 from jupyter_to_job.capacity import CapacityGrant, JobCapacity, JobTicket
@@ -41,7 +42,10 @@ def flavor_capacity(tmp_path: Path, ledger: Path) -> FlavorCapacity:
     for name in ("alice", "bob"):
         identities.remember(UserIdentity(name))
     return FlavorCapacity(
-        catalog=lambda: catalog, devices=[GPU], identities=identities, ledger_path=str(ledger)
+        admission=GPUAdmission(fallback_catalog=catalog),
+        devices=[GPU],
+        identities=identities,
+        ledger_path=str(ledger),
     )
 
 
@@ -156,7 +160,7 @@ def test_a_job_slice_is_not_held_without_a_shared_ledger(tmp_path: Path) -> None
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
     capacity = FlavorCapacity(
-        catalog=lambda: catalog,
+        admission=GPUAdmission(fallback_catalog=catalog),
         devices=[GPU],
         identities=IdentityBook(tmp_path / "identities.json"),
     )

@@ -11,18 +11,38 @@ import nbformat
 from kubernetes_asyncio import client
 
 from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, devices_from_nodes
-from gpuspawner.policy import CapacityPool, GPUShare
-from jupyter_to_job.capacity import PoolCapacity
+from gpuspawner.grant import GPUAdmission
+from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.executors.kube_client import KubeClient
 from jupyter_to_job.k8s_objects import job_object_name
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import parse_compact_status
+from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
 from tests.support.notebooks import notebook, wait_for_file
 
 from .conftest import job_pod
+
+
+def gpu_capacity(
+    tmp_path: Path, flavor: str, gpus: int, devices: list[GPUDevice]
+) -> FlavorCapacity:
+    """The job service's capacity: a catalog with one ``gpus``-GPU flavor open to everyone,
+    over ``devices``, rendered for Kubernetes (whole GPUs) by the service's admission."""
+    path = tmp_path / "catalog.yaml"
+    path.write_text(
+        f"flavors:\n  - {{id: {flavor}, title: {flavor}, gpu: {{count: {gpus}}}, "
+        "access: {everyone: true}}\n"
+    )
+    identities = IdentityBook(tmp_path / "identities.json")
+    identities.remember(UserIdentity("alice"))
+    return FlavorCapacity(
+        admission=GPUAdmission(fallback_catalog=load_catalog(path), target="kubernetes"),
+        devices=devices,
+        identities=identities,
+    )
 
 
 async def submit(manager: JobManager, nb: nbformat.NotebookNode, **fields: Any) -> str:
@@ -287,12 +307,13 @@ async def test_a_restarted_service_follows_the_job_on_without_repeating_a_line(
 
 
 async def test_a_job_the_cluster_cannot_place_fails_with_the_schedulers_reason(
-    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any
+    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any, tmp_path: Path
 ) -> None:
     # Given a flavor asking for more GPUs than any node has
-    manager = await make_k8s_manager(
-        flavors={"eight-gpus": {"gpu": {"count": 8}}}, scheduling_timeout_seconds=2.0
-    )
+    # (the service's pool believes in eight GPUs that the cluster does not have)
+    manager = await make_k8s_manager(scheduling_timeout_seconds=2.0, pin_to_node=False)
+    imagined = [GPUDevice(f"gpu-node-0/{n}", n, "A100-SXM4-80GB", 81920) for n in range(8)]
+    manager.capacity = gpu_capacity(tmp_path, "eight-gpus", 8, imagined)
 
     # When a job on it is submitted
     job_id = await submit(manager, notebook("print('never')"), flavor="eight-gpus")
@@ -390,13 +411,13 @@ async def test_a_job_past_its_deadline_is_stopped_by_the_job_controller(
 
 
 async def test_a_gpu_job_gets_the_share_the_capacity_pool_chose_on_that_gpus_node(
-    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any
+    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any, tmp_path: Path
 ) -> None:
     # Given the hub's capacity pool over the cluster's GPUs, and a whole-GPU flavor
     nodes = await client.CoreV1Api(k8s_api).list_node(_preload_content=False)
     devices = devices_from_nodes(json.loads(await nodes.read())["items"])
-    manager = await make_k8s_manager(flavors={"a100": {"gpu": {"count": 1}}})
-    manager.capacity = PoolCapacity(CapacityPool(devices), {"a100": GPUShare(count=1)})
+    manager = await make_k8s_manager()
+    manager.capacity = gpu_capacity(tmp_path, "a100", 1, devices)
 
     # When a job on it runs
     job_id = await submit(

@@ -15,6 +15,7 @@ from typing import Any
 import nbformat
 from traitlets.config import Config
 
+from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import load_catalog
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.models import CreateJob, JobStatus
@@ -71,7 +72,7 @@ async def test_research_jobs_wait_with_positions_behind_reserved_seats_and_start
     config.KubernetesExecutor.namespace = "default"
     clock = {"now": NOW}
     capacity = FlavorCapacity(
-        catalog=lambda: catalog,
+        admission=GPUAdmission(fallback_catalog=catalog, target="kubernetes"),
         devices=[],
         identities=IdentityBook(tmp_path / "identities.json"),
         cluster=KubernetesExecutor.cluster_pool_reader(config),

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused
@@ -58,7 +59,11 @@ def make_capacity(tmp_path, book, **kwargs):
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
     return FlavorCapacity(
-        catalog=lambda: catalog, devices=GPU, identities=book, clock=lambda: NOW, **kwargs
+        admission=GPUAdmission(fallback_catalog=catalog),
+        devices=GPU,
+        identities=book,
+        clock=lambda: NOW,
+        **kwargs,
     )
 
 

@@ -72,13 +72,13 @@ def test_the_service_entry_passes_settings_through_its_environment():
         catalog_path="/etc/courses",
         root_dir="/srv/jobs",
         simulated_gpus=[{"model": "T4", "memory": "16GiB"}],
-        args=["--JobServiceApp.max_running_jobs=8"],
+        args=["--JobManager.max_running_jobs=8"],
     )
     assert entry["url"] == "http://127.0.0.1:9000"
     assert entry["command"][1:] == [
         "-m",
         "jupyter_to_job.service",
-        "--JobServiceApp.max_running_jobs=8",
+        "--JobManager.max_running_jobs=8",
     ]
     assert entry["environment"] == {
         "JUPYTER_TO_JOB_CATALOG": "/etc/courses",

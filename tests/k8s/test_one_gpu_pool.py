@@ -30,6 +30,7 @@ from gpuspawner.allocation_record import (
 )
 from gpuspawner.backends import cpu_only_plan
 from gpuspawner.gpu_map import gpu_map
+from gpuspawner.grant import GPUAdmission
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import Allocation, load_catalog
 from jupyter_to_job import k8s_objects
@@ -128,7 +129,7 @@ class JobService:
         loaded = load_catalog(catalog)
         self.now = NOW
         self.capacity = FlavorCapacity(
-            catalog=lambda: loaded,
+            admission=GPUAdmission(fallback_catalog=loaded, target="kubernetes"),
             devices=[],
             identities=IdentityBook(root / "identities.json"),
             cluster=KubernetesExecutor.cluster_pool_reader(config),

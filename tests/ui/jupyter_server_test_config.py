@@ -56,4 +56,4 @@ shutil.rmtree(JOBS_DIR, ignore_errors=True)
 JOBS_DIR.mkdir(parents=True)
 c.JobsExtensionApp.root_dir = str(JOBS_DIR)
 # Test files run in parallel workers against this one server: room for their jobs.
-c.JobsExtensionApp.max_running_jobs = 4
+c.JobManager.max_running_jobs = 4

@@ -16,7 +16,7 @@ K8S = ROOT / "hub_config" / "kubernetes"
 
 @pytest.mark.parametrize("overlay", sorted((K8S / "backends").glob("*.yaml")), ids=lambda p: p.stem)
 def test_each_backend_overlay_builds_its_sharing_backend(overlay):
-    settings = yaml.safe_load(overlay.read_text())["hub"]["config"]["GPUSpawner"]
+    settings = yaml.safe_load(overlay.read_text())["hub"]["config"]["GPUAdmission"]
     assert settings["sharing_backend"] == overlay.stem
     backend = make_backend(
         settings["sharing_backend"], **settings.get("sharing_backend_config", {})

@@ -72,12 +72,12 @@ def test_the_demo_hub_keeps_its_prewarm_secret_when_it_restarts(tmp_path, monkey
     monkeypatch.setenv("GPUSPAWNER_DEMO_RUNTIME", str(tmp_path))
     monkeypatch.delenv("GPUSPAWNER_PREWARM_SECRET", raising=False)
     # When the hub starts, then starts again
-    first = _demo_config().SimpleLocalGPUSpawner.prewarm_secret
-    again = _demo_config().SimpleLocalGPUSpawner.prewarm_secret
+    first = _demo_config().GPUAdmission.prewarm_secret
+    again = _demo_config().GPUAdmission.prewarm_secret
     # Then the spawner gets the same secret both times, kept in the runtime folder
     assert first and again == first
     assert (tmp_path / "prewarm-secret").read_text().strip() == first
     assert stat.S_IMODE((tmp_path / "prewarm-secret").stat().st_mode) == 0o600
     # And a secret given in the environment still wins
     monkeypatch.setenv("GPUSPAWNER_PREWARM_SECRET", "from-the-environment")
-    assert _demo_config().SimpleLocalGPUSpawner.prewarm_secret == "from-the-environment"
+    assert _demo_config().GPUAdmission.prewarm_secret == "from-the-environment"

@@ -1,0 +1,50 @@
+"""GPUSpawner applies the admission's Grant as it is: nothing is decided twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuspawner import grant as grant_module
+from gpuspawner.grant import GPUAdmission
+from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.policy import UserIdentity
+from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
+
+pytestmark = pytest.mark.usefixtures("kubespawner_env")
+
+
+async def test_gpuspawner_applies_the_grant_without_deciding_again(
+    tmp_path, monkeypatch, k8s_controls
+):
+    # Given ana's class server granted on the emulated cluster's GPUs
+    k8s_controls.add_gpu_nodes(1, gpu_count=2)
+    GPUSpawner._inventories.clear()
+    spawner = make_gpu_spawner("ana", write_class_catalog(tmp_path / "c.yaml", ["ana"]))
+    await spawner.ensure_inventory()
+    with spawner.capacity_transaction() as pool:
+        grant = spawner.admission.grant_server(
+            pool,
+            UserIdentity("ana"),
+            "ml101",
+            key=spawner.allocation_key,
+            now=spawner.now(),
+            object_name=spawner.pod_name,
+        )
+
+    # When the catalog and the back end are gone (any second decision would fail)
+    def no_second_decision(*args, **kwargs):
+        raise AssertionError("decided again")
+
+    monkeypatch.setattr(GPUAdmission, "catalog", no_second_decision)
+    monkeypatch.setattr(grant_module, "make_backend", no_second_decision)
+    spawner._apply_grant(grant)
+
+    # Then the pod gets the grant's share, node and variables as they are
+    assert grant.plan is not None and grant.node is not None
+    for name, value in grant.plan.resource_limits.items():
+        assert spawner.extra_resource_limits[name] == value
+    assert spawner.node_selector["kubernetes.io/hostname"] == grant.node
+    for name, value in grant.environment.items():
+        assert spawner.environment[name] == value
+    pod = await spawner.get_pod_manifest()
+    assert pod.metadata.labels["gpuspawner.campus-gpu-hub.org/profile"] == "ml101"
