@@ -17,7 +17,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 
 from gpuspawner.policy import Catalog, ClassSession, Course
 from gpuspawner.policy.instructors import profile_of
@@ -123,6 +123,18 @@ def _server_label(user: str, server: str) -> str:
     return f"{user}'s server" if not server else f"{user}'s server {server!r}"
 
 
+def _reclaim_reason(
+    session: ClassSession | None, started: datetime, now: datetime, zone: tzinfo
+) -> str:
+    """Why a course server is stopped: started outside class, or its class and grace are over."""
+    if session is None:
+        return f"it was started at {when(started, now, zone)}, outside any class of the course."
+    return (
+        f"the class of {when(session.start, now, zone)} ended at {when(session.end, now, zone)} "
+        f"and its grace period at {when(session.reclaim_at, now, zone)}."
+    )
+
+
 def _plan_server(
     catalog: Catalog, user: dict, server_name: str, server: dict, now: datetime, already_tried: set
 ) -> Action | None:
@@ -141,7 +153,7 @@ def _plan_server(
     session = session_of_server(course, started)
     # Remembered only by dry runs: a real reclaim makes the server go away.
     reclaim_key = ("reclaim", name, server_name, course.id, started)
-    if session is None:
+    if session is None or now >= session.reclaim_at:
         if reclaim_key in already_tried:
             return None
         return Action(
@@ -149,24 +161,10 @@ def _plan_server(
             name,
             server_name,
             course.id,
-            f"Stopping {label} for {course.title}: it was started at "
-            f"{when(started, now, zone)}, outside any class of the course.",
+            f"Stopping {label} for {course.title}: {_reclaim_reason(session, started, now, zone)}",
             reclaim_key,
         )
     deadline = session.reclaim_at
-    if now >= deadline:
-        if reclaim_key in already_tried:
-            return None
-        return Action(
-            ActionKind.RECLAIM,
-            name,
-            server_name,
-            course.id,
-            f"Stopping {label} for {course.title}: the class of {when(session.start, now, zone)} "
-            f"ended at {when(session.end, now, zone)} and its grace period at "
-            f"{when(deadline, now, zone)}.",
-            reclaim_key,
-        )
     key = ("warn", name, server_name, course.id, deadline)
     if deadline - WARN_AHEAD <= now and key not in already_tried:
         return Action(
