@@ -238,6 +238,13 @@ def body_too_large(limit: int, what_to_send: str) -> ApiError:
     )
 
 
+def job_update_bounds(method: str | None) -> tuple[int, ApiError] | None:
+    """What a job's own address takes as a body: only a PATCH, and a small one."""
+    if method != "PATCH":
+        return None
+    return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+
+
 def _size(limit: int) -> str:
     return f"{limit / MIB:.0f} MiB" if limit >= MIB else f"{max(1, limit // 1024)} KiB"
 
@@ -274,6 +281,10 @@ class BoundedBodyMixin:
     _body_size = 0
     _body_parts: list[bytes] | None = None
     _body_refusal: ApiError | None = None
+
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        """The most this request's body may hold and the 413 beyond it; None: no body."""
+        return None
 
     def limit_body(self, limit: int, refusal: ApiError) -> None:
         """Keep at most ``limit`` bytes; a longer body is answered with ``refusal``."""

@@ -74,6 +74,11 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: Any = None,
     ) -> aiohttp.ClientResponse:
+        """Send one request; the open response when it succeeded, else :class:`KubeError`.
+
+        ``query``: the query parameters; ``body``: sent as JSON (or as ``content_type`` says);
+        ``timeout``: seconds or an ``aiohttp.ClientTimeout``, by default ``self.timeout``.
+        """
         response: aiohttp.ClientResponse = await self.api_client.call_api(
             path,
             method,
@@ -97,17 +102,12 @@ class KubeClient:
             raise KubeError(response.status, reason, message)
         return response
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: list[tuple[str, Any]] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-    ) -> Object:
-        """One request; the answer as a dict. Raises :class:`KubeError`."""
-        response = await self._send(method, path, query=query, body=body, content_type=content_type)
+    async def request(self, method: str, path: str, **options: Any) -> Object:
+        """One request; the answer as a dict. Raises :class:`KubeError`.
+
+        ``options``: ``query``, ``body``, ``content_type`` and ``timeout``, as for :meth:`_send`.
+        """
+        response = await self._send(method, path, **options)
         async with response:
             data = await response.read()
         return json.loads(data) if data else {}

@@ -45,6 +45,7 @@ from ..rest import (
     check_notebook,
     content_disposition,
     error_response,
+    job_update_bounds,
     json_object,
     log_error,
     notebook_too_deep,
@@ -146,10 +147,6 @@ class JobsBodyHandler(BoundedBodyMixin, JobsExtensionHandler):
     limit is a 413 with a JSON sentence (Jupyter Server's own ``max_body_size`` would be a
     bare 400, or buffer up to 512 MiB)."""
 
-    def body_bounds(self) -> tuple[int, ApiError] | None:
-        """The most this request's body may hold and the 413 beyond it; None: no body."""
-        return None
-
     async def prepare(self) -> None:  # type: ignore[override]
         await super().prepare()  # Jupyter Server's checks: who is asking, XSRF, origin
         bounds = self.body_bounds()
@@ -187,9 +184,7 @@ class JobsHandler(JobsBodyHandler):
 
 class JobHandler(JobsBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PATCH":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+        return job_update_bounds(self.request.method)
 
     @web.authenticated
     @authorized

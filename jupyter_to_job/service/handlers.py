@@ -41,13 +41,12 @@ from ..jobs_api import JobsAPI
 from ..rest import (
     CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
-    SMALL_BODY_LIMIT,
     ApiError,
     BoundedBodyMixin,
     as_api_error,
-    body_too_large,
     content_disposition,
     error_response,
+    job_update_bounds,
     log_error,
     query_arguments,
     too_large,
@@ -126,10 +125,6 @@ class JobBodyHandler(BoundedBodyMixin, JobServiceHandler):
 
     _refusal: ApiError | None = None
 
-    def body_bounds(self) -> tuple[int, ApiError] | None:
-        """The most this request's body may hold and the 413 beyond it; None: no body."""
-        return None
-
     async def prepare(self) -> None:
         bounds = self.body_bounds()
         try:
@@ -168,9 +163,7 @@ class JobsHandler(JobBodyHandler):
 
 class JobHandler(JobBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PATCH":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+        return job_update_bounds(self.request.method)
 
     @web.authenticated
     async def get(self, job_id: str) -> None:
