@@ -207,6 +207,21 @@ interface IFormViewProps extends IRunAsJobOptions {
   onCanSubmitChange: (canSubmit: boolean) => void;
 }
 
+/**
+ * A form field: its label above the input (and any hint) it holds.
+ */
+function Field(props: {
+  label: string;
+  children: React.ReactNode;
+}): JSX.Element {
+  return (
+    <label className="jp-JupyterToJob-field">
+      <span className="jp-JupyterToJob-fieldLabel">{props.label}</span>
+      {props.children}
+    </label>
+  );
+}
+
 function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   const { api, path, config, trans } = props;
   const features = featuresOf(config);
@@ -380,10 +395,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
         {trans.__('The job runs %1 as saved, apart from this server.', path)}
       </p>
 
-      <label className="jp-JupyterToJob-field">
-        <span className="jp-JupyterToJob-fieldLabel">
-          {trans.__('Job name')}
-        </span>
+      <Field label={trans.__('Job name')}>
         <input
           name="job-name"
           data-testid="job-name-input"
@@ -392,7 +404,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
           value={name}
           onChange={event => setName(event.target.value)}
         />
-      </label>
+      </Field>
 
       <FlavorPicker
         list={flavorList}
@@ -403,10 +415,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       />
 
       {features.deadline && flavor && (
-        <label className="jp-JupyterToJob-field">
-          <span className="jp-JupyterToJob-fieldLabel">
-            {trans.__('Deadline (minutes)')}
-          </span>
+        <Field label={trans.__('Deadline (minutes)')}>
           <input
             type="number"
             name="deadline"
@@ -425,7 +434,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
               deadlineHint(flavor)
             )}
           </span>
-        </label>
+        </Field>
       )}
 
       {features.parameters && (
