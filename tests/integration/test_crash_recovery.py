@@ -14,11 +14,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import psutil
 import pytest
 import requests
-from nbformat.v4 import new_code_cell, new_notebook
 
 from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from jupyter_to_job.runfiles import JobFiles, read_status
@@ -26,11 +24,11 @@ from jupyter_to_job.runfiles import JobFiles, read_status
 from ..support import until
 from ..support.course_catalogs import catalog, course, minute, now, write_catalog
 from ..support.hubprocess import BrowserlessUser, RunningHub, free_loopback_ports
+from ..support.notebooks import notebook_json
 
 pytestmark = pytest.mark.integration
 
 ONE_GPU = [{"model": "RTX 4090", "memory": "24GiB"}]
-KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 JOB_FLAVORS = """\
 flavors:
   - id: half-gpu
@@ -183,13 +181,6 @@ def service_processes(hub: RunningHub) -> dict[str, psutil.Process]:
 
 def server_pid(hub: RunningHub, user: str) -> int:
     return hub.api("GET", f"/users/{user}").json()["servers"][""]["state"]["pid"]
-
-
-def notebook_json(*sources: str) -> dict:
-    nb = new_notebook(
-        cells=[new_code_cell(s) for s in sources], metadata={"kernelspec": KERNELSPEC}
-    )
-    return json.loads(nbformat.writes(nb))
 
 
 def refusal_message(response: requests.Response) -> str:

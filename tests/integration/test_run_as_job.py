@@ -17,24 +17,15 @@ import nbformat
 import psutil
 import pytest
 import requests
-from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_to_job.runfiles import JobFiles, read_status
 
 from ..support import until
 from ..support.hubprocess import BrowserlessUser, free_loopback_ports
 from ..support.job_hub import JobService, hub_config, matrix_catalog, wait_for_service
+from ..support.notebooks import notebook_json
 
 pytestmark = pytest.mark.integration
-
-KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
-
-
-def notebook_json(*sources: str) -> dict:
-    nb = new_notebook(
-        cells=[new_code_cell(s) for s in sources], metadata={"kernelspec": KERNELSPEC}
-    )
-    return json.loads(nbformat.writes(nb))
 
 
 class StudentServer:

@@ -3,26 +3,14 @@ contents and Run as Job APIs with their own token, and their server's process.""
 
 from __future__ import annotations
 
-import json
 import pwd
 from typing import Any
 
-import nbformat
 import psutil
 import requests
-from nbformat.v4 import new_code_cell, new_notebook
 
 from ..support import until
 from ..support.hubprocess import BrowserlessUser, RunningHub
-
-KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
-
-
-def notebook(*sources: str) -> dict:
-    nb = new_notebook(
-        cells=[new_code_cell(s) for s in sources], metadata={"kernelspec": KERNELSPEC}
-    )
-    return json.loads(nbformat.writes(nb))
 
 
 class Student:

@@ -20,9 +20,11 @@ import pytest
 
 from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
 
+from ..support import until
 from ..support.hubprocess import RunningHub
+from ..support.notebooks import notebook_json
 from .kernel import KernelError, run_in_kernel
-from .student import Student, notebook, until
+from .student import Student
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +104,7 @@ def students(workstation: RunningHub) -> dict[str, Any]:
     second = Student(workstation, "student2")
     second.start_course_server()
     second.save("private.txt", {"type": "file", "format": "text", "content": "student2 only"})
-    second.save_notebook("hello/hello.ipynb", notebook("print('hello from student2')"))
+    second.save_notebook("hello/hello.ipynb", notebook_json("print('hello from student2')"))
     finished = second.run_job("hello/hello.ipynb", "cpu-job")
     assert finished["status"] == "COMPLETED", finished
     first = Student(workstation, "student1")
@@ -181,7 +183,7 @@ def test_a_students_job_runs_as_them_beside_the_notebook_and_reaches_nothing_els
     paths = forbidden_paths(workstation, students)
     student.save_notebook(
         "probe/probe.ipynb",
-        notebook(
+        notebook_json(
             PROBE.format(paths=json.dumps(paths)),
             "with open('results.csv', 'w') as out:\n    out.write('epoch,loss\\n1,0.5\\n')",
         ),
@@ -279,7 +281,7 @@ def test_a_job_past_its_memory_ends_failed_out_of_memory_with_its_earlier_log(
     student = students["student1"]
     student.save_notebook(
         "limits/memory.ipynb",
-        notebook(
+        notebook_json(
             "print('before the allocation', flush=True)",
             "block = bytearray(b'x') * (1024 ** 3)\nprint('allocated', len(block))",
         ),
@@ -320,7 +322,7 @@ after, wall = os.times(), time.monotonic() - start
 used = (after.children_user - before.children_user) + (after.children_system - before.children_system)
 print(f"CORES_USED {used / wall:.3f}")
 """
-    student.save_notebook("limits/cpu.ipynb", notebook(burn))
+    student.save_notebook("limits/cpu.ipynb", notebook_json(burn))
 
     # When it runs as a job of the one-CPU flavor
     job = student.run_job("limits/cpu.ipynb", "one-cpu")
@@ -362,7 +364,7 @@ def test_a_link_left_in_a_jobs_folder_does_not_make_the_service_read_for_the_stu
 ):
     # Given a finished job of student1
     student = students["student1"]
-    student.save_notebook("links/plain.ipynb", notebook("print('plain')"))
+    student.save_notebook("links/plain.ipynb", notebook_json("print('plain')"))
     job = student.run_job("links/plain.ipynb", "cpu-job")
     assert job["status"] == "COMPLETED", job
     runtime: Path = workstation.runtime  # type: ignore[attr-defined]

@@ -8,28 +8,17 @@ instructors read their students' jobs but never stop or delete them, admins do a
 
 from __future__ import annotations
 
-import json
-
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_to_job.hub import job_server_token_scopes
 from jupyter_to_job.scopes import access_scope
 
 from ..support.job_hub import MAX_NOTEBOOK_BYTES, JobHub
+from ..support.notebooks import notebook_json
 
 pytestmark = pytest.mark.integration
 
-KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 PEOPLE = ["anonymous", "alice", "bob", "ines", "olga", "tara", "root"]
-
-
-def notebook_json(*sources: str) -> dict:
-    nb = new_notebook(
-        cells=[new_code_cell(source) for source in sources], metadata={"kernelspec": KERNELSPEC}
-    )
-    return json.loads(nbformat.writes(nb))
 
 
 QUICK = notebook_json("print('bob was here')")

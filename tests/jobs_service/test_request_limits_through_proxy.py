@@ -15,27 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 import requests
-from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_to_job.rest import CREATE_BODY_SLACK, MAX_NOTEBOOK_DEPTH, SMALL_BODY_LIMIT
 
 from ..support.hubprocess import BrowserlessUser, copy_log
 from ..support.job_hub import ARTIFACTS, MAX_NOTEBOOK_BYTES, JobHub, start_job_hub
+from ..support.notebooks import notebook_json
 
 pytestmark = pytest.mark.integration
 
-KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 SERVICE_LIMIT = MAX_NOTEBOOK_BYTES + CREATE_BODY_SLACK
-
-
-def notebook_json(*sources: str) -> dict:
-    nb = new_notebook(
-        cells=[new_code_cell(s) for s in sources], metadata={"kernelspec": KERNELSPEC}
-    )
-    return json.loads(nbformat.writes(nb))
 
 
 def deep_json_text(depth: int) -> str:

@@ -24,28 +24,17 @@ from typing import Any
 import nbformat
 import pytest
 import requests
-from nbformat.v4 import new_code_cell, new_notebook
 
 from jupyter_to_job.extension.handlers import extension_handlers
 
 from ..support.hubprocess import free_loopback_ports
 from ..support.job_processes import kill_leftovers
+from ..support.notebooks import notebook_json
 
 VENV_BIN = Path(sys.executable).parent
-KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 MAX_NOTEBOOK_BYTES = 50_000
 READY_TIMEOUT = 60.0
 JOB_TIMEOUT = 120.0  # a bound for a broken test, never a timing assertion
-
-
-def notebook_json(*cells: str | tuple[str, list[str]]) -> dict:
-    built = [
-        new_code_cell(c[0], metadata={"tags": c[1]}) if isinstance(c, tuple) else new_code_cell(c)
-        for c in cells
-    ]
-    return json.loads(
-        nbformat.writes(new_notebook(cells=built, metadata={"kernelspec": KERNELSPEC}))
-    )
 
 
 TRAIN = notebook_json(

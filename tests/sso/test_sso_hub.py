@@ -18,7 +18,6 @@ Each person logs in through the provider's form, as a browser would.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
@@ -28,10 +27,8 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
-import nbformat
 import pytest
 import requests
-from nbformat.v4 import new_code_cell, new_notebook
 
 from ..support.course_catalogs import minute, now, window
 from ..support.hub_pages import cards
@@ -49,6 +46,7 @@ from ..support.idp import (
     free_port,
     start_campus_idp,
 )
+from ..support.notebooks import notebook_json
 
 pytestmark = pytest.mark.integration
 
@@ -430,16 +428,6 @@ def test_an_instructor_stops_their_students_course_server(campus, course_servers
     stu.wait_ready()
 
 
-def notebook(source: str) -> dict:
-    nb = new_notebook(
-        cells=[new_code_cell(source)],
-        metadata={
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
-        },
-    )
-    return json.loads(nbformat.writes(nb))
-
-
 def test_students_jobs_are_read_by_their_instructor_and_nobody_else(campus):
     stu, sam, ines = (campus.sign_in(name) for name in ("stu", "sam", "ines"))
     created = campus.jobs(
@@ -448,7 +436,7 @@ def test_students_jobs_are_read_by_their_instructor_and_nobody_else(campus):
         "jobs",
         json={
             "input_path": "homework.ipynb",
-            "notebook": notebook("print('stu was here')"),
+            "notebook": notebook_json("print('stu was here')"),
             "flavor": "cpu-job",
         },
     )

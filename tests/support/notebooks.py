@@ -28,6 +28,11 @@ def notebook(*cells: str | tuple[str, list[str]]) -> nbformat.NotebookNode:
     return new_notebook(cells=built, metadata={"kernelspec": KERNELSPEC})
 
 
+def notebook_json(*cells: str | tuple[str, list[str]]) -> dict:
+    """The notebook of :func:`notebook` as the JSON document a browser sends or saves."""
+    return json.loads(nbformat.writes(notebook(*cells)))
+
+
 def wait_for_file(path: Path) -> str:
     """Cell source that blocks until ``path`` exists (a gate the test opens)."""
     return (
