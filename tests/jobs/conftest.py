@@ -6,8 +6,6 @@ and any runner or kernel still alive after that is killed.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from jupyter_to_job.manager import JobManager
 
 # test_capacity.py and test_fair_queue.py still import eventually and finished from here.
 from ..support import eventually  # noqa: F401
-from ..support.job_managers import ManagerFactory, finished  # noqa: F401
+from ..support.job_managers import ManagerFactory, finished, shut_down  # noqa: F401
 from ..support.job_processes import kill_leftovers
 from ..support.postgres import postgres_url_fixture
 
@@ -65,9 +63,6 @@ async def make_manager(tmp_path: Path) -> AsyncIterator[ManagerFactory]:
         return manager
 
     yield make
-    for manager in managers:
-        if not manager.closed:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(manager.shutdown(stop_jobs=True), HANG_GUARD)
+    await shut_down(managers, timeout=HANG_GUARD)
     for root in roots:
         kill_leftovers(root)

@@ -6,8 +6,6 @@ from ``tests/conftest.py``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +15,7 @@ import pytest
 
 from jupyter_to_job.k8s_objects import job_selector
 from jupyter_to_job.manager import JobManager
-from tests.support.job_managers import ManagerFactory
+from tests.support.job_managers import ManagerFactory, shut_down
 from tests.support.k8s_job_pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
 
 HANG_GUARD = 60  # a broken test fails instead of hanging; never a timing assertion
@@ -61,10 +59,7 @@ async def make_k8s_manager(
         return manager
 
     yield make
-    for manager in managers:
-        if not manager.closed:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(manager.shutdown(stop_jobs=True), HANG_GUARD)
+    await shut_down(managers, timeout=HANG_GUARD)
     kill_kernels(pods_dir)
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
 
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import DescribeJob
@@ -17,3 +18,12 @@ ManagerFactory = Callable[..., Awaitable[JobManager]]
 async def finished(manager: JobManager, job_id: str, *, timeout: float = WAIT) -> DescribeJob:
     """The job once it is final (bounded, so a broken test fails instead of hanging)."""
     return await asyncio.wait_for(manager.wait(job_id), timeout)
+
+
+async def shut_down(managers: Iterable[JobManager], *, timeout: float = WAIT) -> None:
+    """Shut down each manager still open, stopping its jobs; what outlives this is left to
+    the process clean-up that follows (kill_leftovers, kill_kernels)."""
+    for manager in managers:
+        if not manager.closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(manager.shutdown(stop_jobs=True), timeout)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jupyterhub.objects import Hub
 from kubespawner import KubeSpawner
@@ -18,6 +18,8 @@ from gpuspawner.kubernetes import GPUSpawner
 
 from . import course_catalogs
 from .hub_users import HubUser
+
+S = TypeVar("S", bound=KubeSpawner)
 
 IMAGE = "quay.io/jupyter/base-notebook:2025-01-06"
 
@@ -56,14 +58,7 @@ def make_gpu_spawner(
     config.GPUSpawner.sharing_backend_config = {"replicas": 4, "gfd_labels": False}
     for key, value in traits.items():
         setattr(config.GPUSpawner, key, value)
-    spawner = GPUSpawner(
-        hub=Hub(),
-        user=HubUser(user),
-        config=config,
-        api_token="abc123",
-        oauth_client_id="unused",
-        _mock=True,
-    )
+    spawner = without_a_hub(GPUSpawner, user, config)
     spawner.user_options = {"profile": profile}
     return spawner
 
@@ -77,7 +72,12 @@ def make_kube_spawner(user: str, **traits: Any) -> KubeSpawner:
     config.KubeSpawner.start_timeout = 30
     for key, value in traits.items():
         setattr(config.KubeSpawner, key, value)
-    return KubeSpawner(
+    return without_a_hub(KubeSpawner, user, config)
+
+
+def without_a_hub(spawner_class: type[S], user: str, config: Config) -> S:
+    """A spawner built as KubeSpawner's own tests build one: no hub process, a stand-in user."""
+    return spawner_class(
         hub=Hub(),
         user=HubUser(user),
         config=config,

@@ -1,9 +1,12 @@
-"""Helpers shared by the policy unit tests: catalogs written as YAML, instants in named zones."""
+"""Helpers shared by the unit tests: catalogs written as YAML, instants in named zones, and a
+process standing for a server."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -51,3 +54,13 @@ def catalog_from(write_yaml: WriteYAML) -> Callable[[str], Catalog]:
         return load_catalog(write_yaml(text))
 
     return load
+
+
+@pytest.fixture
+def server_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A long-running process standing for a single-user server or a job's runner."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    yield process
+    if process.poll() is None:
+        process.kill()
+    process.wait()

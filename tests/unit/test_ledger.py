@@ -6,8 +6,6 @@ import json
 import logging
 import multiprocessing
 import os
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -98,16 +96,6 @@ def _in_a_process_that_then_exits(target, *args) -> None:
     process.start()
     process.join()
     assert process.exitcode == 0
-
-
-@pytest.fixture
-def server_process():
-    """A long-running process standing for a single-user server or a job's runner."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-    yield process
-    if process.poll() is None:
-        process.kill()
-    process.wait()
 
 
 def test_a_booking_whose_booker_died_before_the_server_started_is_released(tmp_path, caplog):

@@ -6,8 +6,6 @@ the state it saved), with a plain sleeping process standing for the single-user 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,16 +44,6 @@ def catalog(tmp_path: Path) -> Path:
         )
     )
     return path
-
-
-@pytest.fixture
-def server_process():
-    """A long-running process standing for a single-user server."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-    yield process
-    if process.poll() is None:
-        process.kill()
-    process.wait()
 
 
 def spawner(name: str, catalog: Path, ledger: Path) -> SimpleLocalGPUSpawner:
