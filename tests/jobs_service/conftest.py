@@ -7,7 +7,6 @@ to what they may have); tara's token holds her role's scopes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -15,8 +14,7 @@ import pytest
 from jupyter_to_job.hub import job_server_token_scopes
 from jupyter_to_job.scopes import READ_JOBS_SCOPE, access_scope
 
-from ..support.hubprocess import copy_log
-from ..support.job_hub import ARTIFACTS, STUDENTS_GROUP, JobHub, start_job_hub
+from ..support.job_hub import STUDENTS_GROUP, JobHub, start_job_hub, stopped_afterwards
 
 
 @pytest.fixture(scope="module")
@@ -24,18 +22,10 @@ def job_hub(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[JobHub]:
     """One hub for a whole module, with every person's server-like token."""
-    failed_before = request.session.testsfailed
-    setup = start_job_hub(tmp_path_factory.mktemp("job-hub"))
-    try:
+    with stopped_afterwards(start_job_hub(tmp_path_factory.mktemp("job-hub")), request) as setup:
         for name in ("alice", "bob", "ines", "olga", "root", "pete"):
             setup.tokens[name] = setup.token(name, job_server_token_scopes())
         setup.tokens["tara"] = setup.token(
             "tara", [access_scope(), f"{READ_JOBS_SCOPE}!group={STUDENTS_GROUP}"]
         )
         yield setup
-    finally:
-        setup.hub.stop()
-        if request.session.testsfailed > failed_before:
-            name = re.sub(r"[^\w.-]+", "_", request.node.nodeid)
-            kept = copy_log(setup.hub, ARTIFACTS / f"{name}.log")
-            print(f"--- {kept} (tail) ---\n{setup.hub.log_tail(150)}")

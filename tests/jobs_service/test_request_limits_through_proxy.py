@@ -9,7 +9,6 @@ bare 400 from tornado, nor a proxy error), and both keep answering afterwards.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,8 @@ import requests
 
 from jupyter_to_job.rest import CREATE_BODY_SLACK, MAX_NOTEBOOK_DEPTH, SMALL_BODY_LIMIT
 
-from ..support.hubprocess import BrowserlessUser, copy_log
-from ..support.job_hub import ARTIFACTS, MAX_NOTEBOOK_BYTES, JobHub, start_job_hub
+from ..support.hubprocess import BrowserlessUser
+from ..support.job_hub import MAX_NOTEBOOK_BYTES, JobHub, start_job_hub, stopped_afterwards
 from ..support.notebooks import notebook_json
 
 pytestmark = pytest.mark.integration
@@ -71,10 +70,9 @@ class AliceOnTheHub:
 def alice(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AliceOnTheHub]:
-    failed_before = request.session.testsfailed
     workdir = tmp_path_factory.mktemp("limits-hub")
-    setup = start_job_hub(workdir, 'c.JupyterHub.spawner_class = "simple"')
-    try:
+    hub = start_job_hub(workdir, 'c.JupyterHub.spawner_class = "simple"')
+    with stopped_afterwards(hub, request) as setup:
         person = BrowserlessUser(setup.hub, "alice")
         assert person.spawn_via_api().status_code in (201, 202)
         person.wait_ready()
@@ -84,12 +82,6 @@ def alice(
             Through(person.server_url() + "jupyter-to-job/api/", person.token),
             workdir / "hub" / "home" / "alice",
         )
-    finally:
-        setup.hub.stop()
-        if request.session.testsfailed > failed_before:
-            name = re.sub(r"[^\w.-]+", "_", request.node.nodeid)
-            kept = copy_log(setup.hub, ARTIFACTS / f"{name}.log")
-            print(f"--- {kept} (tail) ---\n{setup.hub.log_tail(150)}")
 
 
 def assert_json_refusal(response: requests.Response, status: int, reason: str) -> str:

@@ -14,18 +14,22 @@ Flavors: ``cpu-job`` (everyone), ``course-gpu`` (ML101, 1/4 of the one simulated
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from jupyter_to_job.scopes import READ_JOBS_SCOPE, access_scope
 
 from .course_catalogs import minute, now, window
-from .hubprocess import REPO_ROOT, RunningHub, free_loopback_ports
+from .hubprocess import REPO_ROOT, RunningHub, copy_log, free_loopback_ports
 
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "jobs_service"
 STUDENTS_GROUP = "ml101-students"
@@ -200,3 +204,18 @@ def start_job_hub(workdir: Path, extra: str = "") -> JobHub:
         hub.stop()
         raise
     return JobHub(hub, service_url, root)
+
+
+@contextlib.contextmanager
+def stopped_afterwards(setup: JobHub, request: pytest.FixtureRequest) -> Iterator[JobHub]:
+    """Stop the hub when the block ends; when a test failed meanwhile, keep the hub's log
+    under test-artifacts/jobs_service/ (named for the fixture's node) and print its tail."""
+    failed_before = request.session.testsfailed
+    try:
+        yield setup
+    finally:
+        setup.hub.stop()
+        if request.session.testsfailed > failed_before:
+            name = re.sub(r"[^\w.-]+", "_", request.node.nodeid)
+            kept = copy_log(setup.hub, ARTIFACTS / f"{name}.log")
+            print(f"--- {kept} (tail) ---\n{setup.hub.log_tail(150)}")
