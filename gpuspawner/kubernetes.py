@@ -52,6 +52,22 @@ __all__ = [
     "scheduling_refusal",
 ]
 
+# The KubeSpawner traits a grant sets (see GPUSpawner._apply_grant).
+GRANTED_TRAITS = (
+    "image",
+    "cpu_limit",
+    "cpu_guarantee",
+    "mem_limit",
+    "extra_resource_limits",
+    "extra_resource_guarantees",
+    "node_selector",
+    "tolerations",
+    "scheduler_name",
+    "extra_annotations",
+    "extra_labels",
+    "environment",
+    "extra_pod_config",
+)
 PROFILE_LABEL = "gpuspawner.campus-gpu-hub.org/profile"
 COURSE_LABEL = "gpuspawner.campus-gpu-hub.org/course"
 NODE_LABEL = "kubernetes.io/hostname"
@@ -289,20 +305,27 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     def start(self):
         if not self.uses_catalog:
             return super().start()
-        return asyncio.ensure_future(self._start_with_gpu_share())
+        # KubeSpawner's progress() follows _start_future to its end: a start refused before
+        # KubeSpawner's own start() would otherwise leave the progress page waiting forever.
+        self._start_future = asyncio.ensure_future(self._start_with_gpu_share())
+        return self._start_future
 
     async def _start_with_gpu_share(self):
         self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
         await self.ensure_inventory()
         grant = self.decide_start()
         try:
+            self._restore_configured()
             self._apply_grant(grant)
             self.progress_note(grant.describe)
             await self._create_claim_templates()
             start_future = super().start()
             return await self._until_scheduled_or_refused(start_future)
-        except BaseException:
+        except BaseException as error:
             self.release_allocation()
+            self._restore_configured()
+            if isinstance(error, Exception):
+                await self._delete_claim_templates()
             raise
 
     async def load_user_options(self):
@@ -315,8 +338,19 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         if not self.uses_catalog:
             await super().load_user_options()
 
+    _configured: dict[str, Any] | None = None
+
+    def _restore_configured(self) -> None:
+        """Put back the traits as configured, before any grant changed them, so that what a
+        failed or stopped start applied (tolerations, the allocation annotation, the
+        share's variables) never leaks into the next start."""
+        configured, self._configured = self._configured, None
+        for name, value in (configured or {}).items():
+            setattr(self, name, value)
+
     def _apply_grant(self, grant: Grant) -> None:
         """Set KubeSpawner's traits from the grant, as it is: nothing is decided here."""
+        self._configured = {name: getattr(self, name) for name in GRANTED_TRAITS}
         plan = grant.plan or cpu_only_plan()
         self._plan = plan
         allocation = grant.allocation
@@ -373,13 +407,37 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         custom = CustomObjectsApi(self.api.api_client)
         for manifest in plan.resource_claim_templates:
             group, version = manifest["apiVersion"].split("/")
+            create = custom.create_namespaced_custom_object
             try:
-                await custom.create_namespaced_custom_object(
-                    group, version, self.namespace, "resourceclaimtemplates", manifest
-                )
+                await create(group, version, self.namespace, "resourceclaimtemplates", manifest)
             except ApiException as error:
                 if error.status != 409:
                     raise
+                # A template left by an earlier start of this server describes its old share
+                # (an MPS config of 1/4 where the grant is now a whole GPU): replace it.
+                await self._delete_claim_template(manifest["metadata"]["name"], group, version)
+                await create(group, version, self.namespace, "resourceclaimtemplates", manifest)
+
+    async def _delete_claim_template(self, name: str, group: str, version: str) -> None:
+        custom = CustomObjectsApi(self.api.api_client)
+        try:
+            await custom.delete_namespaced_custom_object(
+                group, version, self.namespace, "resourceclaimtemplates", name
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+    async def _delete_claim_templates(self) -> None:
+        """The DRA claim templates of this server's grant go with its pod."""
+        plan = self._plan
+        for manifest in plan.resource_claim_templates if plan else []:
+            group, version = manifest["apiVersion"].split("/")
+            try:
+                await self._delete_claim_template(manifest["metadata"]["name"], group, version)
+            except Exception as error:  # the pod is gone; a stale template is replaced later
+                self.log.warning("Could not delete %s: %s", manifest["metadata"]["name"], error)
+        self._plan = None
 
     async def _until_scheduled_or_refused(self, start_future):
         """Wait for KubeSpawner's start, ending it early on a standing FailedScheduling."""
@@ -430,6 +488,8 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             await super().stop(now=now)
         finally:
             self.release_allocation()
+            await self._delete_claim_templates()
+            self._restore_configured()
 
     def get_state(self):
         state = super().get_state()
