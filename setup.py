@@ -182,6 +182,8 @@ setup(
             "types-PyYAML",
             # `make lint` checks the import contracts in pyproject.toml with lint-imports.
             "import-linter>=2.17,<3",
+            # Rendered manifests are checked against the real Kubernetes OpenAPI schemas.
+            "kubernetes-validate",
             POSTGRES_DRIVER,
             OAUTHENTICATOR,
         ],

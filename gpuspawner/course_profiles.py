@@ -227,7 +227,11 @@ class CourseProfilesMixin(LoggingConfigurable):
                 if entitlement.available
                 else None
             )
-            cards.append(ProfileCard.build(entitlement, seats, pool.devices))
+            cards.append(
+                ProfileCard.build(
+                    entitlement, seats, pool.devices, local=self.admission_target == "local"
+                )
+            )
         return cards
 
     def render_profile_page(self) -> str:
@@ -301,6 +305,10 @@ class CourseProfilesMixin(LoggingConfigurable):
         """The name objects the grant's plan creates are named after (the pod's)."""
         return ""
 
+    def expand_storage(self, text: str) -> str:
+        """``{username}`` and ``{servername}`` in a catalog storage claim or path."""
+        return text.replace("{username}", self.user.name).replace("{servername}", self.name or "")
+
     def decide_start(self) -> Grant:
         """Ask the admission for this start: a Grant (its GPU slice booked) or a refusal.
 
@@ -319,6 +327,7 @@ class CourseProfilesMixin(LoggingConfigurable):
                     server_name=self.name or "",
                     prewarm_token=token,
                     object_name=self.grant_object_name,
+                    expand=self.expand_storage,
                 )
         except Refusal as refusal:
             self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)

@@ -19,7 +19,7 @@ Jupyter Server (an import-linter contract keeps it so).
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ from .policy.catalog import Environment, Resources, is_protected_variable
 from .policy.entitlements import entitlement_for
 from .policy.local_share import local_share_environment
 from .policy.prewarm import verify_prewarm_token
+from .policy.storage import Mount, kubernetes_volumes, parse_mounts
 
 SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
 """The folder whose ``sitecustomize`` applies ``GPUSPAWNER_TORCH_MEMORY_FRACTION``."""
@@ -79,6 +80,11 @@ class Grant:
     win over every other variable."""
     plan: PodGPUPlan | None = None
     """Kubernetes: the pod changes that give the share (``environment`` is in it too)."""
+    storage: tuple[Mount, ...] = ()
+    """The folders the catalog mounts into the server (see ``policy/storage.py``)."""
+    volumes: tuple[dict[str, Any], ...] = ()
+    volume_mounts: tuple[dict[str, Any], ...] = ()
+    """Kubernetes: the pod volumes and container mounts of ``storage``."""
     session_end: datetime | None = None
     class_end: datetime | None = None
     prewarmed: bool = False
@@ -364,12 +370,14 @@ class GPUAdmission(LoggingConfigurable):
         server_name: str = "",
         prewarm_token: str | None = None,
         object_name: str = "",
+        expand: Callable[[str], str] | None = None,
     ) -> Grant:
         """Admit a server start and render it; books its slice in ``pool``.
 
         ``prewarm_token``: from the course-sessions service, for a start before the class
         opens. ``object_name``: the pod's name, for objects the plan creates (DRA claims).
-        Raises :class:`Refusal`.
+        ``expand``: fills ``{username}`` in storage claims and paths (KubeSpawner's
+        ``_expand_user_properties`` on Kubernetes). Raises :class:`Refusal`.
         """
         catalog = self.catalog()
         prewarm = False
@@ -387,7 +395,8 @@ class GPUAdmission(LoggingConfigurable):
             prewarm = True
         decision = admit(catalog, pool, user, profile_id, key=key, now=now, prewarm=prewarm)
         profile = decision.entitlement.profile
-        return self._render(
+        mounts = parse_mounts(profile.storage)
+        grant = self._render(
             pool,
             Grant(
                 kind="server",
@@ -406,6 +415,14 @@ class GPUAdmission(LoggingConfigurable):
             profile.environment,
             profile.resources,
             object_name,
+        )
+        if not mounts:
+            return grant
+        if self.target == "local":
+            return replace(grant, storage=mounts)
+        volumes, volume_mounts = kubernetes_volumes(mounts, expand or (lambda text: text))
+        return replace(
+            grant, storage=mounts, volumes=tuple(volumes), volume_mounts=tuple(volume_mounts)
         )
 
     def grant_job(

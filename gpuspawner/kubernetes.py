@@ -68,6 +68,9 @@ GRANTED_TRAITS = (
     "extra_labels",
     "environment",
     "extra_pod_config",
+    "volumes",
+    "volume_mounts",
+    "default_url",
 )
 PROFILE_LABEL = "gpuspawner.campus-gpu-hub.org/profile"
 COURSE_LABEL = "gpuspawner.campus-gpu-hub.org/course"
@@ -223,6 +226,11 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     @property
     def grant_object_name(self) -> str:
         return self.pod_name
+
+    def expand_storage(self, text: str) -> str:
+        """KubeSpawner's own expansion (escaped ``{username}``, ``{servername}``...), as for
+        its ``volumes``, so a catalog's ``pvc:claim-{username}`` is the user's home claim."""
+        return self._expand_user_properties(text)
 
     @property
     def _inventory(self) -> _ClusterInventory:
@@ -384,6 +392,11 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         allocation = grant.allocation
         if grant.image:
             self.image = grant.image
+        if grant.default_url:
+            self.default_url = grant.default_url
+        if grant.volumes:
+            self.volumes = [*self.volumes, *grant.volumes]
+            self.volume_mounts = [*self.volume_mounts, *grant.volume_mounts]
         cpu, memory = grant.limits.cpu, grant.limits.memory_bytes
         if cpu:
             self.cpu_limit = cpu

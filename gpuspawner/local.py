@@ -9,7 +9,11 @@ enforcement, and its session end for the JupyterLab countdown.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import shutil
+import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,7 @@ from traitlets import Enum, Instance, List, Unicode, default, observe
 from .accounts import NoSuchAccount, UserAccount
 from .cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
 from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
-from .grant import SHARE_HOOKS
+from .grant import SHARE_HOOKS, Grant
 from .policy import GPUDevice
 
 __all__ = ["SHARE_HOOKS", "LocalGPUSpawner", "LocalGPUSpawnerMixin", "SimpleLocalGPUSpawner"]
@@ -95,6 +99,89 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         except NoSuchAccount as missing:
             raise refusal_exception("no-account", str(missing), 403) from None
 
+    # -- the catalog's storage, as folders in the home -------------------------------------
+
+    scratch_root = Unicode(
+        os.path.join(tempfile.gettempdir(), "gpuspawner-scratch"),
+        config=True,
+        help="""
+        Where servers' ``scratch`` storage lives (one private folder per server, removed
+        when it stops). Made mode 0711, owned by the hub; it must not exist as anything else.
+
+        Example::
+
+            c.LocalGPUSpawner.scratch_root = "/scratch/jupyterhub"
+        """,
+    )
+
+    def storage_home(self) -> tuple[str, int | None, int | None]:
+        """The folder the catalog's storage appears in, and its owner (None: the hub's)."""
+        if self.runs_as_user_account:
+            account = UserAccount.for_hub_user(self.user.name)
+            return account.home, account.uid, account.gid
+        return self.home_dir, None, None  # type: ignore[attr-defined]
+
+    @property
+    def scratch_dir(self) -> str:
+        return os.path.join(self.scratch_root, self.cgroup_name)
+
+    def _link_storage(self, grant: Grant) -> list[str]:
+        """Make the grant's ``path:`` and ``scratch`` storage folders in the user's home (a
+        process cannot mount: each is a link named after its entry). Nothing already in the
+        home is replaced. Returns what was not made, as sentences for the log."""
+        skipped: list[str] = []
+        if not grant.storage:
+            return skipped
+        home, uid, gid = self.storage_home()
+        if uid is None:
+            os.makedirs(home, 0o755, exist_ok=True)
+        for mount in grant.storage:
+            kind = mount.source.kind
+            link = os.path.join(home, mount.name)
+            if kind in ("pvc", "nfs"):
+                skipped.append(f"{mount.name}: a {kind} volume cannot be mounted on one machine")
+                continue
+            if kind == "scratch":
+                target = os.path.join(self.scratch_dir, mount.name)
+                self._make_scratch(target, uid, gid)
+            else:
+                target = self.expand_storage(mount.source.path)
+                if not os.path.isdir(target):
+                    skipped.append(f"{mount.name}: {target} is not a folder on this machine")
+                    continue
+            if os.path.lexists(link):
+                if not (os.path.islink(link) and os.readlink(link) == target):
+                    skipped.append(f"{mount.name}: {link} exists already and is kept as it is")
+                continue
+            os.symlink(target, link)
+            if uid is not None:
+                os.lchown(link, uid, gid if gid is not None else -1)
+        for sentence in skipped:
+            self.log.warning("Storage of %s: %s", self._log_name, sentence)
+        return skipped
+
+    def _make_scratch(self, target: str, uid: int | None, gid: int | None) -> None:
+        """The server's private scratch folder, under a root only the hub owns."""
+        os.makedirs(self.scratch_root, 0o711, exist_ok=True)
+        root = os.lstat(self.scratch_root)
+        if not stat.S_ISDIR(root.st_mode) or root.st_uid != os.geteuid():
+            raise refusal_exception(
+                "storage",
+                "This server's scratch folder cannot be made safely; tell the hub admins "
+                f"({self.scratch_root} is not a folder owned by the hub).",
+                503,
+            )
+        os.chmod(self.scratch_root, 0o711)
+        os.makedirs(self.scratch_dir, 0o700, exist_ok=True)
+        os.makedirs(target, 0o700, exist_ok=True)
+        if uid is not None:
+            for path in (self.scratch_dir, target):
+                os.chown(path, uid, gid if gid is not None else -1)
+
+    def _remove_scratch(self) -> None:
+        if os.path.isdir(self.scratch_dir) and not os.path.islink(self.scratch_dir):
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
     def _end_cgroup(self) -> None:
         """After the server's process ended: note an out-of-memory kill, drop the group."""
         cgroup, self._cgroup = self._cgroup, None
@@ -131,6 +218,12 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             self.cmd = [str(Path(grant.python) / "bin" / "jupyterhub-singleuser")]
         if grant.default_url:
             self.default_url = grant.default_url
+        try:
+            self._link_storage(grant)
+        except BaseException:
+            self.release_allocation()
+            self._end_cgroup()
+            raise
         self.progress_note("Starting JupyterLab")
         try:
             address = await super().start()
@@ -164,6 +257,7 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         finally:
             self.release_allocation()
             self._end_cgroup()
+            self._remove_scratch()
 
     def get_state(self):
         state = super().get_state()

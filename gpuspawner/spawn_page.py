@@ -8,6 +8,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .policy.entitlements import Entitlement, ProfileKind
 from .policy.share import GPUDevice
+from .policy.storage import parse_mounts
 from .policy.units import format_bytes
 
 _templates = Environment(
@@ -34,11 +35,20 @@ class ProfileCard:
     full: bool
     role: str
     default: bool
+    storage: str = ""
+    """The folders it mounts: "course-data at /data (read-only), scratch at /scratch"."""
 
     @classmethod
     def build(
-        cls, entitlement: Entitlement, seats_left: int | None, devices: list[GPUDevice]
+        cls,
+        entitlement: Entitlement,
+        seats_left: int | None,
+        devices: list[GPUDevice],
+        *,
+        local: bool = False,
     ) -> ProfileCard:
+        """The card of one entitlement; ``local``: storage shows where it appears on one
+        machine (folders in the home)."""
         profile = entitlement.profile
         share = profile.share
         if share is None:
@@ -76,6 +86,7 @@ class ProfileCard:
             full=seats_left == 0,
             role=entitlement.role.value if profile.kind is ProfileKind.COURSE else "",
             default=profile.default,
+            storage=", ".join(m.describe(local=local) for m in parse_mounts(profile.storage)),
         )
 
 

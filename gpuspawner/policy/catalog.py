@@ -47,6 +47,7 @@ from .schedule import (
     parse_weekday,
 )
 from .share import GPUShare
+from .storage import parse_storage_source
 from .units import parse_duration, parse_fraction, parse_size_bytes, parse_size_mib
 from .yaml_source import LineMap, YAMLSourceError, field_name, line_for, load_with_lines
 
@@ -200,6 +201,12 @@ class StorageMount(CatalogModel):
     def _absolute(cls, value: str) -> str:
         if not value.startswith("/") or ".." in value.split("/"):
             raise ValueError(f"expected an absolute mount path without '..', got {value!r}")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        parse_storage_source(value)  # raises ValueError naming the accepted forms
         return value
 
 

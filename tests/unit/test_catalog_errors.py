@@ -458,12 +458,25 @@ MALFORMED = [
           - id: data
             title: Shared data
             storage:
-              - {name: datasets, source: /srv/data, mount: data}
+              - {name: datasets, source: "path:/srv/data", mount: data}
         """,
         5,
         "standing[0].storage[0].mount",
         ["an absolute mount path", "'data'"],
         id="relative-mount-path",
+    ),
+    pytest.param(
+        """\
+        standing:
+          - id: data
+            title: Shared data
+            storage:
+              - {name: datasets, source: /srv/data, mount: /data}
+        """,
+        5,
+        "standing[0].storage[0].source",
+        ["'/srv/data' is not a storage source", "nfs:SERVER:/EXPORT/PATH"],
+        id="unknown-storage-source",
     ),
     pytest.param(
         """\

@@ -1,0 +1,132 @@
+"""Storage from the catalog: what a profile's ``storage:`` entries mean, and how each is mounted.
+
+A catalog entry names a folder to mount into the server (and its jobs)::
+
+    storage:
+      - {name: home, source: "pvc:claim-{username}", mount: /home/jovyan, read_only: false}
+      - {name: course-data, source: "nfs:files.campus.edu:/export/ml101", mount: /data}
+      - {name: datasets, source: "pvc:datasets/ml101", mount: /datasets}
+      - {name: scratch, source: scratch, mount: /scratch}
+
+Sources:
+
+- ``pvc:CLAIM[/SUB/PATH]``: a PersistentVolumeClaim (optionally one folder of it);
+- ``nfs:SERVER:/EXPORT/PATH``: an NFS export;
+- ``path:/HOST/PATH``: a folder of the host (one machine; on Kubernetes a ``hostPath``);
+- ``scratch``: an empty folder that lives as long as the server (always writable).
+
+``{username}`` (and ``{servername}``) in a claim, sub-path or path are the server's; the
+spawner expands them (KubeSpawner's escaping on Kubernetes). ``read_only`` defaults to true.
+
+On Kubernetes each entry becomes a pod volume and a mount. On one machine a process cannot
+mount anything: ``path:`` and ``scratch`` entries appear as folders named after the entry in
+the user's home (links to the host folder, or to a private folder for scratch), and
+``pvc:``/``nfs:`` entries are not available (the spawn card says so).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SourceKind = Literal["pvc", "nfs", "path", "scratch"]
+
+_CLAIM = re.compile(r"^[a-z0-9{]([-a-z0-9.{}]*[a-z0-9}])?$")
+
+
+@dataclass(frozen=True)
+class StorageSource:
+    """One parsed ``source``."""
+
+    kind: SourceKind
+    claim: str = ""
+    server: str = ""
+    path: str = ""
+    """The sub-path of a claim, the export of an NFS server, or the host folder."""
+
+
+def parse_storage_source(text: str) -> StorageSource:
+    """The source ``text`` means; raises ValueError with the forms it accepts."""
+    forms = (
+        'use "pvc:CLAIM" or "pvc:CLAIM/SUB/PATH", "nfs:SERVER:/EXPORT/PATH", "path:/HOST/PATH" '
+        'or "scratch"'
+    )
+    if text == "scratch":
+        return StorageSource("scratch")
+    kind, _, rest = text.partition(":")
+    if kind == "pvc":
+        claim, _, sub = rest.partition("/")
+        if not _CLAIM.match(claim) or ".." in sub.split("/"):
+            raise ValueError(f"{text!r} is not a claim name (lowercase, digits, dashes); {forms}")
+        return StorageSource("pvc", claim=claim, path=sub)
+    if kind == "nfs":
+        server, _, path = rest.partition(":")
+        if not server or not path.startswith("/") or ".." in path.split("/"):
+            raise ValueError(f"{text!r} is not an NFS export; {forms}")
+        return StorageSource("nfs", server=server, path=path)
+    if kind == "path":
+        if not rest.startswith("/") or ".." in rest.split("/"):
+            raise ValueError(f"{text!r} is not an absolute host path; {forms}")
+        return StorageSource("path", path=rest)
+    raise ValueError(f"{text!r} is not a storage source; {forms}")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One catalog storage entry, parsed: what a grant carries."""
+
+    name: str
+    source: StorageSource
+    mount: str
+    read_only: bool
+
+    @property
+    def writable(self) -> bool:
+        return self.source.kind == "scratch" or not self.read_only
+
+    def describe(self, *, local: bool) -> str:
+        """For the spawn card: "course-data at /data (read-only)"."""
+        if local and self.source.kind in ("pvc", "nfs"):
+            return f"{self.name} (not available on this machine)"
+        where = f"~/{self.name}" if local else self.mount
+        return f"{self.name} at {where}" + ("" if self.writable else " (read-only)")
+
+
+def parse_mounts(entries: Any) -> tuple[Mount, ...]:
+    """The parsed mounts of a profile's ``storage`` (catalog ``StorageMount`` models)."""
+    return tuple(
+        Mount(e.name, parse_storage_source(e.source), e.mount, bool(e.read_only)) for e in entries
+    )
+
+
+def kubernetes_volumes(
+    mounts: tuple[Mount, ...], expand: Callable[[str], str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pod ``volumes`` and container ``volumeMounts`` for ``mounts`` (``expand`` fills in
+    ``{username}``)."""
+    volumes: list[dict[str, Any]] = []
+    volume_mounts: list[dict[str, Any]] = []
+    for mount in mounts:
+        source, read_only = mount.source, not mount.writable
+        volume: dict[str, Any] = {"name": mount.name}
+        volume_mount: dict[str, Any] = {"name": mount.name, "mountPath": mount.mount}
+        if source.kind == "pvc":
+            volume["persistentVolumeClaim"] = {
+                "claimName": expand(source.claim),
+                "readOnly": read_only,
+            }
+            if source.path:
+                volume_mount["subPath"] = expand(source.path)
+        elif source.kind == "nfs":
+            volume["nfs"] = {"server": source.server, "path": source.path, "readOnly": read_only}
+        elif source.kind == "path":
+            volume["hostPath"] = {"path": expand(source.path), "type": "Directory"}
+        else:
+            volume["emptyDir"] = {}
+        if read_only:
+            volume_mount["readOnly"] = True
+        volumes.append(volume)
+        volume_mounts.append(volume_mount)
+    return volumes, volume_mounts
