@@ -33,10 +33,10 @@ from .backends.base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_onl
 from .catalog_source import shared_catalog_source
 from .cgroups import ResourceLimits
 from .inventory import discover_nvml_gpus, simulated_gpus
-from .policy import Allocation, CapacityPool, Catalog, GPUDevice, GPUShare, Refusal, UserIdentity
+from .policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
 from .policy.admission import admit, admit_job
-from .policy.catalog import Environment, Resources, is_protected_variable
-from .policy.entitlements import entitlement_for
+from .policy.catalog import JobFlavor, is_protected_variable
+from .policy.entitlements import Profile, entitlement_for
 from .policy.local_share import local_share_environment
 from .policy.prewarm import verify_prewarm_token
 from .policy.storage import Mount, kubernetes_volumes, parse_mounts
@@ -398,23 +398,16 @@ class GPUAdmission(LoggingConfigurable):
         mounts = parse_mounts(profile.storage)
         grant = self._render(
             pool,
-            Grant(
-                kind="server",
-                key=key,
-                owner=user.name,
-                subject=profile.id,
-                title=profile.title,
-                target=cast(Target, self.target),
-                course_id=profile.course_id,
-                allocation=decision.allocation,
-                session_end=decision.session_end,
-                class_end=decision.entitlement.class_end,
-                prewarmed=decision.prewarmed,
-            ),
-            profile.share,
-            profile.environment,
-            profile.resources,
+            "server",
+            key,
+            user,
+            profile,
+            decision.allocation,
             object_name,
+            course_id=profile.course_id,
+            session_end=decision.session_end,
+            class_end=decision.entitlement.class_end,
+            prewarmed=decision.prewarmed,
         )
         if not mounts:
             return grant
@@ -447,22 +440,8 @@ class GPUAdmission(LoggingConfigurable):
         decision = admit_job(
             catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
         )
-        flavor = decision.flavor
         return self._render(
-            pool,
-            Grant(
-                kind="job",
-                key=key,
-                owner=user.name,
-                subject=flavor.id,
-                title=flavor.title,
-                target=cast(Target, self.target),
-                allocation=decision.allocation,
-            ),
-            flavor.share,
-            flavor.environment,
-            flavor.resources,
-            object_name,
+            pool, "job", key, user, decision.flavor, decision.allocation, object_name
         )
 
     def check_job_flavor(self, devices: list[GPUDevice], owner: str, flavor_id: str | None) -> None:
@@ -480,35 +459,46 @@ class GPUAdmission(LoggingConfigurable):
     def _render(
         self,
         pool: CapacityPool,
-        grant: Grant,
-        share: GPUShare | None,
-        environment: Environment,
-        resources: Resources,
+        kind: Literal["server", "job"],
+        key: str,
+        user: UserIdentity,
+        granted: Profile | JobFlavor,
+        allocation: Allocation | None,
         object_name: str,
+        **when: Any,
     ) -> Grant:
-        """The grant with its share rendered for ``target``; a share the back end cannot
-        give frees its booking and is refused (409)."""
-        allocation = grant.allocation if share is not None else None
+        """The grant of ``granted`` (a profile or a flavor), its share rendered for
+        ``target``; a share the back end cannot give frees its booking and is refused (409).
+        ``when``: a server's course, session end, class end and pre-warming."""
+        share, environment, resources = granted.share, granted.environment, granted.resources
+        if share is None:
+            allocation = None
         devices = {d.id: d for d in pool.devices}
         held = [devices[i] for i in allocation.device_ids if i in devices] if allocation else []
         first = held[0] if held else None
-        variables = {k: v for k, v in environment.variables.items() if not is_protected_variable(k)}
-        described = (
-            share.describe(first.model if first else None, first.memory_mib if first else None)
-            if share is not None and allocation is not None
-            else "No GPU"
-        )
-        grant = replace(
-            grant,
+        grant = Grant(
+            kind=kind,
+            key=key,
+            owner=user.name,
+            subject=granted.id,
+            title=granted.title,
+            target=cast(Target, self.target),
             allocation=allocation,
-            share_description=described,
+            share_description=(
+                share.describe(first.model if first else None, first.memory_mib if first else None)
+                if share is not None and allocation is not None
+                else "No GPU"
+            ),
             share_summary=share.describe() if share is not None and allocation else "no GPU",
             gpu_labels=tuple(d.label for d in held),
             image=environment.image,
             python=environment.python,
             default_url=environment.default_url,
             limits=ResourceLimits(cpu=resources.cpu, memory_bytes=resources.memory),
-            variables=variables,
+            variables={
+                k: v for k, v in environment.variables.items() if not is_protected_variable(k)
+            },
+            **when,
         )
         contract = {"GPUSPAWNER_PROFILE": grant.subject}
         if grant.session_end:

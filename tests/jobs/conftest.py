@@ -15,9 +15,7 @@ from traitlets.config import Config
 
 from jupyter_to_job.manager import JobManager
 
-# test_capacity.py and test_fair_queue.py still import eventually and finished from here.
-from ..support import eventually  # noqa: F401
-from ..support.job_managers import ManagerFactory, finished, shut_down  # noqa: F401
+from ..support.job_managers import ManagerFactory, shut_down
 from ..support.job_processes import kill_leftovers
 from ..support.postgres import postgres_url_fixture
 

@@ -13,8 +13,9 @@ from jupyter_to_job.errors import JobRefused
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
+from ..support import eventually
+from ..support.job_managers import ManagerFactory, finished
 from ..support.notebooks import notebook, wait_for_file
-from .conftest import ManagerFactory, eventually, finished
 
 GPU = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
 CATALOG = """

@@ -26,8 +26,9 @@ from jupyter_to_job.rest import as_api_error
 from jupyter_to_job.runfiles import RunnerStatus
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
+from ..support import eventually
+from ..support.job_managers import ManagerFactory, finished
 from ..support.notebooks import notebook
-from .conftest import ManagerFactory, eventually, finished
 
 GPUS = [
     GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True),
