@@ -218,8 +218,23 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
 
     @staticmethod
     async def _render_form_async(spawner):
+        spawner.check_one_profile_source()
         await spawner.ensure_inventory()
         return spawner.render_profile_page()
+
+    def check_one_profile_source(self) -> None:
+        """With a course catalog, KubeSpawner's ``profile_list`` is not used: refuse to
+        start rather than drop the admin's profiles without a word."""
+        if not (self.uses_catalog and self.profile_list):
+            return
+        message = (
+            "This hub sets both c.GPUAdmission.catalog_path and c.KubeSpawner.profile_list; "
+            "with a course catalog the profile_list is not used, so no server can start until "
+            "one of them goes. Hub admins: move those profiles into the catalog's standing: "
+            "section (with a gpu: share if they had one), or unset catalog_path."
+        )
+        self.log.error("%s", message)
+        raise refusal_exception("two-profile-sources", message, 503)
 
     # -- inventory and capacity --------------------------------------------------
 
@@ -348,6 +363,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
 
     async def _start_with_gpu_share(self):
         self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
+        self.check_one_profile_source()
         await self.ensure_inventory()
         grant = self.decide_start()
         try:
