@@ -525,6 +525,8 @@ class GPUAdmission(LoggingConfigurable):
                     gpu_model="NVIDIA " + first.model if first else None,
                     gpu_memory_mib=first.memory_mib if first else None,
                     name=f"{object_name or grant.key.replace(':', '-')}-gpu",
+                    workload=grant.kind,
+                    course=grant.course_id,
                 )
             except UnsupportedShare as error:
                 pool.release(grant.key)

@@ -17,6 +17,7 @@ from typing import Any
 from .base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_only_plan
 from .dra import DRABackend
 from .hami import HAMiBackend
+from .kai import KAISchedulerBackend
 from .mig import MIGBackend
 from .mps import MPSBackend
 from .protect import merge_environment, strip_protected
@@ -32,6 +33,7 @@ BACKENDS: dict[str, type[SharingBackend]] = {
     "hami": HAMiBackend,
     "volcano": VolcanoVGPUBackend,
     "dra": DRABackend,
+    "kai": KAISchedulerBackend,
 }
 
 
@@ -56,6 +58,7 @@ __all__ = [
     "BACKENDS",
     "DRABackend",
     "HAMiBackend",
+    "KAISchedulerBackend",
     "MIGBackend",
     "MPSBackend",
     "PodGPUPlan",

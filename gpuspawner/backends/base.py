@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from gpuspawner.policy.share import GPUShare
 from gpuspawner.policy.units import format_mib
@@ -157,25 +157,38 @@ class SharingBackend(ABC):
         gpu_model: str | None = None,
         gpu_memory_mib: int | None = None,
         name: str,
+        workload: Literal["server", "job"] = "server",
+        course: str | None = None,
     ) -> PodGPUPlan:
         """The plan that gives ``share`` on a ``gpu_model`` GPU with ``gpu_memory_mib`` of memory.
 
         ``gpu_model`` is the GPU's name as NVML reports it (``NVIDIA A100-SXM4-80GB``), or None
         when the hub has not chosen a model; ``name`` names objects the plan creates (DRA
-        claim templates). Raises :class:`UnsupportedShare` for a share it can never give.
+        claim templates); ``workload`` says whether the plan is for a notebook server or a
+        job, and ``course`` is the server's course, if any (back ends with queues and
+        priorities use them). Raises :class:`UnsupportedShare` for a share it can never give.
         """
         if gpu_model and not model_matches(gpu_model, share.models):
             raise UnsupportedShare(
                 f"The share {share.describe()} asks for {' or '.join(share.models)}, so it cannot "
                 f"be given on the {gpu_model}. Choose the GPU model with models_for()."
             )
-        return self._render(share, gpu_model=gpu_model, gpu_memory_mib=gpu_memory_mib, name=name)
+        plan = self._render(share, gpu_model=gpu_model, gpu_memory_mib=gpu_memory_mib, name=name)
+        self._add_workload(plan, workload=workload, course=course)
+        return plan
 
     @abstractmethod
     def _render(
         self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
     ) -> PodGPUPlan:
         """What :meth:`render` returns, for a ``gpu_model`` the share accepts."""
+
+    def _add_workload(
+        self, plan: PodGPUPlan, *, workload: Literal["server", "job"], course: str | None
+    ) -> None:
+        """Add what depends on the workload rather than the share (a queue, a priority);
+        most back ends add nothing."""
+        return None
 
     def cpu_only_plan(self) -> PodGPUPlan:
         """The plan for a profile without a GPU (the same for every back end)."""

@@ -41,7 +41,16 @@ NO_GPU = {
 
 
 def test_every_backend_is_registered_under_its_own_name():
-    assert list(BACKENDS) == ["whole", "time-slicing", "mps", "mig", "hami", "volcano", "dra"]
+    assert list(BACKENDS) == [
+        "whole",
+        "time-slicing",
+        "mps",
+        "mig",
+        "hami",
+        "volcano",
+        "dra",
+        "kai",
+    ]
     for name, backend_class in BACKENDS.items():
         assert backend_class.name == name
         assert make_backend(name, **SETTINGS.get(name, {})).name == name
@@ -53,7 +62,7 @@ def test_given_an_unknown_backend_name_then_the_error_lists_the_valid_ones():
 
     assert str(error.value) == (
         "There is no GPU sharing backend called 'timeslicing'; choose one of whole, "
-        "time-slicing, mps, mig, hami, volcano, dra."
+        "time-slicing, mps, mig, hami, volcano, dra, kai."
     )
 
 
