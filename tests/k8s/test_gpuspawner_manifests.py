@@ -25,7 +25,10 @@ BACKEND_CONFIG = {
     "hami": {},
     "volcano": {},
     "dra": {},
+    "kai": {"queue": "{course}"},
 }
+# Labels every pod has whatever the back end: KubeSpawner's own, and the spawner's.
+STANDARD_LABEL_PREFIXES = ("hub.jupyter.org/", "gpuspawner.", "app", "component", "heritage")
 
 
 async def gpu_part_of_pod(backend: str, share: str, tmp_path) -> dict:
@@ -50,6 +53,11 @@ async def gpu_part_of_pod(backend: str, share: str, tmp_path) -> dict:
         "claims": container["resources"].get("claims"),
         "nodeSelector": pod["spec"].get("nodeSelector"),
         "schedulerName": pod["spec"].get("schedulerName"),
+        "labels": {
+            k: v
+            for k, v in pod["metadata"].get("labels", {}).items()
+            if not k.startswith(STANDARD_LABEL_PREFIXES)
+        },
         "resourceClaims": pod["spec"].get("resourceClaims"),
         "annotations": {
             k: v
@@ -83,12 +91,15 @@ WHOLE_ENV = {
 }
 
 
-def pod(limits=None, selector=None, scheduler=None, annotations=None, env=None, dra=False):
+def pod(
+    limits=None, selector=None, scheduler=None, annotations=None, env=None, dra=False, labels=None
+):
     return {
         "limits": limits or {},
         "claims": [{"name": "gpu"}] if dra else None,
         "nodeSelector": selector or HOST,
         "schedulerName": scheduler,
+        "labels": labels or {},
         "resourceClaims": (
             [{"name": "gpu", "resourceClaimTemplateName": "jupyter-ana-gpu"}] if dra else None
         ),
@@ -182,6 +193,21 @@ EXPECTED = {
     ),
     ("dra", "quarter"): pod(env={**QUARTER_ENV, **SOFT_LIMITS_10_OF_80}, dra=True),
     ("dra", "whole"): pod(env=WHOLE_ENV, dra=True),
+    # KAI: the course's queue, a priority class that is never preempted, a memory fraction.
+    ("kai", "quarter"): pod(
+        selector=PRODUCT,
+        scheduler="kai-scheduler",
+        annotations={"gpu-fraction": "0.25"},
+        labels={"kai.scheduler/queue": "ml101", "priorityClassName": "build"},
+        env={**QUARTER_ENV, **SOFT_LIMITS_10_OF_80},
+    ),
+    ("kai", "whole"): pod(
+        {"nvidia.com/gpu": "1"},
+        PRODUCT,
+        scheduler="kai-scheduler",
+        labels={"kai.scheduler/queue": "ml101", "priorityClassName": "build"},
+        env=WHOLE_ENV,
+    ),
 }
 
 
