@@ -152,7 +152,7 @@ typecheck: setup
 	$(BIN)/mypy $(TYPED_PATHS)
 
 # pytest exits 5 when it collects no tests; that fails the target like any other error.
-pytest: setup
+pytest: setup $(UI_NODE_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: setup

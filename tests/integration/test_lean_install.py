@@ -141,3 +141,123 @@ def test_the_singleuser_install_enables_run_as_job(singleuser_venv: Path) -> Non
         "@campus-gpu-hub/jupyter-to-job" in line and "enabled" in line and "OK" in line
         for line in lab_lines
     ), "jupyter labextension list does not show the Run as Job extension:\n" + "\n".join(lab_lines)
+
+
+BROWSER_CHECK = """
+const { chromium } = require('playwright');
+(async () => {
+  const [url, executablePath, shot] = process.argv.slice(2);
+  const browser = await chromium.launch({ executablePath });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(url);
+    const button = page.locator(
+      '.jp-NotebookPanel-toolbar [data-command="jupyter-to-job:run-as-job"]'
+    );
+    await page.locator('.jp-Notebook .jp-Cell').first().waitFor({ timeout: 90000 });
+    // The notebook is revealed (its loading spinner gone), so the toolbar is really shown.
+    await page.locator('.jp-NotebookPanel .jp-Spinner').waitFor({ state: 'detached', timeout: 90000 });
+    await button.waitFor({ state: 'visible', timeout: 90000 });
+    const status = page.locator('.jp-JupyterToJob-sessionStatus');
+    await status.waitFor({ state: 'visible', timeout: 30000 });
+    await page.screenshot({ path: shot });
+    console.log(JSON.stringify({ button: await button.count(), status: await status.innerText() }));
+  } finally {
+    await browser.close();
+  }
+})().catch((error) => { console.error(String(error)); process.exit(1); });
+"""
+
+
+def test_jupyterlab_there_shows_run_as_job_and_the_status_bar(
+    singleuser_venv: Path, tmp_path: Path
+) -> None:
+    """In a real browser: the single-user install's JupyterLab, on a notebook, shows the
+    Run as Job button and the GPU share / session status bar item."""
+    import json
+    import socket
+    import time
+    import urllib.request
+    from datetime import UTC, datetime, timedelta
+
+    ui_modules = REPO / "tests" / "ui" / "node_modules"
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    assert (ui_modules / "playwright").is_dir(), "run `make pytest` (it installs tests/ui)"
+    assert Path(chromium).exists(), "Debian's chromium is needed (make system-deps)"
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notebook.ipynb").write_text(
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = "lean-install-check"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(
+        PATH=f"{singleuser_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        VIRTUAL_ENV=str(singleuser_venv),
+        # What the hub gives a GPU server: its profile, share and session end.
+        GPUSPAWNER_PROFILE="ml101",
+        GPUSPAWNER_GPU_SHARE="1/4 of an RTX 4090 (6 GiB)",
+        GPUSPAWNER_SESSION_END=(datetime.now(UTC) + timedelta(minutes=95)).isoformat(),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        JUPYTER_DATA_DIR=str(tmp_path / "data"),
+    )
+    for key in ("JUPYTER_PATH", "JUPYTER_CONFIG_PATH"):
+        env.pop(key, None)
+    lab = subprocess.Popen(
+        [
+            str(singleuser_venv / "bin" / "jupyter"),
+            "lab",
+            "--no-browser",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={home}",
+            "--allow-root",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "lab.log", "w"),  # noqa: SIM115 - closed with the process
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(600):  # a hang guard, not a speed limit
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                assert lab.poll() is None, (tmp_path / "lab.log").read_text()[-3000:]
+                time.sleep(0.2)
+        script = tmp_path / "check.js"
+        script.write_text(BROWSER_CHECK)
+        shot = tmp_path / "lean-lab.png"
+        checked = subprocess.run(
+            [
+                "node",
+                str(script),
+                f"{base}/lab/tree/notebook.ipynb?token={token}",
+                chromium,
+                str(shot),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "NODE_PATH": str(ui_modules)},
+            check=False,
+        )
+        assert checked.returncode == 0, checked.stderr + (tmp_path / "lab.log").read_text()[-3000:]
+        seen = json.loads(checked.stdout.strip().splitlines()[-1])
+        assert seen["button"] == 1
+        assert "1/4 of an RTX 4090" in seen["status"]
+        artifacts = REPO / "test-artifacts" / "lean-install"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, artifacts / shot.name)
+    finally:
+        lab.terminate()
+        try:
+            lab.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # its kernel's shutdown can take longer
+            lab.kill()
+            lab.wait(timeout=30)
