@@ -552,6 +552,123 @@ def test_a_job_pod_gets_no_service_account_token(tmp_path):
     assert "serviceAccountName" not in pod
 
 
+def test_the_job_services_network_policy_admits_its_callers_and_job_pods_reach_it(tmp_path):
+    from gpuspawner.backends import cpu_only_plan
+    from jupyter_to_job.k8s_objects import make_job
+
+    docs = manifests("job-service.yaml")
+    [rule] = one(docs, "NetworkPolicy", JOB_SERVICE)["spec"]["ingress"]
+    selectors = [peer["podSelector"]["matchLabels"] for peer in rule["from"]]
+
+    def admitted(labels: dict[str, str]) -> bool:
+        return any(selector.items() <= labels.items() for selector in selectors)
+
+    # Job pods, as the executor labels them, upload their outputs to the Service
+    job = make_job(job_id="j1", owner="ada", image="user", plan=cpu_only_plan())
+    assert admitted(job["spec"]["template"]["metadata"]["labels"])
+    app = JobServiceApp()
+    overlay = K8S / "backends" / "whole.yaml"
+    app.initialize([f"--JobServiceApp.config_file={job_service_config_file(tmp_path, overlay)}"])
+    [port] = one(docs, "Service", JOB_SERVICE)["spec"]["ports"]
+    assert app.config.KubernetesExecutor.upload_url == (
+        job_service_url(port["port"], host=JOB_SERVICE, name=JOB_SERVICE)
+    )
+    # User servers (KubeSpawner's component label) and the proxy call it too; nobody else.
+    assert admitted({"component": "singleuser-server", "app": "jupyterhub"})
+    assert admitted({"component": "proxy", "app": "jupyterhub"})
+    assert not admitted({"component": "hub", "app": "jupyterhub"})
+
+
+def api_permission(method: str, path: str, query: list[tuple[str, Any]]) -> tuple[str, ...]:
+    """The RBAC (scope, API group, resource, verb) that an API request needs."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    scope = "cluster"
+    if rest[0] == "namespaces" and len(rest) > 2:
+        scope, rest = "namespace", rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+    if method == "GET":
+        watch = any(key == "watch" and str(value) == "true" for key, value in query)
+        verb = "watch" if watch else "get" if len(rest) > 1 else "list"
+    else:
+        verb = verbs[method]
+    return scope, group, resource, verb
+
+
+def test_api_permission_reads_requests_as_rbac_does():
+    assert api_permission("GET", "/api/v1/nodes", []) == ("cluster", "", "nodes", "list")
+    pods = "/api/v1/namespaces/campus/pods"
+    assert api_permission("GET", pods, [("watch", "true")])[3] == "watch"
+    assert api_permission("GET", f"{pods}/p/log", [])[2:] == ("pods/log", "get")
+    jobs = "/apis/batch/v1/namespaces/campus/jobs/j"
+    assert api_permission("PATCH", jobs, []) == ("namespace", "batch", "jobs", "patch")
+
+
+@pytest.mark.k8s
+async def test_what_the_executor_sends_to_the_cluster_is_granted(
+    k8s_emulator, k8s_controls, tmp_path, monkeypatch
+):
+    """On the emulator, a job that completes and one that is stopped, and the GPU pool's
+    read: every request the executor makes is one the job service's RBAC allows."""
+    import nbformat
+
+    from jupyter_to_job.executors.kube_client import KubeClient
+    from jupyter_to_job.executors.kubernetes import KubernetesExecutor
+    from jupyter_to_job.manager import JobManager
+    from jupyter_to_job.models import CreateJob, JobStatus
+    from tests.support import eventually
+    from tests.support.job_managers import finished, shut_down
+    from tests.support.k8s_job_pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
+    from tests.support.notebooks import notebook, wait_for_file
+
+    sent: set[tuple[str, ...]] = set()
+    send = KubeClient._send
+
+    async def recorded(self: KubeClient, method: str, path: str, **options: Any) -> Any:
+        sent.add(api_permission(method, path, options.get("query") or []))
+        return await send(self, method, path, **options)
+
+    monkeypatch.setattr(KubeClient, "_send", recorded)
+    pods_dir = tmp_path / "pods"
+    k8s_controls.add_gpu_nodes(1, product="NVIDIA-A100-SXM4-80GB", gpu_count=4)
+    k8s_controls.run_processes(PodProcesses(match=JOB_PODS, workdir=pods_dir, cluster=k8s_controls))
+    config = k8s_job_config(k8s_emulator.kubeconfig, ttl_seconds_after_finished=60)
+    manager = JobManager(root_dir=str(tmp_path / "jobs"), config=config)
+    await manager.start()
+    try:
+
+        async def submit(nb: Any) -> str:
+            request = CreateJob(input_path="train.ipynb", output_formats=["ipynb"])
+            return (await manager.create("ada", request, notebook=nbformat.writes(nb))).job_id
+
+        done = await finished(manager, await submit(notebook("print('one')")))
+        assert done.status is JobStatus.COMPLETED, done.status_message
+        waiting = await submit(notebook("print('ready')\n" + wait_for_file(tmp_path / "never")))
+        await eventually(
+            lambda: "ready" in manager.read_log(waiting).data, what="the second job to run"
+        )
+        await manager.stop(waiting)
+        stopped = await finished(manager, waiting)
+        assert stopped.status is JobStatus.STOPPED, stopped.status_message
+        await KubernetesExecutor.cluster_pool_reader(config)()
+    finally:
+        await shut_down([manager])
+        kill_kernels(pods_dir)
+
+    granted = granted_to(JOB_SERVICE, manifests("job-service.yaml") + manifests("rbac.yaml"))
+    assert sent - granted == set()
+    # The scenario went the whole way: created, followed, expired, deleted, and the pool.
+    assert {
+        ("namespace", "batch", "jobs", "create"),
+        ("namespace", "", "pods", "watch"),
+        ("namespace", "", "pods/log", "get"),
+        ("namespace", "batch", "jobs", "patch"),
+        ("namespace", "batch", "jobs", "delete"),
+        ("cluster", "", "nodes", "list"),
+    } <= sent
+
+
 # -- (c) the manifests against Kubernetes' OpenAPI schemas -------------------------------------
 
 
