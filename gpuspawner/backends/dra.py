@@ -1,10 +1,15 @@
 """Dynamic Resource Allocation with NVIDIA's DRA driver: a ResourceClaimTemplate per server.
 
-The plan creates one ``ResourceClaimTemplate`` (``resource.k8s.io/v1``, GA since Kubernetes
-1.34) named after the server, lists it in the pod's ``spec.resourceClaims`` as ``gpu``, and
-gives the notebook container ``resources.claims: [{name: gpu}]``. The claim asks for
-``count`` devices of class ``gpu.nvidia.com``, narrowed by CEL selectors on the device's
-``productName`` attribute and ``memory`` capacity when the share names them.
+The plan creates one ``ResourceClaimTemplate`` named after the server, lists it in the pod's
+``spec.resourceClaims`` as ``gpu``, and gives the notebook container
+``resources.claims: [{name: gpu}]``. The claim asks for ``count`` devices of class
+``gpu.nvidia.com``, narrowed by CEL selectors on the device's ``productName`` attribute and
+``memory`` capacity when the share names them.
+
+The template's API version is the one the cluster serves (``claim_api_version``):
+``resource.k8s.io/v1`` (GA, Kubernetes 1.34 and later; the default), ``v1beta2`` (1.33 and
+later) or ``v1beta1`` (1.32 and later). v1beta1 has no ``exactly`` in a device request: its
+class, selectors, allocation mode and count sit in the request itself.
 
 A slice adds the driver's opaque ``GpuConfig`` (``resource.nvidia.com/v1beta1``) with
 ``sharing.strategy: MPS`` and ``mpsConfig.defaultActiveThreadPercentage`` (compute: the
@@ -33,6 +38,8 @@ from .base import PodGPUPlan, SharingBackend, mib_quantity
 from .framework_limits import memory_not_isolated
 
 SHARING_STRATEGIES = ("MPS", "TimeSlicing")
+CLAIM_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+"""The ``resource.k8s.io`` versions a ResourceClaimTemplate can be written in, newest first."""
 TIME_SLICING_INTERVALS = ("Default", "Short", "Medium", "Long")
 CLAIM = "gpu"
 """The name of the claim in the pod, and of the request in the claim."""
@@ -55,10 +62,19 @@ class DRABackend(SharingBackend):
         sharing_strategy: str = "MPS",
         time_slicing_interval: str = "Default",
         config_api_version: str = "resource.nvidia.com/v1beta1",
+        claim_api_version: str = "resource.k8s.io/v1",
         **common: Any,
     ) -> None:
         """``resource_names`` renames the DeviceClass (``device_class``) and the driver whose
-        attributes the selectors read and whose opaque config the claim carries (``driver``)."""
+        attributes the selectors read and whose opaque config the claim carries (``driver``);
+        ``claim_api_version``: the ``resource.k8s.io`` version the cluster serves
+        (``resource.k8s.io/v1beta1`` on Kubernetes 1.32, ``v1beta2`` on 1.33)."""
+        if claim_api_version not in CLAIM_API_VERSIONS:
+            raise ValueError(
+                "The DRA claim API version must be one of "
+                f"{', '.join(CLAIM_API_VERSIONS)} (the one the cluster serves), "
+                f"got {claim_api_version!r}."
+            )
         if sharing_strategy not in SHARING_STRATEGIES:
             raise ValueError(
                 f"The DRA sharing strategy must be MPS or TimeSlicing, got {sharing_strategy!r}."
@@ -72,6 +88,7 @@ class DRABackend(SharingBackend):
         self.sharing_strategy = sharing_strategy
         self.time_slicing_interval = time_slicing_interval
         self.config_api_version = config_api_version
+        self.claim_api_version = claim_api_version
 
     def _render(
         self, share: GPUShare, *, gpu_model: str | None, gpu_memory_mib: int | None, name: str
@@ -111,7 +128,11 @@ class DRABackend(SharingBackend):
         }
         if selectors:
             exactly["selectors"] = selectors
-        devices: dict[str, Any] = {"requests": [{"name": CLAIM, "exactly": exactly}]}
+        if self.claim_api_version == "resource.k8s.io/v1beta1":
+            request = {"name": CLAIM, **exactly}
+        else:
+            request = {"name": CLAIM, "exactly": exactly}
+        devices: dict[str, Any] = {"requests": [request]}
         if config is not None:
             devices["config"] = [
                 {
@@ -121,7 +142,7 @@ class DRABackend(SharingBackend):
             ]
         plan.resource_claim_templates.append(
             {
-                "apiVersion": "resource.k8s.io/v1",
+                "apiVersion": self.claim_api_version,
                 "kind": "ResourceClaimTemplate",
                 "metadata": {"name": name},
                 "spec": {"spec": {"devices": devices}},

@@ -269,3 +269,56 @@ def test_given_a_renamed_device_class_then_the_claim_uses_it():
             "count": 1,
         },
     }
+
+
+def test_given_a_kubernetes_1_33_cluster_then_the_template_is_written_in_v1beta2():
+    backend = make_backend("dra", claim_api_version="resource.k8s.io/v1beta2")
+
+    plan = backend.render(
+        QUARTER, gpu_model=A100_80GB, gpu_memory_mib=A100_80GB_MIB, name="jupyter-alice-gpu"
+    )
+
+    # v1beta2 has v1's shape: only the version differs
+    assert plan.resource_claim_templates == [
+        {**QUARTER_TEMPLATE, "apiVersion": "resource.k8s.io/v1beta2"}
+    ]
+
+
+def test_given_a_kubernetes_1_32_cluster_then_the_v1beta1_request_holds_the_device_fields():
+    backend = make_backend("dra", claim_api_version="resource.k8s.io/v1beta1")
+
+    plan = backend.render(
+        QUARTER, gpu_model=A100_80GB, gpu_memory_mib=A100_80GB_MIB, name="jupyter-alice-gpu"
+    )
+
+    v1_template: Any = QUARTER_TEMPLATE
+    v1_devices = v1_template["spec"]["spec"]["devices"]
+    exactly = v1_devices["requests"][0]["exactly"]
+    assert plan.resource_claim_templates == [
+        {
+            "apiVersion": "resource.k8s.io/v1beta1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "jupyter-alice-gpu"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", **exactly}],
+                        "config": v1_devices["config"],
+                    }
+                }
+            },
+        }
+    ]
+    assert plan.pod_resource_claims == [
+        {"name": "gpu", "resourceClaimTemplateName": "jupyter-alice-gpu"}
+    ]
+
+
+def test_given_an_api_version_no_kubernetes_serves_then_the_error_lists_those_that_are():
+    with pytest.raises(ValueError) as error:
+        make_backend("dra", claim_api_version="resource.k8s.io/v1alpha3")
+
+    assert str(error.value) == (
+        "The DRA claim API version must be one of resource.k8s.io/v1, resource.k8s.io/v1beta2, "
+        "resource.k8s.io/v1beta1 (the one the cluster serves), got 'resource.k8s.io/v1alpha3'."
+    )
