@@ -24,6 +24,7 @@ from .client import Informer, KubeClient
 from .containers import ContainerScript, PodMatch, ProcessRunner
 from .jobs import JobController
 from .kubelet import Kubelet, KubeletTimings
+from .kueue import PREEMPTED_MESSAGE, KueueController
 from .nodes import gpu_node
 from .resources import NAMESPACE, lookup
 from .scheduler import Scheduler
@@ -126,6 +127,8 @@ class KubernetesEmulator:
             client, lambda: nodes.cache, timings=self.timings, api_port=self.port
         )
         self.jobs = JobController(job_client, backoff_delay=self.job_backoff_delay)
+        self.kueue = KueueController(client, pods)
+        self.api.mutating_admission.append(self.kueue.gate_on_create)
         self._server = HTTPServer(make_app(self.api, self.kubelet.logs, self.settings))
         self._server.add_sockets(sockets)
         for name, coroutine in (
@@ -136,6 +139,7 @@ class KubernetesEmulator:
             ("jobs-informer", self.jobs.jobs.run()),
             ("job-pods-informer", self.jobs.pods.run()),
             ("job-controller", self.jobs.run()),
+            ("kueue", self.kueue.run()),
         ):
             self._tasks.append(asyncio.create_task(coroutine, name=f"emulator-{name}"))
         await asyncio.wait_for(
@@ -152,6 +156,7 @@ class KubernetesEmulator:
     def _on_pod(self, kind: str, pod: Object, old: Object | None) -> None:
         self.scheduler.on_pod(kind, pod, old)
         self.kubelet.on_pod(kind, pod, old)
+        self.kueue.on_pod(kind, pod, old)
 
     async def stop(self) -> None:
         """Stop everything started so far (also after a failed start)."""
@@ -201,6 +206,20 @@ class KubernetesEmulator:
     def script(self, script: ContainerScript) -> None:
         """Make matching simulated containers exit, OOM, log or fail to pull (newest wins)."""
         self.kubelet.scripts.append(script)
+
+    def set_kueue_quota(
+        self, queue: str, quota: dict[str, Any], cluster_queue: str | None = None
+    ) -> None:
+        """Install the Kueue-like controller (kueue.py) with ``queue``'s quota, such as
+        ``{"nvidia.com/gpu": 40}``: pods labelled with that queue name are gated at create
+        and admitted in creation order while the quota allows."""
+        self.kueue.set_quota(queue, quota, cluster_queue)
+
+    async def preempt_by_kueue(
+        self, namespace: str, name: str, message: str = PREEMPTED_MESSAGE
+    ) -> None:
+        """Stop a pod as Kueue stops a preempted plain pod (TerminationTarget, delete)."""
+        await self.kueue.preempt(namespace, name, message)
 
     def fail_image_pull(self, image: str, message: str | None = None) -> None:
         """Pulling ``image`` fails from now on (ErrImagePull, then ImagePullBackOff)."""
@@ -351,6 +370,14 @@ class EmulatedCluster:
 
     def fail_image_pull(self, image: str, message: str | None = None) -> None:
         self.call(self.emulator.fail_image_pull, image, message)
+
+    def set_kueue_quota(
+        self, queue: str, quota: dict[str, Any], cluster_queue: str | None = None
+    ) -> None:
+        self.call(self.emulator.set_kueue_quota, queue, quota, cluster_queue)
+
+    def preempt_by_kueue(self, namespace: str, name: str, message: str = PREEMPTED_MESSAGE) -> None:
+        self.call(self.emulator.preempt_by_kueue, namespace, name, message)
 
     def oom_kill(self, namespace: str, name: str, container: str | None = None) -> None:
         self.call(self.emulator.oom_kill, namespace, name, container)

@@ -14,6 +14,7 @@ import itertools
 from typing import Any
 
 from .quantities import parse_quantity
+from .timestamps import rfc3339
 
 _service_ips = itertools.count(10)
 
@@ -110,6 +111,18 @@ def prepare_for_create(kind: str, obj: dict[str, Any], uid: str) -> None:
         spec = obj.setdefault("spec", {})
         default_pod_spec(spec, add_tolerations=True)
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+        if spec.get("schedulingGates"):
+            # As the pod strategy does: a gated pod says why the scheduler leaves it alone.
+            obj["status"]["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": rfc3339(),
+                }
+            ]
     elif kind == "Job":
         spec = obj.setdefault("spec", {})
         spec.setdefault("parallelism", 1)

@@ -274,6 +274,13 @@ def validate(rt: ResourceType, obj: dict[str, Any]) -> Causes:
     spec = obj.get("spec") or {}
     if rt.kind == "Pod":
         causes += validate_pod_spec(spec, "spec")
+        if spec.get("nodeName") and spec.get("schedulingGates"):
+            causes.append(
+                (
+                    "spec.nodeName",
+                    "Forbidden: cannot be set until all schedulingGates have been cleared",
+                )
+            )
     elif rt.kind == "Job":
         template = spec.get("template") or {}
         causes += validate_pod_spec(
@@ -326,6 +333,19 @@ def _pod_spec_without_mutable(spec: dict[str, Any]) -> dict[str, Any]:
     return stripped
 
 
+def _only_deleted_scheduling_gates(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> Causes:
+    """Scheduling gates may be removed after creation, never added (as the API validates)."""
+    old_names = {g.get("name") for g in old_spec.get("schedulingGates") or []}
+    return [
+        (
+            f"spec.schedulingGates[{i}].name",
+            f"Forbidden: only deletion is allowed, but found new scheduling gate '{gate.get('name')}'",
+        )
+        for i, gate in enumerate(new_spec.get("schedulingGates") or [])
+        if gate.get("name") not in old_names
+    ]
+
+
 def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> Causes:
     """Immutability rules for updates (spec of pods, template and selector of jobs)."""
     causes = validate(rt, new)
@@ -339,6 +359,8 @@ def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
                 "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
             )
         )
+    if rt.kind == "Pod":
+        causes.extend(_only_deleted_scheduling_gates(old_spec, new_spec))
     if rt.kind == "Job":
         for key in ("selector", "template", "completionMode"):
             if old_spec.get(key) != new_spec.get(key):
