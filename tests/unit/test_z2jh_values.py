@@ -573,10 +573,13 @@ def test_the_job_services_network_policy_admits_its_callers_and_job_pods_reach_i
     assert app.config.KubernetesExecutor.upload_url == (
         job_service_url(port["port"], host=JOB_SERVICE, name=JOB_SERVICE)
     )
-    # User servers (KubeSpawner's component label) and the proxy call it too; nobody else.
+    # User servers (KubeSpawner's component label) and the proxy call it too, and the hub
+    # checks every minute that it answers (JupyterHub.check_services_health); nobody else.
     assert admitted({"component": "singleuser-server", "app": "jupyterhub"})
     assert admitted({"component": "proxy", "app": "jupyterhub"})
-    assert not admitted({"component": "hub", "app": "jupyterhub"})
+    assert admitted({"component": "hub", "app": "jupyterhub"})
+    assert not admitted({"component": "autohttps", "app": "jupyterhub"})
+    assert not admitted({"component": "user-scheduler", "app": "jupyterhub"})
 
 
 def api_permission(method: str, path: str, query: list[tuple[str, Any]]) -> tuple[str, ...]:
