@@ -15,9 +15,19 @@ Choices, from the reference's Kubernetes Job checklist:
   finished Job with its pods, and with them the only copy of any log line the service has
   not copied yet (a service restarted at the wrong moment, say). The executor sets it
   with a PATCH once the log and the final status are in the service's own store.
-- The pod follows the "restricted" Pod Security Standard: non-root uid 1000 (group 100,
-  as the Jupyter images), no privilege escalation, no capabilities, the runtime's
-  seccomp profile, no service-account token and no service links.
+- The pod follows the "restricted" Pod Security Standard: it runs as the user's uid and
+  gid (:class:`PodUser`; uid 1000 and group 100 by default, as Zero to JupyterHub runs
+  every server), with ``fsGroup`` so what it writes on the user's volumes is theirs; no
+  privilege escalation, no capabilities, the runtime's seccomp profile, no
+  service-account token and no service links.
+- The user's home volume (and any course data volume) is mounted as in their server:
+  :func:`user_volume_names` expands KubeSpawner's name templates (``claim-{username}``)
+  with KubeSpawner's own slug rule, so the job mounts the very PVC the server used. The
+  container starts in the folder notebook paths are relative to (the home), and the
+  runner's ``working_dir`` is the notebook's folder, relative to it.
+- With an upload address, the runner sends the executed notebook and HTML back to the
+  job service; its per-job token travels in a Secret (:func:`make_upload_secret`) mounted
+  read-only at :data:`UPLOAD_TOKEN_DIR`, never in the Job's spec.
 - The notebook and ``job.json`` arrive in a ConfigMap whose keys are mounted read-only,
   file by file, into an emptyDir at ``/job``, so the runner writes its status and output
   notebook next to them without a copy step. ConfigMaps hold at most 1 MiB, hence
@@ -33,6 +43,8 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
@@ -64,6 +76,9 @@ RUNNER_COMMAND = (
     "--termination-log",
     TERMINATION_LOG,
 )
+
+UPLOAD_TOKEN_DIR = "/var/run/secrets/jupyter-to-job"
+UPLOAD_TOKEN_KEY = "upload-token"
 
 MAX_JOB_FILES_BYTES = 900 * 1024
 """What a job's ConfigMap may carry: under the API server's 1 MiB object limit, with room
@@ -99,6 +114,95 @@ def safe_slug(name: str, max_length: int = 63) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "x"
     slug = slug[: max_length - 11].rstrip("-") or "x"
     return f"{slug}---{_short_hash(name)}"
+
+
+def kubespawner_safe_slug(name: str, max_length: int = 48) -> str:
+    """``name`` as KubeSpawner 7's "safe" slug scheme writes it (``{username}`` in its
+    templates, Zero to JupyterHub 4's default): itself when it is a DNS label starting with
+    a letter, without ``--`` and at most ``max_length`` long; else
+    ``<stripped name>---<8 hex of sha256>``.
+
+    The same rule as ``kubespawner.slugs.safe_slug``, restated here because the job service
+    must not import the spawners; tests/jobs_k8s/test_manifests.py checks both agree.
+    """
+    valid = re.fullmatch(r"[a-z]([a-z0-9-]*[a-z0-9])?", name) is not None
+    if "--" not in name and valid and len(name) <= min(max_length, 63):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+    keep = max_length - 11
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).lstrip("-")[:keep].rstrip("-")
+    if slug and not ("a" <= slug[0] <= "z"):
+        slug = "x-" + slug[: keep - 2]
+    return f"{slug or 'x'}---{digest}"
+
+
+def user_volume_names(template: str, owner: str) -> str:
+    """A KubeSpawner name template (``claim-{username}``) for ``owner``'s default server.
+
+    ``{username}`` and ``{user_server}`` are KubeSpawner's safe slug of the name (the same
+    for the default server), ``{unescaped_username}`` the name as it is.
+    """
+    slug = kubespawner_safe_slug(owner)
+    return template.format(username=slug, user_server=slug, unescaped_username=owner)
+
+
+def notebook_folder(input_path: str) -> str:
+    """The folder of ``input_path`` relative to the server's root (``.`` for the root itself);
+    ``.`` too for a path that would leave the root."""
+    parent = PurePosixPath(input_path).parent
+    if parent.is_absolute() or ".." in parent.parts:
+        return "."
+    return str(parent)
+
+
+@dataclass(frozen=True)
+class PodUser:
+    """Who a job's pod runs as: the user's uid and gid, and the group its volumes get."""
+
+    uid: int = 1000
+    gid: int = 100
+    fs_gid: int | None = 100
+
+
+@dataclass(frozen=True)
+class UserFiles:
+    """The user's volumes in a job's pod: what to mount, and where the runner starts.
+
+    ``volumes`` and ``mounts`` are pod volumes and container volume mounts as in the
+    user's server (the home PVC, course data); ``root`` is the folder notebook paths are
+    relative to (the container's working directory) and ``notebook_folder`` the notebook's
+    folder relative to it (the kernel's working directory).
+    """
+
+    volumes: tuple[Mapping[str, Any], ...] = ()
+    mounts: tuple[Mapping[str, Any], ...] = ()
+    root: str | None = None
+    notebook_folder: str = "."
+
+
+def upload_secret_name(job_id: str) -> str:
+    """The name of the Secret holding the job's upload token."""
+    return f"{job_object_name(job_id)}-upload"
+
+
+def make_upload_secret(
+    *, job_id: str, owner: str, token: str, namespace: str | None = None
+) -> dict[str, Any]:
+    """The Secret with the job's upload token (the runner reads it as a mounted file)."""
+    metadata: dict[str, Any] = {
+        "name": upload_secret_name(job_id),
+        "labels": common_labels(job_id, owner),
+        "annotations": {JOB_ID_ANNOTATION: job_id, USERNAME_ANNOTATION: owner},
+    }
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": {UPLOAD_TOKEN_KEY: token},
+    }
 
 
 def job_object_name(job_id: str) -> str:
@@ -204,6 +308,9 @@ def make_job(
     shm_size: str | None = "1Gi",
     work_size: str | None = None,
     command: Sequence[str] = RUNNER_COMMAND,
+    user: PodUser | None = None,
+    files: UserFiles | None = None,
+    upload_url: str | None = None,
 ) -> dict[str, Any]:
     """The ``batch/v1`` Job that runs job ``job_id`` for ``owner``; pure.
 
@@ -215,8 +322,15 @@ def make_job(
     both request and limit. ``node_name`` pins the pod to the node whose GPU the hub's
     capacity pool chose. ``queue_name`` hands the Job to Kueue: it is created suspended
     and Kueue starts it when the queue admits it.
+
+    ``user`` is the uid and gid the pod runs as (1000 and 100 when None); ``files`` the
+    user's volumes and where the runner starts (none: the runner starts in the job's own
+    folder). ``upload_url``: the runner sends its outputs there, with the token of the
+    Secret :func:`make_upload_secret` makes.
     """
     name = job_object_name(job_id)
+    user = user or PodUser()
+    files = files or UserFiles()
     labels = common_labels(job_id, owner)
     annotations = {
         USERNAME_ANNOTATION: owner,
@@ -250,11 +364,15 @@ def make_job(
     if plan.container_claims:
         resources["claims"] = [dict(claim) for claim in plan.container_claims]
 
+    argv = list(command)
+    if upload_url:
+        token_file = f"{UPLOAD_TOKEN_DIR}/{UPLOAD_TOKEN_KEY}"
+        argv += ["--upload-url", upload_url, "--upload-token-file", token_file]
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": image,
-        "command": list(command),
-        "workingDir": JOB_DIR,
+        "command": argv,
+        "workingDir": files.root or JOB_DIR,
         "env": [{"name": key, "value": str(value)} for key, value in sorted(env.items())],
         "resources": resources,
         "securityContext": {
@@ -275,8 +393,20 @@ def make_job(
                 for key in JOB_FILES
             ),
             {"name": "dshm", "mountPath": "/dev/shm"},
+            *(dict(mount) for mount in files.mounts),
         ],
     }
+    volumes: list[dict[str, Any]] = [dict(volume) for volume in files.volumes]
+    if upload_url:
+        container["volumeMounts"].append(
+            {"name": "upload-token", "mountPath": UPLOAD_TOKEN_DIR, "readOnly": True}
+        )
+        volumes.append(
+            {
+                "name": "upload-token",
+                "secret": {"secretName": upload_secret_name(job_id), "defaultMode": 0o440},
+            }
+        )
     if image_pull_policy:
         container["imagePullPolicy"] = image_pull_policy
 
@@ -291,9 +421,9 @@ def make_job(
         "terminationGracePeriodSeconds": termination_grace_seconds,
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "runAsGroup": 100,
-            "fsGroup": 100,
+            "runAsUser": user.uid,
+            "runAsGroup": user.gid,
+            **({"fsGroup": user.fs_gid} if user.fs_gid is not None else {}),
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
@@ -301,6 +431,7 @@ def make_job(
             {"name": "job", "emptyDir": work},
             {"name": "job-files", "configMap": {"name": name, "defaultMode": 0o444}},
             {"name": "dshm", "emptyDir": shm},
+            *volumes,
         ],
     }
     node_selector = dict(plan.node_selector)

@@ -22,6 +22,12 @@ behaves the same here.
 On SIGTERM (or SIGINT) the runner interrupts the kernel, stops after the
 current cell, saves what ran and reports STOPPED; a whole-job deadline is the
 executor's business (it sends the same SIGTERM, then SIGKILL).
+
+Where the job's folder is not the job service's (a Kubernetes pod), ``--upload-url``
+and ``--upload-token-file`` make the runner send ``output.ipynb`` and ``output.html``
+back to the service when it ends, whatever the outcome (see
+:mod:`jupyter_to_job.output_uploads`); this is the only time the runner uses the
+network, and a failed upload is a log line, never a failed job.
 """
 
 from __future__ import annotations
@@ -448,17 +454,68 @@ class NotebookRun:
                 self.save()
 
 
+UPLOAD_ATTEMPTS = 3
+UPLOAD_TIMEOUT = 60.0
+
+
+def upload_outputs(
+    files: JobFiles, spec: RunnerSpec, url: str, token_file: Path, log: JobLog
+) -> None:
+    """Send the job's outputs to ``url`` + ``ipynb`` / ``html`` (PUT, the job's token)."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        log.job(f"could not read the upload token ({error.strerror}); outputs stay in the pod")
+        return
+    formats = ["ipynb", *(fmt for fmt in spec.output_formats if fmt != "ipynb")]
+    for fmt in formats:
+        path = files.output(fmt)
+        if not path.is_file():
+            continue
+        body = path.read_bytes()
+        request = urllib.request.Request(
+            url.rstrip("/") + "/" + fmt,
+            data=body,
+            method="PUT",
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/octet-stream",
+            },
+        )
+        for attempt in range(1, UPLOAD_ATTEMPTS + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=UPLOAD_TIMEOUT):
+                    pass
+                log.job(f"sent output.{fmt} to the job service ({len(body)} bytes)")
+                break
+            except urllib.error.HTTPError as error:  # refused: trying again will not help
+                log.job(f"the job service refused output.{fmt}: HTTP {error.code}")
+                break
+            except (urllib.error.URLError, OSError) as error:
+                if attempt == UPLOAD_ATTEMPTS:
+                    log.job(f"could not send output.{fmt} to the job service: {error}")
+                else:
+                    time.sleep(attempt)
+
+
 async def run_job(
     job_dir: Path,
     *,
     log_file: Path | None = None,
     handle_signals: bool = False,
     termination_log: Path | None = None,
+    upload_url: str | None = None,
+    upload_token_file: Path | None = None,
 ) -> int:
     """Run the job in ``job_dir`` to its end; returns the runner's exit code.
 
     ``termination_log`` (in a Kubernetes pod): also report the final status there and
-    as the log's last line (see ``runfiles.STATUS_MARKER``).
+    as the log's last line (see ``runfiles.STATUS_MARKER``). ``upload_url`` and
+    ``upload_token_file``: send the outputs back to the job service at the end.
     """
     files = JobFiles(Path(job_dir))
     log_path = log_file or files.directory / "job.log"
@@ -477,6 +534,8 @@ async def run_job(
         loop.add_signal_handler(signal.SIGINT, run.request_stop, "SIGINT")
     try:
         code = await run.execute()
+        if upload_url and upload_token_file is not None:
+            await asyncio.to_thread(upload_outputs, files, spec, upload_url, upload_token_file, log)
         if termination_log is not None:
             _report_final_status(run.status, termination_log, log)
         return code
@@ -518,6 +577,17 @@ def main(argv: list[str] | None = None) -> int:
         help="in a Kubernetes pod: also write the final status, as compact JSON, here (the "
         "container's terminationMessagePath) and as the log's last line",
     )
+    parser.add_argument(
+        "--upload-url",
+        default=None,
+        help="send output.ipynb and output.html here at the end (PUT URL/ipynb, URL/html)",
+    )
+    parser.add_argument(
+        "--upload-token-file",
+        type=Path,
+        default=None,
+        help="the file holding the job's upload token (with --upload-url)",
+    )
     args = parser.parse_args(argv)
     # jsonschema, which nbformat imports, compiles an IRI grammar from rfc3987_syntax
     # when that package is installed: about 1.3 s per job for a format notebooks never
@@ -530,6 +600,8 @@ def main(argv: list[str] | None = None) -> int:
             log_file=args.log_file,
             handle_signals=True,
             termination_log=args.termination_log,
+            upload_url=args.upload_url,
+            upload_token_file=args.upload_token_file,
         )
     )
 

@@ -31,8 +31,32 @@
   manager's queue would start it again at once, and the cluster is the better judge of
   when room appears; use Kueue, ``queue_name``, for real cluster-side queueing.)
 
-Not here (yet): the output notebook stays in the pod's emptyDir, so on Kubernetes a
-job's outputs are its log and result until jobs get shared (ReadWriteMany) storage.
+- **The user's uid, home and notebook folder** (settings, as a Zero to JupyterHub
+  server has them): the pod runs as ``run_as_uid``/``run_as_gid`` with ``fs_gid`` as its
+  ``fsGroup`` (z2jh's ``singleuser.uid``/``fsGid``: 1000 and 100; each may be a function
+  of the user's name for a campus whose pods run as each person's own uid). The user's
+  home PVC, ``home_pvc_name_template`` (KubeSpawner's ``claim-{username}``, expanded with
+  KubeSpawner's own slug rule so it is the PVC the user's server mounted), is mounted at
+  ``home_mount_path`` as in their server, with ``extra_volumes``/``extra_volume_mounts``
+  for course data. The container starts in ``notebook_dir`` (the server's root folder,
+  the home by default) and the kernel in the notebook's folder under it, so what the
+  notebook writes beside itself lands in the user's home, owned by them. An empty
+  ``home_pvc_name_template``: no home, the job runs in its own folder as before.
+- **Outputs come back**: with ``upload_url`` (the job service's address as pods reach
+  it), the runner sends ``output.ipynb`` and ``output.html`` back when it ends (also
+  when stopped, preempted or past its deadline: it gets SIGTERM and a grace period),
+  and they land in the job's folder in the service, listed and downloaded as a local
+  job's. Each job gets its own upload token (``output_uploads``): the service keeps its
+  hash and revokes it when the job ends; the token reaches the pod in a Secret owned by
+  the Job, mounted read-only, never in the Job's spec. A token opens only its own job's
+  uploads, and only while it runs. Without ``upload_url`` the outputs stay in the pod
+  and a job's outputs are its log and result.
+- **No Kubernetes credentials in the pod**: ``automountServiceAccountToken: false``.
+- **Preemption and node loss**: a pod that the cluster marks with the ``DisruptionTarget``
+  condition (the scheduler's preemption, the Eviction API, the taint manager or the pod
+  garbage collector after node loss, the kubelet under node pressure) ends the job as
+  FAILED with a message that it was preempted and why (``Preempted``, or ``NodeLost``),
+  keeping its log and the outputs it sent.
 """
 
 from __future__ import annotations
@@ -41,34 +65,54 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets import Bool, Callable, Dict, Float, Integer, List, Unicode, Union, default
 
 from ..k8s_objects import (
     CONTAINER_NAME,
     MAX_JOB_FILES_BYTES,
     JobFilesTooLarge,
+    PodUser,
+    UserFiles,
     job_object_name,
     job_selector,
     make_configmap,
     make_job,
+    make_upload_secret,
+    notebook_folder,
     owner_reference,
     strip_outputs,
+    upload_secret_name,
+    user_volume_names,
 )
 from ..models import JobErrorInfo, JobStatus
+from ..output_uploads import issue_upload_token, revoke_upload_token
 from ..runfiles import RunnerStatus, atomic_write_text, parse_compact_status, read_spec
 from ..store import ACTIVE, utcnow
 from .base import FinalState, JobExecutor, JobOutcome, StopReason, _progress
 from .kube_client import KubeClient, KubeError, connect, sleep_or_event
 from .pod_log import PodLogCursor, RunProgress
-from .pod_status import container_state, job_failure_reason, job_finished, pending_reason
+from .pod_status import (
+    NODE_LOSS,
+    container_state,
+    disruption,
+    job_failure_reason,
+    job_finished,
+    pending_reason,
+)
 
 OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _version(existing: dict[str, Any]) -> dict[str, Any]:
+    version = (existing.get("metadata") or {}).get("resourceVersion")
+    return {"resourceVersion": version} if version else {}
 
 
 class JobNotStartable(Exception):
@@ -245,6 +289,107 @@ class KubernetesExecutor(JobExecutor):
         help="Seconds before a broken log stream is reopened.",
     ).tag(config=True)
 
+    run_as_uid = Union(
+        [Integer(), Callable()],
+        default_value=1000,
+        help="""The uid of job pods: the user's uid in their server. Zero to JupyterHub runs
+        every server as ``singleuser.uid`` (1000); a function of the user's name gives each
+        their own (a campus directory's uid), as KubeSpawner's ``uid`` may be a function.
+
+        Example: ``c.KubernetesExecutor.run_as_uid = lambda username: lookup_uid(username)``.
+        """,
+    ).tag(config=True)
+
+    run_as_gid = Union(
+        [Integer(), Callable()],
+        default_value=100,
+        help="""The primary gid of job pods (the Jupyter images' ``users`` group, 100), or a
+        function of the user's name: ``c.KubernetesExecutor.run_as_gid = 100``.""",
+    ).tag(config=True)
+
+    fs_gid = Union(
+        [Integer(), Callable()],
+        default_value=100,
+        allow_none=True,
+        help="""The ``fsGroup`` of job pods, so the volumes they write on are the user's
+        group's (z2jh's ``singleuser.fsGid``, 100); None: no fsGroup.
+
+        Example: ``c.KubernetesExecutor.fs_gid = 100``.
+        """,
+    ).tag(config=True)
+
+    home_pvc_name_template = Unicode(
+        "claim-{username}",
+        help="""The user's home PVC, as their server mounts it: KubeSpawner's
+        ``pvc_name_template`` for the default server (z2jh's dynamic storage:
+        ``claim-{username}``; its static storage: the shared PVC's name, with
+        ``home_sub_path``). ``{username}`` is KubeSpawner's safe slug of the name,
+        ``{unescaped_username}`` the name itself. Empty: no home volume; the job runs in its
+        own folder and what it writes there is lost with the pod.
+
+        Example: ``c.KubernetesExecutor.home_pvc_name_template = "home-nfs"``.
+        """,
+    ).tag(config=True)
+
+    home_mount_path = Unicode(
+        "/home/jovyan",
+        help="""Where the home volume is mounted (z2jh's ``singleuser.storage.homeMountPath``):
+        ``c.KubernetesExecutor.home_mount_path = "/home/jovyan"``.""",
+    ).tag(config=True)
+
+    home_sub_path = Unicode(
+        "",
+        help="""The user's folder in the home volume (z2jh's static storage ``subPath``,
+        ``{username}``); empty: the volume's root.
+
+        Example: ``c.KubernetesExecutor.home_sub_path = "{username}"``.
+        """,
+    ).tag(config=True)
+
+    notebook_dir = Unicode(
+        "",
+        help="""The folder in the pod that notebook paths are relative to (the user's
+        server's root folder); empty: ``home_mount_path``. The kernel starts in the
+        notebook's folder under it.
+
+        Example: ``c.KubernetesExecutor.notebook_dir = "/home/jovyan/work"``.
+        """,
+    ).tag(config=True)
+
+    extra_volumes = List(
+        Dict(),
+        help="""More pod volumes for every job, as in the user's server (course data, a
+        shared scratch), ``{username}`` expanded in their strings; mounted by
+        ``extra_volume_mounts``.
+
+        Example: ``c.KubernetesExecutor.extra_volumes = [{"name": "ml101-data",
+        "persistentVolumeClaim": {"claimName": "ml101-data", "readOnly": True}}]``.
+        """,
+    ).tag(config=True)
+
+    extra_volume_mounts = List(
+        Dict(),
+        help="""Mounts of ``extra_volumes`` in the job's container, ``{username}`` expanded.
+
+        Example: ``c.KubernetesExecutor.extra_volume_mounts = [{"name": "ml101-data",
+        "mountPath": "/home/jovyan/data", "readOnly": True}]``.
+        """,
+    ).tag(config=True)
+
+    upload_url = Unicode(
+        help="""The job service's address as job pods reach it; the runner sends the executed
+        notebook and HTML back there (``api/jobs/<id>/uploads/<format>``, with the job's own
+        token). Defaults to ``$JUPYTER_TO_JOB_UPLOAD_URL``. Empty: outputs stay in the pod.
+
+        Example: ``c.KubernetesExecutor.upload_url =
+        "http://hub:8181/services/jupyter-to-job/"``.
+        """,
+    ).tag(config=True)
+
+    @default("upload_url")
+    def _default_upload_url(self) -> str:
+        return os.environ.get("JUPYTER_TO_JOB_UPLOAD_URL", "")
+
     max_job_files_bytes = Integer(
         MAX_JOB_FILES_BYTES,
         help="""The largest notebook plus job.json a job's ConfigMap takes (the API server
@@ -267,6 +412,7 @@ class KubernetesExecutor(JobExecutor):
         self._current_pod: str | None = None
         self._verdict: FinalState | None = None
         self._cursor_saved_at = 0.0
+        self._disrupted: dict[str, tuple[str, str]] = {}
 
     # -- paths and the client -------------------------------------------------------------
 
@@ -339,7 +485,10 @@ class KubernetesExecutor(JobExecutor):
             plan = dataclasses.replace(grant.plan, environment=grant.environment)
         allocation = grant.allocation.to_dict() if grant and grant.allocation else None
         limits = grant.limits if grant else None
-        spec = read_spec(self.files).model_copy(update={"working_dir": None})
+        files = self.user_files()
+        # The kernel's folder, relative to the container's (the server's root folder).
+        working_dir = files.notebook_folder if files.root else None
+        spec = read_spec(self.files).model_copy(update={"working_dir": working_dir})
         notebook = self.files.input_notebook.read_bytes()
         spec_text = spec.model_dump_json()
         if len(notebook) + len(spec_text) > self.max_job_files_bytes:
@@ -376,8 +525,70 @@ class KubernetesExecutor(JobExecutor):
             image_pull_policy=self.image_pull_policy or None,
             termination_grace_seconds=max(1, round(self.stop_grace_seconds)),
             shm_size=self.shm_size or None,
+            user=self.pod_user(),
+            files=files,
+            upload_url=self.job_upload_url,
         )
         return configmap, job, plan
+
+    def _for_owner(self, value: Any) -> Any:
+        return value(self.job.owner) if callable(value) else value
+
+    def pod_user(self) -> PodUser:
+        """The uid and gid the job's pod runs as: its owner's, as the settings say."""
+        fs_gid = self._for_owner(self.fs_gid)
+        return PodUser(
+            uid=int(self._for_owner(self.run_as_uid)),
+            gid=int(self._for_owner(self.run_as_gid)),
+            fs_gid=None if fs_gid is None else int(fs_gid),
+        )
+
+    def user_files(self) -> UserFiles:
+        """The owner's volumes in the job's pod (home, extras) and where the runner starts."""
+        owner = self.job.owner
+
+        def expand(value: Any) -> Any:
+            if isinstance(value, str):
+                return user_volume_names(value, owner)
+            if isinstance(value, dict):
+                return {key: expand(item) for key, item in value.items()}
+            if isinstance(value, list):
+                return [expand(item) for item in value]
+            return value
+
+        # The flavor's storage, as the Grant rendered it (expanded already), then the
+        # settings' volumes; the home unless the flavor mounts something there itself.
+        grant = self.grant
+        volumes = [dict(volume) for volume in (grant.volumes if grant else ())]
+        mounts = [dict(mount) for mount in (grant.volume_mounts if grant else ())]
+        volumes += [expand(volume) for volume in self.extra_volumes]
+        mounts += [expand(mount) for mount in self.extra_volume_mounts]
+        home_taken = any(mount.get("mountPath") == self.home_mount_path for mount in mounts)
+        if not self.home_pvc_name_template or home_taken:
+            root = (self.notebook_dir or self.home_mount_path) if home_taken else None
+            return UserFiles(
+                tuple(volumes),
+                tuple(mounts),
+                root=root,
+                notebook_folder=notebook_folder(self.job.input_path),
+            )
+        claim = user_volume_names(self.home_pvc_name_template, owner)
+        home = {"name": "home", "mountPath": self.home_mount_path}
+        if self.home_sub_path:
+            home["subPath"] = user_volume_names(self.home_sub_path, owner)
+        return UserFiles(
+            volumes=({"name": "home", "persistentVolumeClaim": {"claimName": claim}}, *volumes),
+            mounts=(home, *mounts),
+            root=self.notebook_dir or self.home_mount_path,
+            notebook_folder=notebook_folder(self.job.input_path),
+        )
+
+    @property
+    def job_upload_url(self) -> str | None:
+        """Where this job's runner sends its outputs (None: they stay in the pod)."""
+        if not self.upload_url:
+            return None
+        return f"{self.upload_url.rstrip('/')}/api/jobs/{self.job_id}/uploads/"
 
     # -- launching ----------------------------------------------------------------------
 
@@ -394,20 +605,33 @@ class KubernetesExecutor(JobExecutor):
                     body=template,
                 )
         configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+        secrets = f"/api/v1/namespaces/{namespace}/secrets"
+        owned = [f"{configmaps}/{self.name}"]
         await self._create(configmaps, configmap)
         try:
+            if self.job_upload_url:
+                secret = make_upload_secret(
+                    job_id=self.job_id,
+                    owner=self.job.owner,
+                    token=issue_upload_token(self.files),
+                    namespace=namespace,
+                )
+                await self._replace(secrets, secret)
+                owned.append(f"{secrets}/{upload_secret_name(self.job_id)}")
             created = await self._create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
-        except BaseException:  # no Job to own the ConfigMap: remove it here
-            with contextlib.suppress(Exception):
-                await kube.request("DELETE", f"{configmaps}/{self.name}")
+        except BaseException:  # no Job to own the ConfigMap and Secret: remove them here
+            for path in owned:
+                with contextlib.suppress(Exception):
+                    await kube.request("DELETE", path)
             raise
         self._job_exists = True
-        await kube.request(
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/configmaps/{self.name}",
-            body={"metadata": {"ownerReferences": [owner_reference(created)]}},
-            content_type="application/merge-patch+json",
-        )
+        for path in owned:
+            await kube.request(
+                "PATCH",
+                path,
+                body={"metadata": {"ownerReferences": [owner_reference(created)]}},
+                content_type="application/merge-patch+json",
+            )
         where = f" in the queue {self.queue_name}" if self.queue_name else ""
         self.log_line(f"Kubernetes Job {namespace}/{self.name} created{where}")
         if self.stop_reason is not None:  # a stop that came before the Job existed
@@ -430,6 +654,20 @@ class KubernetesExecutor(JobExecutor):
                 "and belongs to something else. Tell the hub admins."
             )
         return existing
+
+    async def _replace(self, path: str, manifest: dict[str, Any]) -> None:
+        """Create ``manifest``, replacing one left by an earlier try of this very job (a
+        Secret whose token is revoked now)."""
+        assert self.kube is not None
+        try:
+            await self.kube.request("POST", path, body=manifest)
+            return
+        except KubeError as error:
+            if error.status != 409:
+                raise
+        existing = await self._create(path, manifest)  # refuses one that is not this job's
+        replaced = {**manifest, "metadata": {**manifest["metadata"], **_version(existing)}}
+        await self.kube.request("PUT", f"{path}/{manifest['metadata']['name']}", body=replaced)
 
     async def still_running(self) -> bool:
         kube = await self._client()
@@ -486,7 +724,7 @@ class KubernetesExecutor(JobExecutor):
                     listing = await self.kube.request("GET", self._pods_path, query=selector)
                     present = set()
                     for pod in listing.get("items") or []:
-                        self._pods[pod["metadata"]["uid"]] = pod
+                        self._saw(pod)
                         present.add(pod["metadata"]["uid"])
                     self._gone.update(set(self._pods) - present)
                     version = listing["metadata"]["resourceVersion"]
@@ -501,7 +739,7 @@ class KubernetesExecutor(JobExecutor):
                         version = pod["metadata"]["resourceVersion"]
                         if event["type"] == "BOOKMARK":
                             continue
-                        self._pods[pod["metadata"]["uid"]] = pod
+                        self._saw(pod)
                         if event["type"] == "DELETED":
                             self._gone.add(pod["metadata"]["uid"])
                         self._changed.set()
@@ -511,6 +749,16 @@ class KubernetesExecutor(JobExecutor):
                 self.log.debug("Job %s: pod watch ended: %s", self.job_id, error)
                 version = None
                 await asyncio.sleep(1.0)
+
+    def _saw(self, pod: dict[str, Any]) -> None:
+        """Keep the pod as the API has it now; a disruption, once seen, is remembered (a
+        later status may no longer carry the condition)."""
+        uid = pod["metadata"]["uid"]
+        self._pods[uid] = pod
+        disrupted = disruption(pod)
+        if disrupted is not None and uid not in self._disrupted:
+            self._disrupted[uid] = disrupted
+            self.log_line(f"the cluster is taking the pod away ({disrupted[0]}): {disrupted[1]}")
 
     async def _wait_change(self, seconds: float) -> None:
         await sleep_or_event(self._changed, seconds)
@@ -736,6 +984,20 @@ class KubernetesExecutor(JobExecutor):
                 )
         if outcome.stop_reason is not None or ended_alone:
             return None
+        disrupted = self._disrupted.get(pod["metadata"]["uid"] if pod else self._current_pod or "")
+        if disrupted is not None:
+            reason, words = disrupted
+            return FinalState(
+                JobStatus.FAILED,
+                f"The job was preempted: {words}. It stopped {_progress(status)}; the log and "
+                "the output notebook keep what it did until then. Run the job again.",
+                JobErrorInfo(
+                    cell_index=cell,
+                    ename="NodeLost" if reason in NODE_LOSS else "Preempted",
+                    evalue=f"{reason}: {words}",
+                ),
+                outcome.exit_code,
+            )
         deleted = (
             not pod
             or pod["metadata"]["uid"] in self._gone
@@ -759,6 +1021,7 @@ class KubernetesExecutor(JobExecutor):
         return None
 
     async def on_complete(self, outcome: JobOutcome) -> None:
+        revoke_upload_token(self.files)  # the outputs the job sent are final now
         verdict = self._verdict
         if verdict is None:
             await super().on_complete(outcome)
@@ -777,6 +1040,7 @@ class KubernetesExecutor(JobExecutor):
         )
 
     async def on_failure(self, error: Exception) -> None:
+        revoke_upload_token(self.files)
         if self._job_exists and self.kube is not None:  # do not leave a pod running unwatched
             with contextlib.suppress(Exception):
                 await self._delete_job()

@@ -63,3 +63,30 @@ def pending_reason(pod: dict[str, Any]) -> tuple[str, str] | None:
         detail = (waiting.get("message") or "").strip()
         return "start", f"{waiting['reason']}: {detail}" if detail else waiting["reason"]
     return None
+
+
+# Why the cluster took a pod away (the reason of its DisruptionTarget condition), in the
+# words its owner reads after "The job was preempted: ".
+DISRUPTIONS = {
+    "PreemptionByScheduler": "the cluster gave its place to a pod of higher priority",
+    "PreemptionByKubeScheduler": "the cluster gave its place to a pod of higher priority",
+    "EvictionByEvictionAPI": "its pod was evicted (its node was drained, or an admin evicted it)",
+    "DeletionByTaintManager": "its node was lost or taken out of service",
+    "DeletionByPodGC": "its node is gone",
+    "TerminationByKubelet": "its node ran short of resources or shut down",
+}
+NODE_LOSS = frozenset({"DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet"})
+
+
+def disruption(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """``(reason, what happened in words)`` when the cluster marked the pod for disruption
+    (condition ``DisruptionTarget``: preemption, eviction, node loss), else None."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            reason = condition.get("reason") or "Disrupted"
+            words = DISRUPTIONS.get(reason)
+            if words is None:
+                detail = (condition.get("message") or "").strip().rstrip(".")
+                words = f"the cluster took its pod away ({reason}{': ' + detail if detail else ''})"
+            return reason, words
+    return None

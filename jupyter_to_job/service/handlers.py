@@ -19,6 +19,8 @@ Route (under ``/services/<name>/``)    Method  What
 ``api/jobs/{id}``                      DELETE  delete a finished job
 ``api/jobs/{id}/logs``                 GET     ``offset``/``limit``, ``tail``, ``follow=1``
 ``api/jobs/{id}/outputs/{ipynb|html}`` GET     download an output
+``api/jobs/{id}/uploads/{ipynb|html}`` PUT     the job itself sends an output back
+                                               (its upload token, not a hub token)
 ``api/flavors``                        GET     the caller's flavors
 ``api/config``                         GET     mode and features
 ``api/health``                         GET     ``{"status": "ok"}``, anonymous
@@ -34,10 +36,17 @@ from typing import Any
 from jupyterhub.services.auth import HubAuthenticated, UserNotAllowed
 from pydantic import BaseModel
 from tornado import web
+from tornado.http1connection import HTTP1Connection
 from tornado.iostream import StreamClosedError
 
 from ..access import Caller
 from ..jobs_api import JobsAPI
+from ..output_uploads import (
+    MAX_OUTPUT_BYTES,
+    OutputTooLarge,
+    OutputUpload,
+    upload_token_valid,
+)
 from ..rest import (
     CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
@@ -51,6 +60,7 @@ from ..rest import (
     query_arguments,
     too_large,
 )
+from ..store import ACTIVE
 
 log = logging.getLogger("jupyter_to_job.service")
 
@@ -223,6 +233,86 @@ class JobOutputHandler(JobServiceHandler):
         self.finish()
 
 
+@web.stream_request_body
+class JobUploadHandler(JSONErrorsMixin, web.RequestHandler):
+    """A running job sends an output back (see :mod:`jupyter_to_job.output_uploads`).
+
+    Authenticated by the job's own upload token (``Authorization: Bearer …``), which the
+    job service gave that job's pod alone; it opens this job's uploads only, and only while
+    the job runs. The body streams into a temporary file in the job's folder and replaces
+    the output whole when it is all in.
+    """
+
+    _upload: OutputUpload | None = None
+
+    def initialize(self, api: JobsAPI, **_: Any) -> None:
+        self.api = api
+
+    def get_current_user(self) -> str:
+        """The job whose upload token the request carries; a 401 for anything else."""
+        job_id = self.path_kwargs["job_id"]
+        scheme, _, token = self.request.headers.get("Authorization", "").partition(" ")
+        manager = self.api.manager
+        try:
+            files = manager.job_files(job_id)
+        except ValueError:
+            files = None
+        if files is None or scheme.lower() != "bearer" or not upload_token_valid(files, token):
+            raise ApiError(
+                401,
+                "Only a running job sends its outputs here, with its own upload token.",
+                "unauthenticated",
+            )
+        row = manager.store.get(job_id)
+        if row is None or row.job_status not in ACTIVE:
+            raise ApiError(409, "The job has ended; its outputs are final.", "job-ended")
+        fmt = self.path_kwargs["fmt"]
+        if fmt not in (row.output_formats or ["ipynb"]):
+            raise ApiError(400, f"The job was not asked for a {fmt} output.", "invalid")
+        return job_id
+
+    def prepare(self) -> None:
+        if self.request.method != "PUT":
+            return  # tornado answers 405
+        job_id = self.current_user
+        connection = self.request.connection
+        declared = self.request.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > MAX_OUTPUT_BYTES:
+            raise self._too_large()
+        if isinstance(connection, HTTP1Connection):
+            connection.set_max_body_size(MAX_OUTPUT_BYTES + 1)
+        files = self.api.manager.job_files(job_id)
+        self._upload = OutputUpload(files.output(self.path_kwargs["fmt"]), MAX_OUTPUT_BYTES)
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._upload is not None:
+            self._upload.write(chunk)
+
+    @staticmethod
+    def _too_large() -> ApiError:
+        limit = MAX_OUTPUT_BYTES // (1024 * 1024)
+        return ApiError(413, f"An output may be at most {limit} MiB.", "too-large")
+
+    @web.authenticated
+    async def put(self, job_id: str, fmt: str) -> None:
+        assert self._upload is not None
+        upload, self._upload = self._upload, None
+        try:
+            upload.commit()
+        except OutputTooLarge:
+            raise self._too_large() from None
+        log.info("Job %s sent its %s output (%d bytes)", job_id, fmt, upload.size)
+        self.set_status(204)
+        self.finish()
+
+    def on_finish(self) -> None:
+        if self._upload is not None:  # refused, or broken off: drop the part
+            self._upload.discard()
+
+    def on_connection_close(self) -> None:
+        self.on_finish()
+
+
 class FlavorsHandler(JobServiceHandler):
     @web.authenticated
     async def get(self) -> None:
@@ -258,6 +348,7 @@ def service_handlers(prefix: str, **kwargs: Any) -> list[tuple[str, type, dict[s
         (f"{base}/jobs/{JOB_ID}", JobHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/logs", JobLogHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/outputs/(?P<fmt>ipynb|html)", JobOutputHandler, kwargs),
+        (f"{base}/jobs/{JOB_ID}/uploads/(?P<fmt>ipynb|html)", JobUploadHandler, kwargs),
         (f"{base}/flavors", FlavorsHandler, kwargs),
         (f"{base}/config", ConfigHandler, kwargs),
         (f"{base}/health", HealthHandler, {}),

@@ -28,16 +28,16 @@ def pods_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def job_pods(k8s_controls: Any, pods_dir: Path) -> Any:
+def pod_processes(k8s_controls: Any, pods_dir: Path) -> PodProcesses:
+    """What runs job pods' containers as local processes (and holds their PVCs' folders)."""
+    return PodProcesses(match=JOB_PODS, workdir=pods_dir, cluster=k8s_controls)
+
+
+@pytest.fixture
+def job_pods(k8s_controls: Any, pods_dir: Path, pod_processes: PodProcesses) -> Any:
     """The cluster's nodes, with job pods running as local processes."""
     k8s_controls.add_gpu_nodes(1, product="NVIDIA-A100-SXM4-80GB", gpu_count=4)
-    k8s_controls.run_processes(
-        PodProcesses(
-            match=JOB_PODS,
-            workdir=pods_dir,
-            cluster=k8s_controls,
-        )
-    )
+    k8s_controls.run_processes(pod_processes)
     yield k8s_controls
     kill_kernels(pods_dir)
 

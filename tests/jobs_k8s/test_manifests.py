@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import pytest
+from kubespawner.slugs import safe_slug as kubespawners
 
 from gpuspawner.backends import cpu_only_plan, make_backend
 from gpuspawner.policy.catalog import JobFlavor
+from jupyter_to_job.executors.pod_status import disruption
 from jupyter_to_job.k8s_objects import (
     JobFilesTooLarge,
+    PodUser,
+    UserFiles,
     job_object_name,
+    kubespawner_safe_slug,
     make_configmap,
     make_job,
+    make_upload_secret,
+    notebook_folder,
     safe_slug,
+    user_volume_names,
 )
 
 JOB_ID = "3f2a1b4c-0000-4000-8000-000000000001"
@@ -321,3 +329,129 @@ def test_names_are_dns_safe_and_distinct() -> None:
     odd = job_object_name("Job_With_Upper_And_A_Very_Long_Identifier_Beyond_Limits_0123456789")
     assert len(odd) <= 52 and odd.startswith("j2j-job-with-upper") and odd.islower()
     assert safe_slug("Alice") != safe_slug("alice") == "alice"
+
+
+def test_a_job_in_the_users_home_runs_as_them_and_sends_its_outputs_back() -> None:
+    home = {"name": "home", "persistentVolumeClaim": {"claimName": "claim-rhea"}}
+    job = make_job(
+        job_id=JOB_ID,
+        owner="rhea",
+        image="jobs:1",
+        plan=cpu_only_plan(),
+        user=PodUser(uid=20417, gid=20000, fs_gid=20000),
+        files=UserFiles(
+            volumes=(home,),
+            mounts=({"name": "home", "mountPath": "/home/jovyan"},),
+            root="/home/jovyan",
+            notebook_folder="project",
+        ),
+        upload_url=f"http://hub:8181/services/jupyter-to-job/api/jobs/{JOB_ID}/uploads/",
+    )
+
+    pod = job["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 20417,
+        "runAsGroup": 20000,
+        "fsGroup": 20000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["volumes"] == [
+        *VOLUMES,
+        home,
+        {"name": "upload-token", "secret": {"secretName": f"{NAME}-upload", "defaultMode": 0o440}},
+    ]
+    [container] = pod["containers"]
+    assert container["workingDir"] == "/home/jovyan"
+    assert container["command"] == [
+        *RUNNER,
+        "--upload-url",
+        f"http://hub:8181/services/jupyter-to-job/api/jobs/{JOB_ID}/uploads/",
+        "--upload-token-file",
+        "/var/run/secrets/jupyter-to-job/upload-token",
+    ]
+    assert container["volumeMounts"] == [
+        *MOUNTS,
+        {"name": "home", "mountPath": "/home/jovyan"},
+        {"name": "upload-token", "mountPath": "/var/run/secrets/jupyter-to-job", "readOnly": True},
+    ]
+    assert not any("token" in e["name"].lower() for e in container["env"])
+
+
+def test_the_upload_token_travels_in_a_secret_of_the_job() -> None:
+    assert make_upload_secret(job_id=JOB_ID, owner="rhea", token="s3cret", namespace="hub") == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{NAME}-upload",
+            "namespace": "hub",
+            "labels": {
+                "app.kubernetes.io/managed-by": "jupyter-to-job",
+                "app.kubernetes.io/component": "notebook-job",
+                "hub.jupyter.org/username": "rhea",
+                "jupyter-to-job/job-id": JOB_ID,
+            },
+            "annotations": {"jupyter-to-job/job-id": JOB_ID, "hub.jupyter.org/username": "rhea"},
+        },
+        "type": "Opaque",
+        "stringData": {"upload-token": "s3cret"},
+    }
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        "rhea",
+        "Alice",
+        "1student",
+        "s1234567",
+        "alice@campus.edu",
+        "a--b",
+        "-x-",
+        "ünïcödé",
+        "x" * 48,
+        "x" * 49,
+        "someone.with.a.very.long.name.at.a.very.long.campus.domain.example.edu",
+    ],
+)
+def test_the_home_claim_is_named_as_kubespawner_names_it(username: str) -> None:
+    assert kubespawner_safe_slug(username) == kubespawners(username, max_length=48)
+    assert user_volume_names("claim-{username}", username) == "claim-" + kubespawners(
+        username, max_length=48
+    )
+
+
+def test_the_notebooks_folder_stays_inside_the_servers_root() -> None:
+    assert notebook_folder("train.ipynb") == "."
+    assert notebook_folder("project/week 3/train.ipynb") == "project/week 3"
+    assert notebook_folder("../elsewhere/train.ipynb") == "."
+    assert notebook_folder("/etc/train.ipynb") == "."
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("PreemptionByScheduler", "the cluster gave its place to a pod of higher priority"),
+        ("EvictionByEvictionAPI", "its pod was evicted (its node was drained, or an admin"),
+        ("DeletionByPodGC", "its node is gone"),
+        ("SomethingNew", "the cluster took its pod away (SomethingNew: node on fire)"),
+    ],
+)
+def test_a_pod_marked_for_disruption_says_why(reason: str, expected: str) -> None:
+    pod = {
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": reason,
+                    "message": "node on fire.",
+                },
+            ]
+        }
+    }
+    found = disruption(pod)
+    assert found is not None and found[0] == reason and found[1].startswith(expected)
+    assert disruption({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}) is None

@@ -7,6 +7,7 @@ real container's end would have taken along (a kernel left by a runner killed fo
 
 from __future__ import annotations
 
+import base64
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +31,25 @@ class PodProcesses(ProcessRunner):
     """Runs job pods' containers locally, with their volumes as local folders.
 
     Every volume mount becomes ``<container dir>/fs/<mountPath>``: emptyDirs are empty
-    folders, ConfigMap keys files with the ConfigMap's data (read from the emulator's
-    store). Command arguments under a mount, and the termination message path, are
-    mapped there; the image's ``python`` is this interpreter.
+    folders, ConfigMap and Secret keys files with their data (read from the emulator's
+    store). A PersistentVolumeClaim is one folder for every pod that mounts it,
+    ``<volumes_dir>/<namespace>/<claim>`` (its ``subPath`` under it): what a job writes
+    on the user's home claim is there for the next pod, and for the test, to see. Command
+    arguments and the working directory under a mount, and the termination message path,
+    are mapped there; the image's ``python`` is this interpreter.
     """
 
     cluster: Any = None
     """The EmulatedCluster whose store holds the ConfigMaps."""
+    volumes_dir: Path | None = None
+    """Where PersistentVolumeClaims live; None: ``<workdir>/volumes``."""
+
+    def claim_folder(self, namespace: str, claim: str) -> Path:
+        """The local folder of PersistentVolumeClaim ``claim`` (made on first use)."""
+        root = self.volumes_dir or (self.workdir or Path("/tmp/k8s-emulator-pods")) / "volumes"
+        folder = root / namespace / claim
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def prepare(
         self, pod: Object, container: Object, env: dict[str, str]
@@ -49,17 +62,18 @@ class PodProcesses(ProcessRunner):
         for mount in sorted(container.get("volumeMounts") or [], key=lambda m: m["mountPath"]):
             local = root / mount["mountPath"].lstrip("/")
             volume = volumes[mount["name"]]
-            if "configMap" in volume:
-                configmap = self.cluster.emulator.get(
-                    "configmaps", volume["configMap"]["name"], namespace
-                )
-                data = (configmap or {}).get("data") or {}
+            if "configMap" in volume or "secret" in volume:
+                data = self._volume_data(volume, namespace)
                 keys = [mount["subPath"]] if "subPath" in mount else list(data)
                 for key in keys:
                     target = local if "subPath" in mount else local / key
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(data[key])
+                    target.write_bytes(data[key])
                     target.chmod(0o444)  # mounted read-only
+            elif "persistentVolumeClaim" in volume:
+                claim = volume["persistentVolumeClaim"]["claimName"]
+                local = self.claim_folder(namespace, claim) / mount.get("subPath", "")
+                local.mkdir(parents=True, exist_ok=True)
             else:
                 local.mkdir(parents=True, exist_ok=True)
             mounts[mount["mountPath"]] = local
@@ -76,6 +90,15 @@ class PodProcesses(ProcessRunner):
         argv = [sys.executable if a == "python" else local_path(a) for a in argv]
         workdir = Path(local_path(container.get("workingDir") or str(cwd)))
         return argv, environment, workdir
+
+    def _volume_data(self, volume: Object, namespace: str) -> dict[str, bytes]:
+        """The keys of a ConfigMap or Secret volume, as the files they become."""
+        if "configMap" in volume:
+            found = self.cluster.emulator.get("configmaps", volume["configMap"]["name"], namespace)
+            return {k: v.encode() for k, v in ((found or {}).get("data") or {}).items()}
+        found = self.cluster.emulator.get("secrets", volume["secret"]["secretName"], namespace)
+        data = (found or {}).get("data") or {}
+        return {key: base64.b64decode(value) for key, value in data.items()}
 
 
 def kill_kernels(folder: Path) -> None:
@@ -97,6 +120,9 @@ def k8s_job_config(kubeconfig: Path, **executor: Any) -> Config:
         "stop_grace_seconds": 10.0,
         "default_cpu": 1.0,
         "default_memory": "1Gi",
+        # No home volume unless a test gives one (home_pvc_name_template="claim-{username}",
+        # z2jh's, with the PVC made): the jobs of benchmarks and older scenarios need none.
+        "home_pvc_name_template": "",
         **executor,
     }
     for name, value in settings.items():

@@ -189,9 +189,16 @@ class PodWorker:
             "ContainersReady",
             "PodScheduled",
         )
+        # Conditions others own (DisruptionTarget, set by preemption, eviction, the taint
+        # manager) stay, as the real kubelet keeps them.
+        others = [
+            condition
+            for condition in (self.pod.get("status") or {}).get("conditions") or []
+            if condition.get("type") not in order
+        ]
         status: Object = {
             "phase": self.phase,
-            "conditions": [self.conditions[k] for k in order],
+            "conditions": [self.conditions[k] for k in order] + others,
             "hostIP": self.host_ip,
             "hostIPs": [{"ip": self.host_ip}],
             "startTime": self.start_time,

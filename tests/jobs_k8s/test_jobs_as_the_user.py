@@ -1,0 +1,326 @@
+"""Scenarios: a job on Kubernetes runs as its owner, in their home, and its outputs come back.
+
+The user's server is started by GPUSpawner on the emulator with Zero to JupyterHub's
+default storage (a ``claim-<user>`` PVC at /home/jovyan, uid 1000, fsGroup 100, as the
+chart's hub configuration sets them); the job service is a JobManager running Kubernetes
+Jobs with the service's HTTP handlers in this process (a table stands in for the hub's
+token check). Job pods run as local processes; a PVC is one local folder for every pod
+that mounts it, so the home a job writes in is the one the test reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nbformat
+import pytest
+from jupyterhub.services.auth import HubAuth
+from kubernetes_asyncio import client
+from tornado import web
+from tornado.httpserver import HTTPServer
+from tornado.testing import bind_unused_port
+
+from gpuspawner.kubernetes import GPUSpawner
+from jupyter_to_job.jobs_api import JobsAPI, local_catalog
+from jupyter_to_job.k8s_objects import upload_secret_name
+from jupyter_to_job.manager import JobManager
+from jupyter_to_job.models import CreateJob, JobStatus
+from jupyter_to_job.output_uploads import TOKEN_HASH_FILE
+from jupyter_to_job.scopes import READ_JOBS_SCOPE, access_scope
+from jupyter_to_job.service.handlers import NotFoundHandler, service_handlers
+from tests.support import eventually
+from tests.support.job_managers import ManagerFactory, finished
+from tests.support.k8s_job_pods import PodProcesses
+from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
+from tests.support.notebooks import notebook, wait_for_file
+
+from .conftest import job_pod
+
+PREFIX = "/services/jupyter-to-job/"
+Z2JH_HOME_STORAGE = {
+    # What z2jh 4's hub configuration sets for the chart's default singleuser.storage
+    # (type dynamic, homeMountPath /home/jovyan) and singleuser.uid / fsGid.
+    "storage_pvc_ensure": True,
+    "storage_capacity": "10Gi",
+    "storage_access_modes": ["ReadWriteOnce"],
+    "volumes": [
+        {"name": "volume-{user_server}", "persistentVolumeClaim": {"claimName": "{pvc_name}"}}
+    ],
+    "volume_mounts": [{"name": "volume-{user_server}", "mountPath": "/home/jovyan"}],
+    "uid": 1000,
+    "fs_gid": 100,
+}
+
+
+class TokenTable(HubAuth):
+    """The hub's token check, answered from a table: each person's token is their name."""
+
+    async def _get_user(self, handler: web.RequestHandler) -> dict[str, Any] | None:
+        name = handler.request.headers.get("Authorization", "").removeprefix("token ").strip()
+        if not name:
+            return None
+        return {
+            "kind": "user",
+            "name": name,
+            "groups": [],
+            "scopes": [access_scope(), f"{READ_JOBS_SCOPE}!user={name}"],
+        }
+
+
+@dataclass
+class JobService:
+    manager: JobManager
+    url: str
+
+    def as_(self, person: str) -> httpx.AsyncClient:
+        """The service's API as ``person`` (the Jobs panel's calls, relayed)."""
+        return httpx.AsyncClient(
+            base_url=f"{self.url}api/", headers={"Authorization": f"token {person}"}, timeout=60
+        )
+
+
+@contextlib.asynccontextmanager
+async def serving(manager: JobManager, port: int, sock: Any) -> AsyncIterator[None]:
+    api = JobsAPI(manager, mode="hub", catalog=local_catalog, max_notebook_bytes=1_000_000)
+    hub_auth = TokenTable(api_token="unused", api_url="http://127.0.0.1:1/hub/api")
+    app = web.Application(
+        service_handlers(PREFIX, api=api, hub_auth=hub_auth, access_scopes={access_scope()}),
+        default_handler_class=NotFoundHandler,
+    )
+    server = HTTPServer(app)
+    server.add_sockets([sock])
+    try:
+        yield
+    finally:
+        server.stop()
+        await server.close_all_connections()
+
+
+@pytest.fixture
+async def job_service(job_pods: Any, make_k8s_manager: ManagerFactory) -> AsyncIterator[JobService]:
+    """The job service: Kubernetes Jobs with z2jh's home, outputs sent back over HTTP."""
+    sock, port = bind_unused_port()
+    url = f"http://127.0.0.1:{port}{PREFIX}"
+    manager = await make_k8s_manager(home_pvc_name_template="claim-{username}", upload_url=url)
+    async with serving(manager, port, sock):
+        yield JobService(manager, url)
+
+
+@pytest.fixture
+def fresh_inventory() -> Any:
+    GPUSpawner._inventories.clear()
+    yield
+    GPUSpawner._inventories.clear()
+
+
+async def submit(manager: JobManager, owner: str, nb: Any, path: str, **fields: Any) -> str:
+    request = CreateJob(input_path=path, **fields)
+    created = await manager.create(owner, request, notebook=nbformat.writes(nb))
+    return created.job_id
+
+
+async def home_claim(k8s_api: Any, user: str) -> None:
+    """The home PVC the user's server made when it first started (``claim-<user>``)."""
+    await client.CoreV1Api(k8s_api).create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": f"claim-{user}"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}},
+            },
+        },
+    )
+
+
+async def upload_token(k8s_api: Any, job_id: str) -> str:
+    secret = await client.CoreV1Api(k8s_api).read_namespaced_secret(
+        upload_secret_name(job_id), "default", _preload_content=False
+    )
+    data = json.loads(await secret.read())["data"]
+    return base64.b64decode(data["upload-token"]).decode()
+
+
+WRITES_BESIDE_ITSELF = (
+    "import os\nprint('cwd', os.getcwd())",
+    "with open('result.txt', 'w') as f:\n    f.write('trained')\nprint('saved')",
+)
+
+
+@pytest.mark.usefixtures("kubespawner_env", "fresh_inventory")
+async def test_a_researchers_job_runs_as_them_in_their_home_and_its_outputs_open(
+    job_service: JobService, pod_processes: PodProcesses, k8s_api: Any, tmp_path: Path
+) -> None:
+    # Given rhea's server, started by GPUSpawner with z2jh's home storage, and her notebook
+    # saved in the folder "project" of her home
+    catalog = write_class_catalog(tmp_path / "catalog.yaml", ["rhea"])
+    spawner = make_gpu_spawner("rhea", catalog, **Z2JH_HOME_STORAGE)
+    await spawner.start()
+    server_pod = await client.CoreV1Api(k8s_api).read_namespaced_pod(
+        spawner.pod_name, "default", _preload_content=False
+    )
+    server_volumes = json.loads(await server_pod.read())["spec"]["volumes"]
+    home = pod_processes.claim_folder("default", "claim-rhea")
+    (home / "project").mkdir()
+
+    # When she runs it as a job, asking for HTML too
+    manager = job_service.manager
+    job_id = await submit(
+        manager,
+        "rhea",
+        notebook(*WRITES_BESIDE_ITSELF),
+        "project/train.ipynb",
+        output_formats=["ipynb", "html"],
+    )
+    job = await finished(manager, job_id)
+
+    # Then it ran in her notebook's folder, in her home, and left its file there
+    assert job.status is JobStatus.COMPLETED, job.status_message
+    log = manager.read_log(job_id).data
+    assert f"[cell 0] cwd {home / 'project'}" in log
+    assert (home / "project" / "result.txt").read_text() == "trained"
+
+    # And its pod ran with her uid and groups, her server's home claim, and no
+    # service-account token (the only secret mounted is the job's own upload token)
+    pod = await job_pod(client.CoreV1Api(k8s_api), job_id)
+    assert pod is not None
+    spec = pod["spec"]
+    assert spec["securityContext"]["runAsUser"] == 1000
+    assert (spec["securityContext"]["runAsGroup"], spec["securityContext"]["fsGroup"]) == (100, 100)
+    assert spec["automountServiceAccountToken"] is False
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in spec["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    server_claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in server_volumes
+        if "persistentVolumeClaim" in v
+    }
+    assert claims == server_claims == {"claim-rhea"}
+    [container] = spec["containers"]
+    assert container["workingDir"] == "/home/jovyan"
+    assert {"name": "home", "mountPath": "/home/jovyan"} in container["volumeMounts"]
+    secret_mounts = [m for m in container["volumeMounts"] if "/secrets/" in m["mountPath"]]
+    assert secret_mounts == [
+        {"name": "upload-token", "mountPath": "/var/run/secrets/jupyter-to-job", "readOnly": True}
+    ]
+
+    # And the executed notebook and its HTML came back, and open from the Jobs panel
+    assert [(o.format, o.name) for o in job.outputs] == [
+        ("ipynb", f"train-{job_id[:8]}.ipynb"),
+        ("html", f"train-{job_id[:8]}.html"),
+    ]
+    async with job_service.as_("rhea") as rhea:
+        executed = await rhea.get(f"jobs/{job_id}/outputs/ipynb")
+        html = await rhea.get(f"jobs/{job_id}/outputs/html")
+    assert executed.status_code == 200, executed.text
+    cells = nbformat.reads(executed.text, as_version=4).cells
+    assert cells[1].outputs[0]["text"] == "saved\n"
+    assert html.status_code == 200 and "saved" in html.text and "<html" in html.text
+
+    await spawner.stop()
+
+
+async def test_a_job_sends_outputs_only_to_itself_and_only_while_it_runs(
+    job_service: JobService, k8s_api: Any, tmp_path: Path
+) -> None:
+    # Given two of alice's jobs, the first waiting in its second cell
+    await home_claim(k8s_api, "alice")
+    manager = job_service.manager
+    gate = tmp_path / "gate"
+    first = await submit(
+        manager, "alice", notebook("print('ready')", wait_for_file(gate)), "a.ipynb"
+    )
+    await eventually(lambda: "[cell 0] ready" in manager.read_log(first).data, what="ready")
+    second = await submit(manager, "alice", notebook("print('two')"), "b.ipynb")
+    token = await upload_token(k8s_api, first)
+    uploads = httpx.AsyncClient(base_url=f"{job_service.url}api/jobs/", timeout=60)
+    bearer = {"Authorization": f"Bearer {token}"}
+
+    async with uploads:
+        # When the first job's token is used for the second job, or no token at all
+        elsewhere = await uploads.put(f"{second}/uploads/ipynb", content=b"{}", headers=bearer)
+        anonymous = await uploads.put(f"{first}/uploads/ipynb", content=b"{}")
+        forged = await uploads.put(
+            f"{first}/uploads/ipynb", content=b"{}", headers={"Authorization": "Bearer forged"}
+        )
+        # Then each is refused, and nothing was written
+        assert [r.status_code for r in (elsewhere, anonymous, forged)] == [401, 401, 401]
+        assert elsewhere.json()["reason"] == "unauthenticated"
+        assert not manager.job_files(second).output("ipynb").exists() or (
+            manager.job_files(second).output("ipynb").read_bytes() != b"{}"
+        )
+
+        # And the service keeps only the token's hash, never the token itself
+        stored = (manager.job_files(first).directory / TOKEN_HASH_FILE).read_text()
+        assert token not in stored and len(stored.strip()) == 64
+
+        # When the first job ends, its token opens nothing any more
+        gate.touch()
+        job = await finished(manager, first)
+        assert job.status is JobStatus.COMPLETED, job.status_message
+        sent = manager.job_files(first).output("ipynb").read_bytes()
+        late = await uploads.put(f"{first}/uploads/ipynb", content=b"{}", headers=bearer)
+        assert late.status_code == 401
+        assert manager.job_files(first).output("ipynb").read_bytes() == sent
+        assert "gate opened" in sent.decode()
+
+
+@pytest.mark.parametrize(
+    ("reason", "ename", "words"),
+    [
+        ("PreemptionByScheduler", "Preempted", "the cluster gave its place to a pod of higher"),
+        ("DeletionByTaintManager", "NodeLost", "its node was lost or taken out of service"),
+    ],
+)
+async def test_a_preempted_pod_ends_the_job_as_preempted_keeping_its_output(
+    job_service: JobService, k8s_api: Any, tmp_path: Path, reason: str, ename: str, words: str
+) -> None:
+    # Given a job that printed forty lines and waits in its second cell
+    await home_claim(k8s_api, "alice")
+    manager = job_service.manager
+    job_id = await submit(
+        manager,
+        "alice",
+        notebook("for i in range(40):\n    print('before', i)", wait_for_file(tmp_path / "never")),
+        "train.ipynb",
+    )
+    await eventually(lambda: "[cell 0] before 39" in manager.read_log(job_id).data, what="output")
+    pod = await job_pod(client.CoreV1Api(k8s_api), job_id)
+    assert pod is not None
+    name = pod["metadata"]["name"]
+
+    # When the cluster marks its pod for disruption and deletes it (as the scheduler's
+    # preemption, or the taint manager after node loss, does through the API)
+    core = client.CoreV1Api(k8s_api)
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": reason,
+        "message": "taken by the cluster",
+        "lastTransitionTime": "2030-01-01T00:00:00Z",
+    }
+    await core.patch_namespaced_pod_status(name, "default", {"status": {"conditions": [condition]}})
+    await core.delete_namespaced_pod(name, "default")
+    job = await finished(manager, job_id)
+
+    # Then the job failed as preempted, saying why, and kept its log and output notebook
+    assert job.status is JobStatus.FAILED
+    assert job.status_message is not None
+    assert job.status_message.startswith(f"The job was preempted: {words}")
+    assert "after 1 of 2 code cells" in job.status_message
+    assert job.error is not None and (job.error.ename, job.error.cell_index) == (ename, 1)
+    log = manager.read_log(job_id).data
+    assert all(f"[cell 0] before {i}\n" in log for i in range(40))
+    assert [o.format for o in job.outputs] == ["ipynb", "html"]
+    executed = nbformat.reads(manager.job_files(job_id).output("ipynb").read_text(), as_version=4)
+    assert executed.cells[0].outputs[0]["text"].startswith("before 0\n")
