@@ -12,7 +12,9 @@ Thin glue from the policy to a pod spec, through KubeSpawner's public traits:
   a hub restart loses and duplicates nothing;
 - a pod the scheduler cannot place (``FailedScheduling``) ends the spawn within
   seconds with a sentence naming what is missing, instead of waiting for
-  ``start_timeout``.
+  ``start_timeout``;
+- on a cluster that runs Kueue (``kueue_queue_name``), a GPU server the pool has no room
+  for waits in the queue, with its position on the progress page, instead of a refusal.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ import asyncio
 import json
 import re
 import time
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
+from jupyterhub.spawner import SpawnException
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
@@ -41,7 +46,17 @@ from .backends.base import PodGPUPlan, cpu_only_plan
 from .backends.protect import strip_protected
 from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
 from .grant import Grant
-from .policy import Allocation, CapacityPool, GPUDevice
+from .kueue import (
+    QUEUE_LABEL,
+    QUEUED_AT_ANNOTATION,
+    expected_wait,
+    is_gated,
+    place_on_node,
+    preemption_sentence,
+    queue_line,
+    waiting_pods,
+)
+from .policy import Allocation, CapacityPool, GPUDevice, Refusal
 
 __all__ = [
     "ALLOCATION_ANNOTATION",
@@ -77,6 +92,8 @@ COURSE_LABEL = "gpuspawner.campus-gpu-hub.org/course"
 NODE_LABEL = "kubernetes.io/hostname"
 # Jobs' keys in the pool (``JobTicket.key`` of the job service).
 JOB_KEY_PREFIX = "job:"
+# How often a start waiting in the Kueue queue looks at its place in line.
+QUEUE_POLL_SECONDS = 0.5
 
 
 def node_of(device_id: str) -> str:
@@ -194,8 +211,44 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         """,
     )
 
+    kueue_queue_name = Unicode(
+        "",
+        config=True,
+        help="""
+        The Kueue LocalQueue of GPU servers, on a cluster that runs Kueue with its ``pod``
+        integration enabled for this namespace. Empty (the default): no queue, and a start
+        the GPUs have no room for is refused.
+
+        When set, every GPU server's pod carries the label ``kueue.x-k8s.io/queue-name``
+        and Kueue admits it (its webhook gates the pod until its ClusterQueue's quota has
+        room). When the hub's pool says all GPUs are taken (or others are already waiting),
+        the server is not refused: it joins the queue without a GPU slice booked, the
+        progress page shows "Waiting in the GPU queue: position N of M" with an expected
+        wait (from the running servers' session ends), and the student leaves the queue
+        by cancelling the start. Once Kueue admits it, the slice it holds is recorded on
+        the GPU of the node it lands on. Refusals that waiting cannot cure (not enrolled,
+        class closed, seats reserved for another class, the per-person limit) stay
+        refusals. A server Kueue preempts ends with a sentence saying so.
+
+        The ClusterQueue's quota judges how many servers run: give it the capacity the
+        hub sees (10 GPUs shared four ways by time-slicing: ``nvidia.com/gpu: 40``), and
+        set ``start_timeout`` to the longest wait a student may spend in the queue. Give
+        "Run as Job" the same queue with ``c.KubernetesExecutor.queue_name``.
+
+        Example::
+
+            c.GPUSpawner.kueue_queue_name = "gpu-servers"
+            c.GPUSpawner.start_timeout = 3600
+        """,
+    )
+
     _inventories: dict[str, _ClusterInventory] = {}
     _plan: PodGPUPlan | None = None
+    # Kueue mode, per start: "deciding" until admission decided, "queue" for a pod that
+    # goes through the queue, "off" otherwise. A server that joined the queue without a
+    # slice keeps the share as rendered here until it lands on a node.
+    _queue_state = "off"
+    _queued_allocation: Allocation | None = None
 
     # Without a course catalog GPUSpawner is KubeSpawner, profile_list and all: it keeps
     # KubeSpawner's contract (its own test suite runs against this class), and a hub can
@@ -272,6 +325,9 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         on a pod (this hub's servers and the job service's jobs); each later refresh keeps
         the servers this hub holds in memory and takes the jobs' slices from their pods
         again, so a job that started or ended meanwhile is counted, and shown, as it is.
+        When the nodes still have the same GPUs (the usual refresh) the pool itself is
+        kept: rebuilding it re-places every running server, a cost that grows with
+        servers times GPUs, in the middle of a class start.
         """
         inventory = self._inventory
         if inventory.pool is not None and (
@@ -296,6 +352,10 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                 )
             )
             devices = devices_from_nodes(nodes)
+            if inventory.pool is not None and devices and inventory.pool.devices == devices:
+                await self._sync_job_slices(inventory.pool)
+                inventory.loaded_at = inventory.jobs_loaded_at = time.monotonic()
+                return
             first_load = inventory.pool is None or not inventory.pool.devices
             pool = CapacityPool(devices)
             if inventory.pool is not None:
@@ -358,27 +418,182 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             return super().start()
         # KubeSpawner's progress() follows _start_future to its end: a start refused before
         # KubeSpawner's own start() would otherwise leave the progress page waiting forever.
+        self._queue_state = "deciding" if self.kueue_queue_name else "off"
         self._start_future = asyncio.ensure_future(self._start_with_gpu_share())
         return self._start_future
 
     async def _start_with_gpu_share(self):
         self._progress_messages = ["Checking your profile, its class window and GPU capacity"]
-        self.check_one_profile_source()
-        await self.ensure_inventory()
-        grant = self.decide_start()
+        try:
+            self.check_one_profile_source()
+            await self.ensure_inventory()
+            waiting = await self._others_waiting_in_queue()
+            grant = self._decide_or_queue(waiting)
+        except BaseException:
+            self._queue_state = "off"
+            raise
         try:
             self._restore_configured()
             self._apply_grant(grant)
-            self.progress_note(grant.describe)
+            if self._queue_state == "queue":
+                self._join_queue()
+            if self._queued_allocation is not None:
+                self.progress_note(
+                    f"{grant.title}: {grant.share_summary}, from the GPU queue "
+                    f"{self.kueue_queue_name}"
+                )
+            else:
+                self.progress_note(grant.describe)
             await self._create_claim_templates()
             start_future = super().start()
             return await self._until_scheduled_or_refused(start_future)
         except BaseException as error:
             self.release_allocation()
+            self._queued_allocation = None
+            self._queue_state = "off"
             self._restore_configured()
             if isinstance(error, Exception):
                 await self._delete_claim_templates()
             raise
+
+    # -- the Kueue queue ---------------------------------------------------------
+
+    async def _others_waiting_in_queue(self) -> bool:
+        """True when other servers of this hub wait in the queue (gated, or admitted and not
+        yet on a node): a new start then queues behind them even if a slice is free, so
+        the queue stays first come, first served."""
+        if not self.kueue_queue_name:
+            return False
+        pods = await _ClusterInventory.items(
+            await self.api.list_namespaced_pod(
+                self.namespace,
+                label_selector=f"{QUEUE_LABEL}={self.kueue_queue_name},"
+                f"component={self.component_label}",
+                field_selector="spec.nodeName=",
+                _request_timeout=self.k8s_api_request_timeout,
+                _preload_content=False,
+            )
+        )
+        return any(
+            pod["metadata"]["name"] != self.pod_name
+            and not pod["metadata"].get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            for pod in pods
+        )
+
+    def _decide_or_queue(self, others_waiting: bool) -> Grant:
+        """The grant of this start; in Kueue mode a GPU start the pool has no room for (or
+        that would pass others already waiting) joins the queue instead of being refused."""
+        if not self.kueue_queue_name:
+            return self.decide_start()
+        try:
+            grant = self.decide_start()
+        except SpawnException as error:
+            if error.reason != "full":
+                raise
+            return self._queued_grant()
+        if grant.allocation is None:
+            self._queue_state = "off"  # a profile without a GPU does not queue
+            return grant
+        if others_waiting:
+            self.release_allocation()
+            return self._queued_grant()
+        self._queue_state = "queue"
+        return grant
+
+    def _queued_grant(self) -> Grant:
+        """The grant of a server that waits in the queue: its share rendered as on an idle
+        cluster, with no slice booked in the pool and no node chosen (Kueue and the
+        scheduler choose; :meth:`_record_landing` books the slice where it lands)."""
+        profile_id, token = self._requested_profile(self.user_options)
+        idle = CapacityPool(self.capacity_pool.devices)
+        try:
+            grant = self.admission.grant_server(
+                idle,
+                self.identity(),
+                profile_id,
+                key=self.allocation_key,
+                now=self.now(),
+                server_name=self.name or "",
+                prewarm_token=token,
+                object_name=self.grant_object_name,
+                expand=self.expand_storage,
+            )
+        except Refusal as refusal:
+            raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
+        self.log.info("Queueing %s in %s: all GPUs are taken", self.pod_name, self.kueue_queue_name)
+        self._queued_allocation = grant.allocation
+        grant = replace(grant, allocation=None, node=None)
+        self._grant, self._allocation, self._profile_id = grant, None, grant.subject
+        self._queue_state = "queue"
+        return grant
+
+    def _join_queue(self) -> None:
+        """Label the pod for Kueue, and stamp when it joined (to order same-second pods)."""
+        self.extra_labels = {**self.extra_labels, QUEUE_LABEL: self.kueue_queue_name}
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.extra_annotations = {**self.extra_annotations, QUEUED_AT_ANNOTATION: stamp}
+
+    def _current_pod(self) -> dict | None:
+        reflector = getattr(self, "pod_reflector", None)
+        return reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
+
+    def queue_place(self) -> tuple[int, int] | None:
+        """This server's position in the queue and the queue's length, while it waits."""
+        reflector = getattr(self, "pod_reflector", None)
+        if reflector is None or not self.kueue_queue_name:
+            return None
+        waiting = waiting_pods(list(reflector.pods.values()), self.kueue_queue_name)
+        names = [pod["metadata"]["name"] for pod in waiting]
+        if self.pod_name not in names:
+            return None
+        return names.index(self.pod_name) + 1, len(names)
+
+    def queue_message(self) -> str | None:
+        """ "Waiting in the GPU queue: position N of M, about X minutes", while it waits.
+
+        The wait is estimated from the session ends of the GPU servers running now (the
+        N-th to end frees the N-th place); none when they have no end (staff servers).
+        """
+        place = self.queue_place()
+        if place is None:
+            return None
+        position, total = place
+        ends = [
+            allocation.session_end
+            for allocation in self.capacity_pool.allocations.values()
+            if allocation.key.startswith("server:")
+        ]
+        return queue_line(position, total, expected_wait(position, ends, self.now()))
+
+    async def _record_landing(self, pod: dict) -> None:
+        """A server admitted from the queue is on a node: book its slice on that node's GPU
+        in the pool, and record it on the pod, as a directly granted server's is."""
+        queued, self._queued_allocation = self._queued_allocation, None
+        node = (pod.get("spec") or {}).get("nodeName")
+        if queued is None or not node:
+            return
+        with self.capacity_transaction() as pool:
+            allocation = place_on_node(pool, queued, node)
+            for warning in pool.restore(allocation):
+                self.log.warning("Server admitted from the GPU queue: %s", warning)
+        self._allocation = allocation
+        if self._grant is not None:
+            self._grant = replace(self._grant, allocation=allocation, node=node)
+        try:
+            await self.api.patch_namespaced_pod(
+                self.pod_name,
+                self.namespace,
+                {
+                    "metadata": {
+                        "annotations": {ALLOCATION_ANNOTATION: encode_allocation(allocation)}
+                    }
+                },
+                _content_type="application/merge-patch+json",
+                _request_timeout=self.k8s_api_request_timeout,
+            )
+        except ApiException as error:  # the pool in memory has it; a restart would not
+            self.log.warning("Could not record %s's GPU slice on its pod: %s", self.pod_name, error)
 
     async def load_user_options(self):
         """The course catalog, not KubeSpawner's profile_list, turns options into a pod.
@@ -496,10 +711,53 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                 self.log.warning("Could not delete %s: %s", manifest["metadata"]["name"], error)
         self._plan = None
 
+    async def _end_start(self, start_future, code: str, message: str):
+        """End this start with a refusal: its pod deleted, its slice released."""
+        start_future.cancel()
+        self.log.info("Ending spawn of %s: %s", self.pod_name, message)
+        try:
+            await super().stop(now=True)
+        finally:
+            self.release_allocation()
+        raise refusal_exception(code, message, 409)
+
     async def _until_scheduled_or_refused(self, start_future):
-        """Wait for KubeSpawner's start, ending it early on a standing FailedScheduling."""
+        """Wait for KubeSpawner's start, ending it early on a standing FailedScheduling.
+
+        In Kueue mode, a pod waiting in the queue is left to wait (up to ``start_timeout``),
+        its slice is booked once it lands on a node, and a preemption ends the start with
+        a sentence that says so.
+        """
+        try:
+            return await self._watch_start(start_future)
+        except asyncio.CancelledError:
+            start_future.cancel()  # the student left the queue (or the hub gave up)
+            raise
+
+    async def _watch_start(self, start_future):
         first_seen: float | None = None
+        queued = self._queue_state == "queue"
+        seen = False
         while not start_future.done():
+            if queued:
+                pod = self._current_pod()
+                seen = seen or pod is not None
+                if pod is None and seen:
+                    await self._end_start(
+                        start_future,
+                        "preempted",
+                        "Your server was removed by the cluster before it started (preempted "
+                        "or deleted). Start it again to rejoin the GPU queue.",
+                    )
+                if pod is not None:
+                    sentence = preemption_sentence(pod)
+                    if sentence:
+                        await self._end_start(start_future, "preempted", sentence)
+                    if (pod.get("spec") or {}).get("nodeName") and self._queued_allocation:
+                        await self._record_landing(pod)
+                    if is_gated(pod):
+                        await asyncio.wait([start_future], timeout=QUEUE_POLL_SECONDS)
+                        continue
             events = self._events_of_current_pod()
             failed = sorted(
                 (e for e in events if e.get("reason") == "FailedScheduling"),
@@ -520,7 +778,23 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                         self.release_allocation()
                     raise refusal_exception("unschedulable", message, 409)
             await asyncio.wait([start_future], timeout=0.5)
-        return start_future.result()
+        pod = self._current_pod() if queued else None
+        try:
+            url = start_future.result()
+        except TimeoutError:
+            if pod is not None and is_gated(pod):
+                minutes = max(round(self.start_timeout / 60), 1)
+                await self._end_start(
+                    start_future,
+                    "queue-timeout",
+                    f"Your server waited {minutes} minutes in the GPU queue without getting a "
+                    "GPU, so it left the queue. Try again later, or start a profile without "
+                    "a GPU.",
+                )
+            raise
+        if pod is not None and self._queued_allocation is not None:
+            await self._record_landing(pod)
+        return url
 
     def _events_of_current_pod(self) -> list[dict]:
         """Events of the pod this start created, once the scheduler has said it cannot place it.
@@ -552,17 +826,41 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         ]
 
     async def progress(self):
-        for number, message in enumerate(getattr(self, "_progress_messages", None) or []):
-            yield {"progress": 5 + number * 5, "message": message}
+        """The hub's messages, the place in the GPU queue while waiting, then the pod's events."""
+        sent = 0
+        last_line = None
+        while True:
+            messages = getattr(self, "_progress_messages", None) or []
+            for message in messages[sent:]:
+                yield {"progress": 5 + sent * 5, "message": message}
+                sent += 1
+            start = getattr(self, "_start_future", None)
+            if self._queue_state == "off" or start is None or start.done():
+                break
+            if self._queue_state == "queue":
+                pod = self._current_pod()
+                if pod is not None and not is_gated(pod):
+                    if last_line is not None:
+                        yield {"progress": 40, "message": "Admitted from the GPU queue"}
+                    break
+                line = self.queue_message()
+                if line and line != last_line:
+                    yield {"progress": 10, "message": line}
+                    last_line = line
+            await asyncio.sleep(QUEUE_POLL_SECONDS)
         async for event in KubeSpawner.progress(self):
             yield event
 
     # -- stop and state ----------------------------------------------------------
 
     async def stop(self, now=False):
+        # A server still waiting in the queue has only its gated pod to delete: leaving the
+        # queue frees its place, and the next in line moves up.
         try:
             await super().stop(now=now)
         finally:
+            self._queued_allocation = None
+            self._queue_state = "off"
             self.release_allocation()
             await self._delete_claim_templates()
             self._restore_configured()
