@@ -10,6 +10,7 @@ import pytest
 from gpuspawner.backends import UnsupportedShare, make_backend
 from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, UserIdentity
+from jupyter_to_job.k8s_objects import make_job
 
 from ...support.course_catalogs import catalog, course, minute, now
 from .scenarios import A100_80GB, A100_80GB_MIB, QUARTER, WHOLE
@@ -263,3 +264,13 @@ flavors:
     assert server.plan.labels == {"kai.scheduler/queue": "ml101", "priorityClassName": "build"}
     assert job.plan.labels == {"kai.scheduler/queue": "default-queue", "priorityClassName": "train"}
     assert server.plan.annotations == job.plan.annotations == {"gpu-fraction": "0.25"}
+
+    # And the job's pod, as the executor builds it, carries them as they are
+    pod = make_job(job_id="j1", owner="ana", image="python:3.12", plan=job.plan)["spec"]["template"]
+    assert pod["spec"]["schedulerName"] == "kai-scheduler"
+    assert pod["metadata"]["annotations"]["gpu-fraction"] == "0.25"
+    labels = pod["metadata"]["labels"]
+    assert (labels["kai.scheduler/queue"], labels["priorityClassName"]) == (
+        "default-queue",
+        "train",
+    )
