@@ -14,9 +14,9 @@ How a share is asked for (KAI ``docs/gpu-sharing``; needs ``global.gpuSharing=tr
 - **a fraction**: the ``gpu-fraction`` annotation, a decimal below 1 (``"0.25"``). KAI's
   fraction is a part of the GPU's *memory*; it takes hundredths, so fractions are rounded
   down to them (1/3 is ``"0.33"``) and three thirds still fit on one GPU;
-- **memory only**: the ``gpu-memory`` annotation in MiB (``"10240"``); a share with a
-  fraction and more memory than that fraction of the GPU asks by memory too, since memory
-  is what limits it. KAI refuses a pod with both annotations, or one with an annotation and
+- **memory only**: the ``gpu-memory`` annotation in MiB (``"10240"``). A share with a
+  fraction and more memory than that fraction of the GPU asks by memory instead, since
+  memory is what limits it; a fraction of 1 with a memory limit asks for a whole GPU. KAI refuses a pod with both annotations, or one with an annotation and
   a whole-GPU limit.
 
 KAI places slices but isolates neither memory nor compute ("KAI Scheduler does not enforce
@@ -50,9 +50,7 @@ SERVER_PRIORITY_CLASS = "build"
 JOB_PRIORITY_CLASS = "train"
 """KAI's built-in class for training: value 50, so preemptible."""
 
-# A label value: at most 63 characters, alphanumerics with -_. inside.
-LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
-# A PriorityClass or Queue name that is also a label value: a lowercase DNS name.
+# A PriorityClass or Queue name that is also a label value: a lowercase DNS name, <= 63.
 OBJECT_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")
 
 
@@ -166,7 +164,7 @@ class KAISchedulerBackend(NodeLabelBackend):
             plan.annotations[FRACTION_ANNOTATION] = asked
             if Fraction(asked) != fraction:
                 plan.unhonoured.append(
-                    f"KAI-scheduler takes GPU fractions in hundredths, so this server is placed "
+                    f"KAI-scheduler takes GPU fractions in hundredths, so this share is placed "
                     f"as {asked} of a GPU."
                 )
         memory = self._add_soft_memory_limits(plan, share, gpu_model, gpu_memory_mib, fraction)

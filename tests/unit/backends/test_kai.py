@@ -152,8 +152,7 @@ def test_given_a_third_then_the_fraction_is_rounded_down_to_hundredths_and_said(
 
     assert rendered["annotations"] == {"gpu-fraction": "0.33"}
     assert rendered["unhonoured"][0] == (
-        "KAI-scheduler takes GPU fractions in hundredths, so this server is placed as 0.33 of "
-        "a GPU."
+        "KAI-scheduler takes GPU fractions in hundredths, so this share is placed as 0.33 of a GPU."
     )
 
 
