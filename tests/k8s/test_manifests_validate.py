@@ -1,10 +1,11 @@
 """Every manifest GPUSpawner and the KubernetesExecutor render is valid Kubernetes (issue 12, item 7).
 
 For every sharing back end, at a quarter and at one whole GPU, the server pod (as GPUSpawner
-asks KubeSpawner to create it), the job's Job and ConfigMap (as the executor builds them from
-the job's Grant) and DRA's ResourceClaimTemplates are validated with ``kubernetes-validate``
-against the OpenAPI schemas of Kubernetes 1.32, 1.33 and 1.34, strictly: a field the
-API does not have is an error, as it is for the API server's strict field validation.
+asks KubeSpawner to create it), the job's Job, ConfigMaps and upload Secret (as the executor
+builds them from the job's Grant) and DRA's ResourceClaimTemplates are validated with
+``kubernetes-validate`` against the OpenAPI schemas of Kubernetes 1.32, 1.33 and 1.34,
+strictly: a field the API does not have is an error, as with the API server's strict field
+validation.
 
 ``resource.k8s.io`` is served as v1beta1 from 1.32, v1beta2 from 1.33 and v1 (GA) from 1.34,
 so the DRA back end is given the version the cluster serves (``claim_api_version``), and its
@@ -27,7 +28,14 @@ from gpuspawner.backends import BACKENDS
 from gpuspawner.grant import GPUAdmission, Grant
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import CapacityPool, GPUDevice, UserIdentity
-from jupyter_to_job.k8s_objects import job_object_name, make_configmap, make_job
+from jupyter_to_job.k8s_objects import (
+    PodUser,
+    UserFiles,
+    job_object_name,
+    make_configmap,
+    make_job,
+    make_upload_secret,
+)
 from tests.support.course_catalogs import catalog, course, minute, now
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
@@ -62,10 +70,28 @@ NOTEBOOKS = {
     "text": json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
     "binary": b"\xff\xfe not UTF-8",
 }
+HOME = UserFiles(
+    volumes=(
+        {"name": "home", "persistentVolumeClaim": {"claimName": "claim-alice"}},
+        {"name": "course-data", "nfs": {"server": "files.uni.edu", "path": "/ml101"}},
+    ),
+    mounts=(
+        {"name": "home", "mountPath": "/home/jovyan"},
+        {"name": "course-data", "mountPath": "/data", "readOnly": True},
+    ),
+    root="/home/jovyan",
+    notebook_folder="projects/ml",
+)
 JOB_OPTIONS: list[dict[str, Any]] = [
     {},
     # On a Kueue cluster, with the job service's own account and a priority class
     {"queue_name": "gpu-jobs", "service_account": "jobs", "priority_class_name": "batch"},
+    # As the user, in their home and course data, sending its outputs back to the service
+    {
+        "user": PodUser(uid=1234, gid=100, fs_gid=100),
+        "files": HOME,
+        "upload_url": "http://jupyter-to-job:8890/services/jupyter-to-job/",
+    },
 ]
 
 
@@ -139,7 +165,7 @@ flavors:
 
 
 def job_manifests(grant: Grant, **options: Any) -> list[dict[str, Any]]:
-    """The Job, its ConfigMaps and the claim templates the executor creates for ``grant``."""
+    """The Job, its ConfigMaps, upload Secret and claim templates the executor creates."""
     assert grant.plan is not None and grant.allocation is not None
     plan = dataclasses.replace(grant.plan, environment=grant.environment)
     job = make_job(
@@ -169,7 +195,12 @@ def job_manifests(grant: Grant, **options: Any) -> list[dict[str, Any]]:
         )
         for notebook in NOTEBOOKS.values()
     ]
-    return [job, *configmaps, *plan.resource_claim_templates]
+    secrets = []
+    if options.get("upload_url"):
+        secrets.append(
+            make_upload_secret(job_id=JOB_ID, owner=grant.owner, token="t0k3n", namespace="jupyter")
+        )
+    return [job, *configmaps, *secrets, *plan.resource_claim_templates]
 
 
 @pytest.mark.usefixtures("kubespawner_env")
@@ -207,7 +238,9 @@ def test_the_job_its_configmap_and_claims_are_valid_on_kubernetes_1_32_to_1_34(
             errors |= invalid(manifests, version)
     # Then that version's API accepts every one of them
     assert errors == {}
-    expected = {"Job", "ConfigMap"} | ({"ResourceClaimTemplate"} if backend == "dra" else set())
+    expected = {"Job", "ConfigMap", "Secret"} | (
+        {"ResourceClaimTemplate"} if backend == "dra" else set()
+    )
     assert kinds == expected
 
 
