@@ -311,6 +311,7 @@ def make_job(
     user: PodUser | None = None,
     files: UserFiles | None = None,
     upload_url: str | None = None,
+    pod_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``batch/v1`` Job that runs job ``job_id`` for ``owner``; pure.
 
@@ -326,7 +327,8 @@ def make_job(
     ``user`` is the uid and gid the pod runs as (1000 and 100 when None); ``files`` the
     user's volumes and where the runner starts (none: the runner starts in the job's own
     folder). ``upload_url``: the runner sends its outputs there, with the token of the
-    Secret :func:`make_upload_secret` makes.
+    Secret :func:`make_upload_secret` makes. ``pod_labels``: more labels on the pod (the
+    job's own and the plan's win).
     """
     name = job_object_name(job_id)
     user = user or PodUser()
@@ -461,7 +463,7 @@ def make_job(
         spec["activeDeadlineSeconds"] = deadline_seconds
     spec["template"] = {
         "metadata": {
-            "labels": {**plan.labels, **labels},
+            "labels": {**(pod_labels or {}), **plan.labels, **labels},
             "annotations": {**plan.annotations, **annotations},
         },
         "spec": pod_spec,

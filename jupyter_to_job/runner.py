@@ -458,19 +458,22 @@ UPLOAD_ATTEMPTS = 3
 UPLOAD_TIMEOUT = 60.0
 
 
-def upload_outputs(
-    files: JobFiles, spec: RunnerSpec, url: str, token_file: Path, log: JobLog
-) -> None:
+def read_upload_token(token_file: Path, log: JobLog) -> str | None:
+    """The job's upload token, read at the start (its Secret may be gone by the end, when
+    the job is stopped or preempted); None, with a log line, when it cannot be read."""
+    try:
+        return token_file.read_text(encoding="utf-8").strip() or None
+    except OSError as error:
+        log.job(f"could not read the upload token ({error.strerror}); outputs stay in the pod")
+        return None
+
+
+def upload_outputs(files: JobFiles, spec: RunnerSpec, url: str, token: str, log: JobLog) -> None:
     """Send the job's outputs to ``url`` + ``ipynb`` / ``html`` (PUT, the job's token)."""
     import time
     import urllib.error
     import urllib.request
 
-    try:
-        token = token_file.read_text(encoding="utf-8").strip()
-    except OSError as error:
-        log.job(f"could not read the upload token ({error.strerror}); outputs stay in the pod")
-        return
     formats = ["ipynb", *(fmt for fmt in spec.output_formats if fmt != "ipynb")]
     for fmt in formats:
         path = files.output(fmt)
@@ -528,14 +531,17 @@ async def run_job(
         return EXIT_INVALID_JOB
     log = JobLog(log_path, max_bytes=spec.max_log_bytes)
     run = NotebookRun(files, spec, log)
+    token = None
+    if upload_url and upload_token_file is not None:
+        token = read_upload_token(upload_token_file, log)
     loop = asyncio.get_running_loop()
     if handle_signals:
         loop.add_signal_handler(signal.SIGTERM, run.request_stop, "SIGTERM")
         loop.add_signal_handler(signal.SIGINT, run.request_stop, "SIGINT")
     try:
         code = await run.execute()
-        if upload_url and upload_token_file is not None:
-            await asyncio.to_thread(upload_outputs, files, spec, upload_url, upload_token_file, log)
+        if upload_url and token:
+            await asyncio.to_thread(upload_outputs, files, spec, upload_url, token, log)
         if termination_log is not None:
             _report_final_status(run.status, termination_log, log)
         return code

@@ -386,6 +386,17 @@ class KubernetesExecutor(JobExecutor):
         """,
     ).tag(config=True)
 
+    pod_labels = Dict(
+        {"hub.jupyter.org/network-access-hub": "true"},
+        help="""Labels of job pods besides the job's own. The default lets them reach the hub
+        pod through Zero to JupyterHub's network policy, where a hub-managed job service
+        takes their outputs (as user servers carry it to reach the hub).
+
+        Example: ``c.KubernetesExecutor.pod_labels = {"hub.jupyter.org/network-access-hub":
+        "true", "campus.edu/cost-centre": "research"}``.
+        """,
+    ).tag(config=True)
+
     @default("upload_url")
     def _default_upload_url(self) -> str:
         return os.environ.get("JUPYTER_TO_JOB_UPLOAD_URL", "")
@@ -527,6 +538,7 @@ class KubernetesExecutor(JobExecutor):
             shm_size=self.shm_size or None,
             user=self.pod_user(),
             files=files,
+            pod_labels=self.pod_labels,
             upload_url=self.job_upload_url,
         )
         return configmap, job, plan

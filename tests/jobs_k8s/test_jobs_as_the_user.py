@@ -195,6 +195,8 @@ async def test_a_researchers_job_runs_as_them_in_their_home_and_its_outputs_open
     assert spec["securityContext"]["runAsUser"] == 1000
     assert (spec["securityContext"]["runAsGroup"], spec["securityContext"]["fsGroup"]) == (100, 100)
     assert spec["automountServiceAccountToken"] is False
+    # (and the label that lets it reach a hub-managed job service through z2jh's policy)
+    assert pod["metadata"]["labels"]["hub.jupyter.org/network-access-hub"] == "true"
     claims = {
         v["persistentVolumeClaim"]["claimName"]
         for v in spec["volumes"]
@@ -324,3 +326,26 @@ async def test_a_preempted_pod_ends_the_job_as_preempted_keeping_its_output(
     assert [o.format for o in job.outputs] == ["ipynb", "html"]
     executed = nbformat.reads(manager.job_files(job_id).output("ipynb").read_text(), as_version=4)
     assert executed.cells[0].outputs[0]["text"].startswith("before 0\n")
+
+
+async def test_a_stopped_job_still_sends_back_what_it_ran(
+    job_service: JobService, k8s_api: Any, tmp_path: Path
+) -> None:
+    # Given a job waiting in its second cell
+    await home_claim(k8s_api, "alice")
+    manager = job_service.manager
+    job_id = await submit(
+        manager, "alice", notebook("print('first')", wait_for_file(tmp_path / "never")), "t.ipynb"
+    )
+    await eventually(lambda: "[cell 0] first" in manager.read_log(job_id).data, what="output")
+
+    # When its owner stops it (its Kubernetes Job, Secret included, is deleted)
+    await manager.stop(job_id)
+    job = await finished(manager, job_id)
+
+    # Then the runner, given its grace period, sent the cells that ran
+    assert job.status is JobStatus.STOPPED, job.status_message
+    assert [o.format for o in job.outputs] == ["ipynb", "html"]
+    executed = nbformat.reads(manager.job_files(job_id).output("ipynb").read_text(), as_version=4)
+    assert executed.cells[0].outputs[0]["text"] == "first\n"
+    assert not (manager.job_files(job_id).directory / TOKEN_HASH_FILE).exists()
