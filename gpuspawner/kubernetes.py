@@ -49,11 +49,13 @@ from .grant import Grant
 from .kueue import (
     QUEUE_LABEL,
     QUEUED_AT_ANNOTATION,
+    QUEUED_LABEL,
     expected_wait,
     is_gated,
     place_on_node,
     preemption_sentence,
     queue_line,
+    queue_timeout_sentence,
     waiting_pods,
 )
 from .policy import Allocation, CapacityPool, GPUDevice, Refusal
@@ -459,17 +461,16 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
     # -- the Kueue queue ---------------------------------------------------------
 
     async def _others_waiting_in_queue(self) -> bool:
-        """True when other servers of this hub wait in the queue (gated, or admitted and not
-        yet on a node): a new start then queues behind them even if a slice is free, so
-        the queue stays first come, first served."""
+        """True when other servers joined the queue without a slice and have not had one
+        booked yet (waiting, or just landed): a new start then queues behind them even if
+        the pool shows a free slice, so the queue stays first come, first served and no
+        start is pinned to a slice an admitted server is about to take."""
         if not self.kueue_queue_name:
             return False
         pods = await _ClusterInventory.items(
             await self.api.list_namespaced_pod(
                 self.namespace,
-                label_selector=f"{QUEUE_LABEL}={self.kueue_queue_name},"
-                f"component={self.component_label}",
-                field_selector="spec.nodeName=",
+                label_selector=f"{QUEUED_LABEL}=true,component={self.component_label}",
                 _request_timeout=self.k8s_api_request_timeout,
                 _preload_content=False,
             )
@@ -477,7 +478,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         return any(
             pod["metadata"]["name"] != self.pod_name
             and not pod["metadata"].get("deletionTimestamp")
-            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             for pod in pods
         )
 
@@ -491,17 +492,17 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         except SpawnException as error:
             if error.reason != "full":
                 raise
-            return self._queued_grant()
+            return self._queued_grant(error.message)
         if grant.allocation is None:
             self._queue_state = "off"  # a profile without a GPU does not queue
             return grant
         if others_waiting:
             self.release_allocation()
-            return self._queued_grant()
+            return self._queued_grant("others are waiting")
         self._queue_state = "queue"
         return grant
 
-    def _queued_grant(self) -> Grant:
+    def _queued_grant(self, why: str) -> Grant:
         """The grant of a server that waits in the queue: its share rendered as on an idle
         cluster, with no slice booked in the pool and no node chosen (Kueue and the
         scheduler choose; :meth:`_record_landing` books the slice where it lands)."""
@@ -521,7 +522,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             )
         except Refusal as refusal:
             raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
-        self.log.info("Queueing %s in %s: all GPUs are taken", self.pod_name, self.kueue_queue_name)
+        self.log.info("Queueing %s in %s: %s", self.pod_name, self.kueue_queue_name, why)
         self._queued_allocation = grant.allocation
         grant = replace(grant, allocation=None, node=None)
         self._grant, self._allocation, self._profile_id = grant, None, grant.subject
@@ -529,8 +530,12 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         return grant
 
     def _join_queue(self) -> None:
-        """Label the pod for Kueue, and stamp when it joined (to order same-second pods)."""
-        self.extra_labels = {**self.extra_labels, QUEUE_LABEL: self.kueue_queue_name}
+        """Label the pod for Kueue (and, without a slice booked, as queued), and stamp when
+        it joined (to order pods created in the same second)."""
+        labels = {QUEUE_LABEL: self.kueue_queue_name}
+        if self._queued_allocation is not None:
+            labels[QUEUED_LABEL] = "true"
+        self.extra_labels = {**self.extra_labels, **labels}
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self.extra_annotations = {**self.extra_annotations, QUEUED_AT_ANNOTATION: stamp}
 
@@ -586,7 +591,8 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                 self.namespace,
                 {
                     "metadata": {
-                        "annotations": {ALLOCATION_ANNOTATION: encode_allocation(allocation)}
+                        "labels": {QUEUED_LABEL: None},
+                        "annotations": {ALLOCATION_ANNOTATION: encode_allocation(allocation)},
                     }
                 },
                 _content_type="application/merge-patch+json",
@@ -783,13 +789,8 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             url = start_future.result()
         except TimeoutError:
             if pod is not None and is_gated(pod):
-                minutes = max(round(self.start_timeout / 60), 1)
                 await self._end_start(
-                    start_future,
-                    "queue-timeout",
-                    f"Your server waited {minutes} minutes in the GPU queue without getting a "
-                    "GPU, so it left the queue. Try again later, or start a profile without "
-                    "a GPU.",
+                    start_future, "queue-timeout", queue_timeout_sentence(self.start_timeout)
                 )
             raise
         if pod is not None and self._queued_allocation is not None:
@@ -835,14 +836,13 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                 yield {"progress": 5 + sent * 5, "message": message}
                 sent += 1
             start = getattr(self, "_start_future", None)
+            pod = self._current_pod() if self._queue_state == "queue" else None
+            if last_line is not None and pod is not None and not is_gated(pod):
+                yield {"progress": 40, "message": "Admitted from the GPU queue"}
+                break
             if self._queue_state == "off" or start is None or start.done():
                 break
             if self._queue_state == "queue":
-                pod = self._current_pod()
-                if pod is not None and not is_gated(pod):
-                    if last_line is not None:
-                        yield {"progress": 40, "message": "Admitted from the GPU queue"}
-                    break
                 line = self.queue_message()
                 if line and line != last_line:
                     yield {"progress": 10, "message": line}

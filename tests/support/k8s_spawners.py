@@ -6,6 +6,7 @@ They are made as KubeSpawner's own cluster tests make them: no hub, a stand-in u
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,3 +86,24 @@ def without_a_hub(spawner_class: type[S], user: str, config: Config) -> S:
         oauth_client_id="unused",
         _mock=True,
     )
+
+
+class ProgressLog:
+    """The progress events a spawner's ``progress()`` yields, collected in the background
+    as the spawn page would read them (start it right after ``start()``)."""
+
+    def __init__(self, spawner: KubeSpawner) -> None:
+        self.messages: list[str] = []
+        self._task = asyncio.ensure_future(self._follow(spawner))
+
+    async def _follow(self, spawner: KubeSpawner) -> None:
+        async for event in spawner.progress():
+            self.messages.append(event.get("message", ""))
+
+    def last(self, containing: str) -> str | None:
+        """The latest message that contains ``containing``."""
+        return next((m for m in reversed(self.messages) if containing in m), None)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)

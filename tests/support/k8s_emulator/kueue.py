@@ -9,7 +9,8 @@ Kueue's pod integration, reduced to what a spawner observes through the API:
   in creation order (StrictFIFO: the first that does not fit holds back the ones behind
   it) by removing the gate, and records a ``Started`` event "Admitted by clusterQueue X"
   on the pod, as Kueue's job framework does;
-- a pod's quota is held from admission until it is deleted or has ended;
+- a pod's quota is held from admission until it has ended or is gone (a pod being
+  deleted still holds it, as without Kueue's fast quota release);
 - :meth:`KueueController.preempt` does what Kueue does to a preempted plain pod: a
   ``TerminationTarget`` condition (reason ``StoppedByKueue``) and a delete.
 
@@ -122,11 +123,9 @@ class KueueController:
 
     def _holds_quota(self, pod: Object) -> bool:
         uid = pod["metadata"].get("uid", "")
-        return (
-            not is_terminal(pod)
-            and (uid in self._admitted or not self._gated(pod))
-            and not pod["metadata"].get("deletionTimestamp")
-        )
+        # Held until the pod has ended or is gone, not merely being deleted (Kueue's default,
+        # without the PodIntegrationFastQuotaRelease gate): the next pod then fits the node.
+        return not is_terminal(pod) and (uid in self._admitted or not self._gated(pod))
 
     def _demand(self, pod: Object, quota: QueueQuota) -> dict[str, Fraction]:
         requests = pod_requests(pod)

@@ -1,0 +1,142 @@
+"""Waiting in a Kueue queue: where a server stands, how long it may wait, where it landed.
+
+GPUSpawner's Kueue mode (``c.GPUSpawner.kueue_queue_name``) starts a GPU server that the
+hub's pool has no room for as a pod labelled :data:`QUEUE_LABEL`; Kueue's pod integration
+gates it (the ``kueue.x-k8s.io/admission`` scheduling gate) until its ClusterQueue's quota
+admits it. These pure functions read pods as the API returns them (plain dicts):
+
+- :func:`waiting_pods` and :func:`queue_line`: the queue's gated pods in the order Kueue
+  admits them (StrictFIFO: oldest first) and the sentence the spawn page shows;
+- :func:`place_on_node`: the GPU slice a server admitted from the queue holds, on the node
+  the scheduler chose, for the hub's capacity pool;
+- :func:`preemption_sentence`: what a student reads when Kueue (or the scheduler) preempts.
+
+Pure: imports neither KubeSpawner nor a Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from .policy import Allocation, CapacityPool
+from .policy.share import SliceDemand
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+QUEUED_LABEL = "gpuspawner.campus-gpu-hub.org/queued"
+"""On a server that joined the queue without a GPU slice booked, until the hub books the
+slice where it landed (then the label goes and the allocation annotation comes)."""
+QUEUED_AT_ANNOTATION = "gpuspawner.campus-gpu-hub.org/queued-at"
+"""When the hub queued the server (microseconds): breaks ties between pods created in the
+same second, whose ``creationTimestamp`` is equal."""
+
+# Conditions that mark a pod as being stopped to make room for others.
+_PREEMPTION_CONDITIONS = ("TerminationTarget", "DisruptionTarget")
+_PREEMPTION_REASONS = ("StoppedByKueue", "PreemptionByScheduler", "PreemptionByKueue")
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    """True while the pod has scheduling gates (Kueue has not admitted it yet)."""
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+
+def waiting_pods(pods: Iterable[Mapping[str, Any]], queue: str) -> list[Mapping[str, Any]]:
+    """The gated pods of ``queue``, first in line first (creation time, then the hub's
+    queued-at stamp, then name)."""
+    waiting = [
+        pod
+        for pod in pods
+        if ((pod.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) == queue
+        and is_gated(pod)
+        and not pod["metadata"].get("deletionTimestamp")
+    ]
+    return sorted(
+        waiting,
+        key=lambda pod: (
+            pod["metadata"].get("creationTimestamp") or "",
+            (pod["metadata"].get("annotations") or {}).get(QUEUED_AT_ANNOTATION, ""),
+            pod["metadata"]["name"],
+        ),
+    )
+
+
+def expected_wait(
+    position: int, session_ends: Iterable[datetime | None], now: datetime
+) -> timedelta | None:
+    """How long the server at ``position`` may wait: until the ``position``-th of the running
+    GPU servers' sessions ends (each ending server frees the slice of the next in line).
+
+    An estimate for a class of equal shares; None when fewer running servers have an end.
+    """
+    ends = sorted(end for end in session_ends if end is not None)
+    if position < 1 or position > len(ends):
+        return None
+    return max(ends[position - 1] - now, timedelta(0))
+
+
+def _duration(wait: timedelta) -> str:
+    minutes = max(math.ceil(wait.total_seconds() / 60), 1)
+    if minutes < 60:
+        return f"about {minutes} minute{'s' if minutes != 1 else ''}"
+    hours, rest = divmod(minutes, 60)
+    text = f"about {hours} hour{'s' if hours != 1 else ''}"
+    return text + (f" {rest} minute{'s' if rest != 1 else ''}" if rest else "")
+
+
+def queue_line(position: int, total: int, wait: timedelta | None) -> str:
+    """The spawn page's sentence for a server waiting in the GPU queue."""
+    if wait is None:
+        when = "no estimate of the wait yet (the servers ahead have no end time)"
+    else:
+        when = _duration(wait)
+    return (
+        f"Waiting in the GPU queue: position {position} of {total}, {when}. "
+        "You can leave the queue by cancelling this start."
+    )
+
+
+def queue_timeout_sentence(seconds: float) -> str:
+    """The spawn page's sentence when a server waited ``start_timeout`` without a GPU."""
+    minutes = max(round(seconds / 60), 1)
+    return (
+        f"Your server waited {minutes} minute{'s' if minutes != 1 else ''} in the GPU queue "
+        "without getting a GPU, so it left the queue. Try again later, or start a profile "
+        "without a GPU."
+    )
+
+
+def place_on_node(pool: CapacityPool, allocation: Allocation, node: str) -> Allocation:
+    """``allocation`` (the share, as rendered for the queue) moved to GPUs of ``node``, where
+    the scheduler placed the admitted server: the fullest GPUs that still fit it, else the
+    emptiest (the pool then warns of an overcommit, as for any restored slice)."""
+    usage = pool.usage()
+    on_node = [u for device_id, u in usage.items() if device_id.rsplit("/", 1)[0] == node]
+    if not on_node:
+        return allocation
+    demand = SliceDemand(allocation.fraction, allocation.memory_mib, allocation.compute_min_pct)
+    ranked = sorted(
+        on_node,
+        key=lambda u: (not u.fits(demand), -u.fraction if u.fits(demand) else u.fraction),
+    )
+    chosen = tuple(u.device.id for u in ranked[: max(len(allocation.device_ids), 1)])
+    return replace(allocation, device_ids=chosen)
+
+
+def preemption_sentence(pod: Mapping[str, Any]) -> str | None:
+    """The student's sentence when the pod is being stopped to make room (None otherwise)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if (
+            condition.get("type") in _PREEMPTION_CONDITIONS
+            and condition.get("status") == "True"
+            and condition.get("reason") in _PREEMPTION_REASONS
+        ):
+            why = (condition.get("message") or "").strip().rstrip(".")
+            return (
+                "Your server was preempted by the cluster's GPU queue"
+                + (f" ({why[:200]})" if why else "")
+                + ". Your files are kept; start it again to rejoin the queue."
+            )
+    return None
