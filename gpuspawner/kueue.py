@@ -137,6 +137,6 @@ def preemption_sentence(pod: Mapping[str, Any]) -> str | None:
             return (
                 "Your server was preempted by the cluster's GPU queue"
                 + (f" ({why[:200]})" if why else "")
-                + ". Your files are kept; start it again to rejoin the queue."
+                + ". Start it again to rejoin the queue."
             )
     return None
