@@ -387,13 +387,13 @@ class KubernetesExecutor(JobExecutor):
     ).tag(config=True)
 
     pod_labels = Dict(
-        {"hub.jupyter.org/network-access-hub": "true"},
-        help="""Labels of job pods besides the job's own. The default lets them reach the hub
-        pod through Zero to JupyterHub's network policy, where a hub-managed job service
-        takes their outputs (as user servers carry it to reach the hub).
+        help="""Labels of job pods besides the job's own (``app.kubernetes.io/managed-by:
+        jupyter-to-job``, by which a network policy admits them to the job service). With a
+        job service run by the hub, in the hub's pod, z2jh's policy wants
+        ``hub.jupyter.org/network-access-hub`` for their uploads to get through.
 
         Example: ``c.KubernetesExecutor.pod_labels = {"hub.jupyter.org/network-access-hub":
-        "true", "campus.edu/cost-centre": "research"}``.
+        "true"}``.
         """,
     ).tag(config=True)
 

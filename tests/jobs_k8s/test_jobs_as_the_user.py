@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import httpx
 import nbformat
 import pytest
+import yaml
 from jupyterhub.services.auth import HubAuth
 from kubernetes_asyncio import client
 from tornado import web
@@ -28,6 +30,7 @@ from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
 from gpuspawner.kubernetes import GPUSpawner
+from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.jobs_api import JobsAPI, local_catalog
 from jupyter_to_job.k8s_objects import upload_secret_name
 from jupyter_to_job.manager import JobManager
@@ -44,6 +47,9 @@ from tests.support.notebooks import notebook, wait_for_file
 from .conftest import job_pod
 
 PREFIX = "/services/jupyter-to-job/"
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "hub_config" / "kubernetes"
+Z2JH = Path(os.environ.get("Z2JH_CHART_DIR") or ROOT.parent / "shared" / "reference" / "z2jh")
 Z2JH_HOME_STORAGE = {
     # What z2jh 4's hub configuration sets for the chart's default singleuser.storage
     # (type dynamic, homeMountPath /home/jovyan) and singleuser.uid / fsGid.
@@ -57,6 +63,35 @@ Z2JH_HOME_STORAGE = {
     "uid": 1000,
     "fs_gid": 100,
 }
+
+
+def test_the_shipped_values_give_jobs_the_home_their_servers_have() -> None:
+    if not (Z2JH / "values.yaml").is_file():
+        pytest.skip(f"the z2jh 4.4.0 chart files are not at {Z2JH} (set Z2JH_CHART_DIR)")
+    # Given the shipped values (and job service), which leave the chart's home storage,
+    # uid and fsGid as they are: the chart's defaults, which Z2JH_HOME_STORAGE restates
+    shipped = yaml.safe_load((K8S / "values.yaml").read_text())["singleuser"]
+    assert not {"storage", "uid", "fsGid"} & set(shipped)
+    chart = yaml.safe_load((Z2JH / "values.yaml").read_text())["singleuser"]
+    assert chart["storage"]["type"] == "dynamic" and not chart["storage"]["dynamic"]["subPath"]
+    assert chart["storage"]["dynamic"]["pvcNameTemplate"] is None  # KubeSpawner's claim-...
+    home = chart["storage"]["homeMountPath"]
+    assert Z2JH_HOME_STORAGE["volume_mounts"][0]["mountPath"] == home
+    assert (Z2JH_HOME_STORAGE["uid"], Z2JH_HOME_STORAGE["fs_gid"]) == (
+        chart["uid"],
+        chart["fsGid"],
+    )
+    job_service_config = (K8S / "job-service.yaml").read_text()
+    for name in ("home_", "run_as_", "fs_gid", "notebook_dir"):
+        assert f"KubernetesExecutor.{name}" not in job_service_config
+
+    # Then the executor's own defaults are that home, uid and fsGid
+    traits = KubernetesExecutor.class_traits()
+    assert traits["home_pvc_name_template"].default_value == "claim-{username}"
+    assert traits["home_mount_path"].default_value == home
+    assert traits["home_sub_path"].default_value == ""
+    assert traits["run_as_uid"].default_value == chart["uid"]
+    assert traits["fs_gid"].default_value == chart["fsGid"]
 
 
 class TokenTable(HubAuth):
@@ -195,8 +230,6 @@ async def test_a_researchers_job_runs_as_them_in_their_home_and_its_outputs_open
     assert spec["securityContext"]["runAsUser"] == 1000
     assert (spec["securityContext"]["runAsGroup"], spec["securityContext"]["fsGroup"]) == (100, 100)
     assert spec["automountServiceAccountToken"] is False
-    # (and the label that lets it reach a hub-managed job service through z2jh's policy)
-    assert pod["metadata"]["labels"]["hub.jupyter.org/network-access-hub"] == "true"
     claims = {
         v["persistentVolumeClaim"]["claimName"]
         for v in spec["volumes"]
