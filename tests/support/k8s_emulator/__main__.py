@@ -39,6 +39,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         help="also schedule pods of this schedulerName",
     )
+    parser.add_argument(
+        "--no-serve-ports",
+        dest="serve_ports",
+        action="store_false",
+        help="do not answer HTTP on simulated containers' ports at their pod IPs",
+    )
     parser.add_argument("--verbose", action="store_true")
     return parser.parse_args(argv)
 
@@ -49,6 +55,7 @@ async def serve(args: argparse.Namespace) -> None:
         port=args.port,
         namespaces=args.namespace,
         scheduler_names={"default-scheduler", *args.scheduler_name},
+        serve_ports=args.serve_ports,
     )
     await emulator.start()
     if args.gpu_nodes:

@@ -68,6 +68,7 @@ class KubernetesEmulator:
         bookmark_interval: float = 60.0,
         job_backoff_delay: float = 0.0,
         namespaces: Iterable[str] = (),
+        serve_ports: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -77,6 +78,7 @@ class KubernetesEmulator:
         self.settings = ServerSettings(bookmark_interval=bookmark_interval)
         self.job_backoff_delay = job_backoff_delay
         self.namespaces = tuple(namespaces)
+        self.serve_ports = serve_ports
         self._tasks: list[asyncio.Task[None]] = []
         self._clients: list[KubeClient] = []
         self._server: HTTPServer | None = None
@@ -126,10 +128,13 @@ class KubernetesEmulator:
         self.kubelet = Kubelet(
             client, lambda: nodes.cache, timings=self.timings, api_port=self.port
         )
+        self.kubelet.serve_ports = self.serve_ports
         self.jobs = JobController(job_client, backoff_delay=self.job_backoff_delay)
         self.kueue = KueueController(client, pods)
         self.api.mutating_admission.append(self.kueue.gate_on_create)
-        self._server = HTTPServer(make_app(self.api, self.kubelet.logs, self.settings))
+        self._server = HTTPServer(
+            make_app(self.api, self.kubelet.logs, self.settings, self.kubelet)
+        )
         self._server.add_sockets(sockets)
         for name, coroutine in (
             ("pods-informer", pods.run()),
@@ -242,6 +247,12 @@ class KubernetesEmulator:
     def run_processes(self, runner: ProcessRunner | None) -> None:
         """Run matching pods' containers as local processes (None: simulate all again)."""
         self.kubelet.process_runner = runner
+
+    def set_serve_ports(self, enabled: bool = True) -> None:
+        """Simulated containers started from now on answer HTTP on their declared ports at
+        the pod IP (a Jupyter server redirects as jupyterhub-singleuser does; see
+        container_ports.py)."""
+        self.serve_ports = self.kubelet.serve_ports = enabled
 
     def write_log(self, namespace: str, name: str, text: str, container: str | None = None) -> None:
         """Append ``text`` to a running simulated container's log."""
@@ -389,6 +400,9 @@ class EmulatedCluster:
 
     def run_processes(self, runner: ProcessRunner | None) -> None:
         self.call(self.emulator.run_processes, runner)
+
+    def serve_ports(self, enabled: bool = True) -> None:
+        self.call(self.emulator.set_serve_ports, enabled)
 
     def write_log(self, namespace: str, name: str, text: str, container: str | None = None) -> None:
         self.call(self.emulator.write_log, namespace, name, text, container)

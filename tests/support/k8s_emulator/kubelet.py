@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .client import ClientError, KubeClient
+from .container_ports import ServedPorts, ServingContainer
 from .containers import ContainerScript, ProcessContainer, ProcessRunner, SimulatedContainer
 from .events import recorded_event
 from .logs import LogBook
@@ -535,6 +536,8 @@ class Kubelet:
         self.unpullable_images: dict[str, str] = {}
         self.scripts: list[ContainerScript] = []
         self.process_runner: ProcessRunner | None = None
+        # Simulated containers answer on their declared ports at the pod IP (container_ports.py).
+        self.serve_ports = False
         self.api_port = api_port
         self.workers: dict[str, PodWorker] = {}
 
@@ -586,6 +589,9 @@ class Kubelet:
             argv, environment, cwd = self.process_runner.prepare(worker.pod, container, env)
             argv = [expand(a, env) for a in argv]
             return ProcessContainer(argv, environment, cwd, log_book)
+        if self.serve_ports and container.get("ports") and worker.pod_ip:
+            env = await self.resolve_env(worker, container)
+            return ServingContainer(script, log_book, ServedPorts(worker.pod_ip, container, env))
         return SimulatedContainer(script, log_book)
 
     async def _get_data(self, kind: str, namespace: str, name: str) -> dict[str, str]:

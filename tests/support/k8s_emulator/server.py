@@ -11,17 +11,20 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from . import errors, resources
+from . import errors, pod_exec, resources
 from .apiserver import ApiServer
 from .logs import LogBook
 from .resources import POD, ResourceType
 from .store import Watcher
 from .timestamps import now
+
+if TYPE_CHECKING:
+    from .kubelet import Kubelet
 
 log = logging.getLogger(__name__)
 
@@ -527,14 +530,19 @@ class ApiHandler(web.RequestHandler):
         self._end_stream()
 
 
-def make_app(api: ApiServer, logs: LogBook, settings: ServerSettings) -> web.Application:
+def make_app(
+    api: ApiServer, logs: LogBook, settings: ServerSettings, kubelet: Kubelet | None = None
+) -> web.Application:
+    # pods/exec is a WebSocket upgrade (pod_exec.py), so it has a handler of its own.
+    exec_routes = [(pod_exec.ROUTE, pod_exec.PodExecHandler, {"api": api, "kubelet": kubelet})]
     return web.Application(
         [
+            *(exec_routes if kubelet is not None else []),
             (
                 r"/(.*)",
                 ApiHandler,
                 {"api": api, "logs": logs, "knobs": settings},
-            )
+            ),
         ],
         log_function=lambda handler: None,
     )
