@@ -555,7 +555,8 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         return names.index(self.pod_name) + 1, len(names)
 
     def queue_message(self) -> str | None:
-        """ "Waiting in the GPU queue: position N of M, about X minutes", while it waits.
+        """The progress line while the server waits: its position, the queue's length and
+        the expected wait ("Waiting in the GPU queue: position N of M, about X minutes").
 
         The wait is estimated from the session ends of the GPU servers running now (the
         N-th to end frees the N-th place); none when they have no end (staff servers).
