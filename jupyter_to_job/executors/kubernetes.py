@@ -996,7 +996,10 @@ class KubernetesExecutor(JobExecutor):
                 )
         if outcome.stop_reason is not None or ended_alone:
             return None
-        disrupted = self._disrupted.get(pod["metadata"]["uid"] if pod else self._current_pod or "")
+        if pod:
+            disrupted = self._disrupted.get(pod["metadata"]["uid"])
+        else:  # taken away before it ran, or gone without a trace: the last one marked
+            disrupted = next(reversed(self._disrupted.values()), None)
         if disrupted is not None:
             reason, words = disrupted
             return FinalState(

@@ -74,15 +74,18 @@ DISRUPTIONS = {
     "DeletionByTaintManager": "its node was lost or taken out of service",
     "DeletionByPodGC": "its node is gone",
     "TerminationByKubelet": "its node ran short of resources or shut down",
+    "StoppedByKueue": "the cluster's job queue (Kueue) took its place back",
 }
 NODE_LOSS = frozenset({"DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet"})
 
 
 def disruption(pod: dict[str, Any]) -> tuple[str, str] | None:
     """``(reason, what happened in words)`` when the cluster marked the pod for disruption
-    (condition ``DisruptionTarget``: preemption, eviction, node loss), else None."""
+    (condition ``DisruptionTarget``: preemption, eviction, node loss; or Kueue's
+    ``TerminationTarget``), else None."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+        kind = condition.get("type")
+        if kind in ("DisruptionTarget", "TerminationTarget") and condition.get("status") == "True":
             reason = condition.get("reason") or "Disrupted"
             words = DISRUPTIONS.get(reason)
             if words is None:

@@ -382,3 +382,37 @@ async def test_a_stopped_job_still_sends_back_what_it_ran(
     executed = nbformat.reads(manager.job_files(job_id).output("ipynb").read_text(), as_version=4)
     assert executed.cells[0].outputs[0]["text"] == "first\n"
     assert not (manager.job_files(job_id).directory / TOKEN_HASH_FILE).exists()
+
+
+async def test_a_job_preempted_before_its_pod_started_says_so(
+    job_service: JobService, k8s_api: Any
+) -> None:
+    # Given a job whose pod waits for a node (bob's home claim is not there yet)
+    manager = job_service.manager
+    job_id = await submit(manager, "bob", notebook("print('never')"), "t.ipynb")
+
+    async def pending_pod() -> Any:
+        pod = await job_pod(client.CoreV1Api(k8s_api), job_id)
+        return pod if pod and pod["status"].get("conditions") else None
+
+    pod = await eventually(pending_pod, what="the job's pod, waiting")
+
+    # When the cluster evicts it before it ever ran
+    core = client.CoreV1Api(k8s_api)
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "EvictionByEvictionAPI",
+        "lastTransitionTime": "2030-01-01T00:00:00Z",
+    }
+    name = pod["metadata"]["name"]
+    await core.patch_namespaced_pod_status(name, "default", {"status": {"conditions": [condition]}})
+    await core.delete_namespaced_pod(name, "default")
+    job = await finished(manager, job_id)
+
+    # Then the job failed as preempted, not as "deleted by someone"
+    assert job.status is JobStatus.FAILED
+    assert job.status_message is not None
+    assert job.status_message.startswith("The job was preempted: its pod was evicted")
+    assert "before any cell ran" in job.status_message
+    assert job.error is not None and job.error.ename == "Preempted"

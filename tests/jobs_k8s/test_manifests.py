@@ -435,6 +435,7 @@ def test_the_notebooks_folder_stays_inside_the_servers_root() -> None:
         ("PreemptionByScheduler", "the cluster gave its place to a pod of higher priority"),
         ("EvictionByEvictionAPI", "its pod was evicted (its node was drained, or an admin"),
         ("DeletionByPodGC", "its node is gone"),
+        ("StoppedByKueue", "the cluster's job queue (Kueue) took its place back"),
         ("SomethingNew", "the cluster took its pod away (SomethingNew: node on fire)"),
     ],
 )
@@ -452,6 +453,8 @@ def test_a_pod_marked_for_disruption_says_why(reason: str, expected: str) -> Non
             ]
         }
     }
+    if reason == "StoppedByKueue":  # Kueue marks the pods it stops with its own condition
+        pod["status"]["conditions"][1]["type"] = "TerminationTarget"
     found = disruption(pod)
     assert found is not None and found[0] == reason and found[1].startswith(expected)
     assert disruption({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}) is None
