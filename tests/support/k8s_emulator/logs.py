@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+from . import errors
 from .timestamps import now
 
 
@@ -76,3 +77,52 @@ class LogBook:
         for book in (self._current, self._previous):
             for key in [k for k in book if k[0] == pod_uid]:
                 book.pop(key).close()
+
+
+def log_timestamp(moment: dt.datetime) -> str:
+    """A line's time as ``timestamps=true`` shows it: the kubelet's RFC3339NanoFixed,
+    always nine fraction digits (``2026-01-05T10:00:00.123456000Z``)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+
+
+def log_since_time(value: str | None) -> dt.datetime | None:
+    """``sinceTime`` as the API server reads it: RFC 3339, kept to the whole second (it
+    reaches the kubelet as a metav1.Time), so lines of that second are all included."""
+    if not value:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise errors.bad_request(
+            f'parsing time "{value}" as "2006-01-02T15:04:05Z07:00": cannot parse "{value}" as "2006"'
+        ) from None
+    if moment.tzinfo is None:
+        raise errors.bad_request(
+            f'parsing time "{value}" as "2006-01-02T15:04:05Z07:00": cannot parse "" as "Z07:00"'
+        )
+    return moment.astimezone(dt.UTC).replace(microsecond=0)
+
+
+def check_log_options(
+    pod: str,
+    since_seconds: int | None,
+    since_time: dt.datetime | None,
+    tail_lines: int | None,
+    limit_bytes: int | None,
+) -> None:
+    """PodLogOptions validation: 422 Invalid, as the API server answers."""
+    causes: list[tuple[str, str]] = []
+    if since_seconds is not None and since_time is not None:
+        causes.append(
+            ("", "Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified")
+        )
+    if since_seconds is not None and since_seconds < 1:
+        causes.append(("sinceSeconds", f"Invalid value: {since_seconds}: must be greater than 0"))
+    if tail_lines is not None and tail_lines < 0:
+        causes.append(
+            ("tailLines", f"Invalid value: {tail_lines}: must be greater than or equal to 0")
+        )
+    if limit_bytes is not None and limit_bytes < 1:
+        causes.append(("limitBytes", f"Invalid value: {limit_bytes}: must be greater than 0"))
+    if causes:
+        raise errors.invalid("PodLogOptions", pod, causes)

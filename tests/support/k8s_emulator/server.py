@@ -18,7 +18,7 @@ from tornado.iostream import StreamClosedError
 
 from . import errors, pod_exec, resources
 from .apiserver import ApiServer
-from .logs import LogBook
+from .logs import LogBook, check_log_options, log_since_time, log_timestamp
 from .resources import POD, ResourceType
 from .store import Watcher
 from .timestamps import now
@@ -441,6 +441,16 @@ class ApiHandler(web.RequestHandler):
         return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
     async def _pod_log(self, route: Route) -> None:
+        # PodLogOptions are validated first, before the pod is looked at.
+        since = self._int_arg("sinceSeconds")
+        since_time = log_since_time(self._arg("sinceTime"))
+        check_log_options(
+            route.name or "",
+            since,
+            since_time,
+            self._int_arg("tailLines"),
+            self._int_arg("limitBytes"),
+        )
         pod = self.api.get(POD, route.namespace, route.name or "")
         name = pod["metadata"]["name"]
         spec = pod["spec"]
@@ -485,10 +495,11 @@ class ApiHandler(web.RequestHandler):
                 )
             book = self.logs.current(uid, container)
         lines = list(book.lines)
-        since = self._int_arg("sinceSeconds")
         if since is not None:
             cutoff = now().timestamp() - since
             lines = [line for line in lines if line[0].timestamp() >= cutoff]
+        if since_time is not None:
+            lines = [line for line in lines if line[0] >= since_time]
         tail = self._int_arg("tailLines")
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
@@ -498,7 +509,7 @@ class ApiHandler(web.RequestHandler):
 
         def render(entries: list[Any]) -> str:
             return "".join(
-                (f"{moment.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {text}" if timestamps else text)
+                (f"{log_timestamp(moment)} {text}" if timestamps else text)
                 for moment, text in entries
             )
 
