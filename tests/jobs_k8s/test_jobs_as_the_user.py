@@ -10,6 +10,7 @@ that mounts it, so the home a job writes in is the one the test reads.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -35,7 +36,7 @@ from jupyter_to_job.jobs_api import JobsAPI, local_catalog
 from jupyter_to_job.k8s_objects import upload_secret_name
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
-from jupyter_to_job.output_uploads import TOKEN_HASH_FILE
+from jupyter_to_job.output_uploads import MAX_OUTPUT_BYTES, TOKEN_HASH_FILE
 from jupyter_to_job.scopes import READ_JOBS_SCOPE, access_scope
 from jupyter_to_job.service.handlers import NotFoundHandler, service_handlers
 from tests.support import eventually
@@ -416,3 +417,44 @@ async def test_a_job_preempted_before_its_pod_started_says_so(
     assert job.status_message.startswith("The job was preempted: its pod was evicted")
     assert "before any cell ran" in job.status_message
     assert job.error is not None and job.error.ename == "Preempted"
+
+
+async def test_a_job_may_send_only_the_outputs_it_was_asked_for_within_the_limit(
+    job_service: JobService, k8s_api: Any, tmp_path: Path
+) -> None:
+    # Given a running job asked for its notebook only
+    await home_claim(k8s_api, "alice")
+    manager = job_service.manager
+    gate = tmp_path / "gate"
+    job_id = await submit(
+        manager, "alice", notebook(wait_for_file(gate)), "t.ipynb", output_formats=["ipynb"]
+    )
+    await eventually(lambda: "started on" in manager.read_log(job_id).data, what="its pod")
+    token = await upload_token(k8s_api, job_id)
+
+    # When it sends HTML, or announces more than an output may hold
+    async with httpx.AsyncClient(base_url=f"{job_service.url}api/jobs/", timeout=60) as uploads:
+        html = await uploads.put(
+            f"{job_id}/uploads/html",
+            content=b"<html></html>",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    host, port = job_service.url.split("/")[2].split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        (
+            f"PUT {PREFIX}api/jobs/{job_id}/uploads/ipynb HTTP/1.1\r\nHost: {host}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Length: {MAX_OUTPUT_BYTES + 1}\r\n\r\n"
+        ).encode()
+    )
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 30)
+    writer.close()
+
+    # Then both are refused, and nothing is written
+    assert html.status_code == 400 and html.json()["reason"] == "invalid"
+    assert status_line.split()[1] == b"413"
+    assert not manager.job_files(job_id).output("html").exists()
+    assert not [p.name for p in manager.job_files(job_id).directory.glob(".output.*")]
+    gate.touch()
+    assert (await finished(manager, job_id)).status is JobStatus.COMPLETED
