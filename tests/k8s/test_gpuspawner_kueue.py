@@ -108,7 +108,11 @@ async def test_fifty_students_on_ten_gpus_at_a_quarter_share_queue_for_the_last_
     await asyncio.wait_for(starts[0], HANG_GUARD)
     first = k8s_controls.get("pods", waiting[0].pod_name, "default")
     assert first["status"]["phase"] == "Running" and first["spec"]["nodeName"] == freed_node
-    assert "Admitted from the GPU queue" in logs[0].messages
+    await wait_for(
+        lambda: "Admitted from the GPU queue" in logs[0].messages,
+        timeout=HANG_GUARD,
+        what="progress says the server was admitted",
+    )
     assert not any(start.done() for start in starts[1:])
     await until_place(logs[1], 1, 9)
     await until_place(logs[9], 9, 9)
