@@ -576,6 +576,14 @@ class KubernetesExecutor(JobExecutor):
         volumes += [expand(volume) for volume in self.extra_volumes]
         mounts += [expand(mount) for mount in self.extra_volume_mounts]
         home_taken = any(mount.get("mountPath") == self.home_mount_path for mount in mounts)
+        if any(volume.get("name") == "home" for volume in volumes) and not home_taken:
+            self.log.warning(
+                "Job %s: its flavor's storage has a volume named 'home' that is not mounted at "
+                "%s; the job gets no home volume of its own.",
+                self.job_id,
+                self.home_mount_path,
+            )
+            home_taken = True
         if not self.home_pvc_name_template or home_taken:
             root = (self.notebook_dir or self.home_mount_path) if home_taken else None
             return UserFiles(
