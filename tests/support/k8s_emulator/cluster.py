@@ -65,6 +65,7 @@ class KubernetesEmulator:
         scheduler_names: Iterable[str] = ("default-scheduler",),
         timings: KubeletTimings | None = None,
         history_limit: int = 10_000,
+        history_seconds: float | None = None,
         bookmark_interval: float = 60.0,
         job_backoff_delay: float = 0.0,
         namespaces: Iterable[str] = (),
@@ -75,6 +76,7 @@ class KubernetesEmulator:
         self.scheduler_names = set(scheduler_names)
         self.timings = timings or KubeletTimings()
         self.history_limit = history_limit
+        self.history_seconds = history_seconds
         self.settings = ServerSettings(bookmark_interval=bookmark_interval)
         self.job_backoff_delay = job_backoff_delay
         self.namespaces = tuple(namespaces)
@@ -103,7 +105,7 @@ class KubernetesEmulator:
             raise
 
     async def _start(self) -> None:
-        self.store = Store(self.history_limit)
+        self.store = Store(self.history_limit, self.history_seconds)
         self.api = ApiServer(self.store)
         self.api.start()
         for name in (*SYSTEM_NAMESPACES, *self.namespaces):
@@ -278,6 +280,28 @@ class KubernetesEmulator:
         """Forget the change history: watches from older resourceVersions get 410 Gone."""
         self.store.compact()
 
+    def set_watch_window(
+        self,
+        *,
+        history_limit: int | None = None,
+        history_seconds: float | None = None,
+        bookmark_interval: float | None = None,
+    ) -> None:
+        """Shorten (or widen) what a watch can resume from: the last ``history_limit``
+        changes, those of the last ``history_seconds``; and how often watches that allow
+        bookmarks get one. Arguments left None keep their value."""
+        if history_limit is not None:
+            self.history_limit = self.store.history_limit = history_limit
+        if history_seconds is not None:
+            self.history_seconds = self.store.history_seconds = history_seconds
+        if bookmark_interval is not None:
+            self.settings.bookmark_interval = bookmark_interval
+
+    def end_watches(self) -> None:
+        """End every open watch stream, as an API server restart or a load balancer does;
+        clients resume from their last resourceVersion (or get 410 Gone beyond the window)."""
+        self.store.close_watchers()
+
 
 class EmulatorThread:
     """Runs a KubernetesEmulator on its own event loop in a daemon thread."""
@@ -419,6 +443,13 @@ class EmulatedCluster:
 
     def compact(self) -> None:
         self.call(self.emulator.compact)
+
+    def set_watch_window(self, **window: Any) -> None:
+        """``set_watch_window(history_seconds=0.5, history_limit=50, bookmark_interval=0.2)``."""
+        self.call(self.emulator.set_watch_window, **window)
+
+    def end_watches(self) -> None:
+        self.call(self.emulator.end_watches)
 
     def set_timings(self, **seconds: float) -> None:
         """Slow the simulated kubelet down, such as ``set_timings(pull=0.5, ready=0.2)``."""

@@ -8,6 +8,7 @@ guarantee a lock around both would give), and no change can fall between them.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class Change:
     type: str  # ADDED, MODIFIED or DELETED
     object: Object
     old: Object | None
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(eq=False)
@@ -76,12 +78,15 @@ class ResourceVersionTooOld(Exception):
 class Store:
     """The emulator's etcd: current objects, a bounded history of changes, and watchers."""
 
-    def __init__(self, history_limit: int = 10_000) -> None:
+    def __init__(self, history_limit: int = 10_000, history_seconds: float | None = None) -> None:
         self._objects: dict[ResourceType, dict[tuple[str, str], Object]] = {}
         self._uids: dict[str, tuple[ResourceType, str, str]] = {}
         self._owner_index: dict[str, set[tuple[ResourceType, str, str]]] = {}
         self._history: deque[Change] = deque()
-        self._history_limit = history_limit
+        self.history_limit = history_limit
+        # Changes older than this many seconds are forgotten too (None: kept by count only),
+        # as the API server's watch cache and etcd compaction forget them in minutes.
+        self.history_seconds = history_seconds
         self._compacted = 0  # changes at or below this resourceVersion are forgotten
         self._watchers: set[Watcher] = set()
         self._listeners: list[Any] = []
@@ -165,14 +170,24 @@ class Store:
 
     def _record(self, change: Change) -> None:
         self._history.append(change)
-        while len(self._history) > self._history_limit:
-            self._compacted = self._history.popleft().resource_version
+        self._forget_old()
         for watcher in self._watchers:
             event = watcher.translate(change)
             if event is not None:
                 watcher.queue.put_nowait(event)
         for listener in self._listeners:
             listener(change)
+
+    def _forget_old(self) -> None:
+        """Drop changes beyond the history window (by count, and by age when set)."""
+        while len(self._history) > self.history_limit:
+            self._compacted = self._history.popleft().resource_version
+        if self.history_seconds is not None:
+            cutoff = time.monotonic() - self.history_seconds
+            while self._history and self._history[0].at < cutoff:
+                self._compacted = self._history.popleft().resource_version
+            if not self._history:
+                self._compacted = self.resource_version
 
     def compact(self) -> None:
         """Forget all history, as etcd compaction does: older resourceVersions get 410 Gone."""
@@ -198,6 +213,7 @@ class Store:
                 if watcher.selects(obj)
             ]
         else:
+            self._forget_old()
             if since < self._compacted:
                 raise ResourceVersionTooOld(since, self._compacted + 1)
             initial = []
