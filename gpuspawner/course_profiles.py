@@ -309,29 +309,34 @@ class CourseProfilesMixin(LoggingConfigurable):
         """``{username}`` and ``{servername}`` in a catalog storage claim or path."""
         return text.replace("{username}", self.user.name).replace("{servername}", self.name or "")
 
+    def ask_admission(self, pool: CapacityPool) -> Grant:
+        """This start's request (``user_options``, checked) answered by the admission over
+        ``pool``: a Grant, its slice booked there, or a refusal as a SpawnException."""
+        profile_id, token = self._requested_profile(self.user_options)
+        try:
+            return self.admission.grant_server(
+                pool,
+                self.identity(),
+                profile_id,
+                key=self.allocation_key,
+                now=self.now(),
+                server_name=self.name or "",
+                prewarm_token=token,
+                object_name=self.grant_object_name,
+                expand=self.expand_storage,
+            )
+        except Refusal as refusal:
+            self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)
+            raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
+
     def decide_start(self) -> Grant:
         """Ask the admission for this start: a Grant (its GPU slice booked) or a refusal.
 
         Synchronous on purpose: the check and the booking happen with no await
         in between, so two concurrent spawns can never take the same slice.
         """
-        profile_id, token = self._requested_profile(self.user_options)
-        try:
-            with self.capacity_transaction() as pool:
-                grant = self.admission.grant_server(
-                    pool,
-                    self.identity(),
-                    profile_id,
-                    key=self.allocation_key,
-                    now=self.now(),
-                    server_name=self.name or "",
-                    prewarm_token=token,
-                    object_name=self.grant_object_name,
-                    expand=self.expand_storage,
-                )
-        except Refusal as refusal:
-            self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)
-            raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
+        with self.capacity_transaction() as pool:
+            grant = self.ask_admission(pool)
         self._grant = grant
         self._allocation = grant.allocation
         self._profile_id = grant.subject

@@ -58,7 +58,7 @@ from .kueue import (
     queue_timeout_sentence,
     waiting_pods,
 )
-from .policy import Allocation, CapacityPool, GPUDevice, Refusal
+from .policy import Allocation, CapacityPool, GPUDevice
 
 __all__ = [
     "ALLOCATION_ANNOTATION",
@@ -506,22 +506,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         """The grant of a server that waits in the queue: its share rendered as on an idle
         cluster, with no slice booked in the pool and no node chosen (Kueue and the
         scheduler choose; :meth:`_record_landing` books the slice where it lands)."""
-        profile_id, token = self._requested_profile(self.user_options)
-        idle = CapacityPool(self.capacity_pool.devices)
-        try:
-            grant = self.admission.grant_server(
-                idle,
-                self.identity(),
-                profile_id,
-                key=self.allocation_key,
-                now=self.now(),
-                server_name=self.name or "",
-                prewarm_token=token,
-                object_name=self.grant_object_name,
-                expand=self.expand_storage,
-            )
-        except Refusal as refusal:
-            raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
+        grant = self.ask_admission(CapacityPool(self.capacity_pool.devices))
         self.log.info("Queueing %s in %s: %s", self.pod_name, self.kueue_queue_name, why)
         self._queued_allocation = grant.allocation
         grant = replace(grant, allocation=None, node=None)
