@@ -13,12 +13,9 @@ import asyncio
 import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
-from unittest.mock import Mock
 
 import pytest
-from jupyterhub.objects import Hub, Server
 from kubernetes_asyncio import client
 from traitlets.config import Config
 
@@ -37,6 +34,7 @@ from jupyter_to_job import k8s_objects
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from tests.support.k8s_spawners import make_gpu_spawner
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
@@ -44,26 +42,6 @@ NOW = datetime.now(UTC).replace(second=0, microsecond=0)
 CLASS_END = NOW + timedelta(minutes=120)
 STUDENTS = [f"student-{i:02d}" for i in range(40)]
 RESEARCHERS = [f"researcher-{i:02d}" for i in range(20)]
-
-
-class MockUser(Mock):
-    """A JupyterHub user as the spawner sees it."""
-
-    server = Server()
-
-    def __init__(self, name: str, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.name = name
-        self.groups: list[SimpleNamespace] = []
-        self.admin = False
-
-    @property
-    def escaped_name(self) -> str:
-        return self.name
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
 
 def write_catalog(path: Path) -> Path:
@@ -94,29 +72,6 @@ def write_catalog(path: Path) -> Path:
         )
     )
     return path
-
-
-def make_spawner(user: str, catalog: Path, **traits: Any) -> GPUSpawner:
-    config = Config()
-    config.GPUSpawner.namespace = "default"
-    config.GPUSpawner.cmd = ["jupyterhub-singleuser"]
-    config.GPUSpawner.image = "quay.io/jupyter/base-notebook:2025-01-06"
-    config.GPUSpawner.start_timeout = 60
-    config.GPUSpawner.catalog_path = str(catalog)
-    config.GPUSpawner.sharing_backend = "time-slicing"
-    config.GPUSpawner.sharing_backend_config = {"replicas": 4, "gfd_labels": False}
-    for key, value in traits.items():
-        setattr(config.GPUSpawner, key, value)
-    spawner = GPUSpawner(
-        hub=Hub(),
-        user=MockUser(user),
-        config=config,
-        api_token="abc123",
-        oauth_client_id="unused",
-        _mock=True,
-    )
-    spawner.user_options = {"profile": "ml101"}
-    return spawner
 
 
 class JobService:
@@ -287,7 +242,7 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
     assert all("ML101" in reason for reason in waiting.values()), waiting
 
     # And the class's 10 reserved seats are still there for its students
-    students = [make_spawner(name, catalog) for name in STUDENTS[:10]]
+    students = [make_gpu_spawner(name, catalog) for name in STUDENTS[:10]]
     await asyncio.gather(*(s.start() for s in students))
     hub_pool = students[0].capacity_pool
     assert held_keys(hub_pool) == {
@@ -307,7 +262,7 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
     for job in started:  # what the manager's reconcile hands back from its store
         restarted.capacity.restore(job, None)
     warnings = await restarted.capacity.refresh_from_cluster()
-    late = make_spawner(STUDENTS[10], catalog)
+    late = make_gpu_spawner(STUDENTS[10], catalog)
     await late.ensure_inventory()
 
     # Then both rebuild one pool: the same 17 slices, nothing lost or double-booked
@@ -338,7 +293,7 @@ async def test_the_hub_counts_a_job_that_starts_or_ends_after_it_read_the_cluste
     k8s_controls.add_gpu_nodes(2, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
     catalog = write_catalog(tmp_path / "catalog.yaml")
     core = client.CoreV1Api(k8s_api)
-    first = make_spawner(STUDENTS[0], catalog)
+    first = make_gpu_spawner(STUDENTS[0], catalog)
     await first.ensure_inventory()
     assert held_keys(first.capacity_pool) == set()
     service = JobService(k8s_emulator.kubeconfig, catalog, tmp_path)
@@ -352,7 +307,7 @@ async def test_the_hub_counts_a_job_that_starts_or_ends_after_it_read_the_cluste
     await run_job_pod(core, job, grant)
 
     # Then the hub counts its slice at its next look, before the inventory refresh is due
-    second = make_spawner(STUDENTS[1], catalog, job_slices_refresh_seconds=0)
+    second = make_gpu_spawner(STUDENTS[1], catalog, job_slices_refresh_seconds=0)
     await second.ensure_inventory()
     assert held_keys(second.capacity_pool) == {"job:job-00"}
 
