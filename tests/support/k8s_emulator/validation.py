@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .data_validation import dns_1035_label, validate_data
 from .quantities import QuantityError, is_integer_quantity, parse_quantity
 from .resources import ResourceType
 
@@ -68,7 +69,9 @@ def _qualified_key(key: str, path: str) -> Causes:
 def validate_metadata(rt: ResourceType, meta: dict[str, Any]) -> Causes:
     causes: Causes = []
     name = meta.get("name", "")
-    if rt.kind in ("Namespace", "Service"):
+    if rt.kind == "Service":
+        causes += dns_1035_label(name, "metadata.name")
+    elif rt.kind == "Namespace":
         causes += _dns_label(name, "metadata.name")
     elif rt.kind == "Job":
         causes += _dns_subdomain(name, "metadata.name")
@@ -271,6 +274,7 @@ def _non_negative(spec: dict[str, Any], key: str, path: str, positive: bool = Fa
 def validate(rt: ResourceType, obj: dict[str, Any]) -> Causes:
     """Validation on create (and again on update) for the kinds that have rules here."""
     causes = validate_metadata(rt, obj.get("metadata") or {})
+    causes += validate_data(rt.kind, obj)
     spec = obj.get("spec") or {}
     if rt.kind == "Pod":
         causes += validate_pod_spec(spec, "spec")
