@@ -20,8 +20,9 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
 from .apiserver import ApiServer
-from .client import Informer, KubeClient
+from .client import ClientError, Informer, KubeClient
 from .containers import ContainerScript, PodMatch, ProcessRunner
+from .dra import DeviceAllocator
 from .jobs import JobController
 from .kubelet import Kubelet, KubeletTimings
 from .kueue import PREEMPTED_MESSAGE, KueueController
@@ -70,6 +71,7 @@ class KubernetesEmulator:
         job_backoff_delay: float = 0.0,
         namespaces: Iterable[str] = (),
         serve_ports: bool = False,
+        simulate_dra: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -81,6 +83,7 @@ class KubernetesEmulator:
         self.job_backoff_delay = job_backoff_delay
         self.namespaces = tuple(namespaces)
         self.serve_ports = serve_ports
+        self.simulate_dra = simulate_dra
         self._tasks: list[asyncio.Task[None]] = []
         self._clients: list[KubeClient] = []
         self._server: HTTPServer | None = None
@@ -127,6 +130,23 @@ class KubernetesEmulator:
             kind="PersistentVolumeClaim",
         )
         self.scheduler = Scheduler(client, pods, nodes, self.scheduler_names)
+        dra_informers = [
+            Informer(
+                client,
+                f"/apis/resource.k8s.io/v1/{plural}",
+                lambda *event: self.scheduler.retry_unschedulable(),
+                kind=kind,
+                api_version="resource.k8s.io/v1",
+            )
+            for plural, kind in (
+                ("resourceclaims", "ResourceClaim"),
+                ("resourceslices", "ResourceSlice"),
+                ("deviceclasses", "DeviceClass"),
+            )
+        ]
+        self.devices = DeviceAllocator(client, *dra_informers)
+        if self.simulate_dra:
+            self.scheduler.devices = self.devices
         self.kubelet = Kubelet(
             client, lambda: nodes.cache, timings=self.timings, api_port=self.port
         )
@@ -147,6 +167,7 @@ class KubernetesEmulator:
             ("job-pods-informer", self.jobs.pods.run()),
             ("job-controller", self.jobs.run()),
             ("kueue", self.kueue.run()),
+            *((f"dra-informer-{i}", informer.run()) for i, informer in enumerate(dra_informers)),
         ):
             self._tasks.append(asyncio.create_task(coroutine, name=f"emulator-{name}"))
         await asyncio.wait_for(
@@ -154,6 +175,7 @@ class KubernetesEmulator:
                 pods.synced.wait(),
                 nodes.synced.wait(),
                 claims.synced.wait(),
+                *(informer.synced.wait() for informer in dra_informers),
                 self.jobs.jobs.synced.wait(),
                 self.jobs.pods.synced.wait(),
             ),
@@ -249,6 +271,56 @@ class KubernetesEmulator:
     def run_processes(self, runner: ProcessRunner | None) -> None:
         """Run matching pods' containers as local processes (None: simulate all again)."""
         self.kubelet.process_runner = runner
+
+    def set_simulate_dra(self, enabled: bool = True) -> None:
+        """Pods with resourceClaims stay Pending until their claims are allocated devices
+        from ResourceSlices (dra.py); off, they are scheduled as if they had none."""
+        self.simulate_dra = enabled
+        self.scheduler.devices = self.devices if enabled else None
+        self.scheduler.retry_unschedulable()
+
+    async def add_dra_devices(
+        self,
+        node: str,
+        count: int,
+        *,
+        driver: str = "gpu.nvidia.com",
+        device_class: str | None = None,
+    ) -> None:
+        """Publish ``count`` devices ``gpu-0..`` of ``driver`` on ``node`` in a ResourceSlice
+        (and a DeviceClass named after the driver, selecting it, if none exists yet)."""
+        client = self._clients[0]
+        class_name = device_class or driver
+        try:
+            await client.get(f"/apis/resource.k8s.io/v1/deviceclasses/{class_name}")
+        except ClientError as error:
+            if error.status != 404:
+                raise
+            await client.create(
+                "/apis/resource.k8s.io/v1/deviceclasses",
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "DeviceClass",
+                    "metadata": {"name": class_name},
+                    "spec": {
+                        "selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]
+                    },
+                },
+            )
+        await client.create(
+            "/apis/resource.k8s.io/v1/resourceslices",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"generateName": f"{node}-{driver}-"},
+                "spec": {
+                    "driver": driver,
+                    "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": f"gpu-{i}"} for i in range(count)],
+                },
+            },
+        )
 
     def set_serve_ports(self, enabled: bool = True) -> None:
         """Simulated containers started from now on answer HTTP on their declared ports at
@@ -424,6 +496,13 @@ class EmulatedCluster:
 
     def run_processes(self, runner: ProcessRunner | None) -> None:
         self.call(self.emulator.run_processes, runner)
+
+    def simulate_dra(self, enabled: bool = True) -> None:
+        """Pods with resourceClaims wait for a device (see KubernetesEmulator.set_simulate_dra)."""
+        self.call(self.emulator.set_simulate_dra, enabled)
+
+    def add_dra_devices(self, node: str, count: int, **options: Any) -> None:
+        self.call(self.emulator.add_dra_devices, node, count, **options)
 
     def serve_ports(self, enabled: bool = True) -> None:
         self.call(self.emulator.set_serve_ports, enabled)
