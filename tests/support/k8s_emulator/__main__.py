@@ -45,6 +45,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="do not answer HTTP on simulated containers' ports at their pod IPs",
     )
+    parser.add_argument(
+        "--kubernetes-version",
+        default="1.34",
+        help="the Kubernetes version played (1.32 to 1.34): /version and resource.k8s.io versions",
+    )
     parser.add_argument("--verbose", action="store_true")
     return parser.parse_args(argv)
 
@@ -56,6 +61,7 @@ async def serve(args: argparse.Namespace) -> None:
         namespaces=args.namespace,
         scheduler_names={"default-scheduler", *args.scheduler_name},
         serve_ports=args.serve_ports,
+        kubernetes_version=args.kubernetes_version,
     )
     await emulator.start()
     if args.gpu_nodes:

@@ -27,7 +27,7 @@ from .jobs import JobController
 from .kubelet import Kubelet, KubeletTimings
 from .kueue import PREEMPTED_MESSAGE, KueueController
 from .nodes import gpu_node
-from .resources import NAMESPACE, lookup
+from .resources import NAMESPACE, dra_version, lookup, minor_of
 from .scheduler import Scheduler
 from .server import ServerSettings, make_app
 from .store import Store
@@ -72,6 +72,7 @@ class KubernetesEmulator:
         namespaces: Iterable[str] = (),
         serve_ports: bool = False,
         simulate_dra: bool = False,
+        kubernetes_version: str = "1.34",
     ) -> None:
         self.host = host
         self.port = port
@@ -79,7 +80,9 @@ class KubernetesEmulator:
         self.timings = timings or KubeletTimings()
         self.history_limit = history_limit
         self.history_seconds = history_seconds
-        self.settings = ServerSettings(bookmark_interval=bookmark_interval)
+        self.settings = ServerSettings(
+            bookmark_interval=bookmark_interval, kubernetes_minor=minor_of(kubernetes_version)
+        )
         self.job_backoff_delay = job_backoff_delay
         self.namespaces = tuple(namespaces)
         self.serve_ports = serve_ports
@@ -130,13 +133,14 @@ class KubernetesEmulator:
             kind="PersistentVolumeClaim",
         )
         self.scheduler = Scheduler(client, pods, nodes, self.scheduler_names)
+        dra = dra_version(self.settings.kubernetes_minor)
         dra_informers = [
             Informer(
                 client,
-                f"/apis/resource.k8s.io/v1/{plural}",
+                f"/apis/resource.k8s.io/{dra}/{plural}",
                 lambda *event: self.scheduler.retry_unschedulable(),
                 kind=kind,
-                api_version="resource.k8s.io/v1",
+                api_version=f"resource.k8s.io/{dra}",
             )
             for plural, kind in (
                 ("resourceclaims", "ResourceClaim"),
@@ -144,7 +148,7 @@ class KubernetesEmulator:
                 ("deviceclasses", "DeviceClass"),
             )
         ]
-        self.devices = DeviceAllocator(client, *dra_informers)
+        self.devices = DeviceAllocator(client, *dra_informers, version=dra)
         if self.simulate_dra:
             self.scheduler.devices = self.devices
         self.kubelet = Kubelet(
@@ -292,14 +296,14 @@ class KubernetesEmulator:
         client = self._clients[0]
         class_name = device_class or driver
         try:
-            await client.get(f"/apis/resource.k8s.io/v1/deviceclasses/{class_name}")
+            await client.get(f"{self.devices.api}/deviceclasses/{class_name}")
         except ClientError as error:
             if error.status != 404:
                 raise
             await client.create(
-                "/apis/resource.k8s.io/v1/deviceclasses",
+                f"{self.devices.api}/deviceclasses",
                 {
-                    "apiVersion": "resource.k8s.io/v1",
+                    "apiVersion": self.devices.api_version,
                     "kind": "DeviceClass",
                     "metadata": {"name": class_name},
                     "spec": {
@@ -308,9 +312,9 @@ class KubernetesEmulator:
                 },
             )
         await client.create(
-            "/apis/resource.k8s.io/v1/resourceslices",
+            f"{self.devices.api}/resourceslices",
             {
-                "apiVersion": "resource.k8s.io/v1",
+                "apiVersion": self.devices.api_version,
                 "kind": "ResourceSlice",
                 "metadata": {"generateName": f"{node}-{driver}-"},
                 "spec": {

@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 Object = dict[str, Any]
 Device = tuple[str, str, str, str]  # node, driver, pool, device
-GROUP = "/apis/resource.k8s.io/v1"
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 _DRIVER_SELECTOR = re.compile(r'device\.driver\s*==\s*["\']([^"\']+)["\']')
 
@@ -81,9 +80,16 @@ class DeviceAllocator:
     """The DRA part of the simulated scheduler (see the module docstring)."""
 
     def __init__(
-        self, client: KubeClient, claims: Informer, slices: Informer, classes: Informer
+        self,
+        client: KubeClient,
+        claims: Informer,
+        slices: Informer,
+        classes: Informer,
+        version: str = "v1",
     ) -> None:
         self.client = client
+        self.api_version = f"resource.k8s.io/{version}"
+        self.api = f"/apis/{self.api_version}"  # the newest version the cluster serves
         self.claims = claims
         self.slices = slices
         self.classes = classes
@@ -180,7 +186,7 @@ class DeviceAllocator:
             try:
                 claims.append(
                     await self.client.get(
-                        f"{GROUP}/namespaces/{namespace}/resourceclaims/{claim_name}"
+                        f"{self.api}/namespaces/{namespace}/resourceclaims/{claim_name}"
                     )
                 )
             except ClientError as error:
@@ -217,14 +223,14 @@ class DeviceAllocator:
         template_name = entry["resourceClaimTemplateName"]
         try:
             template = await self.client.get(
-                f"{GROUP}/namespaces/{meta['namespace']}/resourceclaimtemplates/{template_name}"
+                f"{self.api}/namespaces/{meta['namespace']}/resourceclaimtemplates/{template_name}"
             )
         except ClientError as error:
             if error.status == 404:
                 return f'resourceclaimtemplate "{template_name}" not found'
             raise
         body = {
-            "apiVersion": "resource.k8s.io/v1",
+            "apiVersion": self.api_version,
             "kind": "ResourceClaim",
             "metadata": {
                 "generateName": f"{meta['name']}-{entry['name']}-",
@@ -248,7 +254,7 @@ class DeviceAllocator:
             "spec": (template.get("spec") or {}).get("spec") or {},
         }
         return await self.client.create(
-            f"{GROUP}/namespaces/{meta['namespace']}/resourceclaims", body
+            f"{self.api}/namespaces/{meta['namespace']}/resourceclaims", body
         )
 
     async def allocate(self, pod: Object, claims: list[Object], node: str) -> bool:
@@ -277,7 +283,7 @@ class DeviceAllocator:
                 {"resource": "pods", "name": meta["name"], "uid": meta["uid"]},
             ]
             updated = await self.client.merge_patch(
-                f"{GROUP}/namespaces/{meta['namespace']}/resourceclaims/{name}/status",
+                f"{self.api}/namespaces/{meta['namespace']}/resourceclaims/{name}/status",
                 {"status": status},
             )
             self.claims.cache[Informer.key(updated)] = updated  # seen before the next pod is placed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 KUBERNETES_VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0"}
@@ -227,6 +227,46 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ),
 )
 
+# resource.k8s.io by the Kubernetes minor version that first serves it: v1beta1 from 1.32,
+# v1beta2 from 1.33, v1 (GA) from 1.34; all three are served by 1.34. Each version keeps its
+# own objects here (the emulator converts nothing between versions).
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSIONS = {"v1": 34, "v1beta2": 33, "v1beta1": 32}
+SUPPORTED_MINORS = range(32, 35)
+RESOURCE_TYPES += tuple(
+    replace(rt, version=version)
+    for version in ("v1beta2", "v1beta1")
+    for rt in RESOURCE_TYPES
+    if rt.group == DRA_GROUP and rt.version == "v1"
+)
+
+
+def minor_of(kubernetes_version: str) -> int:
+    """34 for "1.34" (or "v1.34.0"); ValueError for versions the emulator cannot play."""
+    parts = kubernetes_version.lstrip("v").split(".")
+    minor = int(parts[1]) if len(parts) > 1 and parts[0] == "1" and parts[1].isdigit() else -1
+    if minor not in SUPPORTED_MINORS:
+        raise ValueError(
+            f"the emulator plays Kubernetes 1.{SUPPORTED_MINORS.start} to 1.{SUPPORTED_MINORS.stop - 1}, not {kubernetes_version!r}"
+        )
+    return minor
+
+
+def served(group: str, version: str, minor: int = 34) -> bool:
+    """Whether Kubernetes 1.<minor> serves ``group/version``."""
+    return group != DRA_GROUP or minor >= DRA_VERSIONS.get(version, 99)
+
+
+def dra_version(minor: int = 34) -> str:
+    """The newest resource.k8s.io version 1.<minor> serves."""
+    return next(v for v, first in DRA_VERSIONS.items() if minor >= first)
+
+
+def version_info(minor: int = 34) -> dict[str, str]:
+    """/version's major, minor and gitVersion for 1.<minor>."""
+    return {"major": "1", "minor": str(minor), "gitVersion": f"v1.{minor}.0"}
+
+
 _BY_PATH = {(rt.group, rt.version, rt.plural): rt for rt in RESOURCE_TYPES}
 _BY_KIND = {(rt.api_version, rt.kind): rt for rt in RESOURCE_TYPES}
 
@@ -244,10 +284,12 @@ NAMESPACE = _BY_PATH[("", "v1", "namespaces")]
 JOB = _BY_PATH[("batch", "v1", "jobs")]
 
 
-def groups() -> dict[str, list[str]]:
-    """{group: [versions]} for the named (non-core) groups."""
+def groups(minor: int = 34) -> dict[str, list[str]]:
+    """{group: [versions]} for the named (non-core) groups 1.<minor> serves, newest first."""
     result: dict[str, list[str]] = {}
     for rt in RESOURCE_TYPES:
+        if not served(rt.group, rt.version, minor):
+            continue
         if rt.group and rt.version not in result.setdefault(rt.group, []):
             result[rt.group].append(rt.version)
     return result
@@ -268,16 +310,16 @@ def _group_document(name: str, versions: list[str]) -> dict[str, Any]:
     return {"name": name, "versions": listed, "preferredVersion": listed[0]}
 
 
-def api_group_list() -> dict[str, Any]:
+def api_group_list(minor: int = 34) -> dict[str, Any]:
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [_group_document(name, versions) for name, versions in groups().items()],
+        "groups": [_group_document(name, versions) for name, versions in groups(minor).items()],
     }
 
 
-def api_group(name: str) -> dict[str, Any] | None:
-    versions = groups().get(name)
+def api_group(name: str, minor: int = 34) -> dict[str, Any] | None:
+    versions = groups(minor).get(name)
     if versions is None:
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_document(name, versions)}
@@ -292,7 +334,9 @@ _SUBRESOURCE_VERBS = {
 }
 
 
-def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
+def api_resource_list(group: str, version: str, minor: int = 34) -> dict[str, Any] | None:
+    if not served(group, version, minor):
+        return None
     selected = [rt for rt in RESOURCE_TYPES if rt.group == group and rt.version == version]
     if not selected:
         return None

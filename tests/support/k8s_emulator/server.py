@@ -34,6 +34,8 @@ class ServerSettings:
     """Knobs read on every request, so tests may change them while the emulator runs."""
 
     bookmark_interval: float = 60.0
+    # The Kubernetes minor version played: /version, and which resource.k8s.io versions are served.
+    kubernetes_minor: int = 34
 
 
 @dataclass
@@ -48,7 +50,7 @@ class Route:
     watch: bool = False
 
 
-def parse_path(path: str, server_address: str) -> Route:
+def parse_path(path: str, server_address: str, minor: int = 34) -> Route:
     segments = [s for s in path.split("/") if s]
     not_found = errors.ApiError(
         404, "NotFound", "the server could not find the requested resource", {}
@@ -56,7 +58,7 @@ def parse_path(path: str, server_address: str) -> Route:
     if segments == ["version"]:
         return Route(
             discovery={
-                **resources.KUBERNETES_VERSION,
+                **resources.version_info(minor),
                 "gitCommit": "emulator",
                 "gitTreeState": "clean",
                 "buildDate": "2025-01-01T00:00:00Z",
@@ -68,11 +70,11 @@ def parse_path(path: str, server_address: str) -> Route:
     if segments == ["api"]:
         return Route(discovery=resources.api_versions(server_address))
     if segments == ["apis"]:
-        return Route(discovery=resources.api_group_list())
+        return Route(discovery=resources.api_group_list(minor))
     if len(segments) >= 2 and segments[0] == "api":
         group, version, rest = "", segments[1], segments[2:]
     elif len(segments) == 2 and segments[0] == "apis":
-        document = resources.api_group(segments[1])
+        document = resources.api_group(segments[1], minor)
         if document is None:
             raise not_found
         return Route(discovery=document)
@@ -81,10 +83,12 @@ def parse_path(path: str, server_address: str) -> Route:
     else:
         raise not_found
     if not rest:
-        document = resources.api_resource_list(group, version)
+        document = resources.api_resource_list(group, version, minor)
         if document is None:
             raise not_found
         return Route(discovery=document)
+    if not resources.served(group, version, minor):
+        raise not_found
     watch = rest[0] == "watch"
     if watch:
         rest = rest[1:]
@@ -140,7 +144,7 @@ class ApiHandler(web.RequestHandler):
         return self.request.host
 
     def _route(self, path: str) -> Route:
-        return parse_path(path, self._server_address())
+        return parse_path(path, self._server_address(), self.knobs.kubernetes_minor)
 
     def _reply(self, body: Any, code: int = 200, warnings: list[str] | None = None) -> None:
         self.set_status(code)
