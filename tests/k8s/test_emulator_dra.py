@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import pytest
 from kubernetes_asyncio import client
 
+from gpuspawner.kubernetes import GPUSpawner
 from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 from .manifests import pod
 
@@ -167,3 +170,33 @@ async def test_without_simulated_dra_claims_do_not_hold_a_pod(k8s_api, k8s_contr
     core = client.CoreV1Api(k8s_api)
     await core.create_namespaced_pod("default", claiming_pod("plain", template="nowhere"))
     await wait_for(lambda: _is(phase(core, "plain"), "Running"), what="Running")
+
+
+@pytest.mark.usefixtures("kubespawner_env")
+async def test_a_gpuspawner_dra_server_runs_once_its_claim_gets_a_gpu(
+    k8s_api, k8s_controls, tmp_path
+):
+    # Given a DRA cluster whose GPU driver publishes one device on the only GPU node
+    k8s_controls.add_gpu_nodes(1, gpu_count=1)
+    k8s_controls.simulate_dra()
+    k8s_controls.add_dra_devices("gpu-node-0", 1)
+    GPUSpawner._inventories.clear()
+    spawner = make_gpu_spawner(
+        "ana",
+        write_class_catalog(tmp_path / "catalog.yaml", ["ana"], share="{count: 1}"),
+        sharing_backend="dra",
+        sharing_backend_config={},
+        start_timeout=20,
+    )
+    # When her server starts with the back end's ResourceClaimTemplate
+    await spawner.start()
+    # Then the pod runs on that node with the device allocated to its claim
+    core = client.CoreV1Api(k8s_api)
+    current = await core.read_namespaced_pod(spawner.pod_name, "default")
+    assert current.status.phase == "Running" and current.spec.node_name == "gpu-node-0"
+    (status,) = current.status.resource_claim_statuses
+    claim = await call(
+        k8s_controls, "GET", f"{DRA}/namespaces/default/resourceclaims/{status.resource_claim_name}"
+    )
+    assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    await spawner.stop()
