@@ -126,9 +126,7 @@ def admit(
         return StartDecision(entitlement, None, prewarmed)
     pool.release(key)  # a stale record of this same server, from a failed start
     limit = catalog.settings.max_gpu_servers_per_user
-    mine = [
-        a for a in pool.allocations.values() if a.owner == user.name and a.key.startswith("server:")
-    ]
+    mine = [a for a in pool.held_by(user.name) if a.key.startswith("server:")]
     if entitlement.role is not Role.ADMIN and key.startswith("server:") and len(mine) >= limit:
         names = ", ".join(sorted(a.profile_id for a in mine))
         raise Refusal(

@@ -12,6 +12,8 @@ can use.
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -167,12 +169,29 @@ class CapacityPool:
         self.devices = list(devices)
         self._by_id = {d.id: d for d in self.devices}
         self._totals = {d.id: DeviceUsage(d) for d in self.devices}
+        # Counts by course, owner and profile, and each owner's allocations, kept with the
+        # totals: a decision then costs the number of GPUs, not of running servers.
+        self._counts: Counter[tuple[str, str | None]] = Counter()
+        self._by_owner: dict[str, dict[str, Allocation]] = {}
         self.allocations: dict[str, Allocation] = _AllocationBook(self._changed)
 
     def _changed(self, old: Allocation | None, new: Allocation | None) -> None:
         for allocation, sign in ((old, -1), (new, 1)):
             if allocation is None:
                 continue
+            for index in (
+                ("course", allocation.course_id),
+                ("owner", allocation.owner),
+                ("profile", allocation.profile_id),
+            ):
+                self._counts[index] += sign
+            mine = self._by_owner.setdefault(allocation.owner, {})
+            if sign > 0:
+                mine[allocation.key] = allocation
+            else:
+                mine.pop(allocation.key, None)
+                if not mine:
+                    del self._by_owner[allocation.owner]
             for device_id in allocation.device_ids:
                 slot = self._totals.get(device_id)
                 if slot is None:
@@ -223,6 +242,13 @@ class CapacityPool:
         profile_id: str | None = None,
     ) -> int:
         """How many allocations match all the given filters."""
+        given = [
+            (name, value)
+            for name, value in (("course", course_id), ("owner", owner), ("profile", profile_id))
+            if value is not None
+        ]
+        if len(given) == 1:
+            return self._counts[given[0]]
         return sum(
             1
             for a in self.allocations.values()
@@ -230,6 +256,10 @@ class CapacityPool:
             and (owner is None or a.owner == owner)
             and (profile_id is None or a.profile_id == profile_id)
         )
+
+    def held_by(self, owner: str) -> list[Allocation]:
+        """The allocations ``owner`` holds (servers and jobs)."""
+        return list(self._by_owner.get(owner, {}).values())
 
     def how_many_fit(
         self,
@@ -305,7 +335,10 @@ class CapacityPool:
                 f"the largest GPU here has {format_mib(largest.memory_mib)}. "
                 "Please tell the hub admins.",
             )
-        usage = self.usage(reservations, for_course=course_id)
+        if any(r.course_id != course_id for r in reservations):
+            usage = self.usage(reservations, for_course=course_id)
+        else:
+            usage = self._totals  # nothing to hold back: decide on the running totals
         chosen = _choose([usage[d.id] for d in candidates], share)
         if chosen is None:
             raise self._explain_full(share, candidates, reservations, course_id)
@@ -398,13 +431,13 @@ def _choose(
     slots: list[DeviceUsage], share: GPUShare
 ) -> list[tuple[DeviceUsage, SliceDemand]] | None:
     """Best-fit placement of ``share`` over ``slots``; None if it does not fit."""
-    matching = [s for s in slots if s.device.matches_model(share.models)]
     if share.is_whole:
-        free = [s for s in matching if s.empty]
+        free = [s for s in slots if s.empty and s.device.matches_model(share.models)]
         if len(free) < share.count:
             return None
-        picked = sorted(free, key=lambda s: s.device.index)[: share.count]
+        picked = heapq.nsmallest(share.count, free, key=lambda s: s.device.index)
         return [(s, share.demand_on(s.device)) for s in picked]
+    matching = [s for s in slots if s.device.matches_model(share.models)]
     best: tuple | None = None
     for slot in matching:
         demand = share.demand_on(slot.device)
