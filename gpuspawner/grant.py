@@ -341,6 +341,14 @@ class GPUAdmission(LoggingConfigurable):
             )
         return catalog
 
+    def catalog_in_force(self) -> Catalog | None:
+        """The catalog in force, or None while there is none (no catalog, or errors):
+        for callers that list or wait rather than refuse."""
+        try:
+            return self.catalog()
+        except Refusal:
+            return None
+
     def local_devices(self) -> list[GPUDevice]:
         """This machine's GPUs: NVML's, or the simulated ones (read once per process)."""
         key = (self.gpu_inventory, repr(self.simulated_gpus))

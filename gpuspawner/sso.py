@@ -38,7 +38,7 @@ from traitlets import Dict, Instance, List, Unicode, Union, default, observe, va
 
 from .accounts import ensure_account
 from .grant import GPUAdmission, moved_to_admission
-from .policy import Catalog, Refusal
+from .policy import Catalog
 from .policy.idp_groups import GroupMapping
 
 ROLE_GROUPS = ("students", "instructors", "researchers", "admins")
@@ -194,10 +194,7 @@ class CampusOAuthenticator(GenericOAuthenticator):
 
     def catalog(self) -> Catalog | None:
         """The catalog in force, or None without one (or before a valid one)."""
-        try:
-            return self.admission.catalog()
-        except Refusal:
-            return None
+        return self.admission.catalog_in_force()
 
     def group_mapping(self) -> GroupMapping:
         return GroupMapping.build(

@@ -17,7 +17,6 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Enum, Float, Integer, Unicode, default, observe
 
 from gpuspawner.grant import GPUAdmission, moved_to_section
-from gpuspawner.policy import Catalog, Refusal
 
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
@@ -136,12 +135,6 @@ class JobsExtensionApp(ExtensionApp):
         root_dir = os.path.expanduser(self.root_dir)
         admission = GPUAdmission(parent=self, fallback_catalog=local_catalog())
 
-        def catalog() -> Catalog | None:
-            try:
-                return admission.catalog()
-            except Refusal:
-                return None
-
         manager = JobManager(
             parent=self,
             root_dir=root_dir,
@@ -151,7 +144,7 @@ class JobsExtensionApp(ExtensionApp):
         api = JobsAPI(
             manager,
             mode="standalone",
-            catalog=catalog,
+            catalog=admission.catalog_in_force,
             max_notebook_bytes=self.max_notebook_bytes,
             working_dir=working_dir_beside(server_root),
             save_outputs=True,

@@ -34,7 +34,7 @@ from traitlets.config import Application
 
 from gpuspawner.accounts import NoSuchAccount, UserAccount
 from gpuspawner.grant import GPUAdmission, moved_setting, moved_to_section
-from gpuspawner.policy import Catalog, GPUDevice, Refusal
+from gpuspawner.policy import GPUDevice
 from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 
 from .. import __version__
@@ -315,17 +315,8 @@ class JobServiceApp(Application):
                 "No catalog: every user gets the one CPU flavor 'local'. Set "
                 "c.GPUAdmission.catalog_path (or JUPYTER_TO_JOB_CATALOG) for GPU flavors."
             )
-        else:
-            try:
-                admission.catalog()
-            except Refusal:
-                self.log.error("Jobs cannot be created until %s is valid.", admission.catalog_path)
-
-        def catalog() -> Catalog | None:
-            try:
-                return admission.catalog()
-            except Refusal:
-                return None
+        elif admission.catalog_in_force() is None:
+            self.log.error("Jobs cannot be created until %s is valid.", admission.catalog_path)
 
         cluster = None
         if kubernetes:
@@ -355,7 +346,7 @@ class JobServiceApp(Application):
         api = JobsAPI(
             manager,
             mode="hub",
-            catalog=catalog,
+            catalog=admission.catalog_in_force,
             directory=HubDirectory(
                 hub_auth.api_url, hub_auth.api_token, max_age=self.group_cache_seconds
             ),
