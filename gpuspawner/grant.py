@@ -40,6 +40,7 @@ from .policy.entitlements import Profile, entitlement_for
 from .policy.local_share import local_share_environment
 from .policy.prewarm import verify_prewarm_token
 from .policy.storage import Mount, kubernetes_volumes, parse_mounts
+from .telemetry import DeviceTelemetry, telemetry_from_config
 
 SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
 """The folder whose ``sitecustomize`` applies ``GPUSPAWNER_TORCH_MEMORY_FRACTION``."""
@@ -287,6 +288,21 @@ class GPUAdmission(LoggingConfigurable):
         """,
     )
 
+    telemetry_path = Unicode(
+        "",
+        config=True,
+        help="""
+        One machine: a JSON file of simulated GPU readings (utilisation, memory,
+        temperature per GPU) for demos and tests; empty reads NVML. The hub's metrics and
+        GPU-aware reclaim both read telemetry from here (``device_telemetry()``). On
+        Kubernetes the DCGM exporter provides readings instead (hub_config/monitoring/).
+
+        Example::
+
+            c.GPUAdmission.telemetry_path = "/tmp/gpu-readings.json"
+        """,
+    )
+
     prewarm_secret = Unicode(
         config=True,
         help="""
@@ -317,6 +333,7 @@ class GPUAdmission(LoggingConfigurable):
     )
 
     _inventory_cache: dict[tuple[str, str], list[GPUDevice]] = {}
+    _telemetry: tuple[str, DeviceTelemetry] | None = None
 
     # -- inputs --------------------------------------------------------------------------
 
@@ -360,6 +377,13 @@ class GPUAdmission(LoggingConfigurable):
             self._inventory_cache[key] = devices
             self.log.info("GPU inventory: %s", ", ".join(d.label for d in devices) or "none")
         return devices
+
+    def device_telemetry(self) -> DeviceTelemetry:
+        """This machine's GPU readings: the simulated file of ``telemetry_path``, or NVML."""
+        key = self.telemetry_path
+        if self._telemetry is None or self._telemetry[0] != key:
+            self._telemetry = (key, telemetry_from_config(key or None))
+        return self._telemetry[1]
 
     @property
     def backend(self) -> SharingBackend:
