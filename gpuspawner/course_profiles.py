@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,7 @@ from traitlets.config import LoggingConfigurable
 from .gpu_map import gpu_map
 from .grant import GPUAdmission, Grant, Target, moved_to_admission
 from .ledger import AllocationLedger, ProcessHolder
+from .metrics import observe_server_start, watch_spawner
 from .policy import (
     Allocation,
     CapacityPool,
@@ -114,6 +116,7 @@ class CourseProfilesMixin(LoggingConfigurable):
     _holder: ProcessHolder | None = None
     _profile_id: str | None = None
     _progress_messages: list[str]
+    _decided_at = 0.0
 
     # -- inventory, implemented by subclasses --------------------------------------
 
@@ -227,9 +230,19 @@ class CourseProfilesMixin(LoggingConfigurable):
                 if entitlement.available
                 else None
             )
+            budget = (
+                self.admission.server_budget(catalog, entitlement, self.identity(), now)
+                if entitlement.available
+                else None
+            )
             cards.append(
                 ProfileCard.build(
-                    entitlement, seats, pool.devices, local=self.admission_target == "local"
+                    entitlement,
+                    seats,
+                    pool.devices,
+                    local=self.admission_target == "local",
+                    budget=budget.line() if budget else "",
+                    budget_exhausted=bool(budget and budget.exhausted),
                 )
             )
         return cards
@@ -335,7 +348,10 @@ class CourseProfilesMixin(LoggingConfigurable):
         Synchronous on purpose: the check and the booking happen with no await
         in between, so two concurrent spawns can never take the same slice.
         """
+        watch_spawner(self)
+        self._decided_at = time.monotonic()
         with self.capacity_transaction() as pool:
+            self.close_dangling_usage(pool)
             grant = self.ask_admission(pool)
         self._grant = grant
         self._allocation = grant.allocation
@@ -361,8 +377,44 @@ class CourseProfilesMixin(LoggingConfigurable):
                 return
             await asyncio.sleep(0.2)
 
+    def record_started(self) -> None:
+        """Count this GPU server's start, from the admission's decision, in the hub's metrics."""
+        grant = self._grant
+        if grant is not None and grant.allocation is not None and self._decided_at:
+            observe_server_start(grant.subject, grant.course_id, self._decided_at)
+        self._decided_at = 0.0
+
+    # -- the GPU-hour usage record ---------------------------------------------------------
+
+    # Usage records whose dangling servers this hub process has closed (once, after it starts).
+    _usage_reconciled: set[str] = set()
+
+    def start_polling(self):
+        """JupyterHub calls this once a server is up (and for each server still running
+        after a hub restart): its GPU-hours count from here in the usage record."""
+        if self._grant is not None:
+            self.admission.record_start(
+                self._grant, name=self.name or "", groups=self.identity().groups, now=self.now()
+            )
+        return super().start_polling()
+
+    def close_dangling_usage(self, pool: CapacityPool) -> None:
+        """Once per hub process: close the usage intervals of servers that are not in
+        ``pool`` (rebuilt from spawner state, the ledger or the pods) any more, such as
+        servers that ended while the hub was down."""
+        url = self.admission.usage_db_url
+        if not url or url in self._usage_reconciled:
+            return
+        usage = self.admission.usage_record()
+        assert usage is not None
+        CourseProfilesMixin._usage_reconciled.add(url)
+        gone = usage.close_dangling(pool.allocations, self.now(), kinds=("server",))
+        if gone:
+            self.log.info("Usage record: closed %d servers that no longer run", len(gone))
+
     def release_allocation(self) -> None:
         if self._allocation is not None:
+            self.admission.record_end(self._allocation.key, self.now())
             with self.capacity_transaction() as pool:
                 pool.release(self._allocation.key)
         self._allocation = None
@@ -398,6 +450,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         data = state.get("gpuspawner") if isinstance(state, dict) else None
         if not isinstance(data, dict):
             return
+        watch_spawner(self)
         self._profile_id = data.get("profile")
         if data.get("allocation"):
             allocation = Allocation.from_dict(data["allocation"])

@@ -233,6 +233,7 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             raise
         # From now on the server's process, not the hub, holds its GPU slice.
         self.hold_allocation(self.pid)
+        self.record_started()
         return address
 
     async def poll(self):

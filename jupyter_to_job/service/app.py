@@ -42,6 +42,7 @@ from ..executors import JobExecutor, LocalExecutor
 from ..executors.local import default_run_as
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
+from ..metrics import service_registry
 from ..rest import CREATE_BODY_SLACK
 from ..scopes import SERVICE_NAME, access_scope
 from .capacity import FlavorCapacity, IdentityBook
@@ -363,6 +364,7 @@ class JobServiceApp(Application):
             api=api,
             hub_auth=hub_auth,
             access_scopes={access_scope(self.service_name)},
+            metrics=service_registry(api.manager.store, api.manager.log_store),
         )
         return web.Application(
             handlers,  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ Route (under ``/services/<name>/``)    Method  What
 ``api/flavors``                        GET     the caller's flavors
 ``api/config``                         GET     mode and features
 ``api/health``                         GET     ``{"status": "ok"}``, anonymous
+``metrics``                            GET     Prometheus metrics (``read:metrics``)
 =====================================  ======  =========================================
 """
 
@@ -34,6 +35,7 @@ import logging
 from typing import Any
 
 from jupyterhub.services.auth import HubAuthenticated, UserNotAllowed
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from pydantic import BaseModel
 from tornado import web
 from tornado.http1connection import HTTP1Connection
@@ -41,6 +43,7 @@ from tornado.iostream import StreamClosedError
 
 from ..access import Caller
 from ..jobs_api import JobsAPI
+from ..metrics import METRICS_SCOPE, metrics_text
 from ..output_uploads import (
     MAX_OUTPUT_BYTES,
     OutputTooLarge,
@@ -325,6 +328,23 @@ class ConfigHandler(JobServiceHandler):
         self.write_model(self.api.config(self.caller))
 
 
+class MetricsHandler(JobServiceHandler):
+    """Prometheus metrics, for tokens with JupyterHub's ``read:metrics`` scope (the scope
+    that guards ``/hub/metrics``): no token is a 401, a token without it a 403."""
+
+    def initialize(  # type: ignore[override]
+        self, hub_auth: Any, registry: CollectorRegistry | None = None, **_: Any
+    ) -> None:
+        self.hub_auth = hub_auth
+        self._access_scopes = {METRICS_SCOPE}
+        self.registry = registry or CollectorRegistry(auto_describe=False)
+
+    @web.authenticated
+    async def get(self) -> None:
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(metrics_text(self.registry))
+
+
 class HealthHandler(JSONErrorsMixin, web.RequestHandler):
     """The only anonymous endpoint: says the service runs, and nothing else."""
 
@@ -340,10 +360,14 @@ class NotFoundHandler(JSONErrorsMixin, web.RequestHandler):
         raise ApiError(404, "There is nothing at this address of the job service.", "not-found")
 
 
-def service_handlers(prefix: str, **kwargs: Any) -> list[tuple[str, type, dict[str, Any]]]:
-    """The routes under ``prefix`` (``/services/jupyter-to-job/``), each with ``kwargs``."""
+def service_handlers(
+    prefix: str, *, metrics: CollectorRegistry | None = None, **kwargs: Any
+) -> list[tuple[str, type, dict[str, Any]]]:
+    """The routes under ``prefix`` (``/services/jupyter-to-job/``), each with ``kwargs``;
+    ``metrics``: the service's registry of job metrics, served at ``metrics``."""
     base = prefix.rstrip("/") + "/api"
     return [
+        (prefix.rstrip("/") + "/metrics", MetricsHandler, {**kwargs, "registry": metrics}),
         (f"{base}/jobs", JobsHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}", JobHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/logs", JobLogHandler, kwargs),

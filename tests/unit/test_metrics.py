@@ -1,0 +1,184 @@
+"""Scenarios: what a Prometheus scrape of the hub and of the job service says about GPUs,
+slices, admissions and jobs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.registry import Collector
+
+from gpuspawner.metrics import PoolView, counted_admission, pool_metrics
+from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal
+from gpuspawner.telemetry import DeviceReading
+from jupyter_to_job.metrics import job_metrics
+from jupyter_to_job.store import JobRow
+
+GIB = 1024
+NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+class Fixed(Collector):
+    def __init__(self, families):
+        self.families = families
+
+    def collect(self):
+        yield from self.families
+
+
+def scrape(families) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed(families))
+    return registry
+
+
+def busy_pool() -> CapacityPool:
+    pool = CapacityPool(
+        [GPUDevice("sim-0", 0, "RTX 4090", 24 * GIB), GPUDevice("sim-1", 1, "RTX 4090", 24 * GIB)]
+    )
+    quarter = GPUShare(fraction=Fraction(1, 4))
+    pool.allocate("server:ana/", owner="ana", profile_id="ml101", course_id="ml101", share=quarter)
+    pool.allocate("server:ben/", owner="ben", profile_id="ml101", course_id="ml101", share=quarter)
+    pool.allocate("job:j1", owner="cy", profile_id="batch", course_id=None, share=quarter)
+    return pool
+
+
+def test_a_scrape_shows_each_gpu_its_holders_and_their_view_of_its_utilisation():
+    # Given three quarter slices on one GPU, the other GPU idle and hot
+    pool = busy_pool()
+    readings = [
+        DeviceReading("sim-0", 0, 0.0, 2048, 24 * GIB, 55.0),
+        DeviceReading("sim-1", 1, 3.0, 0, 24 * GIB, 74.0),
+    ]
+    registry = scrape(pool_metrics(PoolView(pool, "local", readings)))
+    gpu0 = pool.devices[0].label
+
+    # Then the allocations are counted by course, profile and kind
+    value = registry.get_sample_value
+    labels = {"gpu": gpu0, "course": "ml101", "profile": "ml101", "kind": "server"}
+    assert value("gpuspawner_allocations", {**labels, "backend": "local"}) == 2
+    assert value("gpuspawner_gpu_allocated_fraction", {"gpu": gpu0, "model": "RTX 4090"}) == 0.75
+    assert value("gpuspawner_gpu_holders", {"gpu": pool.devices[1].label, "model": "RTX 4090"}) == 0
+    # And each slice carries its GPU's utilisation with its holder's labels
+    assert (
+        value(
+            "gpuspawner_slice_utilization_percent",
+            {
+                "gpu": gpu0,
+                "user": "cy",
+                "course": "",
+                "profile": "batch",
+                "kind": "job",
+                "name": "j1",
+            },
+        )
+        == 0.0
+    )
+    assert value("gpuspawner_gpu_temperature_celsius", {"gpu": pool.devices[1].label}) == 74.0
+    assert value("gpuspawner_gpu_memory_used_bytes", {"gpu": gpu0}) == 2048 * 1024 * 1024
+    info = {
+        "gpu": gpu0,
+        "user": "ana",
+        "course": "ml101",
+        "profile": "ml101",
+        "kind": "server",
+        "name": "",
+        "fraction": "1/4",
+        "namespace": "",
+        "pod": "",
+    }
+    assert value("gpuspawner_allocation_info", info) == 1
+
+
+def test_without_readings_there_are_no_device_series_but_allocations_still_show():
+    registry = scrape(pool_metrics(PoolView(busy_pool(), "hami")))
+    assert registry.get_sample_value("gpuspawner_gpu_utilization_percent", {"gpu": "x"}) is None
+    samples = [
+        s for m in registry.collect() for s in m.samples if s.name == "gpuspawner_allocations"
+    ]
+    assert {s.labels["backend"] for s in samples} == {"hami"}
+    assert sum(s.value for s in samples) == 3
+
+
+def test_admissions_and_refusals_are_counted_by_reason():
+    # Given an admission method that grants once and refuses once
+    class Granted:
+        subject, course_id = "ml101", "ml101"
+
+    answers = iter([Granted(), Refusal("closed", "The class is closed.")])
+
+    @counted_admission("server")
+    def grant(*_):
+        answer = next(answers)
+        if isinstance(answer, Refusal):
+            raise answer
+        return answer
+
+    def counted(name, labels):
+        return REGISTRY.get_sample_value(name, labels) or 0
+
+    admitted = {"kind": "server", "profile": "ml101", "course": "ml101"}
+    before = (
+        counted("gpuspawner_admissions_total", admitted),
+        counted("gpuspawner_refusals_total", {"kind": "server", "reason": "closed"}),
+    )
+    grant()
+    with pytest.raises(Refusal):
+        grant()
+    after = (
+        counted("gpuspawner_admissions_total", admitted),
+        counted("gpuspawner_refusals_total", {"kind": "server", "reason": "closed"}),
+    )
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+
+
+def job(job_id, status, *, queued=None, started=None, ended=None, flavor="gpu"):
+    return JobRow(
+        job_id=job_id,
+        owner="ana",
+        name=job_id,
+        flavor=flavor,
+        status=status,
+        input_path="a.ipynb",
+        create_time=queued or NOW,
+        queue_time=queued,
+        start_time=started,
+        end_time=ended,
+    )
+
+
+def test_jobs_by_state_waits_and_run_times():
+    # Given a job that waited 2 minutes and ran 10, one running, one queued for 40 minutes
+    rows = [
+        job(
+            "a",
+            "COMPLETED",
+            queued=NOW - timedelta(minutes=30),
+            started=NOW - timedelta(minutes=28),
+            ended=NOW - timedelta(minutes=18),
+        ),
+        job("b", "RUNNING", queued=NOW - timedelta(minutes=5), started=NOW - timedelta(minutes=5)),
+        job("c", "QUEUED", queued=NOW - timedelta(minutes=40)),
+    ]
+    registry = scrape(job_metrics(rows, {"a": 1200, "b": 34}, NOW))
+    value = registry.get_sample_value
+
+    assert value("jupyter_to_job_jobs", {"state": "QUEUED", "flavor": "gpu"}) == 1
+    assert value("jupyter_to_job_jobs", {"state": "FAILED", "flavor": ""}) == 0
+    assert value("jupyter_to_job_oldest_queued_seconds") == 2400
+    assert value("jupyter_to_job_queue_wait_seconds_count", {"flavor": "gpu"}) == 2
+    assert value("jupyter_to_job_queue_wait_seconds_bucket", {"flavor": "gpu", "le": "60.0"}) == 1
+    assert value("jupyter_to_job_queue_wait_seconds_sum", {"flavor": "gpu"}) == 120
+    labels = {"flavor": "gpu", "state": "COMPLETED"}
+    assert value("jupyter_to_job_run_seconds_sum", labels) == 600
+    assert value("jupyter_to_job_run_seconds_bucket", {**labels, "le": "300.0"}) == 0
+    assert value("jupyter_to_job_run_seconds_bucket", {**labels, "le": "600.0"}) == 1
+    assert value("jupyter_to_job_log_bytes", {"flavor": "gpu"}) == 1234
+
+
+def test_an_empty_queue_is_a_zero_not_a_missing_series():
+    registry = scrape(job_metrics([], {}, NOW))
+    assert registry.get_sample_value("jupyter_to_job_oldest_queued_seconds") == 0
+    assert registry.get_sample_value("jupyter_to_job_jobs", {"state": "QUEUED", "flavor": ""}) == 0
