@@ -38,6 +38,7 @@ from pydantic import (
 )
 from pydantic.functional_validators import AfterValidator
 
+from .budget_spec import CourseBudget, NamedTerm, ResearchBudget
 from .schedule import (
     MAX_TERM_DAYS,
     CourseSchedule,
@@ -294,10 +295,57 @@ class CatalogEntry(CatalogModel):
         return self.gpu.to_share() if self.gpu else None
 
 
+class ReclaimPolicy(CatalogModel):
+    """When the course-sessions service takes back a server of a profile, and how it warns.
+
+    ``reclaim: {idle_after: 30m, idle_below: 5, warning: 10m, keep_once: true}``. Without
+    ``idle_after`` a server is never reclaimed for being idle. The owner is warned
+    ``warning`` before the reclaim, in JupyterLab and on the hub's home page, and with
+    ``keep_once`` may answer "I'm still using it" once per server, which restarts the
+    idle clock (courses: also counts a pre-warmed server as opened).
+    """
+
+    idle_after: Duration | None = None
+    """Reclaim a server whose GPU share saw no utilisation for this long."""
+    idle_below: int = Field(default=5, ge=0, le=100)
+    """Utilisation, in percent of the GPU, at or below which its device counts as idle."""
+    warning: Duration = timedelta(minutes=10)
+    keep_once: bool = True
+
+    @field_validator("idle_after", "warning")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("expected a duration longer than zero, such as 10m")
+        return value
+
+
+class CourseReclaimPolicy(ReclaimPolicy):
+    """A course's reclaim policy: also pre-warmed servers that nobody opened."""
+
+    unopened_after: Duration | None = None
+    """Reclaim a pre-warmed server nobody opened this long after class start."""
+
+    @field_validator("unopened_after")
+    @classmethod
+    def _positive_unopened(cls, value: timedelta | None) -> timedelta | None:
+        return cls._positive(value)
+
+
+class ResearchReclaimPolicy(ReclaimPolicy):
+    """A research allocation's reclaim policy: also servers whose grant expired."""
+
+    after_expiry: bool = True
+    """Reclaim servers of this allocation once it expires (midnight in the catalog's zone)."""
+
+
 class ProfileSection(CatalogEntry):
     """A server profile: a course, a research allocation or a standing profile."""
 
     storage: list[StorageMount] = Field(default_factory=list)
+    reclaim: ReclaimPolicy = Field(default_factory=ReclaimPolicy)
+    """When the course-sessions service reclaims this profile's servers (default: never
+    for idleness; see :class:`ReclaimPolicy`)."""
 
 
 class Course(ProfileSection):
@@ -310,6 +358,9 @@ class Course(ProfileSection):
     reserved_seats: int = Field(default=0, ge=0)
     instructors_anytime: bool = True
     """Instructors may start the course environment at any time during the term."""
+    budget: CourseBudget | None = None
+    """GPU-hours each student may use a week (``gpu_hours_per_student_per_week``)."""
+    reclaim: CourseReclaimPolicy = Field(default_factory=CourseReclaimPolicy)
 
     _schedule: CourseSchedule | None = PrivateAttr(default=None)
 
@@ -346,6 +397,9 @@ class ResearchAllocation(ProfileSection):
     starts: date | None = None
     expires: date
     max_gpu_servers: int | None = Field(default=None, ge=0)
+    budget: ResearchBudget | None = None
+    """GPU-hours all holders may use from ``starts`` to ``expires`` (``gpu_hours_per_term``)."""
+    reclaim: ResearchReclaimPolicy = Field(default_factory=ResearchReclaimPolicy)
 
     @model_validator(mode="after")
     def _grantees(self) -> ResearchAllocation:
@@ -410,6 +464,8 @@ class Settings(CatalogModel):
     grace: Duration = timedelta(minutes=10)
     max_gpu_servers_per_user: int = Field(default=1, ge=0)
     course_groups: CourseGroups = Field(default_factory=CourseGroups)
+    terms: list[NamedTerm] = Field(default_factory=list)
+    """Named terms for GPU-hour usage reports (``gpuspawner usage --term NAME``)."""
 
     @field_validator("timezone")
     @classmethod

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import logging
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_f
 from .audit import AuditLog
 from .course_api import CourseAPI, course_api_handlers
 from .hub_client import HubClient
+from .reclaim_api import reclaim_page_handlers, reclaim_token_handlers
 from .service import SessionsService, courses_with_prewarm
 from .watched_catalog import WatchedCatalog
 
@@ -79,12 +81,49 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="append one JSON line per action to this file",
     )
     parser.add_argument(
+        "--allocation-ledger",
+        default=env("allocation-ledger"),
+        help="the hub's GPU allocation ledger (c.GPUAdmission.allocation_ledger): which "
+        "server holds which GPU, for reclaiming idle servers on one machine",
+    )
+    parser.add_argument(
+        "--gpu-readings",
+        default=env("gpu-readings"),
+        help="read GPU utilisation from this simulated readings file (JSON) instead of NVML",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         default=(env("dry-run") or "").lower() in TRUE_WORDS,
         help="decide and record, but neither start nor stop any server",
     )
     return parser
+
+
+def gpu_inputs(args: argparse.Namespace) -> dict:
+    """GPU readings and who holds each device, for idle reclaim (none without a ledger).
+
+    One machine: the allocation ledger, and NVML or a simulated readings file. On
+    Kubernetes the same pure join (:func:`.reclaim.utilisation_by_server`) takes the pods'
+    allocation annotations; this command line does not read them yet.
+    """
+    if not args.allocation_ledger:
+        if args.gpu_readings:
+            log.warning(
+                "--gpu-readings is set but --allocation-ledger is not: without the ledger "
+                "the service cannot tell which server holds which GPU, so no server is "
+                "reclaimed for idleness."
+            )
+        return {}
+    from gpuspawner.telemetry import telemetry_from_config
+
+    from .reclaim import ledger_allocations
+
+    path = args.allocation_ledger
+    return {
+        "telemetry": telemetry_from_config(args.gpu_readings),
+        "allocations": lambda: ledger_allocations(path),
+    }
 
 
 def course_api_server(
@@ -98,10 +137,12 @@ def course_api_server(
     url = environ.get("JUPYTERHUB_SERVICE_URL")
     if not url:
         return None
-    from jupyterhub.services.auth import HubAuth
+    from jupyterhub.services.auth import HubOAuth
 
     name = environ.get("JUPYTERHUB_SERVICE_NAME", "course-sessions")
-    hub_auth = HubAuth(api_url=api_url, api_token=token, cache_max_age=60)
+    # OAuth too, for the page the hub's home page embeds (reclaim warnings); the
+    # JUPYTERHUB_CLIENT_ID and callback URL come from the hub's environment.
+    hub_auth = HubOAuth.instance(api_url=api_url, api_token=token, cache_max_age=60)
     api = CourseAPI(
         service=service,
         authenticate=lambda value: hub_auth.user_for_token(value, sync=False),
@@ -109,7 +150,14 @@ def course_api_server(
         check_scopes=hub_auth.check_scopes,
     )
     prefix = environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{name}/")
-    app = Application(course_api_handlers(prefix, api))
+    app = Application(
+        course_api_handlers(prefix, api)
+        + reclaim_token_handlers(prefix, api)
+        + reclaim_page_handlers(prefix, api, hub_auth),
+        # Signs the OAuth cookie of the embedded page; a new one per process only means
+        # signing in again (invisibly, through the hub) after a restart.
+        cookie_secret=secrets.token_bytes(32),
+    )
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     return HTTPServer(app, xheaders=True), host, port
@@ -174,6 +222,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         interval=args.interval,
         secret=secret,
         dry_run=args.dry_run,
+        **gpu_inputs(args),
     )
     try:
         asyncio.run(serve(service, lambda: course_api_server(service, environ, api_url, token)))

@@ -23,7 +23,9 @@ class AuditLog:
     """Records actions to the ``gpuspawner.sessions`` logger and to a JSON-lines file.
 
     Each line: ``{"time", "action", "user", "server", "course", "detail"}``, plus
-    ``"dry_run": true`` for what a dry run would have done. The file is opened for each
+    ``"reason"`` for warnings, reclaims and keeps (``idle``, ``grant-expired``,
+    ``unopened-prewarm``, ``class-ended``) and ``"dry_run": true`` for what a dry run
+    would have done. The file is opened for each
     line, so rotating it needs no signal.
     """
 
@@ -40,6 +42,7 @@ class AuditLog:
         course: str | None = None,
         detail: str = "",
         dry_run: bool = False,
+        reason: str | None = None,
     ) -> dict:
         entry: dict = {
             "time": time.isoformat(),
@@ -49,6 +52,8 @@ class AuditLog:
             "course": course,
             "detail": detail,
         }
+        if reason is not None:
+            entry["reason"] = reason
         if dry_run:
             entry["dry_run"] = True
         log.log(

@@ -81,6 +81,10 @@ class CourseHandler(web.RequestHandler):
 
     api: CourseAPI
     caller: UserIdentity
+    scope_refusal = (
+        "This token may not use the course sessions API: it is for the instructors of "
+        "a course, with a token that can access the course-sessions service."
+    )
 
     def initialize(self, api: CourseAPI) -> None:
         self.api = api
@@ -102,13 +106,9 @@ class CourseHandler(web.RequestHandler):
         if not model:
             raise Refused(401, "The hub does not know this token; make a new one.", "bad-token")
         if not self.api.check_scopes({self.api.access_scope}, model):
-            raise Refused(
-                403,
-                "This token may not use the course sessions API: it is for the instructors of "
-                "a course, with a token that can access the course-sessions service.",
-                "missing-scope",
-            )
+            raise Refused(403, self.scope_refusal, "missing-scope")
         self.caller = identity_of(model)
+        self.caller_model = model
 
     def write_json(self, status: int, body: dict[str, Any]) -> None:
         self.set_status(status)

@@ -84,13 +84,18 @@ def course_sessions_service(
     name: str = SERVICE_NAME,
     port: int | None = None,
     ip: str = "127.0.0.1",
+    allocation_ledger: str | Path | None = None,
+    gpu_readings: str | Path | None = None,
 ) -> dict:
     """The hub-managed service entry for ``c.JupyterHub.services``.
 
     Without ``port`` it is a background loop only. With ``port`` it also serves the
     instructors' course API (:mod:`gpuspawner.sessions.course_api`) at
     ``/services/<name>/api/courses``; give the instructors' roles its access scope
-    (``course_roles(catalog, sessions_service=name)``).
+    (``course_roles(catalog, sessions_service=name)``), and the reclaim warnings to every
+    user and their servers (:func:`reclaim_access_scopes`, for the ``user`` role and
+    ``c.Spawner.server_token_scopes``). ``allocation_ledger`` (one machine) and
+    ``gpu_readings`` (a simulated readings file instead of NVML) turn on idle reclaim.
 
     The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
     service, so the pre-warm secret travels there rather than on the command line, where
@@ -101,12 +106,28 @@ def course_sessions_service(
         command += ["--interval", str(interval)]
     if audit_log is not None:
         command += ["--audit-log", str(audit_log)]
+    if allocation_ledger is not None:
+        command += ["--allocation-ledger", str(allocation_ledger)]
+    if gpu_readings is not None:
+        command += ["--gpu-readings", str(gpu_readings)]
     if dry_run:
         command.append("--dry-run")
     service: dict = {"name": name, "command": command}
     if port is not None:
         service["url"] = f"http://{ip}:{port}"
         service["display"] = False  # an API, not a page for the Services menu
+        # The hub's home page embeds the service's reclaim warnings: signing in to it
+        # must not ask the user to confirm anything.
+        service["oauth_no_confirm"] = True
     if prewarm_secret:
         service["environment"] = {"GPUSPAWNER_PREWARM_SECRET": prewarm_secret}
     return service
+
+
+def reclaim_access_scopes(name: str = SERVICE_NAME) -> list[str]:
+    """What users, and their servers' tokens, need to read their own reclaim warnings and
+    keep their servers: access to the service (it decides which servers are theirs).
+
+    Add them to the ``user`` role's scopes and to ``c.Spawner.server_token_scopes``.
+    """
+    return [f"access:services!service={name}"]

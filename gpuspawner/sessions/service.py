@@ -15,18 +15,35 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo
 
 from gpuspawner.policy import Catalog, ClassSession, Course
+from gpuspawner.policy.capacity import Allocation
 from gpuspawner.policy.instructors import profile_of
 from gpuspawner.policy.prewarm import prewarm_token
 from gpuspawner.policy.schedule import UTC
 from gpuspawner.policy.wording import duration, when
+from gpuspawner.telemetry import DeviceTelemetry
 
 from .audit import AuditLog
 from .hub_client import HubClient, HubUnavailable
+from .hub_time import parse_hub_time
+from .reclaim import (
+    ReclaimNotice,
+    ReclaimReason,
+    ServerKey,
+    ServerWatch,
+    notices_for_server,
+    observe,
+    policy_of,
+    reclaim_at,
+    server_key,
+    utilisation_by_server,
+    warn_from,
+)
 from .watched_catalog import WatchedCatalog
 
 log = logging.getLogger("gpuspawner.sessions")
@@ -67,6 +84,8 @@ class Action:
     """Remembered once done, so it is not done again for the same session (None: no memory)."""
     options: dict | None = field(default=None, compare=False)
     """The user_options of a pre-warm start."""
+    reason: ReclaimReason | None = None
+    """Why a server is warned about or reclaimed (kept in the audit log)."""
 
 
 def prewarm_class_start(course: Course, now: datetime) -> datetime | None:
@@ -100,19 +119,6 @@ def session_of_server(course: Course, started: datetime) -> ClassSession | None:
         ):
             return upcoming
     return None
-
-
-def parse_hub_time(value: object) -> datetime | None:
-    """A JupyterHub timestamp (``2025-03-03T09:55:00.123456Z``) as an aware datetime."""
-    if not isinstance(value, str) or not value:
-        return None
-    if value.endswith("Z"):
-        value = value[:-1] + "+00:00"  # fromisoformat reads "Z" only from Python 3.11
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _groups(user: dict) -> frozenset[str]:
@@ -163,6 +169,7 @@ def _plan_server(
             course.id,
             f"Stopping {label} for {course.title}: {_reclaim_reason(session, started, now, zone)}",
             reclaim_key,
+            reason=ReclaimReason.CLASS_ENDED,
         )
     deadline = session.reclaim_at
     key = ("warn", name, server_name, course.id, deadline)
@@ -175,8 +182,104 @@ def _plan_server(
             f"{label[0].upper()}{label[1:]} for {course.title} will be stopped at "
             f"{when(deadline, now, zone)}, in {duration(deadline - now)}.",
             key,
+            reason=ReclaimReason.CLASS_ENDED,
         )
     return None
+
+
+def class_start_of(catalog: Catalog, server: dict) -> datetime | None:
+    """The start of the class session a course server was admitted for, if any."""
+    course = catalog.courses_by_id.get(profile_of(server) or "")
+    started = parse_hub_time(server.get("started"))
+    if course is None or started is None:
+        return None
+    session = session_of_server(course, started)
+    return session.start if session is not None else None
+
+
+def _plan_gpu_reclaim(
+    catalog: Catalog,
+    user: dict,
+    server_name: str,
+    server: dict,
+    watches: dict,
+    now: datetime,
+    already_tried: set,
+) -> Action | None:
+    """Warn about or reclaim a server for idleness, an expired grant or an unopened pre-warm."""
+    name = user["name"]
+    watch = watches.get(server_key(name, server_name, server))
+    if watch is None:
+        return None
+    start = class_start_of(catalog, server)
+    for notice in notices_for_server(catalog, user, server_name, server, watch, start):
+        if now < warn_from(notice):
+            continue
+        label = _server_label(name, server_name)
+        title = profile_title(catalog, notice.profile)
+        at = reclaim_at(notice, watch)
+        why = reclaim_why(catalog, notice, start)
+        if at is None:
+            stop_at = max(notice.deadline, now + notice.warning)
+            return Action(
+                ActionKind.WARN,
+                name,
+                server_name,
+                notice.course or notice.profile,
+                f"{label[0].upper()}{label[1:]} ({title}) will be stopped at "
+                f"{when(stop_at, now, catalog_zone(catalog))}, in {duration(stop_at - now)}: "
+                f"{why}.",
+                None,
+                reason=notice.reason,
+            )
+        if now < at:
+            return None
+        key = ("reclaim", name, server_name, notice.profile, parse_hub_time(server.get("started")))
+        if key in already_tried:
+            return None
+        return Action(
+            ActionKind.RECLAIM,
+            name,
+            server_name,
+            notice.course or notice.profile,
+            f"Stopping {label} ({title}): {why}.",
+            key,
+            reason=notice.reason,
+        )
+    return None
+
+
+def catalog_zone(catalog: Catalog) -> tzinfo:
+    return ZoneInfo(catalog.settings.timezone)
+
+
+def profile_title(catalog: Catalog, profile: str) -> str:
+    """A profile's title (a course, a research allocation or a standing profile)."""
+    entry = (
+        catalog.courses_by_id.get(profile)
+        or catalog.research_by_id.get(profile)
+        or catalog.standing_by_id.get(profile)
+    )
+    return entry.title if entry is not None else profile
+
+
+def reclaim_why(catalog: Catalog, notice: ReclaimNotice, class_start: datetime | None) -> str:
+    """Why a server is warned about or reclaimed, as the end of a sentence."""
+    zone = catalog_zone(catalog)
+    if notice.reason is ReclaimReason.IDLE:
+        idle = policy_of(catalog, notice.profile)
+        span = idle.idle_after if idle is not None else None
+        return f"its GPU has not been used for {duration(span) if span else 'a while'}"
+    if notice.reason is ReclaimReason.GRANT_EXPIRED:
+        end = notice.deadline.astimezone(zone)
+        return (
+            f"the research allocation {profile_title(catalog, notice.profile)} ended at "
+            f"midnight, {end:%a %d %b %Y} {end:%H:%M}"
+        )
+    if notice.reason is ReclaimReason.CLASS_ENDED:
+        return f"the class is over and its grace period ends at {when(notice.deadline, notice.deadline, zone)}"
+    start = when(class_start, class_start, zone) if class_start else "the class start"
+    return f"it was started for the class at {start} and nobody has opened it"
 
 
 def plan_actions(
@@ -186,6 +289,7 @@ def plan_actions(
     now: datetime,
     secret: str | None,
     already_tried: set,
+    watches: dict | None = None,
 ) -> list[Action]:
     """What to do at ``now``: reclaims first (they free GPUs), then warnings, then pre-warms.
 
@@ -194,6 +298,9 @@ def plan_actions(
     ``group_members`` maps the groups enrolled in those courses to usernames.
     ``already_tried`` holds the ``key`` of every action already done; pre-warms and
     warnings in it are not planned again. Without a ``secret`` nothing is pre-warmed.
+    ``watches``: what the service remembers of each server (:func:`.reclaim.observe`),
+    for GPU-aware reclaim (idle, expired grant, unopened pre-warm); without it only the
+    end of class reclaims.
     """
     if now.tzinfo is None:
         raise ValueError("plan_actions() needs an aware datetime")
@@ -202,6 +309,10 @@ def plan_actions(
     for user in users:
         for server_name, server in sorted((user.get("servers") or {}).items()):
             action = _plan_server(catalog, user, server_name, server, now, already_tried)
+            if action is None and watches is not None:
+                action = _plan_gpu_reclaim(
+                    catalog, user, server_name, server, watches, now, already_tried
+                )
             if action is None:
                 continue
             (reclaims if action.kind is ActionKind.RECLAIM else warnings).append(action)
@@ -300,8 +411,15 @@ async def run_once(
     already_tried: set,
     audit: AuditLog,
     dry_run: bool = False,
+    watches: dict | None = None,
+    utilisation: Mapping[str, float] | None = None,
 ) -> list[dict]:
-    """One tick: read the hub, plan, act; returns the audit entries it wrote."""
+    """One tick: read the hub, plan, act; returns the audit entries it wrote.
+
+    With ``watches`` (kept by the caller between rounds) it also reclaims for idleness,
+    expired grants and unopened pre-warms; ``utilisation`` is this round's GPU
+    utilisation by allocation key (:func:`.reclaim.utilisation_by_server`).
+    """
     prewarming = [c for c in catalog.courses if secret and prewarm_class_start(c, now)]
     if prewarming:
         # Pre-warming needs to know who has no server at all, and who exists.
@@ -311,7 +429,16 @@ async def run_once(
     else:
         users = await client.list_users(state="active")
         group_members = {}
-    plan = plan_actions(catalog, users, group_members, now, secret, already_tried)
+    if watches is not None:
+        observe(
+            watches,
+            users,
+            utilisation or {},
+            catalog,
+            now,
+            lambda server: class_start_of(catalog, server),
+        )
+    plan = plan_actions(catalog, users, group_members, now, secret, already_tried, watches)
     limit = asyncio.Semaphore(CONCURRENT_REQUESTS)
     unreachable: list[HubUnavailable] = []
 
@@ -339,8 +466,23 @@ async def run_once(
     for batch in (stops, starts):
         done = await asyncio.gather(*(attempt(action) for action in batch))
         entries.extend(entry for entry in done if entry is not None)
+    if watches is not None:
+        for action in stops:
+            # A warning counts from the round it was recorded (in a dry run too).
+            if action.kind is ActionKind.WARN and action.reason is not ReclaimReason.CLASS_ENDED:
+                watch = watches.get(_key_of(users, action))
+                if watch is not None and action.reason is not None:
+                    watch.warned_at.setdefault(action.reason, now)
     forget(already_tried, users, now)
     return entries
+
+
+def _key_of(users: list[dict], action: Action) -> tuple:
+    for user in users:
+        if user["name"] == action.user:
+            server = (user.get("servers") or {}).get(action.server) or {}
+            return server_key(action.user, action.server, server)
+    return (action.user, action.server, "")
 
 
 async def _execute(
@@ -362,6 +504,7 @@ async def _execute(
             course=action.course,
             detail=detail,
             dry_run=dry_run,
+            reason=action.reason.value if action.reason is not None else None,
         )
 
     if action.kind is ActionKind.WARN:
@@ -421,6 +564,8 @@ class SessionsService:
         secret: str | None = None,
         dry_run: bool = False,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        telemetry: DeviceTelemetry | None = None,
+        allocations: Callable[[], Iterable[Allocation]] | None = None,
     ):
         self.client = client
         self.catalog = catalog
@@ -430,6 +575,60 @@ class SessionsService:
         self.dry_run = dry_run
         self.clock = clock
         self.already_tried: set = set()
+        self.telemetry = telemetry
+        """GPU readings (NVML, or a simulated file); None: nothing is reclaimed as idle."""
+        self.allocations = allocations
+        """Who holds which device: the allocation ledger on one machine, the pods'
+        allocation annotations on Kubernetes."""
+        self.watches: dict[ServerKey, ServerWatch] = {}
+
+    def utilisation(self) -> dict[str, float]:
+        """This round's GPU utilisation by allocation key (empty without telemetry)."""
+        if self.telemetry is None or self.allocations is None:
+            return {}
+        readings = self.telemetry.read()
+        if not readings:
+            return {}
+        return utilisation_by_server(readings, list(self.allocations()))
+
+    def warnings_for(self, catalog: Catalog, user: dict) -> list[ReclaimWarning]:
+        """The warnings the owner of ``user``'s servers sees now (the API and the lab)."""
+        return user_warnings(catalog, user, self.watches, self.clock())
+
+    def keep(self, catalog: Catalog, user: dict, server_name: str) -> ReclaimWarning:
+        """The owner's "I'm still using it": postpone the reclaim of one server once.
+
+        Raises :class:`KeepRefused` when there is nothing to keep or keeping is not allowed.
+        """
+        now = self.clock()
+        server = (user.get("servers") or {}).get(server_name)
+        label = "your server" if not server_name else f"your server {server_name!r}"
+        if server is None:
+            raise KeepRefused(404, f"You have no running server named {server_name!r}.")
+        warning = next(
+            (w for w in user_warnings(catalog, user, self.watches, now) if w.server == server_name),
+            None,
+        )
+        if warning is None:
+            raise KeepRefused(409, f"Nobody is about to stop {label}; there is nothing to keep.")
+        if not warning.can_keep:
+            raise KeepRefused(
+                403, f"{label[0].upper()}{label[1:]} cannot be kept: {warning.message}"
+            )
+        watch = self.watches[server_key(user["name"], server_name, server)]
+        watch.kept_at = now
+        watch.warned_at.clear()
+        self.audit.record(
+            now,
+            "keep",
+            user=user["name"],
+            server=server_name,
+            course=warning.course or warning.profile,
+            detail=f"{user['name']} kept {label} running ({warning.reason.value}): "
+            "'I'm still using it', once for this server.",
+            reason=warning.reason.value,
+        )
+        return warning
 
     async def tick(self) -> list[dict]:
         now = self.clock()
@@ -444,6 +643,8 @@ class SessionsService:
             already_tried=self.already_tried,
             audit=self.audit,
             dry_run=self.dry_run,
+            watches=self.watches,
+            utilisation=self.utilisation(),
         )
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -473,6 +674,115 @@ class SessionsService:
             log.warning("Skipping this round: %s", error)
         except Exception:
             log.exception("Unexpected error in a sessions round; continuing")
+
+
+class KeepRefused(Exception):
+    """A "keep my server" refused: an HTTP status and a sentence for the owner."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ReclaimWarning:
+    """What the owner of a server about to be reclaimed is told (lab, hub home page)."""
+
+    server: str
+    profile: str
+    course: str | None
+    reason: ReclaimReason
+    stop_at: datetime
+    can_keep: bool
+    message: str
+
+    def to_json(self, now: datetime) -> dict:
+        return {
+            "server": self.server,
+            "profile": self.profile,
+            "reason": self.reason.value,
+            "stop_at": self.stop_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "seconds_left": max(0, int((self.stop_at - now).total_seconds())),
+            "can_keep": self.can_keep,
+            "message": self.message,
+        }
+
+
+def user_warnings(
+    catalog: Catalog, user: dict, watches: dict, now: datetime
+) -> list[ReclaimWarning]:
+    """The reclaim warnings of one user's servers at ``now`` (pure, given ``watches``).
+
+    A server counts once the service has warned about it (a warning period runs from
+    then); the end of class counts from ``WARN_AHEAD`` before the reclaim.
+    """
+    found: list[ReclaimWarning] = []
+    name = user["name"]
+    for server_name, server in sorted((user.get("servers") or {}).items()):
+        if server.get("pending") == "stop":
+            continue
+        label = "Your server" if not server_name else f"Your server {server_name!r}"
+        ending = _class_end_notice(catalog, user, server)
+        watch = watches.get(server_key(name, server_name, server))
+        notices = list(ending)
+        start = class_start_of(catalog, server)
+        if watch is not None:
+            notices += notices_for_server(catalog, user, server_name, server, watch, start)
+        for notice in sorted(notices, key=lambda n: n.deadline):
+            if notice.reason is ReclaimReason.CLASS_ENDED:
+                if now < notice.deadline - WARN_AHEAD:
+                    continue
+                stop_at = notice.deadline
+            else:
+                at = reclaim_at(notice, watch) if watch is not None else None
+                if at is None:
+                    continue  # not warned yet (the next round warns, and counts from then)
+                stop_at = at
+            title = profile_title(catalog, notice.profile)
+            message = (
+                f"{label} ({title}) will be stopped at "
+                f"{when(stop_at, now, catalog_zone(catalog))}: "
+                f"{reclaim_why(catalog, notice, start)}. Save your work."
+            )
+            found.append(
+                ReclaimWarning(
+                    server_name,
+                    notice.profile,
+                    notice.course,
+                    notice.reason,
+                    stop_at,
+                    notice.can_keep,
+                    message,
+                )
+            )
+            break
+    return found
+
+
+def _class_end_notice(catalog: Catalog, user: dict, server: dict) -> list[ReclaimNotice]:
+    """The end of class of a student's course server, as a notice (never kept off)."""
+    course = catalog.courses_by_id.get(profile_of(server) or "")
+    started = parse_hub_time(server.get("started"))
+    if course is None or started is None:
+        return []
+    if user.get("admin") or catalog.teaches(course, user["name"], _groups(user)):
+        return []
+    session = session_of_server(course, started)
+    if session is None:
+        return []
+    return [
+        ReclaimNotice(
+            user["name"],
+            str(server.get("name", "")),
+            course.id,
+            ReclaimReason.CLASS_ENDED,
+            session.reclaim_at,
+            WARN_AHEAD,
+            False,
+            course.id,
+        )
+    ]
 
 
 def courses_with_prewarm(catalog: Catalog) -> Iterable[Course]:

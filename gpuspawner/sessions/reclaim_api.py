@@ -1,0 +1,193 @@
+"""The owners' side of reclaim: "your server will be stopped", and "I'm still using it".
+
+Two ways in, for the same two things (read one's warnings, keep one's server once):
+
+- a token API for the user's own server (the lab extension asks its server extension,
+  which forwards with the server's ``$JUPYTERHUB_API_TOKEN``):
+
+  - ``GET  api/reclaim``: ``{"warnings": [...]}`` for the caller's servers;
+  - ``POST api/reclaim/keep`` with ``{"server": "<name>"}`` ("" for the default server);
+
+- a page for the hub's home page (``reclaim``), signed in with the hub's OAuth like any
+  service page: the home page loads it in a hidden frame and shows its warnings, with a
+  "keep" form (``POST reclaim``, JupyterHub's XSRF token) only where the viewer may keep.
+
+Either way the caller is the token's or the cookie's user, and only their own servers are
+read or kept: the hub decides who is asking, the service decides what they may do
+(:meth:`.service.SessionsService.keep`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import datetime
+from typing import Any
+
+from tornado import web
+
+from .course_api import CourseAPI, CourseHandler, Refused
+from .service import KeepRefused, ReclaimWarning, SessionsService
+
+REASON_TITLES = {
+    "idle": "Idle GPU",
+    "grant-expired": "Research allocation expired",
+    "unopened-prewarm": "Server not opened",
+    "class-ended": "Class over",
+}
+
+
+def warnings_json(warnings: list[ReclaimWarning], now: datetime) -> dict[str, Any]:
+    return {"warnings": [warning.to_json(now) for warning in warnings]}
+
+
+async def _owner_model(service: SessionsService, name: str) -> dict:
+    model = await service.client.get_user(name)
+    if model is None:
+        raise Refused(404, f"The hub has no user named {name!r}.", "no-user")
+    return model
+
+
+class ReclaimTokenHandler(CourseHandler):
+    """Base of the token API: a user's token (their server's), never a service's."""
+
+    scope_refusal = (
+        "This token may not read reclaim warnings: use your server's own token, which the "
+        "hub lets reach the course-sessions service (Spawner.server_token_scopes)."
+    )
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        if self.caller_model.get("kind", "user") != "user":
+            raise Refused(
+                403, "Only a user's own token can read or keep that user's servers.", "not-a-user"
+            )
+
+
+class ReclaimWarningsHandler(ReclaimTokenHandler):
+    async def get(self) -> None:
+        service = self.api.service
+        catalog = self.api.current_catalog()
+        model = await _owner_model(service, self.caller.name)
+        self.write_json(200, warnings_json(service.warnings_for(catalog, model), service.clock()))
+
+
+class KeepHandler(ReclaimTokenHandler):
+    async def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("server", ""), str):
+            raise Refused(
+                400,
+                'Send {"server": "<server name>"} ("" for your default server).',
+                "invalid",
+            )
+        service = self.api.service
+        catalog = self.api.current_catalog()
+        model = await _owner_model(service, self.caller.name)
+        try:
+            kept = service.keep(catalog, model, body.get("server", ""))
+        except KeepRefused as refusal:
+            raise Refused(refusal.status, refusal.message, "cannot-keep") from None
+        self.write_json(
+            200,
+            {
+                "message": f"Kept: {kept.message.split(':')[0]} no longer will be, for now. "
+                "This works once per server start.",
+                **warnings_json(service.warnings_for(catalog, model), service.clock()),
+            },
+        )
+
+
+def reclaim_token_handlers(prefix: str, api: CourseAPI) -> list[tuple[str, type, dict]]:
+    """The token API's routes under the service's prefix."""
+    base = prefix.rstrip("/") + "/api/reclaim"
+    return [
+        (base, ReclaimWarningsHandler, {"api": api}),
+        (f"{base}/keep", KeepHandler, {"api": api}),
+    ]
+
+
+def render_warnings(warnings: list[ReclaimWarning], now: datetime, xsrf: str, action: str) -> str:
+    """The home page's part: one Bootstrap alert per warning, a keep form where allowed."""
+    items = []
+    for warning in warnings:
+        data = warning.to_json(now)
+        form = ""
+        if warning.can_keep:
+            form = (
+                f'<form method="post" action="{html.escape(action)}" class="d-inline ms-2">'
+                f'<input type="hidden" name="_xsrf" value="{html.escape(xsrf)}">'
+                f'<input type="hidden" name="server" value="{html.escape(warning.server)}">'
+                '<button type="submit" class="btn btn-sm btn-warning" data-action="keep">'
+                "I'm still using it</button></form>"
+            )
+        items.append(
+            '<div class="alert alert-warning d-flex flex-wrap align-items-center gap-2" '
+            f'role="alert" data-reason="{html.escape(data["reason"])}" '
+            f'data-server="{html.escape(warning.server)}" data-stop-at="{data["stop_at"]}">'
+            f"<strong>{html.escape(REASON_TITLES.get(data['reason'], 'Server'))}:</strong> "
+            f'<span class="reclaim-message">{html.escape(warning.message)}</span> '
+            f'<span class="reclaim-left" data-seconds-left="{data["seconds_left"]}"></span>'
+            f"{form}</div>"
+        )
+    return '<div id="reclaim-warnings">' + "".join(items) + "</div>"
+
+
+def reclaim_page_handlers(prefix: str, api: CourseAPI, hub_auth: Any) -> list[tuple]:
+    """The page the hub's home page embeds, and the OAuth callback it needs."""
+    from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+
+    class ReclaimPage(HubOAuthenticated, web.RequestHandler):
+        """``GET``: the signed-in user's warnings; ``POST`` (form): keep one server."""
+
+        def initialize(self) -> None:
+            self.hub_auth = hub_auth
+
+        async def _model(self) -> tuple[Any, dict]:
+            user = self.current_user
+            try:
+                catalog = api.current_catalog()
+            except Refused as refusal:
+                raise web.HTTPError(refusal.status, refusal.message) from None
+            model = await api.service.client.get_user(user["name"])
+            if model is None:
+                raise web.HTTPError(404, "The hub does not know you.")
+            return catalog, model
+
+        @web.authenticated
+        async def get(self) -> None:
+            catalog, model = await self._model()
+            now = api.service.clock()
+            body = render_warnings(
+                api.service.warnings_for(catalog, model),
+                now,
+                self.xsrf_token.decode(),
+                self.request.path,
+            )
+            self.set_header("Cache-Control", "no-store")
+            notice = self.get_argument("kept", "")
+            kept = (
+                f'<p id="reclaim-kept" class="alert alert-success">{html.escape(notice)}</p>'
+                if notice
+                else ""
+            )
+            self.finish(f"<!doctype html><html><body>{kept}{body}</body></html>")
+
+        @web.authenticated
+        async def post(self) -> None:
+            catalog, model = await self._model()
+            try:
+                api.service.keep(catalog, model, self.get_body_argument("server", ""))
+            except KeepRefused as refusal:
+                raise web.HTTPError(refusal.status, refusal.message) from None
+            # Back to the hub's home page, which shows what remains.
+            self.redirect(hub_auth.hub_prefix + "home", status=303)
+
+    base = prefix.rstrip("/")
+    return [
+        (f"{base}/reclaim", ReclaimPage),
+        (f"{base}/oauth_callback", HubOAuthCallbackHandler),
+    ]
