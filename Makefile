@@ -117,11 +117,14 @@ demo-workstation: setup
 test: setup system-deps lint typecheck jstest pytest ui-test
 
 # Real components the tests use from Debian: PostgreSQL (the job store is tested against a
-# real server) and Chromium (browser tests). Installed when missing, as root (CI runs as root).
+# real server), Chromium (browser tests) and Prometheus (prometheus and promtool: the shipped
+# rules and a scrape of the hub, tests/operations). Installed when missing, as root (CI runs
+# as root).
 system-deps:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "Installing from Debian:$$missing"; \

@@ -168,6 +168,9 @@ setup(
             "kubernetes_asyncio",
             # The job service's store on PostgreSQL (c.JobServiceApp.db_url).
             POSTGRES_DRIVER,
+            # Metrics of the hub side and the job service (gpuspawner/metrics.py,
+            # jupyter_to_job/metrics.py); JupyterHub brings it too, the job service uses it.
+            "prometheus_client",
         ],
         # Campus single sign-on (gpuspawner.sso, hub_config/sso/).
         "sso": [JUPYTERHUB, OAUTHENTICATOR],
