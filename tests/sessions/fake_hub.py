@@ -1,7 +1,7 @@
 """A stand-in for the hub's REST API, for the sessions service's unit tests.
 
 It answers the calls the service makes, the way JupyterHub 6.1 does (paginated
-``GET /users`` with ``state=active``, ``GET /groups/{name}``, ``POST`` and ``DELETE`` of a
+``GET /users`` with ``state=active``, ``GET /users/{name}``, ``GET /groups/{name}``, ``POST`` and ``DELETE`` of a
 server, JSON errors ``{"status", "message"}``), checks the token, and records every
 request. The service against a real hub is covered by the integration tests.
 """
@@ -58,6 +58,7 @@ class FakeHub:
             (r"/hub/api/users", UserListHandler),
             (r"/hub/api/groups", GroupListHandler),
             (r"/hub/api/groups/([^/]+)", GroupHandler),
+            (r"/hub/api/users/([^/]+)", UserHandler),
             (r"/hub/api/users/([^/]+)/server", ServerHandler),
             (r"/hub/api/users/([^/]+)/servers/([^/]+)", ServerHandler),
         ]
@@ -114,6 +115,13 @@ class UserListHandler(FakeHubHandler):
             following = {"offset": offset + limit, "limit": limit, "url": "unused"}
         pagination = {"offset": offset, "limit": limit, "total": len(users), "next": following}
         self.finish(json.dumps({"items": page, "_pagination": pagination}))
+
+
+class UserHandler(FakeHubHandler):
+    def get(self, name: str) -> None:
+        if name not in self.hub.users:
+            raise web.HTTPError(404)
+        self.finish(json.dumps(self.hub.users[name]))
 
 
 class GroupListHandler(FakeHubHandler):
