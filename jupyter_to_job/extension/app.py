@@ -23,6 +23,7 @@ from ..manager import JobManager
 from ..rest import CREATE_BODY_SLACK
 from .backends import EmbeddedJobs, JobsBackend, ServiceRelay
 from .handlers import extension_handlers
+from .reclaim import reclaim_handlers
 
 
 class JobsExtensionApp(ExtensionApp):
@@ -58,6 +59,21 @@ class JobsExtensionApp(ExtensionApp):
     @default("service_url")
     def _default_service_url(self) -> str:
         return os.environ.get("JUPYTER_TO_JOB_SERVICE_URL", "")
+
+    sessions_service_url = Unicode(
+        help="""The hub's course-sessions service (hub mode), which warns before it reclaims
+        this server and lets its user keep it once. Defaults to
+        ``$GPUSPAWNER_SESSIONS_SERVICE_URL``, which the hub config sets for every server;
+        unset, the lab never shows a reclaim warning.
+
+        Example: ``c.JobsExtensionApp.sessions_service_url =
+        "http://127.0.0.1:8767/services/course-sessions/"``.
+        """,
+    ).tag(config=True)
+
+    @default("sessions_service_url")
+    def _default_sessions_service_url(self) -> str:
+        return os.environ.get("GPUSPAWNER_SESSIONS_SERVICE_URL", "")
 
     request_timeout = Float(
         60.0,
@@ -153,6 +169,7 @@ class JobsExtensionApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(extension_handlers())
+        self.handlers.extend(reclaim_handlers())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         await self.backend.start()
