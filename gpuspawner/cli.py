@@ -22,6 +22,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from .accounting.usage_command import add_usage_parser, run_usage
 from .policy import (
     Catalog,
     CatalogError,
@@ -44,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 fine, 1 catalog errors, 2 usage)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "usage":
+        return run_usage(args)
     if args.command != "check":
         parser.print_help(sys.stderr)
         return 2
@@ -100,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the memory of the hub's GPUs, such as 24GiB (once per kind of GPU): warn about "
         "GPU shares that ask for more memory than the largest one has",
     )
+    add_usage_parser(commands)
     return parser
 
 

@@ -230,9 +230,19 @@ class CourseProfilesMixin(LoggingConfigurable):
                 if entitlement.available
                 else None
             )
+            budget = (
+                self.admission.server_budget(catalog, entitlement, self.identity(), now)
+                if entitlement.available
+                else None
+            )
             cards.append(
                 ProfileCard.build(
-                    entitlement, seats, pool.devices, local=self.admission_target == "local"
+                    entitlement,
+                    seats,
+                    pool.devices,
+                    local=self.admission_target == "local",
+                    budget=budget.line() if budget else "",
+                    budget_exhausted=bool(budget and budget.exhausted),
                 )
             )
         return cards
@@ -341,6 +351,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         watch_spawner(self)
         self._decided_at = time.monotonic()
         with self.capacity_transaction() as pool:
+            self.close_dangling_usage(pool)
             grant = self.ask_admission(pool)
         self._grant = grant
         self._allocation = grant.allocation
@@ -373,8 +384,37 @@ class CourseProfilesMixin(LoggingConfigurable):
             observe_server_start(grant.subject, grant.course_id, self._decided_at)
         self._decided_at = 0.0
 
+    # -- the GPU-hour usage record ---------------------------------------------------------
+
+    # Usage records whose dangling servers this hub process has closed (once, after it starts).
+    _usage_reconciled: set[str] = set()
+
+    def start_polling(self):
+        """JupyterHub calls this once a server is up (and for each server still running
+        after a hub restart): its GPU-hours count from here in the usage record."""
+        if self._grant is not None:
+            self.admission.record_start(
+                self._grant, name=self.name or "", groups=self.identity().groups, now=self.now()
+            )
+        return super().start_polling()
+
+    def close_dangling_usage(self, pool: CapacityPool) -> None:
+        """Once per hub process: close the usage intervals of servers that are not in
+        ``pool`` (rebuilt from spawner state, the ledger or the pods) any more, such as
+        servers that ended while the hub was down."""
+        url = self.admission.usage_db_url
+        if not url or url in self._usage_reconciled:
+            return
+        usage = self.admission.usage_record()
+        assert usage is not None
+        CourseProfilesMixin._usage_reconciled.add(url)
+        gone = usage.close_dangling(pool.allocations, self.now(), kinds=("server",))
+        if gone:
+            self.log.info("Usage record: closed %d servers that no longer run", len(gone))
+
     def release_allocation(self) -> None:
         if self._allocation is not None:
+            self.admission.record_end(self._allocation.key, self.now())
             with self.capacity_transaction() as pool:
                 pool.release(self._allocation.key)
         self._allocation = None

@@ -28,6 +28,16 @@ from typing import Any, Literal, cast
 from traitlets import Dict, Enum, Instance, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
+from .accounting.budgets import (
+    BudgetStatus,
+    Charge,
+    charge_of_flavor,
+    charge_of_profile,
+    job_budget,
+    server_budget,
+)
+from .accounting.intervals import UsageInterval, allocation_share
+from .accounting.store import UsageStore, shared_usage_store
 from .backends import BACKENDS, make_backend
 from .backends.base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_only_plan
 from .catalog_source import shared_catalog_source
@@ -37,7 +47,7 @@ from .metrics import counted_admission
 from .policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
 from .policy.admission import admit, admit_job
 from .policy.catalog import JobFlavor, is_protected_variable
-from .policy.entitlements import Profile, entitlement_for
+from .policy.entitlements import Entitlement, Profile, entitlement_for
 from .policy.local_share import local_share_environment
 from .policy.prewarm import verify_prewarm_token
 from .policy.storage import Mount, kubernetes_volumes, parse_mounts
@@ -90,6 +100,8 @@ class Grant:
     session_end: datetime | None = None
     class_end: datetime | None = None
     prewarmed: bool = False
+    charge: Charge = field(default_factory=Charge)
+    """The course or research allocation its GPU-hours count toward (the usage record)."""
 
     @property
     def describe(self) -> str:
@@ -257,6 +269,21 @@ class GPUAdmission(LoggingConfigurable):
         Example::
 
             c.GPUAdmission.allocation_ledger = "/var/lib/jupyterhub/gpu-allocations.json"
+        """,
+    )
+
+    usage_db_url = Unicode(
+        "",
+        config=True,
+        help="""
+        The GPU-hour usage record (a SQLAlchemy URL: a SQLite file, or PostgreSQL), shared
+        by the hub and the job service: one row per server or job holding a GPU share,
+        for ``gpuspawner usage`` reports and the catalog's ``budget`` limits. Empty: no
+        record, and budgets are not enforced (a warning says so).
+
+        Example::
+
+            c.GPUAdmission.usage_db_url = "sqlite:////var/lib/jupyterhub/gpu-usage.sqlite"
         """,
     )
 
@@ -429,6 +456,9 @@ class GPUAdmission(LoggingConfigurable):
             prewarm = True
         decision = admit(catalog, pool, user, profile_id, key=key, now=now, prewarm=prewarm)
         profile = decision.entitlement.profile
+        self._within_budget(
+            pool, key, "server", self.server_budget(catalog, decision.entitlement, user, now)
+        )
         mounts = parse_mounts(profile.storage)
         grant = self._render(
             pool,
@@ -442,6 +472,7 @@ class GPUAdmission(LoggingConfigurable):
             session_end=decision.session_end,
             class_end=decision.entitlement.class_end,
             prewarmed=decision.prewarmed,
+            charge=charge_of_profile(profile),
         )
         if not mounts:
             return grant
@@ -475,9 +506,106 @@ class GPUAdmission(LoggingConfigurable):
         decision = admit_job(
             catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
         )
+        self._within_budget(pool, key, "job", self.job_budget(catalog, user, decision.flavor, now))
         return self._render(
-            pool, "job", key, user, decision.flavor, decision.allocation, object_name
+            pool,
+            "job",
+            key,
+            user,
+            decision.flavor,
+            decision.allocation,
+            object_name,
+            charge=charge_of_flavor(catalog, user, decision.flavor, now),
         )
+
+    # -- GPU-hours: the usage record and budgets -----------------------------------------
+
+    def usage_record(self) -> UsageStore | None:
+        """The usage record of ``usage_db_url`` (one per process), or None without one."""
+        return shared_usage_store(self.usage_db_url) if self.usage_db_url else None
+
+    def server_budget(
+        self, catalog: Catalog, entitlement: Entitlement, user: UserIdentity, now: datetime
+    ) -> BudgetStatus | None:
+        """The budget a server of ``entitlement``'s profile draws on now, for the spawn card
+        and the admission (None: none applies, or there is no usage record)."""
+        profile = entitlement.profile
+        if profile.share is None or not (
+            (profile.course and profile.course.budget)
+            or (profile.research and profile.research.budget)
+        ):
+            return None
+        usage = self._usage_for_budgets()
+        if usage is None:
+            return None
+        return server_budget(catalog, profile, entitlement.role, user, usage, now)
+
+    def job_budget(
+        self, catalog: Catalog, user: UserIdentity, flavor: JobFlavor, now: datetime
+    ) -> BudgetStatus | None:
+        """The budget a job of ``flavor`` draws on now (None: none applies, or no record)."""
+        if flavor.share is None:
+            return None
+        usage = self._usage_for_budgets()
+        if usage is None:
+            return None
+        return job_budget(catalog, user, flavor, usage, now)
+
+    _warned_no_record = False
+
+    def _usage_for_budgets(self) -> UsageStore | None:
+        usage = self.usage_record()
+        if usage is None and not GPUAdmission._warned_no_record:
+            GPUAdmission._warned_no_record = True
+            self.log.warning(
+                "The catalog sets GPU-hour budgets but there is no usage record to count "
+                "them: set c.GPUAdmission.usage_db_url. Budgets are not enforced."
+            )
+        return usage
+
+    @staticmethod
+    def _within_budget(
+        pool: CapacityPool, key: str, kind: Literal["server", "job"], status: BudgetStatus | None
+    ) -> None:
+        """Refuse (and free the booking of) a start whose budget is used up."""
+        if status is not None and status.exhausted:
+            pool.release(key)
+            raise status.refusal(kind)
+
+    def record_start(
+        self, grant: Grant, *, name: str, groups: Collection[str], now: datetime
+    ) -> None:
+        """Open the usage interval of a started server or job holding a GPU share (a no-op
+        without a share or a usage record, or when it is open already)."""
+        usage = self.usage_record()
+        if usage is None or grant.allocation is None:
+            return
+        interval = UsageInterval(
+            key=grant.key,
+            kind=grant.kind,
+            owner=grant.owner,
+            name=name,
+            profile=grant.subject,
+            share=allocation_share(grant.allocation),
+            started=now,
+            course=grant.charge.course,
+            allocation=grant.charge.allocation,
+            groups=tuple(groups),
+        )
+        try:
+            usage.open(interval, grant.allocation.device_ids)
+        except Exception:  # accounting must never stop a class: log, and go on
+            self.log.exception("Could not record the start of %s in the usage record", grant.key)
+
+    def record_end(self, key: str, now: datetime) -> None:
+        """Close the usage interval of ``key`` (a server or job that ended), if open."""
+        usage = self.usage_record()
+        if usage is None:
+            return
+        try:
+            usage.close_interval(key, now)
+        except Exception:
+            self.log.exception("Could not record the end of %s in the usage record", key)
 
     def check_job_flavor(self, devices: list[GPUDevice], owner: str, flavor_id: str | None) -> None:
         """Raise :class:`Refusal` when no job of this flavor could ever start on ``devices``

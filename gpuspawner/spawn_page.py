@@ -37,6 +37,9 @@ class ProfileCard:
     default: bool
     storage: str = ""
     """The folders it mounts: "course-data at /data (read-only), scratch at /scratch"."""
+    budget: str = ""
+    """The GPU-hours left: "4.5 of your 6 GPU-hours left this week (renews ...)"."""
+    budget_exhausted: bool = False
 
     @classmethod
     def build(
@@ -46,9 +49,11 @@ class ProfileCard:
         devices: list[GPUDevice],
         *,
         local: bool = False,
+        budget: str = "",
+        budget_exhausted: bool = False,
     ) -> ProfileCard:
         """The card of one entitlement; ``local``: storage shows where it appears on one
-        machine (folders in the home)."""
+        machine (folders in the home); ``budget``: its budget line, if one applies."""
         profile = entitlement.profile
         share = profile.share
         if share is None:
@@ -87,6 +92,8 @@ class ProfileCard:
             role=entitlement.role.value if profile.kind is ProfileKind.COURSE else "",
             default=profile.default,
             storage=", ".join(m.describe(local=local) for m in parse_mounts(profile.storage)),
+            budget=budget,
+            budget_exhausted=budget_exhausted,
         )
 
 

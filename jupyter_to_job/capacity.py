@@ -103,6 +103,10 @@ class JobCapacity:
     def restore(self, ticket: JobTicket, gpu: dict[str, Any] | None) -> None:
         """After a restart, record what a still-running job holds."""
 
+    def reconciled(self) -> None:
+        """After a restart, once every still-running job was restored and every job that
+        ended meanwhile released: forget whatever else is recorded as running."""
+
     def hold(self, ticket: JobTicket, pid: int, start_time: float) -> None:
         """The job's own process (``pid``, started at ``start_time``, seconds since the
         epoch) now runs: what the job holds lives as long as that process, not as long

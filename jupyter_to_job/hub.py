@@ -63,6 +63,7 @@ def job_service(
     gpu_inventory: str | None = None,
     simulated_gpus: Sequence[Mapping[str, object]] | None = None,
     allocation_ledger: str | None = None,
+    usage_db_url: str | None = None,
     run_as: str | None = None,
     notebook_dir_template: str | None = None,
     name: str = SERVICE_NAME,
@@ -77,7 +78,8 @@ def job_service(
     variables (the service's token, its URL and prefix) plus ``environment``; the catalog,
     job folder, database and GPU inventory travel there rather than on the command line
     (a database URL may hold a password). Give the spawner's ``gpu_inventory``,
-    ``simulated_gpus`` and ``allocation_ledger``, so servers and jobs share the same GPUs.
+    ``simulated_gpus`` and ``allocation_ledger``, so servers and jobs share the same GPUs,
+    and its ``usage_db_url``, so jobs' GPU-hours go into the same usage record.
     ``run_as="owner"`` runs each job as its owner's system account (the service then runs as
     root; see ``LocalExecutor.run_as``); ``notebook_dir_template`` is where users' notebook
     paths start (``{username}``; default: their home), so jobs run beside their notebook.
@@ -90,6 +92,7 @@ def job_service(
         "JUPYTER_TO_JOB_DB_URL": db_url,
         "JUPYTER_TO_JOB_GPU_INVENTORY": gpu_inventory,
         "JUPYTER_TO_JOB_ALLOCATION_LEDGER": allocation_ledger,
+        "JUPYTER_TO_JOB_USAGE_DB": usage_db_url,
         "JUPYTER_TO_JOB_RUN_AS": run_as,
         "JUPYTER_TO_JOB_NOTEBOOK_DIR": notebook_dir_template,
         "JUPYTER_TO_JOB_SIMULATED_GPUS": (

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, Protocol
 
 from pydantic import ValidationError
 
+from gpuspawner.accounting.budgets import BudgetStatus
 from gpuspawner.policy import Catalog, FlavorEntitlement, JobFlavor, UserIdentity
 from gpuspawner.policy.catalog import Settings
 from gpuspawner.policy.flavors import flavor_entitlements
@@ -61,6 +62,9 @@ from .runfiles import open_job_file
 from .scopes import READ_JOBS_SCOPE, WRITE_JOBS_SCOPE
 
 log = logging.getLogger(__name__)
+
+FlavorBudget = Callable[[Catalog, UserIdentity, JobFlavor, datetime], BudgetStatus | None]
+"""The GPU-hour budget a caller's jobs on a flavor draw on (``GPUAdmission.job_budget``)."""
 
 LOCAL_FLAVOR_ID = "local"
 DEFAULT_TAIL_LINES = 100
@@ -180,6 +184,7 @@ class JobsAPI:
         gpu_flavors: bool = False,
         save_outputs: bool = False,
         clock: Callable[[], datetime] | None = None,
+        budget: FlavorBudget | None = None,
     ):
         self.manager = manager
         self.mode = mode
@@ -191,6 +196,7 @@ class JobsAPI:
         self.gpu_flavors = gpu_flavors
         self.save_outputs = save_outputs
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._budget = budget
 
     # -- who may do what --------------------------------------------------------------
 
@@ -408,7 +414,16 @@ class JobsAPI:
 
     async def flavors(self, caller: Caller) -> ListFlavorsResponse:
         self._require_scope(caller)
-        entitlements = flavor_entitlements(self.catalog(), caller.identity, self._clock())
+        catalog, now = self.catalog(), self._clock()
+        entitlements = flavor_entitlements(catalog, caller.identity, now)
+        budgets: dict[str, BudgetStatus] = {}
+        if self._budget is not None and caller.is_user:
+            for e in entitlements:
+                status = (
+                    self._budget(catalog, caller.identity, e.flavor, now) if e.available else None
+                )
+                if status is not None:
+                    budgets[e.flavor.id] = status
         running: dict[str | None, int] = {}
         queued: dict[str | None, int] = {}
         for row in self.manager.store.with_status(
@@ -433,6 +448,8 @@ class JobsAPI:
                     max_running_per_user=e.flavor.max_running_per_user,
                     running=running.get(e.flavor.id, 0),
                     queued=queued.get(e.flavor.id, 0),
+                    budget=budgets[e.flavor.id].line() if e.flavor.id in budgets else None,
+                    budget_exhausted=e.flavor.id in budgets and budgets[e.flavor.id].exhausted,
                 )
                 for e in entitlements
             ]

@@ -298,6 +298,7 @@ class JobManager(LoggingConfigurable):
                 await executor.resume()  # ends at once: the runner's result, or lost
                 self.capacity.release(ticket)
                 report.ended.append(row.job_id)
+        self.capacity.reconciled()
         report.queued = self.store.count(JobStatus.QUEUED)
         self.reconcile_report = report
         if any((report.adopted, report.ended, report.requeued, report.failed)):

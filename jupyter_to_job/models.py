@@ -356,6 +356,14 @@ class JobFlavorInfo(WireModel):
     max_running_per_user: int
     running: int = Field(default=0, description="Jobs running on this flavor now (everyone's).")
     queued: int = Field(default=0, description="Jobs waiting for this flavor (everyone's).")
+    budget: str | None = Field(
+        default=None,
+        description="The GPU-hours the caller has left on it: '4.5 of your 6 GPU-hours left "
+        "this week (renews Monday 00:00 (Europe/Zurich))'; None: no budget applies.",
+    )
+    budget_exhausted: bool = Field(
+        default=False, description="True when no GPU-hours are left: a job would be refused."
+    )
 
 
 class ListFlavorsResponse(WireModel):

@@ -38,6 +38,7 @@ from pydantic import (
 )
 from pydantic.functional_validators import AfterValidator
 
+from .budget_spec import CourseBudget, NamedTerm, ResearchBudget
 from .schedule import (
     MAX_TERM_DAYS,
     CourseSchedule,
@@ -357,6 +358,8 @@ class Course(ProfileSection):
     reserved_seats: int = Field(default=0, ge=0)
     instructors_anytime: bool = True
     """Instructors may start the course environment at any time during the term."""
+    budget: CourseBudget | None = None
+    """GPU-hours each student may use a week (``gpu_hours_per_student_per_week``)."""
     reclaim: CourseReclaimPolicy = Field(default_factory=CourseReclaimPolicy)
 
     _schedule: CourseSchedule | None = PrivateAttr(default=None)
@@ -394,6 +397,8 @@ class ResearchAllocation(ProfileSection):
     starts: date | None = None
     expires: date
     max_gpu_servers: int | None = Field(default=None, ge=0)
+    budget: ResearchBudget | None = None
+    """GPU-hours all holders may use from ``starts`` to ``expires`` (``gpu_hours_per_term``)."""
     reclaim: ResearchReclaimPolicy = Field(default_factory=ResearchReclaimPolicy)
 
     @model_validator(mode="after")
@@ -459,6 +464,8 @@ class Settings(CatalogModel):
     grace: Duration = timedelta(minutes=10)
     max_gpu_servers_per_user: int = Field(default=1, ge=0)
     course_groups: CourseGroups = Field(default_factory=CourseGroups)
+    terms: list[NamedTerm] = Field(default_factory=list)
+    """Named terms for GPU-hour usage reports (``gpuspawner usage --term NAME``)."""
 
     @field_validator("timezone")
     @classmethod

@@ -59,6 +59,7 @@ ADMISSION_ENVIRONMENT = {
     "gpu_inventory": "JUPYTER_TO_JOB_GPU_INVENTORY",
     "simulated_gpus": "JUPYTER_TO_JOB_SIMULATED_GPUS",
     "allocation_ledger": "JUPYTER_TO_JOB_ALLOCATION_LEDGER",
+    "usage_db_url": "JUPYTER_TO_JOB_USAGE_DB",
 }
 """The admission's settings the hub hands the service through its environment."""
 
@@ -355,6 +356,7 @@ class JobServiceApp(Application):
             remember_identity=identities.remember,
             working_dir=working_dir_beside(self.notebook_dir),
             gpu_flavors=True,
+            budget=admission.job_budget,
         )
         return api, manager, hub_auth
 

@@ -173,9 +173,16 @@ class FlavorCapacity(JobCapacity):
             yield self._pool
 
     def validate(self, ticket: JobTicket) -> None:
-        """Refuse an unknown flavor, or one whose GPU share no GPU here could ever hold."""
+        """Refuse an unknown flavor, one whose GPU share no GPU here could ever hold, or
+        one whose GPU-hour budget its owner has used up (at once, rather than queued)."""
         try:
             self.admission.check_job_flavor(self.devices, ticket.owner, ticket.flavor)
+            catalog = self.admission.catalog()
+            flavor = catalog.flavors_by_id[ticket.flavor or ""]
+            identity = self.identities.get(ticket.owner)
+            budget = self.admission.job_budget(catalog, identity, flavor, self._clock())
+            if budget is not None and budget.exhausted:
+                raise budget.refusal("job")
         except Refusal as refusal:
             raise refused(refusal) from None
 
@@ -199,9 +206,13 @@ class FlavorCapacity(JobCapacity):
         self._running[ticket.key] = ticket
         if grant.allocation is not None:
             self._held[ticket.key] = grant.allocation
+        self.admission.record_start(
+            grant, name=ticket.job_id, groups=identity.groups, now=self._clock()
+        )
         return CapacityGrant(grant)
 
     def release(self, ticket: JobTicket) -> None:
+        self.admission.record_end(ticket.key, self._clock())
         self._held.pop(ticket.key, None)
         self._running.pop(ticket.key, None)
         with self.current_pool() as pool:
@@ -216,6 +227,16 @@ class FlavorCapacity(JobCapacity):
         with self.current_pool() as pool:
             for warning in pool.restore(allocation):
                 log.warning("Job %s: %s", ticket.job_id, warning)
+
+    def reconciled(self) -> None:
+        """Close the usage intervals of jobs that no longer run (ended while the service
+        was down, past what the job store knew)."""
+        usage = self.admission.usage_record()
+        if usage is None:
+            return
+        gone = usage.close_dangling(self._running, self._clock(), kinds=("job",))
+        if gone:
+            log.info("Usage record: closed %d jobs that no longer run", len(gone))
 
     def hold(self, ticket: JobTicket, pid: int, start_time: float) -> None:
         """In the ledger shared with the hub, the job's slice is held by its runner from now

@@ -220,6 +220,15 @@ export interface IJobFlavorInfo {
   max_running_per_user: number;
   running: number;
   queued: number;
+  /**
+   * The GPU-hours the caller has left on it ("4.5 of your 6 GPU-hours left this
+   * week (renews Monday 00:00 (Europe/Zurich))"); null: no budget applies.
+   */
+  budget: string | null;
+  /**
+   * True when no GPU-hours are left: a job would be refused.
+   */
+  budget_exhausted: boolean;
 }
 
 /**

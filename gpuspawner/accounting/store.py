@@ -1,0 +1,259 @@
+"""The usage record: one row per allocation interval, SQLAlchemy 2 (SQLite or PostgreSQL).
+
+A row opens when a granted server or job is running (the hub's spawner once the server
+answers, the job service when it starts a job) and closes when it stops. Its share is
+kept as an exact fraction (numerator and denominator) and its times as naive UTC with
+microseconds, so GPU-hours summed over rows are exact (:mod:`.intervals`).
+
+Closing is a conditional update (``WHERE ended IS NULL``): the first close wins, so the
+hub, the job service and a restart's clean-up can all close the same row safely. After a
+restart, :meth:`UsageStore.close_dangling` closes the open rows of what no longer runs
+(the pool rebuilt from the ledger or the pods says what does).
+
+Synchronous, one short transaction per call, like the job store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any, cast
+
+from sqlalchemy import (
+    JSON,
+    CursorResult,
+    DateTime,
+    Index,
+    Integer,
+    String,
+    TypeDecorator,
+    create_engine,
+    event,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+from .intervals import UsageInterval
+
+
+class _UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out, stored naive (portable across databases)."""
+
+    impl = DateTime(timezone=False)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("the usage record takes aware datetimes only")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class _Base(DeclarativeBase):
+    """The usage record's tables."""
+
+
+class UsageRow(_Base):
+    """One allocation interval: who held how many GPUs, charged to what, from when to when."""
+
+    __tablename__ = "gpu_usage"
+    __table_args__ = (
+        Index("ix_gpu_usage_open", "key", "ended"),
+        Index("ix_gpu_usage_span", "started", "ended"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(320))
+    kind: Mapped[str] = mapped_column(String(8))
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    profile: Mapped[str] = mapped_column(String(64))
+    course: Mapped[str | None] = mapped_column(String(64), index=True)
+    allocation: Mapped[str | None] = mapped_column(String(64), index=True)
+    groups: Mapped[list[str]] = mapped_column(JSON, default=list)
+    share_numerator: Mapped[int] = mapped_column(Integer)
+    share_denominator: Mapped[int] = mapped_column(Integer)
+    devices: Mapped[list[str]] = mapped_column(JSON, default=list)
+    started: Mapped[datetime] = mapped_column(_UTCDateTime)
+    ended: Mapped[datetime | None] = mapped_column(_UTCDateTime)
+    end_reason: Mapped[str | None] = mapped_column(String(32))
+    """``stopped``; ``gone``: found no longer running after a restart."""
+
+    def interval(self) -> UsageInterval:
+        return UsageInterval(
+            key=self.key,
+            kind=self.kind,
+            owner=self.owner,
+            name=self.name,
+            profile=self.profile,
+            share=Fraction(self.share_numerator, self.share_denominator),
+            started=self.started,
+            ended=self.ended,
+            course=self.course,
+            allocation=self.allocation,
+            groups=tuple(self.groups or ()),
+        )
+
+
+class UsageStore:
+    """All reads and writes of the usage record (one per database URL and process)."""
+
+    def __init__(self, db_url: str, *, echo: bool = False):
+        self.db_url = db_url
+        connect_args: dict[str, Any] = {}
+        if db_url.startswith("sqlite"):
+            connect_args = {"check_same_thread": False, "timeout": 30}
+        self.engine = create_engine(db_url, echo=echo, connect_args=connect_args)
+        if db_url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        _Base.metadata.create_all(self.engine)
+
+    def drop_tables(self) -> None:
+        _Base.metadata.drop_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- change ----------------------------------------------------------------------------
+
+    def open(self, interval: UsageInterval, devices: Collection[str] = ()) -> bool:
+        """Record that ``interval`` began (its ``ended`` is ignored); False when its key is
+        open already (a restarted hub seeing a server it recorded before)."""
+        with self._sessions.begin() as session:
+            existing = session.scalar(
+                select(UsageRow.id).where(UsageRow.key == interval.key, UsageRow.ended.is_(None))
+            )
+            if existing is not None:
+                return False
+            session.add(
+                UsageRow(
+                    key=interval.key,
+                    kind=interval.kind,
+                    owner=interval.owner,
+                    name=interval.name,
+                    profile=interval.profile,
+                    course=interval.course,
+                    allocation=interval.allocation,
+                    groups=sorted(interval.groups),
+                    share_numerator=interval.share.numerator,
+                    share_denominator=interval.share.denominator,
+                    devices=list(devices),
+                    started=interval.started,
+                )
+            )
+        return True
+
+    def close_interval(self, key: str, ended: datetime, reason: str = "stopped") -> bool:
+        """Close the open interval of ``key`` at ``ended``; False when none was open."""
+        with self._sessions.begin() as session:
+            row = session.scalar(
+                select(UsageRow).where(UsageRow.key == key, UsageRow.ended.is_(None))
+            )
+            if row is None:
+                return False
+            result = session.execute(
+                update(UsageRow)
+                .where(UsageRow.id == row.id, UsageRow.ended.is_(None))
+                .values(ended=max(ended, row.started), end_reason=reason)
+            )
+            return cast(CursorResult[Any], result).rowcount == 1
+
+    def close_dangling(
+        self, running: Iterable[str], now: datetime, *, kinds: Collection[str] = ("server", "job")
+    ) -> list[str]:
+        """Close, at ``now``, the open intervals of ``kinds`` whose key is not in ``running``
+        (what still runs, from the rebuilt pool); returns their keys."""
+        alive = set(running)
+        closed = []
+        with self._sessions.begin() as session:
+            rows = session.scalars(
+                select(UsageRow).where(UsageRow.ended.is_(None), UsageRow.kind.in_(list(kinds)))
+            ).all()
+            for row in rows:
+                if row.key in alive:
+                    continue
+                session.execute(
+                    update(UsageRow)
+                    .where(UsageRow.id == row.id, UsageRow.ended.is_(None))
+                    .values(ended=max(now, row.started), end_reason="gone")
+                )
+                closed.append(row.key)
+        return closed
+
+    # -- read ------------------------------------------------------------------------------
+
+    def intervals(
+        self,
+        begin: datetime | None = None,
+        finish: datetime | None = None,
+        *,
+        owner: str | None = None,
+        course: str | None = None,
+        allocation: str | None = None,
+        courses: Collection[str] | None = None,
+    ) -> list[UsageInterval]:
+        """Intervals that overlap ``[begin, finish)`` (None: no bound), oldest first.
+
+        ``courses``: only intervals charged to one of these courses (an instructor's view).
+        """
+        query = select(UsageRow)
+        if finish is not None:
+            query = query.where(UsageRow.started < finish)
+        if begin is not None:
+            query = query.where(or_(UsageRow.ended.is_(None), UsageRow.ended > begin))
+        if owner is not None:
+            query = query.where(UsageRow.owner == owner)
+        if course is not None:
+            query = query.where(UsageRow.course == course)
+        if allocation is not None:
+            query = query.where(UsageRow.allocation == allocation)
+        if courses is not None:
+            query = query.where(UsageRow.course.in_(sorted(courses)))
+        with self._sessions() as session:
+            rows = session.scalars(query.order_by(UsageRow.started, UsageRow.id)).all()
+            return [row.interval() for row in rows]
+
+    def open_keys(self, kinds: Collection[str] = ("server", "job")) -> list[str]:
+        """The keys of the intervals still open."""
+        with self._sessions() as session:
+            return list(
+                session.scalars(
+                    select(UsageRow.key).where(
+                        UsageRow.ended.is_(None), UsageRow.kind.in_(list(kinds))
+                    )
+                )
+            )
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    # WAL: the hub and the job service write while a report reads.
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+_stores: dict[str, UsageStore] = {}
+
+
+def shared_usage_store(db_url: str) -> UsageStore:
+    """The one :class:`UsageStore` of this process for ``db_url`` (tables made on first use)."""
+    store = _stores.get(db_url)
+    if store is None:
+        store = _stores[db_url] = UsageStore(db_url)
+    return store
+
+
+def close_shared_usage_store(db_url: str) -> None:
+    """Close this process's shared store of ``db_url`` (the next use opens it anew)."""
+    store = _stores.pop(db_url, None)
+    if store is not None:
+        store.close()
