@@ -21,7 +21,12 @@ from ..support.course_catalogs import catalog, course, minute, now, spawner_conf
 from ..support.hubprocess import BrowserlessUser, RunningHub, free_loopback_ports
 from ..support.job_hub import JobHub, JobService, wait_for_service
 from ..support.notebooks import notebook_json
-from ..support.prometheus import MISSING_REASON, PROMETHEUS, RunningPrometheus, scrape_job
+from ..support.prometheus import (
+    MISSING_REASON,
+    PROMETHEUS,
+    RunningPrometheus,
+    scrape_job,
+)
 
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason=MISSING_REASON)
 

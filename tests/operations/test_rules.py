@@ -3,9 +3,11 @@ unit tests (each alert firing, and not firing) pass."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
-from ..support.prometheus import MISSING_REASON, PROMTOOL, RULE_TESTS, RULES, promtool
+from ..support.prometheus import MISSING_REASON, MONITORING, PROMTOOL, RULE_TESTS, RULES, promtool
 
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason=MISSING_REASON)
 
@@ -33,3 +35,13 @@ def test_the_unit_tests_would_catch_a_broken_alert(tmp_path):
     result = promtool("test", "rules", str(tests))
     assert result.returncode != 0
     assert "GPUHot" in result.stdout + result.stderr
+
+
+def test_the_example_prometheus_config_is_valid(tmp_path):
+    # Given the example installed as its comments say: rules beside it, the token file
+    shutil.copy(MONITORING / "prometheus.yml", tmp_path / "prometheus.yml")
+    shutil.copytree(RULES.parent, tmp_path / "rules")
+    (tmp_path / "jupyterhub-token").write_text("a-token-with-read-metrics\n")
+
+    result = promtool("check", "config", str(tmp_path / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr

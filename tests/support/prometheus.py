@@ -6,6 +6,7 @@ with :data:`MISSING_REASON` when it is not installed.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -27,6 +28,7 @@ MISSING_REASON = (
 MONITORING = REPO_ROOT / "hub_config" / "monitoring"
 RULES = MONITORING / "rules" / "gpuspawner.rules.yml"
 RULE_TESTS = MONITORING / "rules" / "gpuspawner.rules.test.yml"
+DASHBOARD = MONITORING / "grafana" / "gpu-hub.json"
 READY_TIMEOUT = 60.0
 WAIT_TIMEOUT = 90.0  # a bound for a broken test, never a timing assertion
 
@@ -37,6 +39,18 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PROMTOOL, *args], capture_output=True, text=True, check=False, cwd=RULES.parent
     )
+
+
+def dashboard_queries() -> dict[str, list[str]]:
+    """The shipped Grafana dashboard's PromQL by panel title, with its variables filled
+    as Grafana fills them (``$__rate_interval``: 1m, ``$course``: all courses)."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries: dict[str, list[str]] = {}
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"].replace("$__rate_interval", "1m").replace("$course", ".*")
+            queries.setdefault(panel["title"], []).append(expr)
+    return queries
 
 
 def scrape_job(name: str, url: str, token: str) -> dict[str, Any]:
@@ -107,7 +121,7 @@ class RunningPrometheus:
     def query(self, expr: str) -> list[dict[str, Any]]:
         """The instant vector ``expr`` gives now, through the HTTP API (``/api/v1/query``)."""
         response = requests.get(self.url + "/api/v1/query", params={"query": expr}, timeout=10)
-        response.raise_for_status()
+        assert response.status_code == 200, f"{expr}: {response.status_code} {response.text}"
         body = response.json()
         assert body["status"] == "success", body
         result: list[dict[str, Any]] = body["data"]["result"]
