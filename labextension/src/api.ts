@@ -21,6 +21,7 @@ import {
   IUpdateJob,
   OutputFormat
 } from './models';
+import { IKeepAnswer, IReclaimAnswer } from './reclaim';
 
 /**
  * The most jobs one list request asks for (the server's `MAX_LIST_ITEMS`).
@@ -208,6 +209,24 @@ export class JobsAPI {
    */
   getSession(): Promise<IServerSession> {
     return this._get<IServerSession>('api/session');
+  }
+
+  /**
+   * This server's reclaim warning, if the hub is about to stop it.
+   */
+  getReclaimWarning(): Promise<IReclaimAnswer> {
+    return this._get<IReclaimAnswer>('api/reclaim');
+  }
+
+  /**
+   * "I'm still using it": ask the hub to keep this server (once per server start).
+   */
+  keepServer(): Promise<IKeepAnswer> {
+    return requestAPI<IKeepAnswer>(
+      'api/reclaim/keep',
+      { method: 'POST', body: '{}' },
+      this.serverSettings
+    );
   }
 
   private _get<T>(endPoint: string): Promise<T> {

@@ -215,18 +215,28 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
 const sessionStatusPlugin: JupyterFrontEndPlugin<void> = {
   id: '@campus-gpu-hub/jupyter-to-job:session-status',
   description:
-    'Show the GPU share of this server and the time left in the course session.',
+    'Show the GPU share of this server and the time left in the course session, ' +
+    "and the hub's warning before it reclaims the server.",
   autoStart: true,
   optional: [IStatusBar],
   activate: (app: JupyterFrontEnd, statusBar: IStatusBar | null): void => {
-    if (!statusBar) {
-      return;
-    }
-    // Registered once its module has loaded, so it does not hold up the start.
-    void import('./sessionStatus').then(({ createSessionStatus }) => {
+    // Loaded after the start, so they do not hold it up.
+    void Promise.all([
+      import('./sessionStatus'),
+      import('./reclaimWarning')
+    ]).then(([{ createSessionStatus }, { createReclaimWatcher }]) => {
+      // The hub's reclaim warning: a notification, the status bar, and a save of
+      // open documents just before the server stops.
+      const watcher = createReclaimWatcher(app);
+      if (!statusBar) {
+        return;
+      }
       const { item, model } = createSessionStatus(
         app.serviceManager.serverSettings
       );
+      watcher.changed.connect((_, read) => {
+        model.reclaim = read;
+      });
       statusBar.registerStatusItem(
         '@campus-gpu-hub/jupyter-to-job:session-status',
         {

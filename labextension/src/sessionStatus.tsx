@@ -8,6 +8,7 @@ import { JobsAPI } from './api';
 import { JobAPIError } from './errors';
 import { sessionStatusText } from './countdown';
 import { IServerSession } from './models';
+import { IReadWarning, reclaimCountdown } from './reclaim';
 
 /**
  * How often the session is read and the countdown recomputed.
@@ -44,7 +45,8 @@ export class SessionStatusModel extends VDomModel {
       },
       frequency: { interval: options.tickInterval ?? 15 * 1000 },
       name: '@campus-gpu-hub/jupyter-to-job:countdown',
-      standby: () => this._session === null || 'when-hidden'
+      standby: () =>
+        (this._session === null && this._reclaim === null) || 'when-hidden'
     });
   }
 
@@ -57,6 +59,19 @@ export class SessionStatusModel extends VDomModel {
 
   get now(): Date {
     return this._now;
+  }
+
+  /**
+   * The hub's warning that it will stop this server, or null.
+   */
+  get reclaim(): IReadWarning | null {
+    return this._reclaim;
+  }
+
+  set reclaim(value: IReadWarning | null) {
+    this._reclaim = value;
+    this._now = new Date();
+    this.stateChanged.emit();
   }
 
   /**
@@ -88,6 +103,7 @@ export class SessionStatusModel extends VDomModel {
 
   private _api: JobsAPI;
   private _session: IServerSession | null = null;
+  private _reclaim: IReadWarning | null = null;
   private _now = new Date();
   private _fetch: Poll;
   private _tick: Poll;
@@ -110,12 +126,18 @@ export class SessionStatus extends VDomRenderer<SessionStatusModel> {
       return null;
     }
     const text = sessionStatusText(session, this.model.now);
-    const warning = text.countdown?.warning ?? false;
+    const reclaim = this.model.reclaim;
+    // The hub's reclaim warning comes before the class countdown: it is sooner or it
+    // would not be shown.
+    const countdown = reclaim
+      ? reclaimCountdown(reclaim, this.model.now)
+      : text.countdown;
+    const warning = countdown?.warning ?? false;
     this.toggleClass('jp-JupyterToJob-statusWarning', warning);
-    this.node.title = text.title;
-    const source = text.countdown
-      ? `${text.gpu} · ${text.countdown.text}`
-      : text.gpu;
+    this.node.title = reclaim
+      ? `${reclaim.warning.message}\n${text.title}`
+      : text.title;
+    const source = countdown ? `${text.gpu} · ${countdown.text}` : text.gpu;
     return <TextItem source={source} />;
   }
 }
