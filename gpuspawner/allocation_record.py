@@ -93,6 +93,29 @@ def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[list[Alloc
     return list(found.values()), warnings
 
 
+def pods_by_allocation(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """The pod holding each recorded allocation, by key: ``(namespace, name)``.
+
+    Only pods that still hold their GPU count (as in :func:`allocations_from_pods`); a job's
+    retried pods name the live one. The metrics join the DCGM exporter's per-pod readings
+    to holders with it.
+    """
+    found: dict[str, tuple[str, str]] = {}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        raw = (metadata.get("annotations") or {}).get(ALLOCATION_ANNOTATION)
+        if not raw or metadata.get("deletionTimestamp"):
+            continue
+        if (pod.get("status") or {}).get("phase") in ENDED_PHASES:
+            continue
+        try:
+            key = json.loads(raw)["key"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        found.setdefault(str(key), (str(metadata.get("namespace") or ""), str(metadata["name"])))
+    return found
+
+
 def pool_from_cluster(
     nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]],

@@ -41,6 +41,7 @@ from .allocation_record import (
     allocations_from_pods,
     devices_from_nodes,
     encode_allocation,
+    pods_by_allocation,
 )
 from .backends.base import PodGPUPlan, cpu_only_plan
 from .backends.protect import strip_protected
@@ -124,6 +125,8 @@ class _ClusterInventory:
         self.pool: CapacityPool | None = None
         self.loaded_at = 0.0
         self.jobs_loaded_at = 0.0
+        self.pods: dict[str, tuple[str, str]] = {}
+        """Allocation key -> (namespace, pod), from the pods' records (for the metrics)."""
         self.lock = asyncio.Lock()
 
     @staticmethod
@@ -309,6 +312,13 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             self._inventories[key] = _ClusterInventory()
         return self._inventories[key]
 
+    def allocation_pods(self) -> dict[str, tuple[str, str]]:
+        """The pod of each server's and job's slice, by allocation key: (namespace, pod).
+
+        For the metrics, which join the DCGM exporter's per-pod readings to holders.
+        """
+        return dict(self._inventory.pods)
+
     def gpu_devices(self) -> list[GPUDevice]:
         pool = self._inventory.pool
         return pool.devices if pool else []
@@ -409,6 +419,13 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             )
         )
         found, warnings = allocations_from_pods(pods)
+        inventory = self._inventory
+        kept = {
+            key: pod
+            for key, pod in inventory.pods.items()
+            if not servers and not key.startswith(JOB_KEY_PREFIX)
+        }
+        inventory.pods = {**kept, **pods_by_allocation(pods)}
         for warning in warnings:
             self.log.warning("%s", warning)
         return found
@@ -448,7 +465,9 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                 self.progress_note(grant.describe)
             await self._create_claim_templates()
             start_future = super().start()
-            return await self._until_scheduled_or_refused(start_future)
+            url = await self._until_scheduled_or_refused(start_future)
+            self.record_started()
+            return url
         except BaseException as error:
             self.release_allocation()
             self._queued_allocation = None

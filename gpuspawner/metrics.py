@@ -311,7 +311,8 @@ def view_of_spawners(spawners: list[Any]) -> PoolView:
         backend = admission.sharing_backend
     else:
         backend = "hami-core" if admission.hami_core_library else "local"
-    pods: dict[str, tuple[str, str]] = {}
+    # Kubernetes: the pods of every slice, servers' and jobs', from the pods' records.
+    pods: dict[str, tuple[str, str]] = dict(getattr(first, "allocation_pods", dict)())
     queue_length = None
     for spawner in spawners:
         allocation = getattr(spawner, "_allocation", None)
