@@ -167,8 +167,8 @@ def pool_metrics(view: PoolView) -> list[GaugeMetricFamily]:
                 ],
                 1,
             )
-    for key, count in sorted(counts.items()):
-        allocations.add_metric(list(key), count)
+    for labels, count in sorted(counts.items()):
+        allocations.add_metric(list(labels), count)
 
     allocated = GaugeMetricFamily(
         "gpuspawner_gpu_allocated_fraction",
@@ -181,9 +181,9 @@ def pool_metrics(view: PoolView) -> list[GaugeMetricFamily]:
         labels=["gpu", "model"],
     )
     for usage in pool.usage().values():
-        labels = [usage.device.label, usage.device.model]
-        allocated.add_metric(labels, float(usage.fraction))
-        holders.add_metric(labels, len(usage.holders))
+        device = [usage.device.label, usage.device.model]
+        allocated.add_metric(device, float(usage.fraction))
+        holders.add_metric(device, len(usage.holders))
     families = [allocations, info, allocated, holders]
     families.extend(_telemetry_metrics(view, names))
 

@@ -93,9 +93,9 @@ def job_metrics(
             oldest = max(oldest, _seconds(now, row.queue_time or row.create_time) or 0.0)
         log_bytes[flavor] = log_bytes.get(flavor, 0) + log_sizes.get(row.job_id, 0)
     # Every state appears, so "no queued job" is a 0 and not a missing series.
-    for state in JobStatus:
-        if not any(key[0] == state.value for key in counts):
-            counts[state.value, ""] = 0
+    for status in JobStatus:
+        if not any(key[0] == status.value for key in counts):
+            counts[status.value, ""] = 0
     for (state, flavor), count in sorted(counts.items()):
         jobs.add_metric([state, flavor], count)
     queued = GaugeMetricFamily(
