@@ -1,7 +1,8 @@
 """Errors a job's owner can see, each a full sentence with what to do next.
 
-Every class carries the HTTP status the REST layer answers with, so handlers map
-them in one place instead of pasting a try/except into each handler.
+Every class carries the HTTP status and the machine-readable reason code the REST layer
+answers with, so handlers map them in one place instead of pasting a try/except into each
+handler.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ class JobError(Exception):
     """Base of every user-facing job error."""
 
     status = 400
+    code = "invalid"
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -27,6 +29,7 @@ class JobNotFound(JobError):
     """No such job (one that exists but is not the asker's is a 403 in the job API)."""
 
     status = 404
+    code = "not-found"
 
     def __init__(self, job_id: str):
         super().__init__(
@@ -39,18 +42,21 @@ class JobNotStoppable(JobError):
     """The job has already finished."""
 
     status = 409
+    code = "already-finished"
 
 
 class JobNotDeletable(JobError):
     """The job is still queued or running."""
 
     status = 409
+    code = "not-finished"
 
 
 class OutputNotFound(JobError):
     """The job has no such output (not requested, or not written yet)."""
 
     status = 404
+    code = "no-output"
 
 
 class JobRefused(JobError):
@@ -67,3 +73,4 @@ class JobQueueFull(JobError):
     """The owner already has as many queued jobs as one person may have."""
 
     status = 429
+    code = "queue-full"

@@ -27,16 +27,7 @@ from tornado.web import HTTPError
 
 from gpuspawner.policy import Refusal
 
-from .errors import (
-    InvalidJobRequest,
-    JobError,
-    JobNotDeletable,
-    JobNotFound,
-    JobNotStoppable,
-    JobQueueFull,
-    JobRefused,
-    OutputNotFound,
-)
+from .errors import JobError
 from .models import CreateJob, ErrorResponse, FieldProblem
 
 MIB = 1024 * 1024
@@ -52,15 +43,6 @@ DISCARD_CEILING = 1024 * MIB
 MAX_JSON_DEPTH = 128
 # A notebook travels one level down, as the "notebook" field of a create request.
 MAX_NOTEBOOK_DEPTH = MAX_JSON_DEPTH - 1
-
-_JOB_ERROR_REASONS: dict[type[JobError], str] = {
-    JobNotFound: "not-found",
-    JobNotStoppable: "already-finished",
-    JobNotDeletable: "not-finished",
-    OutputNotFound: "no-output",
-    InvalidJobRequest: "invalid",
-    JobQueueFull: "queue-full",
-}
 
 _GENERIC = {
     400: ("The request is not valid.", "invalid"),
@@ -117,14 +99,8 @@ def as_api_error(error: BaseException | None, status: int = 500) -> ApiError:
     """Map anything a handler raised to the answer to send."""
     if isinstance(error, ApiError):
         return error
-    if isinstance(error, JobRefused):
-        return ApiError(error.status, error.message, error.code)
     if isinstance(error, JobError):
-        reason = next(
-            (code for kind, code in _JOB_ERROR_REASONS.items() if isinstance(error, kind)),
-            "invalid",
-        )
-        return ApiError(error.status, error.message, reason)
+        return ApiError(error.status, error.message, error.code)
     if isinstance(error, ValidationError):
         return validation_error(error)
     if isinstance(error, Refusal):
