@@ -123,7 +123,7 @@ class BudgetStatus:
 
     def line(self) -> str:
         """The budget line of a spawn card or the Run as Job dialog."""
-        left, budget = format_gpu_hours(self.left), budget_text(self.budget)
+        left, budget = format_gpu_hours(self.left, down=True), budget_text(self.budget)
         if self.scope == "course":
             return f"{left} of your {budget} GPU-hours left this week (renews {self.renews})"
         return f"{left} of {budget} GPU-hours left in {self.title} (until {self.renews})"

@@ -50,10 +50,11 @@ def parse_gpu_hours(value: object) -> Fraction:
 GPUHours = Annotated[Fraction, BeforeValidator(parse_gpu_hours)]
 
 
-def format_gpu_hours(amount: Fraction, places: int = 1) -> str:
-    """``6.0``, ``2.5``, ``0.1``: GPU-hours rounded (half up) to ``places`` decimals."""
+def format_gpu_hours(amount: Fraction, places: int = 1, *, down: bool = False) -> str:
+    """``6.0``, ``2.5``, ``0.1``: GPU-hours rounded (half up, or ``down``) to ``places``
+    decimals. What is left is rounded down: never promise more than there is."""
     scale = 10**places
-    rounded = (amount * scale * 2 + 1) // 2  # half up, exact
+    rounded = amount * scale // 1 if down else (amount * scale * 2 + 1) // 2  # exact
     whole, part = divmod(int(rounded), scale)
     return f"{whole}.{part:0{places}d}" if places else str(whole)
 

@@ -146,6 +146,18 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
             <span className="jp-JupyterToJob-flavorLoad">
               {flavorLoad(item)}
             </span>
+            {item.budget && (
+              <span
+                className={
+                  'jp-JupyterToJob-flavorBudget' +
+                  (item.budget_exhausted ? ' jp-mod-exhausted' : '')
+                }
+                data-testid="flavor-budget"
+                data-exhausted={item.budget_exhausted ? 'true' : 'false'}
+              >
+                {item.budget}
+              </span>
+            )}
             {item.description && (
               <span className="jp-JupyterToJob-hint">{item.description}</span>
             )}

@@ -101,6 +101,7 @@ def test_the_week_holding_the_change_back_in_auckland_has_169_hours():
 def test_gpu_hours_are_written_rounded_and_budgets_as_given():
     assert format_gpu_hours(Fraction(6)) == "6.0"
     assert format_gpu_hours(Fraction(1, 20)) == "0.1"  # half up
+    assert format_gpu_hours(Fraction(1, 4), down=True) == "0.2"  # what is left: down
     assert format_gpu_hours(Fraction(1, 7), 6) == "0.142857"
     assert budget_text(Fraction(6)) == "6" and budget_text(Fraction(5, 2)) == "2.5"
     assert budget_text(Fraction(1, 3)) == "1/3"

@@ -57,6 +57,8 @@ export function makeFlavor(
     max_running_per_user: 1,
     running: 2,
     queued: 1,
+    budget: null,
+    budget_exhausted: false,
     ...overrides
   };
 }

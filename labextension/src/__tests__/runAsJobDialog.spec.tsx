@@ -336,6 +336,49 @@ describe('The Run as Job dialog while its flavors load', () => {
   });
 });
 
+describe('The GPU-hour budget in the Run as Job dialog', () => {
+  it('shows what is left on each flavor with a budget, and marks a used-up one', async () => {
+    // Given a course flavor with budget left, a research flavor with none left, and a CPU one
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const left = makeFlavor({
+      id: 'half-job',
+      default: true,
+      budget:
+        '4.5 of your 6 GPU-hours left this week (renews Monday 00:00 (Europe/Zurich))'
+    });
+    const spent = makeFlavor({
+      id: 'two-gpus',
+      budget: '0.0 of 500 GPU-hours left in Vision lab (until Thu 31 Dec 2026)',
+      budget_exhausted: true
+    });
+
+    // When the flavors arrive
+    await settle(() => server.flavorRequests[0].resolve([left, spent, CPU]));
+
+    // Then each flavor with a budget says what is left, and only those
+    const lines = Object.fromEntries(
+      open.flavorOptions.map(option => [
+        option.dataset.flavorId,
+        option.querySelector<HTMLElement>('[data-testid="flavor-budget"]')
+      ])
+    );
+    expect(lines['half-job']?.textContent).toBe(
+      '4.5 of your 6 GPU-hours left this week (renews Monday 00:00 (Europe/Zurich))'
+    );
+    expect(lines['half-job']?.dataset.exhausted).toBe('false');
+    expect(lines['two-gpus']?.textContent).toBe(
+      '0.0 of 500 GPU-hours left in Vision lab (until Thu 31 Dec 2026)'
+    );
+    expect(lines['two-gpus']?.dataset.exhausted).toBe('true');
+    expect(lines['two-gpus']?.classList.contains('jp-mod-exhausted')).toBe(
+      true
+    );
+    expect(lines['cpu']).toBeNull();
+  });
+});
+
 describe('Submitting the Run as Job dialog', () => {
   it('shows the server’s sentence when it refuses the job, and closes once it accepts', async () => {
     // Given a loaded dialog
