@@ -42,6 +42,7 @@ from prometheus_client.registry import Collector
 
 from .policy import CapacityPool, Catalog, Refusal
 from .policy.admission import WAIT_CODES
+from .policy.catalog import Course, ProfileSection
 from .telemetry import DeviceReading, holders_of
 
 ADMISSIONS = Counter(
@@ -193,10 +194,14 @@ def pool_metrics(view: PoolView) -> list[GaugeMetricFamily]:
         "reclaimed (the catalog's reclaim.idle_after); profiles without a limit are absent.",
         labels=["profile", "course"],
     )
-    for section in _profile_sections(view.catalog):
-        idle_after = getattr(getattr(section, "reclaim", None), "idle_after", None)
+    catalog = view.catalog
+    sections: list[ProfileSection] = (
+        [*catalog.courses, *catalog.research, *catalog.standing] if catalog else []
+    )
+    for section in sections:
+        idle_after = section.reclaim.idle_after
         if idle_after is not None:
-            course = section.id if type(section).__name__ == "Course" else ""
+            course = section.id if isinstance(section, Course) else ""
             limits.add_metric([section.id, course], idle_after.total_seconds())
     families.append(limits)
 
@@ -208,15 +213,6 @@ def pool_metrics(view: PoolView) -> list[GaugeMetricFamily]:
         queue.add_metric([], view.queue_length)
         families.append(queue)
     return families
-
-
-def _profile_sections(catalog: Catalog | None) -> list[Any]:
-    if catalog is None:
-        return []
-    sections: list[Any] = []
-    for name in ("courses", "research", "standing"):
-        sections.extend(getattr(catalog, name, None) or [])
-    return sections
 
 
 def _telemetry_metrics(view: PoolView, names: dict[str, str]) -> list[GaugeMetricFamily]:

@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
 from gpuspawner.metrics import PoolView, counted_admission, pool_metrics
-from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal
+from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, load_catalog
 from gpuspawner.telemetry import DeviceReading
 from jupyter_to_job.metrics import job_metrics
 from jupyter_to_job.store import JobRow
@@ -182,3 +182,45 @@ def test_an_empty_queue_is_a_zero_not_a_missing_series():
     registry = scrape(job_metrics([], {}, NOW))
     assert registry.get_sample_value("jupyter_to_job_oldest_queued_seconds") == 0
     assert registry.get_sample_value("jupyter_to_job_jobs", {"state": "QUEUED", "flavor": ""}) == 0
+
+
+def test_a_profiles_idle_limit_comes_from_its_catalog_reclaim_policy(tmp_path):
+    # Given ML101 reclaiming after 20 idle minutes and a research allocation without a limit
+    path = tmp_path / "catalog.yaml"
+    path.write_text(
+        """\
+courses:
+  - id: ml101
+    title: ML101
+    instructors: [ines]
+    enrolment: {users: [ana]}
+    gpu: {fraction: 1/4}
+    reclaim: {idle_after: 20m}
+    schedule:
+      timezone: UTC
+      term: {first_day: 2026-02-01, last_day: 2026-06-30}
+      windows:
+        - {day: Mon, start: "09:00", end: "11:00"}
+research:
+  - id: lab
+    title: Vision lab
+    users: [rhea]
+    expires: 2099-12-31
+"""
+    )
+    registry = scrape(pool_metrics(PoolView(busy_pool(), "local", catalog=load_catalog(path))))
+
+    # Then the alert rule can compare ML101's idle slices with 1,200 seconds, and only those
+    assert (
+        registry.get_sample_value(
+            "gpuspawner_profile_idle_limit_seconds", {"profile": "ml101", "course": "ml101"}
+        )
+        == 1200
+    )
+    limits = [
+        s
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == "gpuspawner_profile_idle_limit_seconds"
+    ]
+    assert len(limits) == 1
