@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from tornado.httpserver import HTTPServer
 from tornado.web import Application
 
+from gpuspawner.accounting.store import UsageStore
 from gpuspawner.policy.schedule import UTC
 from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 
@@ -92,6 +93,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="read GPU utilisation from this simulated readings file (JSON) instead of NVML",
     )
     parser.add_argument(
+        "--usage-db",
+        default=env("usage-db"),
+        help="the GPU-hour usage record's SQLAlchemy URL (the hub's c.GPUAdmission."
+        "usage_db_url), for the course API's usage reports",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         default=(env("dry-run") or "").lower() in TRUE_WORDS,
@@ -127,7 +134,11 @@ def gpu_inputs(args: argparse.Namespace) -> dict:
 
 
 def course_api_server(
-    service: SessionsService, environ: Mapping[str, str], api_url: str, token: str
+    service: SessionsService,
+    environ: Mapping[str, str],
+    api_url: str,
+    token: str,
+    usage_db: str | None = None,
 ) -> tuple[HTTPServer, str, int] | None:
     """The instructors' course API for the service's own URL, if the hub gave it one.
 
@@ -148,6 +159,7 @@ def course_api_server(
         authenticate=lambda value: hub_auth.user_for_token(value, sync=False),
         access_scope=f"access:services!service={name}",
         check_scopes=hub_auth.check_scopes,
+        usage=UsageStore(usage_db) if usage_db else None,
     )
     prefix = environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{name}/")
     app = Application(
@@ -225,7 +237,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         **gpu_inputs(args),
     )
     try:
-        asyncio.run(serve(service, lambda: course_api_server(service, environ, api_url, token)))
+        asyncio.run(
+            serve(
+                service,
+                lambda: course_api_server(service, environ, api_url, token, args.usage_db),
+            )
+        )
     except PortInUse as error:
         log.error("%s", error)
         return 1

@@ -9,7 +9,11 @@ answers a refusal with a 403 that says why:
 
 - ``GET  api/courses``: the courses the caller teaches (every course for hub admins);
 - ``GET  api/courses/<course>/servers``: the servers running that course now;
-- ``DELETE api/courses/<course>/servers/<user>[/<server>]``: stop one of them.
+- ``DELETE api/courses/<course>/servers/<user>[/<server>]``: stop one of them;
+- ``GET  api/usage?from=DATE&to=DATE|term=NAME&by=user&format=json|csv[&course=ID]``: the
+  GPU-hour report of the usage record (:mod:`gpuspawner.accounting`), as ``gpuspawner
+  usage`` prints it: every course's for hub admins, only the courses they teach for
+  instructors (anyone else: 403).
 
 Callers authenticate with a hub token (``Authorization: token ...``) that holds
 ``access:services!service=course-sessions`` (the instructor roles of
@@ -23,10 +27,13 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
+from gpuspawner.accounting.store import UsageStore
+from gpuspawner.accounting.usage_command import UsageCommandError, build_report
 from gpuspawner.policy import Catalog, UserIdentity
 from gpuspawner.policy.instructors import InstructorRefusal as Refused
 from gpuspawner.policy.instructors import (
@@ -63,6 +70,8 @@ class CourseAPI:
     """``token -> awaitable user model or None`` (HubAuth.user_for_token)."""
     access_scope: str
     check_scopes: Callable[[set[str], dict], set[str]]
+    usage: UsageStore | None = None
+    """The GPU-hour usage record (``--usage-db``), for ``api/usage``; None: not kept."""
 
     def current_catalog(self) -> Catalog:
         catalog = self.service.catalog.current(self.service.clock())
@@ -186,6 +195,64 @@ class CourseServerHandler(CourseHandler):
         self.write_json(202, {"message": f"Stopping {label}.", "user": owner, "course": course.id})
 
 
+class UsageHandler(CourseHandler):
+    """The GPU-hour report: admins every course's, instructors their own courses'."""
+
+    async def get(self) -> None:
+        usage = self.api.usage
+        if usage is None:
+            raise Refused(
+                404,
+                "This hub keeps no GPU-hour usage record; the hub admins can start one "
+                "(c.GPUAdmission.usage_db_url, and the course-sessions service's usage_db_url).",
+                "no-usage-record",
+            )
+        catalog = self.api.current_catalog()
+        courses = (
+            None if self.caller.admin else [c.id for c in taught_courses(catalog, self.caller)]
+        )
+        course = self.get_argument("course", None)
+        if courses is not None and (not courses or (course is not None and course not in courses)):
+            raise Refused(
+                403,
+                "GPU-hour reports are for hub admins, and for instructors about the courses "
+                "they teach.",
+                "not-instructor",
+            )
+        try:
+            report = build_report(
+                usage,
+                catalog=catalog,
+                first_day=_day_argument(self, "from"),
+                last_day=_day_argument(self, "to"),
+                term=self.get_argument("term", None),
+                by=self.get_argument("by", "user"),
+                now=self.api.service.clock(),
+                course=course,
+                courses=courses,
+            )
+        except (UsageCommandError, ValueError) as error:
+            raise Refused(400, str(error), "bad-request") from None
+        if self.get_argument("format", "json") == "csv":
+            self.set_header("Content-Type", "text/csv; charset=utf-8")
+            self.set_header("Content-Disposition", 'attachment; filename="gpu-usage.csv"')
+            self.finish(report.to_csv())
+            return
+        self.write_json(200, report.to_json())
+
+
+def _day_argument(handler: web.RequestHandler, name: str) -> date | None:
+    text = handler.get_argument(name, None)
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise Refused(
+            400, f"Give {name} as a date such as 2026-09-14, not {text[:40]!r}.", "bad-request"
+        ) from None
+
+
 def course_api_handlers(prefix: str, api: CourseAPI) -> list[tuple[str, type, dict]]:
     """Tornado routes under the service's prefix (``/services/course-sessions/``)."""
     base = prefix.rstrip("/") + "/api/courses"
@@ -195,4 +262,5 @@ def course_api_handlers(prefix: str, api: CourseAPI) -> list[tuple[str, type, di
         (f"{base}/{name}/servers", CourseServersHandler, {"api": api}),
         (f"{base}/{name}/servers/{name}", CourseServerHandler, {"api": api}),
         (f"{base}/{name}/servers/{name}/{name}", CourseServerHandler, {"api": api}),
+        (prefix.rstrip("/") + "/api/usage", UsageHandler, {"api": api}),
     ]

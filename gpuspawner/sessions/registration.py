@@ -86,6 +86,7 @@ def course_sessions_service(
     ip: str = "127.0.0.1",
     allocation_ledger: str | Path | None = None,
     gpu_readings: str | Path | None = None,
+    usage_db_url: str | None = None,
 ) -> dict:
     """The hub-managed service entry for ``c.JupyterHub.services``.
 
@@ -96,6 +97,8 @@ def course_sessions_service(
     user and their servers (:func:`reclaim_access_scopes`, for the ``user`` role and
     ``c.Spawner.server_token_scopes``). ``allocation_ledger`` (one machine) and
     ``gpu_readings`` (a simulated readings file instead of NVML) turn on idle reclaim.
+    ``usage_db_url`` (the hub's ``c.GPUAdmission.usage_db_url``) serves GPU-hour reports
+    at ``/services/<name>/api/usage`` to admins and, for their courses, instructors.
 
     The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
     service, so the pre-warm secret travels there rather than on the command line, where
@@ -119,8 +122,14 @@ def course_sessions_service(
         # The hub's home page embeds the service's reclaim warnings: signing in to it
         # must not ask the user to confirm anything.
         service["oauth_no_confirm"] = True
+    environment = {}
     if prewarm_secret:
-        service["environment"] = {"GPUSPAWNER_PREWARM_SECRET": prewarm_secret}
+        environment["GPUSPAWNER_PREWARM_SECRET"] = prewarm_secret
+    if usage_db_url:
+        # For the course API's usage reports; a database URL may hold a password.
+        environment["GPUSPAWNER_SESSIONS_USAGE_DB"] = usage_db_url
+    if environment:
+        service["environment"] = environment
     return service
 
 
