@@ -66,6 +66,7 @@ courses:
 {people}    resources: {{cpu: 1, memory: 2GiB}}
     gpu: {{fraction: 1/4, memory: 6GiB, compute: {{min: 25, max: 100}}}}
     max_gpu_servers: 6
+    budget: {{gpu_hours_per_student_per_week: 6}}
     schedule:
       timezone: UTC
       term: {{first_day: {start.date()}, last_day: {(start + timedelta(days=120)).date()}}}
@@ -136,6 +137,9 @@ c.GPUAdmission.catalog_path = str(CATALOG)
 c.GPUAdmission.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", "count": 2}]
 # Shared with the job service, so servers and jobs never get the same GPU slice.
 c.GPUAdmission.allocation_ledger = str(RUNTIME / "gpu-allocations.json")
+# GPU-hours of every server and job, for `gpuspawner usage`, the course API's api/usage and
+# the catalog's budgets; the job service and the course-sessions service get it below.
+c.GPUAdmission.usage_db_url = f"sqlite:///{RUNTIME / 'gpu-usage.sqlite'}"
 c.SimpleLocalGPUSpawner.home_dir_template = str(RUNTIME / "homes" / "{username}")
 # The single-user server from the hub's own environment, whatever PATH says.
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
@@ -164,6 +168,7 @@ SESSIONS_SERVICE = course_sessions_service(
     interval=30,
     audit_log=str(RUNTIME / "course-sessions.jsonl"),
     port=SESSIONS_PORT,
+    usage_db_url=c.GPUAdmission.usage_db_url,
 )
 c.JupyterHub.services.append(SESSIONS_SERVICE)
 c.JupyterHub.load_roles.append(sessions_service_role())
@@ -180,6 +185,7 @@ JOB_SERVICE = job_service(
     root_dir=str(RUNTIME / "jobs"),
     simulated_gpus=c.GPUAdmission.simulated_gpus,
     allocation_ledger=c.GPUAdmission.allocation_ledger,
+    usage_db_url=c.GPUAdmission.usage_db_url,
     # Jobs start in their notebook's folder, so what a notebook writes lands beside it.
     notebook_dir_template=c.SimpleLocalGPUSpawner.home_dir_template,
 )
