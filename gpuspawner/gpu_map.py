@@ -1,8 +1,11 @@
-"""A picture of who holds which slice of which GPU, for the spawn page and admins.
+"""A picture of who holds which slice of which GPU, for the spawn page and the GPU map page.
 
 Each GPU is a bar; each allocation a segment as wide as its fraction, coloured by
-course (or research allocation / job). Admins see who holds each slice; everyone
-else sees only which course holds it and which slice is their own.
+course (or research allocation / job). Who is named follows one rule
+(:func:`holder_name`): hub admins see every holder (and job ids); instructors see the
+holders of the slices that run a course they teach (the catalog's instructors and the
+course's instructor group, as in the course API); everyone else sees only which course
+holds a slice, and which slice is their own.
 """
 
 from __future__ import annotations
@@ -10,8 +13,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
-from .policy.capacity import CapacityPool
+from .policy.capacity import Allocation, CapacityPool
+from .policy.catalog import Catalog
+from .policy.entitlements import UserIdentity
+from .policy.instructors import taught_courses
 from .policy.units import format_mib
 
 PALETTE = (
@@ -51,8 +58,141 @@ def _colour(key: str) -> str:
     return PALETTE[digest[0] % len(PALETTE)]
 
 
+JOB_PREFIX = "job:"
+SERVER_PREFIX = "server:"
+
+
+@dataclass(frozen=True)
+class MapViewer:
+    """Who looks at the map, and whose names they may see."""
+
+    name: str
+    admin: bool = False
+    courses: frozenset[str] = frozenset()
+    """The courses they teach: the holders of these courses' slices are named to them."""
+
+    @property
+    def role(self) -> str:
+        """``admin``, ``instructor`` or ``student`` (anyone who teaches no course)."""
+        if self.admin:
+            return "admin"
+        return "instructor" if self.courses else "student"
+
+
+def map_viewer(catalog: Catalog | None, identity: UserIdentity) -> MapViewer:
+    """The viewer ``identity`` is: an admin, or the teacher of the catalog's courses they
+    teach (:func:`~.policy.instructors.taught_courses`, the course API's own rule)."""
+    if identity.admin:
+        return MapViewer(identity.name, admin=True)
+    courses = taught_courses(catalog, identity) if catalog is not None else []
+    return MapViewer(identity.name, courses=frozenset(course.id for course in courses))
+
+
+def holder_name(allocation: Allocation, viewer: MapViewer) -> str | None:
+    """The holder's user name if ``viewer`` may see it, else None (shown anonymously)."""
+    if viewer.admin or allocation.owner == viewer.name:
+        return allocation.owner
+    if allocation.course_id is not None and allocation.course_id in viewer.courses:
+        return allocation.owner
+    return None
+
+
+def _fraction_text(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _slice_json(
+    allocation: Allocation, viewer: MapViewer, left: Fraction, titles: dict[str, str]
+) -> dict[str, Any]:
+    group = allocation.course_id or allocation.profile_id
+    mine = allocation.owner == viewer.name
+    holder = holder_name(allocation, viewer)
+    kind = "job" if allocation.key.startswith(JOB_PREFIX) else "server"
+    # Job ids and server names identify a person's work: for admins and the owner only.
+    detailed = viewer.admin or mine
+    job_id = allocation.key[len(JOB_PREFIX) :] if kind == "job" and detailed else None
+    server_name = None
+    if kind == "server" and detailed and allocation.key.startswith(SERVER_PREFIX):
+        server_name = allocation.key[len(SERVER_PREFIX) :].partition("/")[2]
+    title = titles.get(group, group)
+    return {
+        "kind": kind,
+        "course": allocation.course_id,
+        "group": group,
+        "group_title": title,
+        "holder": holder,
+        "mine": mine,
+        "label": "you" if mine else (holder or title),
+        "job_id": job_id,
+        "server_name": server_name,
+        "fraction": _fraction_text(allocation.fraction),
+        "share_pct": round(float(allocation.fraction * 100), 2),
+        "left_pct": round(float(left * 100), 2),
+        "memory_mib": allocation.memory_mib,
+        "colour": _colour(group),
+    }
+
+
+def gpu_map_json(
+    pool: CapacityPool, viewer: MapViewer, *, titles: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The GPU map page's picture as JSON, with names by :func:`holder_name`.
+
+    ``titles``: course and profile titles by id (labels of anonymous slices). The shape::
+
+        {"viewer": {"name": "ana", "role": "student"},
+         "gpus": [{"id": "sim-0", "label": "GPU 0 (RTX 4090, 24 GiB, simulated)", "model": "RTX 4090",
+                   "memory_mib": 24576, "memory_used_mib": 6144, "shared_out": "1/4",
+                   "used_pct": 25.0, "simulated": true,
+                   "slices": [{"kind": "server" | "job", "course": "ml101" | null,
+                               "group": "ml101", "group_title": "Machine learning",
+                               "holder": "ana" | null, "mine": true, "label": "you",
+                               "job_id": null, "server_name": "", "fraction": "1/4",
+                               "share_pct": 25.0, "left_pct": 0.0, "memory_mib": 6144,
+                               "colour": "#4e79a7"}]}],
+         "totals": {"gpus": 2, "slices": 1, "servers": 1, "jobs": 0, "free_gpus": 1}}
+    """
+    titles = titles or {}
+    gpus = []
+    kinds = {"server": 0, "job": 0}
+    for slot in pool.usage().values():
+        left = Fraction(0)
+        slices = []
+        for allocation in sorted(slot.holders, key=lambda a: a.key):
+            item = _slice_json(allocation, viewer, left, titles)
+            kinds[item["kind"]] += 1
+            slices.append(item)
+            left += allocation.fraction
+        device = slot.device
+        gpus.append(
+            {
+                "id": device.id,
+                "label": device.label,
+                "model": device.model,
+                "memory_mib": device.memory_mib,
+                "memory_used_mib": slot.memory_mib,
+                "shared_out": _fraction_text(slot.fraction),
+                "used_pct": round(float(slot.fraction * 100), 2),
+                "simulated": device.simulated,
+                "slices": slices,
+            }
+        )
+    return {
+        "viewer": {"name": viewer.name, "role": viewer.role},
+        "gpus": gpus,
+        "totals": {
+            "gpus": len(gpus),
+            "slices": kinds["server"] + kinds["job"],
+            "servers": kinds["server"],
+            "jobs": kinds["job"],
+            "free_gpus": sum(1 for gpu in gpus if not gpu["slices"]),
+        },
+    }
+
+
 def gpu_map(pool: CapacityPool, *, viewer: str, admin: bool) -> list[GPUBar]:
-    """The bars for ``viewer``; holders' names only for admins."""
+    """The spawn form's bars for ``viewer``; holders' names only for admins."""
+    seen_by = MapViewer(viewer, admin=admin)
     bars = []
     for slot in pool.usage().values():
         left = Fraction(0)
@@ -60,9 +200,10 @@ def gpu_map(pool: CapacityPool, *, viewer: str, admin: bool) -> list[GPUBar]:
         for allocation in sorted(slot.holders, key=lambda a: a.key):
             group = allocation.course_id or allocation.profile_id
             mine = allocation.owner == viewer
-            who = allocation.owner if (admin or mine) else "another user"
-            kind = "job" if allocation.key.startswith("job:") else "server"
-            label = "you" if mine else (allocation.owner if admin else group)
+            named = holder_name(allocation, seen_by)
+            who = named or "another user"
+            kind = "job" if allocation.key.startswith(JOB_PREFIX) else "server"
+            label = "you" if mine else (named or group)
             segments.append(
                 Segment(
                     left_pct=float(left * 100),
