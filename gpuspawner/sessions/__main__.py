@@ -32,6 +32,8 @@ from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_f
 
 from .audit import AuditLog
 from .course_api import CourseAPI, course_api_handlers
+from .gpu_map_page import GPUMap, gpu_map_handlers
+from .gpu_pools import GPUPoolSource, pool_source
 from .hub_client import HubClient
 from .reclaim_api import reclaim_page_handlers, reclaim_token_handlers
 from .service import SessionsService, courses_with_prewarm
@@ -93,6 +95,18 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="read GPU utilisation from this simulated readings file (JSON) instead of NVML",
     )
     parser.add_argument(
+        "--simulated-gpus",
+        default=env("simulated-gpus"),
+        help="the hub's simulated GPUs as JSON (c.GPUAdmission.simulated_gpus), for the GPU "
+        "map on a machine without NVML",
+    )
+    parser.add_argument(
+        "--kubernetes-namespace",
+        default=env("kubernetes-namespace"),
+        help="on Kubernetes: the namespace of the hub's server and job pods; the GPU map "
+        "then reads the GPU nodes and these pods' allocation records (not the ledger)",
+    )
+    parser.add_argument(
         "--usage-db",
         default=env("usage-db"),
         help="the GPU-hour usage record's SQLAlchemy URL (the hub's c.GPUAdmission."
@@ -139,6 +153,7 @@ def course_api_server(
     api_url: str,
     token: str,
     usage_db: str | None = None,
+    gpu_pools: GPUPoolSource | None = None,
 ) -> tuple[HTTPServer, str, int] | None:
     """The instructors' course API for the service's own URL, if the hub gave it one.
 
@@ -165,7 +180,8 @@ def course_api_server(
     app = Application(
         course_api_handlers(prefix, api)
         + reclaim_token_handlers(prefix, api)
-        + reclaim_page_handlers(prefix, api, hub_auth),
+        + reclaim_page_handlers(prefix, api, hub_auth)
+        + gpu_map_handlers(prefix, GPUMap(api, gpu_pools), hub_auth),
         # Signs the OAuth cookie of the embedded page; a new one per process only means
         # signing in again (invisibly, through the hub) after a restart.
         cookie_secret=secrets.token_bytes(32),
@@ -240,7 +256,18 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         asyncio.run(
             serve(
                 service,
-                lambda: course_api_server(service, environ, api_url, token, args.usage_db),
+                lambda: course_api_server(
+                    service,
+                    environ,
+                    api_url,
+                    token,
+                    args.usage_db,
+                    pool_source(
+                        allocation_ledger=args.allocation_ledger,
+                        simulated=args.simulated_gpus,
+                        namespace=args.kubernetes_namespace,
+                    ),
+                ),
             )
         )
     except PortInUse as error:

@@ -15,6 +15,7 @@ With ``port=...`` the service also answers the instructors' course API.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -87,6 +88,8 @@ def course_sessions_service(
     allocation_ledger: str | Path | None = None,
     gpu_readings: str | Path | None = None,
     usage_db_url: str | None = None,
+    simulated_gpus: list[dict] | None = None,
+    kubernetes_namespace: str | None = None,
 ) -> dict:
     """The hub-managed service entry for ``c.JupyterHub.services``.
 
@@ -99,6 +102,11 @@ def course_sessions_service(
     ``gpu_readings`` (a simulated readings file instead of NVML) turn on idle reclaim.
     ``usage_db_url`` (the hub's ``c.GPUAdmission.usage_db_url``) serves GPU-hour reports
     at ``/services/<name>/api/usage`` to admins and, for their courses, instructors.
+    The GPU map page (``/services/<name>/gpus``, and its JSON at ``api/gpus``) shows who
+    holds which slice, from ``allocation_ledger`` over this machine's GPUs (NVML's, else
+    ``simulated_gpus``: the hub's ``c.GPUAdmission.simulated_gpus``), or on Kubernetes from
+    the GPU nodes and the pods of ``kubernetes_namespace``; with either, the service is
+    listed in the hub's Services menu.
 
     The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
     service, so the pre-warm secret travels there rather than on the command line, where
@@ -113,12 +121,17 @@ def course_sessions_service(
         command += ["--allocation-ledger", str(allocation_ledger)]
     if gpu_readings is not None:
         command += ["--gpu-readings", str(gpu_readings)]
+    if simulated_gpus is not None:
+        command += ["--simulated-gpus", json.dumps(list(simulated_gpus))]
+    if kubernetes_namespace is not None:
+        command += ["--kubernetes-namespace", kubernetes_namespace]
     if dry_run:
         command.append("--dry-run")
     service: dict = {"name": name, "command": command}
     if port is not None:
         service["url"] = f"http://{ip}:{port}"
-        service["display"] = False  # an API, not a page for the Services menu
+        # In the Services menu when it shows the GPU map (its address leads there).
+        service["display"] = allocation_ledger is not None or kubernetes_namespace is not None
         # The hub's home page embeds the service's reclaim warnings: signing in to it
         # must not ask the user to confirm anything.
         service["oauth_no_confirm"] = True
