@@ -16,6 +16,7 @@ With ``port=...`` the service also answers the instructors' course API.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -141,6 +142,12 @@ def course_sessions_service(
     if usage_db_url:
         # For the course API's usage reports; a database URL may hold a password.
         environment["GPUSPAWNER_SESSIONS_USAGE_DB"] = usage_db_url
+    if kubernetes_namespace is not None:
+        # The hub passes a managed service none of its own environment: the in-cluster
+        # API address travels explicitly (the pod's service account token is a file).
+        for variable in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+            if os.environ.get(variable):
+                environment[variable] = os.environ[variable]
     if environment:
         service["environment"] = environment
     return service

@@ -307,8 +307,12 @@ def test_the_job_service_and_course_sessions_are_registered(hub_config):
         "30",
         "--audit-log",
         "/srv/jupyterhub/course-sessions.jsonl",
+        "--kubernetes-namespace",
+        "campus",
     ]
     assert sessions["url"] == "http://stand-in-for-pod_ip:8767"
+    # It shows the GPU map of the hub's namespace, so it is in the hub's Services menu.
+    assert sessions["display"] is True
     assert sessions["environment"] == {
         "GPUSPAWNER_PREWARM_SECRET": "stand-in-for-gpuspawner_prewarm_secret"
     }
