@@ -359,7 +359,7 @@ class JobFlavorInfo(WireModel):
     budget: str | None = Field(
         default=None,
         description="The GPU-hours the caller has left on it: '4.5 of your 6 GPU-hours left "
-        "this week (renews Monday 00:00 (Europe/Zurich))'; None: no budget applies.",
+        "this week (renews Monday 00:00, Europe/Zurich)'; None: no budget applies.",
     )
     budget_exhausted: bool = Field(
         default=False, description="True when no GPU-hours are left: a job would be refused."

@@ -125,7 +125,9 @@ class BudgetStatus:
         """The budget line of a spawn card or the Run as Job dialog."""
         left, budget = format_gpu_hours(self.left, down=True), budget_text(self.budget)
         if self.scope == "course":
-            return f"{left} of your {budget} GPU-hours left this week (renews {self.renews})"
+            local = self.ends.astimezone(self.zone)
+            renews = f"{local:%A} {local:%H:%M}, {self.zone_name}"
+            return f"{left} of your {budget} GPU-hours left this week (renews {renews})"
         return f"{left} of {budget} GPU-hours left in {self.title} (until {self.renews})"
 
     def refusal(self, kind: Literal["server", "job"]) -> Refusal:

@@ -222,7 +222,7 @@ export interface IJobFlavorInfo {
   queued: number;
   /**
    * The GPU-hours the caller has left on it ("4.5 of your 6 GPU-hours left this
-   * week (renews Monday 00:00 (Europe/Zurich))"); null: no budget applies.
+   * week (renews Monday 00:00, Europe/Zurich)"); null: no budget applies.
    */
   budget: string | null;
   /**

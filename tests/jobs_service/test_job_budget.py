@@ -93,7 +93,7 @@ async def test_a_student_sees_her_budget_and_a_job_past_it_is_refused(service):
     # and the Run as Job dialog's flavor list says what is left of the week's budget
     flavors = {f.id: f for f in (await api.flavors(ana)).flavors}
     assert flavors["half-job"].budget == (
-        "0.2 of your 1 GPU-hours left this week (renews Monday 00:00 (Europe/Zurich))"
+        "0.2 of your 1 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)"
     )
     assert not flavors["half-job"].budget_exhausted
     assert flavors["cpu-job"].budget is None

@@ -79,7 +79,7 @@ async def test_a_student_past_the_weekly_budget_is_refused_by_the_spawner(
     # and her spawn card says nothing is left, and when it renews
     again = ana_spawner(catalog, usage_url, clock)
     (card,) = [c for c in again.profile_cards() if c.id == "cs101"]
-    assert card.budget == "0.0 of your 0.5 GPU-hours left this week (renews Monday 00:00 (UTC))"
+    assert card.budget == "0.0 of your 0.5 GPU-hours left this week (renews Monday 00:00, UTC)"
     assert card.budget_exhausted
 
     # And her next start is refused with a sentence, before any pod is created

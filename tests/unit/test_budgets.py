@@ -106,7 +106,7 @@ def test_the_budget_renews_on_monday_midnight_in_the_course_zone(admission):
     status = admission.server_budget(catalog, entitlement, UserIdentity("ana"), monday)
     assert status is not None and status.used == 0 and status.left == Fraction(3, 2)
     assert status.line() == (
-        "1.5 of your 1.5 GPU-hours left this week (renews Monday 00:00 (Pacific/Auckland))"
+        "1.5 of your 1.5 GPU-hours left this week (renews Monday 00:00, Pacific/Auckland)"
     )
 
 

@@ -346,7 +346,7 @@ describe('The GPU-hour budget in the Run as Job dialog', () => {
       id: 'half-job',
       default: true,
       budget:
-        '4.5 of your 6 GPU-hours left this week (renews Monday 00:00 (Europe/Zurich))'
+        '4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)'
     });
     const spent = makeFlavor({
       id: 'two-gpus',
@@ -365,7 +365,7 @@ describe('The GPU-hour budget in the Run as Job dialog', () => {
       ])
     );
     expect(lines['half-job']?.textContent).toBe(
-      '4.5 of your 6 GPU-hours left this week (renews Monday 00:00 (Europe/Zurich))'
+      '4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)'
     );
     expect(lines['half-job']?.dataset.exhausted).toBe('false');
     expect(lines['two-gpus']?.textContent).toBe(
