@@ -37,6 +37,14 @@ REASON_TITLES = {
 }
 
 
+def keep_sentence(kept: ReclaimWarning) -> str:
+    label = "Your server" if not kept.server else f"Your server {kept.server!r}"
+    return (
+        f"{label} keeps running. If it stays unused, it will be stopped after a new "
+        "warning, and it cannot be kept again."
+    )
+
+
 def warnings_json(warnings: list[ReclaimWarning], now: datetime) -> dict[str, Any]:
     return {"warnings": [warning.to_json(now) for warning in warnings]}
 
@@ -94,8 +102,7 @@ class KeepHandler(ReclaimTokenHandler):
         self.write_json(
             200,
             {
-                "message": f"Kept: {kept.message.split(':')[0]} no longer will be, for now. "
-                "This works once per server start.",
+                "message": keep_sentence(kept),
                 **warnings_json(service.warnings_for(catalog, model), service.clock()),
             },
         )

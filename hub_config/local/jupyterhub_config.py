@@ -15,10 +15,12 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import gpuspawner
 from gpuspawner.persistent_secret import persistent_secret
 from gpuspawner.policy import load_catalog
 from gpuspawner.policy.roles import course_roles
 from gpuspawner.sessions import course_sessions_service, sessions_service_role
+from gpuspawner.sessions.registration import reclaim_access_scopes
 from jupyter_to_job.hub import (
     job_server_token_scopes,
     job_service,
@@ -74,6 +76,7 @@ courses:
         - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
       lead_time: 10m
       grace: 10m
+    reclaim: {{idle_after: 30m, warning: 10m, keep_once: true}}
 flavors:
   - id: quarter-gpu
     title: A quarter GPU
@@ -127,7 +130,7 @@ NO_ISOLATION = (
     "between users. For a machine shared by real people, use hub_config/workstation "
     "(make demo-workstation)."
 )
-c.JupyterHub.template_vars = {"announcement": NO_ISOLATION}
+c.JupyterHub.template_vars = {"announcement": NO_ISOLATION, "reclaim_service": "course-sessions"}
 
 # -- the spawner ----------------------------------------------------------------------------
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
@@ -162,16 +165,25 @@ SESSIONS_PORT = int(os.environ.get("GPUSPAWNER_DEMO_SESSIONS_PORT", "8767"))
 for listed in ("services", "load_roles"):
     if not isinstance(c.JupyterHub[listed], list):
         c.JupyterHub[listed] = []
+# It reclaims idle GPU shares too: the ledger says who holds which simulated GPU, and
+# simulated readings (a JSON file, empty until written) say how busy each one is.
+GPU_READINGS = os.environ.get("GPUSPAWNER_DEMO_GPU_READINGS") or str(RUNTIME / "gpu-readings.json")
 SESSIONS_SERVICE = course_sessions_service(
     str(CATALOG),
     prewarm_secret=prewarm_secret,
-    interval=30,
+    interval=float(os.environ.get("GPUSPAWNER_DEMO_SESSIONS_INTERVAL", "30")),
     audit_log=str(RUNTIME / "course-sessions.jsonl"),
     port=SESSIONS_PORT,
     usage_db_url=c.GPUAdmission.usage_db_url,
+    allocation_ledger=str(RUNTIME / "gpu-allocations.json"),
+    gpu_readings=GPU_READINGS,
+    # ... and shows who holds which slice: the GPU map page, in the Services menu.
+    simulated_gpus=c.GPUAdmission.simulated_gpus,
 )
 c.JupyterHub.services.append(SESSIONS_SERVICE)
 c.JupyterHub.load_roles.append(sessions_service_role())
+# Reclaim warnings on the home page (templates/home.html) and in JupyterLab.
+c.JupyterHub.template_paths = [str(Path(gpuspawner.__file__).parent / "templates")]
 
 # -- Run as Job: the job service, its scopes and roles, and each server's token ----------
 # The service owns the job store and runs jobs as local processes, apart from the servers:
@@ -192,13 +204,24 @@ JOB_SERVICE = job_service(
 c.JupyterHub.services.append(JOB_SERVICE)
 # Every user: Run as Job on their own notebooks; the admin: every user's jobs.
 c.JupyterHub.load_roles.extend(job_service_roles(admins=[] if SSO else [ADMIN]))
+# ... and read their own reclaim warnings (home page, and their servers for JupyterLab).
+for role in c.JupyterHub.load_roles:
+    if role["name"] == "user":
+        role["scopes"] = [*role["scopes"], *reclaim_access_scopes()]
 # Each course's instructors see and stop their students' servers (the hub's admin page and
 # the course API) and read their jobs. Roles are loaded at start: restart the hub after
 # adding a course.
 c.JupyterHub.load_roles.extend(course_roles(load_catalog(CATALOG)))
 # Each server's $JUPYTERHUB_API_TOKEN may call the service, for its own user only.
-c.Spawner.server_token_scopes = job_server_token_scopes()
-c.Spawner.environment.update({"JUPYTER_TO_JOB_SERVICE_URL": job_service_url(JOB_SERVICE_PORT)})
+c.Spawner.server_token_scopes = job_server_token_scopes() + reclaim_access_scopes()
+c.Spawner.environment.update(
+    {
+        "JUPYTER_TO_JOB_SERVICE_URL": job_service_url(JOB_SERVICE_PORT),
+        "COURSE_SESSIONS_SERVICE_URL": (
+            f"http://127.0.0.1:{SESSIONS_PORT}/services/course-sessions/"
+        ),
+    }
+)
 # The wheel enables the server extension (etc/jupyter/jupyter_server_config.d); an
 # editable install (make setup) does not install that file, so enable it here too.
 c.Spawner.args.append("--ServerApp.jpserver_extensions=jupyter_to_job=True")

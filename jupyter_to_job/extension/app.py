@@ -63,8 +63,9 @@ class JobsExtensionApp(ExtensionApp):
     sessions_service_url = Unicode(
         help="""The hub's course-sessions service (hub mode), which warns before it reclaims
         this server and lets its user keep it once. Defaults to
-        ``$GPUSPAWNER_SESSIONS_SERVICE_URL``, which the hub config sets for every server;
-        unset, the lab never shows a reclaim warning.
+        ``$COURSE_SESSIONS_SERVICE_URL``, which the hub config sets for every server (not a
+        ``GPUSPAWNER_`` name: the spawner keeps those for the GPU share); unset, the lab
+        never shows a reclaim warning.
 
         Example: ``c.JobsExtensionApp.sessions_service_url =
         "http://127.0.0.1:8767/services/course-sessions/"``.
@@ -73,7 +74,7 @@ class JobsExtensionApp(ExtensionApp):
 
     @default("sessions_service_url")
     def _default_sessions_service_url(self) -> str:
-        return os.environ.get("GPUSPAWNER_SESSIONS_SERVICE_URL", "")
+        return os.environ.get("COURSE_SESSIONS_SERVICE_URL", "")
 
     request_timeout = Float(
         60.0,

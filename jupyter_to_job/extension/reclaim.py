@@ -10,7 +10,7 @@ service knows whose server it is, and refuses (403, with a sentence) once the us
 kept it already or when the reason cannot be kept off (an expired grant, the end of class).
 
 The service's address comes from ``c.JobsExtensionApp.sessions_service_url``
-(``$GPUSPAWNER_SESSIONS_SERVICE_URL``, which the hub config sets for every server). Without
+(``$COURSE_SESSIONS_SERVICE_URL``, which the hub config sets for every server). Without
 it, or outside a hub, there is never a warning.
 
 Saving: the lab saves its open, modified documents when a warning is about to run out
