@@ -4,7 +4,9 @@ is left, and the next start past the budget is refused with a sentence before an
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from jupyterhub.spawner import SpawnException
 
 from gpuspawner.accounting.intervals import week_of
 from gpuspawner.accounting.store import UsageStore, close_shared_usage_store
+from gpuspawner.course_profiles import CourseProfilesMixin
 from gpuspawner.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner
 
@@ -22,15 +25,15 @@ TODAY = datetime.now(UTC)
 TUESDAY = week_of(TODAY, UTC)[0] + timedelta(days=1, hours=10)
 
 
-def write_budget_catalog(path: Path) -> Path:
+def write_budget_catalog(path: Path, budget: str = "0.5") -> Path:
     path.write_text(
         f"""\
 courses:
   - id: cs101
     title: CS101
-    enrolment: {{users: [ana]}}
+    enrolment: {{users: [ana, ben, cai]}}
     gpu: {{fraction: 1/4}}
-    budget: {{gpu_hours_per_student_per_week: 0.5}}
+    budget: {{gpu_hours_per_student_per_week: {budget}}}
     schedule:
       timezone: UTC
       term: {{first_day: {(TODAY - timedelta(days=30)).date()}, last_day: {(TODAY + timedelta(days=30)).date()}}}
@@ -47,8 +50,10 @@ def usage_url(tmp_path):
     close_shared_usage_store(url)
 
 
-def ana_spawner(catalog: Path, usage_url: str, clock: list[datetime]) -> GPUSpawner:
-    spawner = make_gpu_spawner("ana", catalog, profile="cs101")
+def student_spawner(
+    catalog: Path, usage_url: str, clock: list[datetime], name: str = "ana"
+) -> GPUSpawner:
+    spawner = make_gpu_spawner(name, catalog, profile="cs101")
     spawner.admission.usage_db_url = usage_url
     spawner.now = lambda: clock[0]  # the hub's clock, moved by the test
     return spawner
@@ -64,7 +69,7 @@ async def test_a_student_past_the_weekly_budget_is_refused_by_the_spawner(
     clock = [TUESDAY]
 
     # When Ana's quarter-GPU server runs for two hours (as JupyterHub sees it: up, then stopped)
-    first = ana_spawner(catalog, usage_url, clock)
+    first = student_spawner(catalog, usage_url, clock)
     await first.start()
     first.start_polling()
     first.stop_polling()
@@ -77,7 +82,7 @@ async def test_a_student_past_the_weekly_budget_is_refused_by_the_spawner(
     assert interval.gpu_hours(now=clock[0]) == 0.5
 
     # and her spawn card says nothing is left, and when it renews
-    again = ana_spawner(catalog, usage_url, clock)
+    again = student_spawner(catalog, usage_url, clock)
     (card,) = [c for c in again.profile_cards() if c.id == "cs101"]
     assert card.budget == "0.0 of your 0.5 GPU-hours left this week (renews Monday 00:00, UTC)"
     assert card.budget_exhausted
@@ -93,4 +98,43 @@ async def test_a_student_past_the_weekly_budget_is_refused_by_the_spawner(
     )
     assert k8s_controls.get("pods", again.pod_name, "default") is None
     assert again.capacity_pool.allocations == {}
+    GPUSpawner._inventories.clear()
+
+
+async def test_a_server_that_ended_while_the_hub_was_down_is_closed_when_it_restarts(
+    k8s_controls, tmp_path, usage_url
+):
+    # Given Ana's and Ben's quarter-GPU servers up and recorded at 10:00
+    GPUSpawner._inventories.clear()
+    CourseProfilesMixin._usage_reconciled.clear()
+    k8s_controls.add_gpu_nodes(1, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
+    catalog = write_budget_catalog(tmp_path / "catalog.yaml", budget="100")
+    clock = [TUESDAY]
+    running = {}
+    for name in ("ana", "ben"):
+        spawner = student_spawner(catalog, usage_url, clock, name)
+        await spawner.start()
+        spawner.start_polling()
+        spawner.stop_polling()
+        running[name] = spawner.get_state()
+
+    # When the hub goes down, Ana's server ends meanwhile, and the hub restarts at 11:00
+    ana_pod = make_gpu_spawner("ana", catalog).pod_name
+    k8s_controls.complete_container("default", ana_pod)
+    GPUSpawner._inventories.clear()
+    CourseProfilesMixin._usage_reconciled.clear()
+    clock[0] = TUESDAY + timedelta(hours=1)
+    ben = student_spawner(catalog, usage_url, clock, "ben")
+    ben.load_state(running["ben"])
+    # and Cai is the first to start a server on the restarted hub
+    cai = student_spawner(catalog, usage_url, clock, "cai")
+    await cai.start()
+
+    # Then Ana's interval is closed at the restart, Ben's still runs, and Cai's has not begun
+    intervals = {i.owner: i for i in UsageStore(usage_url).intervals()}
+    assert intervals["ana"].ended == TUESDAY + timedelta(hours=1)
+    assert intervals["ana"].gpu_hours(now=clock[0]) == Fraction(1, 4)
+    assert intervals["ben"].ended is None
+    assert "cai" not in intervals  # until JupyterHub sees it up (start_polling)
+    await asyncio.gather(ben.stop(), cai.stop())
     GPUSpawner._inventories.clear()
