@@ -544,7 +544,11 @@ class GPUAdmission(LoggingConfigurable):
         self, catalog: Catalog, user: UserIdentity, flavor: JobFlavor, now: datetime
     ) -> BudgetStatus | None:
         """The budget a job of ``flavor`` draws on now (None: none applies, or no record)."""
-        if flavor.share is None:
+        courses = [catalog.courses_by_id.get(c) for c in flavor.access.courses]
+        grants = [catalog.research_by_id.get(r) for r in flavor.access.research]
+        if flavor.share is None or not (
+            any(c and c.budget for c in courses) or any(g and g.budget for g in grants)
+        ):
             return None
         usage = self._usage_for_budgets()
         if usage is None:
