@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jupyterhub.spawner import SpawnException
+from sqlalchemy.exc import SQLAlchemyError
 from traitlets import Bool, Instance, Unicode, default, observe
 from traitlets.config import LoggingConfigurable
 
@@ -406,9 +407,14 @@ class CourseProfilesMixin(LoggingConfigurable):
         if not url or url in self._usage_reconciled:
             return
         usage = self.admission.usage_record()
-        assert usage is not None
+        if usage is None:
+            return  # it cannot be opened now (logged); the next decision tries again
+        try:
+            gone = usage.close_dangling(pool.allocations, self.now(), kinds=("server",))
+        except SQLAlchemyError:
+            self.log.exception("Could not close the usage intervals of servers that ended")
+            return
         CourseProfilesMixin._usage_reconciled.add(url)
-        gone = usage.close_dangling(pool.allocations, self.now(), kinds=("server",))
         if gone:
             self.log.info("Usage record: closed %d servers that no longer run", len(gone))
 

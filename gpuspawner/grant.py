@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from sqlalchemy.exc import SQLAlchemyError
 from traitlets import Dict, Enum, Instance, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
@@ -521,8 +522,15 @@ class GPUAdmission(LoggingConfigurable):
     # -- GPU-hours: the usage record and budgets -----------------------------------------
 
     def usage_record(self) -> UsageStore | None:
-        """The usage record of ``usage_db_url`` (one per process), or None without one."""
-        return shared_usage_store(self.usage_db_url) if self.usage_db_url else None
+        """The usage record of ``usage_db_url`` (one per process), or None without one, or
+        while it cannot be opened (logged: accounting must never stop a class)."""
+        if not self.usage_db_url:
+            return None
+        try:
+            return shared_usage_store(self.usage_db_url)
+        except SQLAlchemyError:
+            self.log.exception("The GPU-hour usage record cannot be opened")
+            return None
 
     def server_budget(
         self, catalog: Catalog, entitlement: Entitlement, user: UserIdentity, now: datetime
@@ -538,7 +546,11 @@ class GPUAdmission(LoggingConfigurable):
         usage = self._usage_for_budgets()
         if usage is None:
             return None
-        return server_budget(catalog, profile, entitlement.role, user, usage, now)
+        try:
+            return server_budget(catalog, profile, entitlement.role, user, usage, now)
+        except SQLAlchemyError:
+            self.log.exception("The usage record cannot be read: %s starts unbudgeted", profile.id)
+            return None
 
     def job_budget(
         self, catalog: Catalog, user: UserIdentity, flavor: JobFlavor, now: datetime
@@ -553,11 +565,17 @@ class GPUAdmission(LoggingConfigurable):
         usage = self._usage_for_budgets()
         if usage is None:
             return None
-        return job_budget(catalog, user, flavor, usage, now)
+        try:
+            return job_budget(catalog, user, flavor, usage, now)
+        except SQLAlchemyError:
+            self.log.exception("The usage record cannot be read: %s runs unbudgeted", flavor.id)
+            return None
 
     _warned_no_record = False
 
     def _usage_for_budgets(self) -> UsageStore | None:
+        # A usage record that cannot be read lets starts through (logged): accounting must
+        # never stop a class.
         usage = self.usage_record()
         if usage is None and not GPUAdmission._warned_no_record:
             GPUAdmission._warned_no_record = True

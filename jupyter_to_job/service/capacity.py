@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from gpuspawner.allocation_record import pool_from_cluster
 from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, Refusal, UserIdentity
@@ -234,7 +236,11 @@ class FlavorCapacity(JobCapacity):
         usage = self.admission.usage_record()
         if usage is None:
             return
-        gone = usage.close_dangling(self._running, self._clock(), kinds=("job",))
+        try:
+            gone = usage.close_dangling(self._running, self._clock(), kinds=("job",))
+        except SQLAlchemyError:  # accounting must never keep the service from starting
+            log.exception("Could not close the usage intervals of jobs that ended")
+            return
         if gone:
             log.info("Usage record: closed %d jobs that no longer run", len(gone))
 

@@ -188,3 +188,19 @@ def test_a_wrong_budget_is_reported_at_its_file_and_line(write_yaml, budget, fie
     problem = next(p for p in error.value.problems if p.field == field)
     assert (problem.path, problem.line) == (path, 9)
     assert problem.message == message
+
+
+def test_a_usage_record_that_cannot_be_opened_never_stops_a_class(write_yaml, tmp_path):
+    # Given a usage record on a database that cannot be opened (a folder that is a file)
+    (tmp_path / "not-a-folder").write_text("")
+    url = f"sqlite:///{tmp_path / 'not-a-folder' / 'usage.sqlite'}"
+    admission = GPUAdmission(catalog_path=str(write_yaml(CATALOG)), usage_db_url=url)
+
+    # When ana starts her budgeted course server, and it is recorded and stopped
+    pool = CapacityPool(DEVICES)
+    grant = admission.grant_server(pool, UserIdentity("ana"), "cs101", key="k", now=SATURDAY)
+    admission.record_start(grant, name="", groups=(), now=SATURDAY)
+    admission.record_end("k", SATURDAY + timedelta(hours=1))
+
+    # Then she got her GPU share all the same (the problem is in the hub's log)
+    assert grant.allocation is not None and "k" in pool.allocations
