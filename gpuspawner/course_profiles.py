@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from traitlets import Bool, Instance, Unicode, default, observe
 from traitlets.config import LoggingConfigurable
 
+from . import refusal_log
 from .gpu_map import gpu_map
 from .grant import GPUAdmission, Grant, Target, moved_to_admission
 from .ledger import AllocationLedger, ProcessHolder
@@ -57,6 +58,8 @@ def refusal_exception(code: str, message: str, status: int) -> SpawnException:
     error = SpawnException(message, reason=code, status_code=status)
     error.jupyterhub_message = message  # type: ignore[attr-defined]
     error.jupyterhub_html_message = html.escape(message)  # type: ignore[attr-defined]
+    if status < 500:
+        refusal_log.mark_expected(error, code, message)
     return error
 
 
@@ -78,6 +81,8 @@ class CourseProfilesMixin(LoggingConfigurable):
 
     @default("admission")
     def _default_admission(self) -> GPUAdmission:
+        # Every start asks the admission first: its refusals are logged as one info line.
+        refusal_log.install()
         return GPUAdmission(parent=self, target=self.admission_target)
 
     catalog_path = Unicode(
@@ -340,7 +345,7 @@ class CourseProfilesMixin(LoggingConfigurable):
                 expand=self.expand_storage,
             )
         except Refusal as refusal:
-            self.log.info("Refused %s: %s (%s)", self.allocation_key, refusal.message, refusal.code)
+            # JupyterHub logs the refusal, as one info line (see refusal_log).
             raise refusal_exception(refusal.code, refusal.message, refusal.status) from None
 
     def decide_start(self) -> Grant:

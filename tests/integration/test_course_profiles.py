@@ -265,3 +265,43 @@ def test_a_hub_restart_keeps_every_allocation_and_double_books_none(
     assert cai.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
     cai.wait_ready()
     assert ana.spawn_via_api({"profile": "ml101"}).status_code == 409
+
+
+def test_a_refused_start_is_one_info_line_in_the_hub_log_not_an_error_with_a_traceback(
+    start_hub, browserless_user, tmp_path
+):
+    # Given a course whose class is over, and a GPU that is free
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(hours=3),
+                end=t - timedelta(hours=2),
+                students=["ana"],
+                gpu="{fraction: 1/4}",
+            )
+        ),
+    )
+    hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
+    ana = browserless_user(hub, "ana")
+    ana.login()
+
+    # When she starts it from the spawn form, and then through the REST API
+    page = ana.post_spawn_form({"profile": "ml101"})
+    refused = ana.spawn_via_api({"profile": "ml101"})
+
+    # Then she is told why both times
+    assert page_error(page.text), page.text[-2000:]
+    assert refused.status_code == 403, refused.text
+
+    # And the hub logged each refusal as one info line with its reason, and no error,
+    # warning or traceback about it
+    lines = hub.log_text().splitlines()
+    about_it = [line for line in lines if "ML101 cannot be started now" in line]
+    assert len(about_it) == 2, about_it
+    assert all(line.startswith("[I") and line.endswith("(refused: closed)") for line in about_it)
+    assert "Not starting ana's server" in about_it[0], about_it
+    assert not [line for line in lines if "Traceback" in line or line.startswith("[E")], lines
