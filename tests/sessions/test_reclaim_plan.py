@@ -334,3 +334,44 @@ def test_reclaim_mistakes_are_reported_with_file_and_line(tmp_path):
         f"{path}:30: research[0].reclaim.idle_below: input should be less than or equal to 100"
         in text
     )
+
+
+# -- which device a server holds -------------------------------------------------------
+
+
+def test_on_kubernetes_the_pods_allocation_annotations_say_which_gpu_a_server_holds():
+    from gpuspawner.allocation_record import (
+        ALLOCATION_ANNOTATION,
+        allocations_from_pods,
+        encode_allocation,
+    )
+    from gpuspawner.sessions.reclaim import utilisation_by_server
+    from gpuspawner.telemetry import DeviceReading
+
+    from .reclaim_scenario import server_allocation
+
+    # Given two running server pods on node gpu-a, holding its GPUs 0 and 1 (the DCGM
+    # exporter's readings named by the same device ids), and an ended pod,
+    def pod(user, device, phase="Running"):
+        allocation = server_allocation(user, "ml101", "ml101", device)
+        return {
+            "metadata": {
+                "name": f"jupyter-{user}",
+                "annotations": {ALLOCATION_ANNOTATION: encode_allocation(allocation)},
+            },
+            "status": {"phase": phase},
+        }
+
+    allocations, problems = allocations_from_pods(
+        [pod("alice", "gpu-a/0"), pod("bob", "gpu-a/1"), pod("carol", "gpu-a/0", "Succeeded")]
+    )
+    readings = [
+        DeviceReading("gpu-a/0", 0, 0.0, 100, 24576, 40.0),
+        DeviceReading("gpu-a/1", 1, 73.0, 9000, 24576, 66.0),
+    ]
+    # then each server's utilisation is its device's; the ended pod holds nothing.
+    assert problems == []
+    assert utilisation_by_server(readings, allocations) == {
+        "server:alice/": 0.0,
+        "server:bob/": 73.0,
+    }
