@@ -32,6 +32,7 @@ from .policy import (
     evaluate,
     load_catalog,
 )
+from .policy.budget_spec import budget_text
 from .policy.catalog import Origin, ResearchAllocation, StandingProfile
 from .policy.schedule import ClassSession, GapClash, WeeklyWindow, gap_clashes
 from .policy.share import GPUShare
@@ -359,6 +360,9 @@ def _print_course(catalog: Catalog, course: Course, start: datetime, source: Pat
             else f"{_count(course.max_gpu_servers, 'GPU server')} at most"
         )
         _line("Seats", f"{seats}, {course.reserved_seats} reserved during class")
+    if course.budget is not None:
+        hours = budget_text(course.budget.gpu_hours_per_student_per_week)
+        _line("Budget", f"{hours} GPU-hours per student per week, from Monday 00:00 ({zone})")
     timing = f"lead time {_span(schedule.lead_time)}, grace {_span(schedule.grace)}"
     timing += f", pre-warm {_span(schedule.prewarm)}" if schedule.prewarm else ", no pre-warm"
     _line("Timing", timing)
@@ -388,6 +392,9 @@ def _print_research(grant: ResearchAllocation, today: date) -> None:
     _line("GPU share", _share(grant.share))
     if grant.max_gpu_servers is not None:
         _line("Seats", f"{_count(grant.max_gpu_servers, 'GPU server')} at most")
+    if grant.budget is not None:
+        hours = budget_text(grant.budget.gpu_hours_per_term)
+        _line("Budget", f"{hours} GPU-hours for all its holders together, until it expires")
     if today > grant.expires:
         valid = f"expired on {_day(grant.expires)}"
     elif grant.starts and today < grant.starts:
