@@ -26,11 +26,14 @@ OpenID Connect provider.
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 from html import escape
+from urllib.parse import urlencode
 
 from jupyterhub.auth import LocalAuthenticator
+from jupyterhub.utils import url_path_join
 from oauthenticator.generic import GenericOAuthenticator
 from oauthenticator.oauth2 import OAuthCallbackHandler
 from tornado import web
@@ -96,9 +99,15 @@ class CampusCallbackHandler(OAuthCallbackHandler):
             message = self.authenticator.custom_403_message
             if error.status_code == 403 and error.log_message == message:
                 # login_user() found the account outside the allowed groups.
-                raise _HTMLMessage(
-                    403, message, f"<p>{escape(message)}</p>", "Not allowed on this hub"
-                ) from None
+                # The provider's session is still open: signing in again would pass
+                # straight through as the same account. The hub's logout ends it first.
+                logout = url_path_join(self.hub.base_url, "logout")
+                page = (
+                    f"<p>{escape(message)}</p>"
+                    f'<p><a class="btn btn-primary" href="{escape(logout)}">'
+                    "Sign in as someone else</a></p>"
+                )
+                raise _HTMLMessage(403, message, page, "Not allowed on this hub") from None
             raise
 
 
@@ -148,6 +157,48 @@ class CampusOAuthenticator(GenericOAuthenticator):
         help="""Regular expressions (matched in full) of further hub group names to keep,
         such as ``lab-.*`` for research groups not yet in the catalog.""",
     )
+
+    end_session_url = Unicode(
+        "",
+        config=True,
+        help="""The identity provider's ``end_session_endpoint`` (OpenID Connect RP-initiated
+        logout), as :func:`oidc_endpoints` reads it from the discovery document. With it,
+        logging out of the hub also ends the person's session at the provider, so the next
+        "Sign in" on a shared lab PC asks for a password again instead of passing straight
+        through. The provider must list :attr:`post_logout_redirect_url` among the client's
+        ``post_logout_redirect_uris``.
+
+        Example: ``c.CampusOAuthenticator.end_session_url = "https://login.campus.example/oidc/logout"``.
+        """,
+    )
+
+    post_logout_redirect_url = Unicode(
+        config=True,
+        help="""Where the provider sends the browser after logging out: by default the hub's
+        login page, next to ``oauth_callback_url``.
+
+        Example: ``c.CampusOAuthenticator.post_logout_redirect_url = "https://gpu.campus.example/hub/login"``.
+        """,
+    )
+
+    @default("post_logout_redirect_url")
+    def _post_logout_default(self) -> str:
+        callback = self.oauth_callback_url
+        if not callback:
+            return ""
+        return callback.rsplit("/", 1)[0] + "/login"
+
+    @default("logout_redirect_url")
+    def _logout_at_the_provider(self) -> str:
+        # OAUTH_LOGOUT_REDIRECT_URL, as OAuthenticator reads it, still wins.
+        configured = os.environ.get("OAUTH_LOGOUT_REDIRECT_URL", "")
+        if configured or not self.end_session_url:
+            return configured
+        query = {"client_id": self.client_id}
+        if self.post_logout_redirect_url:
+            query["post_logout_redirect_uri"] = self.post_logout_redirect_url
+        separator = "&" if "?" in self.end_session_url else "?"
+        return f"{self.end_session_url}{separator}{urlencode(query)}"
 
     @default("manage_groups")
     def _manage_groups_default(self) -> bool:
@@ -252,7 +303,8 @@ class LocalCampusOAuthenticator(LocalAuthenticator, CampusOAuthenticator):
 
 
 def oidc_endpoints(issuer: str, *, attempts: int = 10, delay: float = 1.0) -> dict[str, str]:
-    """The authorize, token and userinfo URLs of ``issuer``, from its discovery document.
+    """The authorize, token and userinfo URLs of ``issuer`` (and its end-session URL when it
+    offers RP-initiated logout), from its discovery document.
 
     For ``jupyterhub_config.py``, at hub start: ``c.CampusOAuthenticator.update(...)``.
     Retries while the provider is unreachable (it may be starting alongside the hub), then
@@ -290,8 +342,11 @@ def oidc_endpoints(issuer: str, *, attempts: int = 10, delay: float = 1.0) -> di
     ]
     if missing:
         raise SystemExit(f"{url} has no {', '.join(missing)}; is this an OpenID Connect issuer?")
-    return {
+    endpoints = {
         "authorize_url": document["authorization_endpoint"],
         "token_url": document["token_endpoint"],
         "userdata_url": document["userinfo_endpoint"],
     }
+    if document.get("end_session_endpoint"):
+        endpoints["end_session_url"] = document["end_session_endpoint"]
+    return endpoints

@@ -80,6 +80,7 @@ else:
     # The demo: a stand-in campus provider, started and stopped by the hub.
     idp_port = int(os.environ.get("CAMPUS_IDP_PORT", "8010"))
     issuer = f"http://127.0.0.1:{idp_port}"
+    hub_login_url = f"{HUB_URL}/hub/login"
     # Kept across restarts, as the provider's configuration file is.
     client_secret = persistent_secret(RUNTIME / "campus-idp-client-secret")
     idp_config = RUNTIME / "campus-idp.json"
@@ -95,6 +96,9 @@ else:
                         "client_id": "campus-gpu-hub",
                         "client_secret": client_secret,
                         "redirect_uris": [auth.oauth_callback_url],
+                        # Logging out of the hub ends the campus session too, then
+                        # comes back to the hub's login page.
+                        "post_logout_redirect_uris": [hub_login_url],
                     }
                 ],
                 "users_file": str(HERE / "campus_idp" / "demo_users.json"),
@@ -132,3 +136,5 @@ else:
     auth.authorize_url = f"{issuer}/auth"
     auth.token_url = f"{issuer}/token"
     auth.userdata_url = f"{issuer}/me"
+    auth.end_session_url = f"{issuer}/session/end"
+    auth.post_logout_redirect_url = hub_login_url

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlencode, urljoin, urlsplit, urlunsplit
 
 import pytest
 import requests
@@ -44,6 +44,8 @@ from ..support.idp import (
     browserless_login,
     follow_redirects,
     free_port,
+    login_form,
+    page_forms,
     start_campus_idp,
 )
 from ..support.notebooks import notebook_json
@@ -245,6 +247,7 @@ def campus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campus]:
                 "client_id": CLIENT_ID,
                 "client_secret": CLIENT_SECRET,
                 "redirect_uris": [f"{hub.url}/hub/oauth_callback"],
+                "post_logout_redirect_uris": [f"{hub.url}/hub/login"],
             }
         ],
         users=campus_users(),
@@ -484,6 +487,43 @@ def test_an_account_outside_the_allowed_groups_gets_a_clear_page(campus):
     assert "not in a group that may use this GPU hub" in page.text
     assert not any(c.name == "jupyterhub-hub-login" for c in session.cookies)
     assert campus.hub.api("GET", "/users/olaf").status_code == 404
+
+    # And "Sign in as someone else" ends olaf's campus session, so the next sign-in
+    # asks who is there instead of passing straight through as olaf again
+    (link,) = re.findall(r'href="([^"]*)"[^>]*>\s*Sign in as someone else', page.text)
+    back_at_login = sign_out_at_the_provider(session, session.get(urljoin(page.url, link)))
+    assert back_at_login.url == f"{campus.hub.url}/hub/login", back_at_login.url
+    ask = session.get(campus.login_url, timeout=60)
+    assert ask.url.startswith(campus.idp.issuer) and login_form(ask.text) is not None
+
+
+def sign_out_at_the_provider(
+    session: requests.Session, logout_page: requests.Response
+) -> requests.Response:
+    """Confirm on the provider's "Do you want to sign out?" page; where the browser lands."""
+    assert "Do you want to sign out" in logout_page.text, logout_page.text[:500]
+    (form,) = page_forms(logout_page.text)
+    return session.post(form.action, data={**form.inputs, "logout": "yes"}, timeout=60)
+
+
+def test_logging_out_of_the_hub_ends_the_campus_session_too(campus):
+    # Given a student signed in on a shared lab PC
+    session = requests.Session()
+    landed = browserless_login(session, campus.login_url, "stu", PASSWORD)
+    assert landed.url == f"{campus.hub.url}/hub/home"
+
+    # When she logs out of the hub and confirms at the campus login
+    confirm = session.get(f"{campus.hub.url}/hub/logout", timeout=60)
+    assert confirm.url.startswith(campus.idp.issuer), confirm.url
+    back = sign_out_at_the_provider(session, confirm)
+
+    # Then she is back on the hub's login page, signed out of both
+    assert back.status_code == 200 and back.url == f"{campus.hub.url}/hub/login", back.url
+    assert not any(c.name == "jupyterhub-hub-login" for c in session.cookies)
+    # And "Sign in" shows the campus login form again rather than signing her back in
+    again = session.get(campus.login_url, timeout=60)
+    assert again.url.startswith(campus.idp.issuer), again.url
+    assert login_form(again.text) is not None
 
 
 def _with_state(url: str, state: str) -> str:
