@@ -271,10 +271,10 @@ def reclaim_why(catalog: Catalog, notice: ReclaimNotice, class_start: datetime |
         span = idle.idle_after if idle is not None else None
         return f"its GPU has not been used for {duration(span) if span else 'a while'}"
     if notice.reason is ReclaimReason.GRANT_EXPIRED:
-        end = notice.deadline.astimezone(zone)
+        last_day = (notice.deadline.astimezone(zone) - timedelta(days=1)).date()
         return (
-            f"the research allocation {profile_title(catalog, notice.profile)} ended at "
-            f"midnight, {end:%a %d %b %Y} {end:%H:%M}"
+            f"the research allocation {profile_title(catalog, notice.profile)} expired at "
+            f"the end of {last_day:%a %d %b %Y}"
         )
     if notice.reason is ReclaimReason.CLASS_ENDED:
         return f"the class is over and its grace period ends at {when(notice.deadline, notice.deadline, zone)}"
@@ -739,10 +739,9 @@ def user_warnings(
                 if at is None:
                     continue  # not warned yet (the next round warns, and counts from then)
                 stop_at = at
-            title = profile_title(catalog, notice.profile)
+            # Short: JupyterLab's notifications show about 140 characters.
             message = (
-                f"{label} ({title}) will be stopped at "
-                f"{when(stop_at, now, catalog_zone(catalog))}: "
+                f"{label} will be stopped at {when(stop_at, now, catalog_zone(catalog))}: "
                 f"{reclaim_why(catalog, notice, start)}. Save your work."
             )
             found.append(

@@ -115,11 +115,9 @@ export function timeToSave(read: IReadWarning, now: Date): boolean {
 }
 
 /**
- * The notification's text: the service's sentence, and what keeping does.
+ * The notification's text: the service's sentence. JupyterLab shows about 140
+ * characters of it; the keep button says the rest.
  */
 export function notificationText(warning: IReclaimWarning): string {
-  const keep = warning.can_keep
-    ? ' If you are still working, say so and it keeps running (once).'
-    : '';
-  return `${warning.message}${keep}`;
+  return warning.message;
 }

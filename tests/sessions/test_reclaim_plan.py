@@ -156,7 +156,10 @@ def test_a_research_server_is_reclaimed_once_its_grant_has_expired(catalog):
         (ActionKind.WARN, "rita", ReclaimReason.GRANT_EXPIRED),
         (ActionKind.WARN, "root", ReclaimReason.GRANT_EXPIRED),
     ]
-    assert "the research allocation Protein folding lab ended at midnight" in actions[0].detail
+    assert (
+        "the research allocation Protein folding lab expired at the end of Sun 02 Mar 2025"
+        in actions[0].detail
+    )
     for user in (rita, root):
         watch_of(watches, user).warned_at[ReclaimReason.GRANT_EXPIRED] = utc(2, 22, 51)
 

@@ -129,7 +129,10 @@ async def test_an_idle_quarter_gpu_is_warned_then_reclaimed_and_a_busy_one_is_no
         ("rita", "grant-expired"),
         ("alice", "idle"),
     ]
-    assert "the research allocation Protein folding lab ended at midnight" in reclaims[0]["detail"]
+    assert (
+        "the research allocation Protein folding lab expired at the end of Sun 02 Mar 2025"
+        in reclaims[0]["detail"]
+    )
     assert "its GPU has not been used for 30 min" in reclaims[1]["detail"]
 
 
