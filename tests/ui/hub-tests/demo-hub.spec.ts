@@ -56,6 +56,10 @@ test('a student starts the GPU demo course and runs a notebook as a job on a qua
   const card = page.locator('.gpus-card[data-profile="gpu-demo"]');
   await expect(card).toContainText('GPU demo course');
   await expect(card).toHaveAttribute('data-available', 'true');
+  // with the GPU-hours left of the course's weekly budget (none used yet)
+  await expect(card.locator('.gpus-budget')).toHaveText(
+    '6.0 of your 6 GPU-hours left this week (renews Monday 00:00, UTC)'
+  );
   await page.screenshot({
     path: path.join(SCREENSHOTS, 'hub-spawn-page.png'),
     fullPage: true
@@ -100,6 +104,10 @@ test('a student starts the GPU demo course and runs a notebook as a job on a qua
     '[data-testid="flavor-option"][data-flavor-id="quarter-gpu"]'
   );
   await expect(flavor).toBeVisible({ timeout: 20 * 1000 });
+  // and what is left of the course's weekly budget, now that the server counts
+  await expect(flavor.getByTestId('flavor-budget')).toContainText(
+    'of your 6 GPU-hours left this week (renews Monday 00:00, UTC)'
+  );
   await flavor.click();
   await expect(flavor.getByRole('radio')).toBeChecked();
   await expectReadyToSubmit(dialog);
