@@ -34,6 +34,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from .intervals import UsageInterval
@@ -114,7 +115,12 @@ class UsageStore:
         if db_url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        _Base.metadata.create_all(self.engine)
+        try:
+            _Base.metadata.create_all(self.engine)
+        except SQLAlchemyError:
+            # The hub, the job service and the sessions service may create the tables at
+            # the same moment: the loser finds them made.
+            _Base.metadata.create_all(self.engine)
 
     def drop_tables(self) -> None:
         _Base.metadata.drop_all(self.engine)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from urllib.parse import urlsplit
 
+from sqlalchemy.exc import SQLAlchemyError
 from tornado.httpserver import HTTPServer
 from tornado.web import Application
 
@@ -147,6 +148,18 @@ def gpu_inputs(args: argparse.Namespace) -> dict:
     }
 
 
+def usage_record(url: str | None) -> UsageStore | None:
+    """The GPU-hour usage record for the course API's reports; None without one, or when
+    it cannot be opened (logged: the service runs on without reports)."""
+    if not url:
+        return None
+    try:
+        return UsageStore(url)
+    except SQLAlchemyError as error:
+        log.error("The GPU-hour usage record cannot be opened, so no usage reports: %s", error)
+        return None
+
+
 def course_api_server(
     service: SessionsService,
     environ: Mapping[str, str],
@@ -174,7 +187,7 @@ def course_api_server(
         authenticate=lambda value: hub_auth.user_for_token(value, sync=False),
         access_scope=f"access:services!service={name}",
         check_scopes=hub_auth.check_scopes,
-        usage=UsageStore(usage_db) if usage_db else None,
+        usage=usage_record(usage_db),
     )
     prefix = environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{name}/")
     app = Application(
