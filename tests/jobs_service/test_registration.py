@@ -99,6 +99,12 @@ def test_the_demo_hub_wires_the_job_service(tmp_path, monkeypatch):
     assert service["environment"]["JUPYTER_TO_JOB_ALLOCATION_LEDGER"] == str(
         tmp_path / "gpu-allocations.json"
     )
+    # One GPU-hour usage record for the hub, the job service and the course-sessions service
+    usage = f"sqlite:///{tmp_path / 'gpu-usage.sqlite'}"
+    assert config.GPUAdmission.usage_db_url == usage
+    assert service["environment"]["JUPYTER_TO_JOB_USAGE_DB"] == usage
+    sessions = next(s for s in config.JupyterHub.services if s["name"] == "course-sessions")
+    assert sessions["environment"]["GPUSPAWNER_SESSIONS_USAGE_DB"] == usage
     assert config.JupyterHub.custom_scopes == hub_custom_scopes()
     assert {"user", "jupyter-to-job-service", "jupyter-to-job-admins"} <= {
         role["name"] for role in config.JupyterHub.load_roles
