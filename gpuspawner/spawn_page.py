@@ -40,6 +40,10 @@ class ProfileCard:
     budget: str = ""
     """The GPU-hours left: "4.5 of your 6 GPU-hours left this week (renews ...)"."""
     budget_exhausted: bool = False
+    zone: str = ""
+    """The time zone the card's times are in: "CET (Europe/Zurich)"; empty without times."""
+    stops: str = ""
+    """When a server started now is stopped (class end plus grace), as a clock time."""
 
     @classmethod
     def build(
@@ -94,7 +98,44 @@ class ProfileCard:
             storage=", ".join(m.describe(local=local) for m in parse_mounts(profile.storage)),
             budget=budget,
             budget_exhausted=budget_exhausted,
+            zone=_zone_of(entitlement),
+            stops=_stop_time(entitlement),
         )
+
+
+def _zone_of(entitlement: Entitlement) -> str:
+    """The zone of a course card's times, by its abbreviation then its name: "CET
+    (Europe/Zurich)". Only course cards show clock times."""
+    course = entitlement.profile.course
+    if course is None:
+        return ""
+    zone = course.course_schedule.timezone
+    name = str(zone)
+    moment = entitlement.session_end or entitlement.class_end or entitlement.opens_at
+    abbreviation = moment.astimezone(zone).tzname() if moment else None
+    if not abbreviation or abbreviation == name:
+        return name
+    return f"{abbreviation} ({name})"
+
+
+def _stop_time(entitlement: Entitlement) -> str:
+    """The clock time a server started now stops, for a card that can be started now."""
+    course = entitlement.profile.course
+    end = entitlement.session_end
+    if course is None or end is None or not entitlement.available:
+        return ""
+    return f"{end.astimezone(course.course_schedule.timezone):%H:%M}"
+
+
+def _in_class(card: ProfileCard) -> bool:
+    """A course open to this student now, with a seat (instructors may start theirs at any
+    time of the term, which is not a reason to put it first)."""
+    return card.available and card.kind == "course" and card.role == "student" and not card.full
+
+
+def _open_first(cards: list[ProfileCard]) -> list[ProfileCard]:
+    """Cards that can be started now first, courses in class before the rest (stable)."""
+    return sorted(cards, key=lambda c: (not c.available, not _in_class(c)))
 
 
 def render_profile_cards(
@@ -107,13 +148,23 @@ def render_profile_cards(
 
     ``notice``: why the user's last server ended without being asked to (out of memory).
     """
+    cards = _open_first(cards)
     startable = [c for c in cards if c.available]
     ids = {c.id for c in startable}
     if selected not in ids:
-        selected = next((c.id for c in startable if c.default), None)
-        if selected is None and startable:
-            open_courses = [c for c in startable if c.kind == "course" and not c.full]
-            selected = (open_courses or startable)[0].id
+        # The course whose class is open now, before the catalog's default (CPU only):
+        # in class time that is what the student came for.
+        open_courses = [c for c in startable if _in_class(c)]
+        default = next((c for c in startable if c.default), None)
+        chosen = open_courses[0] if open_courses else default
+        if chosen is None and startable:
+            chosen = startable[0]
+        selected = chosen.id if chosen else None
+    has_gpu_profile = any(c.kind in ("course", "research") for c in cards)
     return _templates.get_template("profiles.html").render(
-        cards=cards, selected=selected, gpus=gpus or [], notice=notice
+        cards=cards,
+        selected=selected,
+        gpus=gpus or [],
+        notice=notice,
+        no_course=bool(cards) and not has_gpu_profile,
     )

@@ -1,0 +1,101 @@
+"""The spawn page a student meets: the class that is open comes first and is chosen,
+times name their zone, the stop time is on the card, and a person without a course is
+told why they see only CPU profiles."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from gpuspawner.policy import UserIdentity, evaluate, load_catalog
+from gpuspawner.spawn_page import ProfileCard, render_profile_cards
+from tests.support.hub_pages import cards
+
+ZURICH = ZoneInfo("Europe/Zurich")
+
+CATALOG = """\
+standing:
+  - id: cpu
+    title: CPU only
+    default: true
+courses:
+  - id: ml101
+    title: Machine Learning 101
+    instructors: [teacher]
+    enrolment: {users: [ana]}
+    gpu: {fraction: 1/4}
+    schedule:
+      timezone: Europe/Zurich
+      term: {first_day: 2026-09-14, last_day: 2026-12-18}
+      windows:
+        - {days: [Mon, Wed], start: "10:15", end: "12:00"}
+      grace: 10m
+"""
+
+
+def page_for(tmp_path: Path, user: str, now: datetime) -> str:
+    (tmp_path / "catalog.yaml").write_text(CATALOG)
+    catalog = load_catalog(tmp_path / "catalog.yaml")
+    entitlements = evaluate(catalog, UserIdentity(user, frozenset(), False), now)
+    return render_profile_cards([ProfileCard.build(e, None, []) for e in entitlements])
+
+
+def checked(page: str) -> str | None:
+    match = re.search(r'value="([^"]+)"\s+checked', page)
+    return match.group(1) if match else None
+
+
+def card_ids(page: str) -> list[str]:
+    return re.findall(r'data-profile="([^"]+)"', page)
+
+
+def test_in_class_the_students_course_comes_first_and_is_chosen_with_its_stop_time(tmp_path):
+    # Given Ana's class runs now, on a Wednesday in November (Zurich is on CET)
+    in_class = datetime(2026, 11, 18, 10, 30, tzinfo=ZURICH)
+
+    # When she opens the spawn page
+    page = page_for(tmp_path, "ana", in_class)
+
+    # Then her course is the first card and is chosen, not the default CPU profile
+    assert card_ids(page) == ["ml101", "cpu"]
+    assert checked(page) == "ml101"
+    # And its card says when a server started now stops, in a named zone
+    text = cards(page)["ml101"]["text"]
+    assert "A server started now stops at 12:10 CET (Europe/Zurich)." in text
+
+
+def test_outside_class_the_default_is_chosen_and_the_opening_time_names_its_zone(tmp_path):
+    # Given the same course on the Thursday after, no class that day
+    thursday = datetime(2026, 11, 19, 15, 0, tzinfo=ZURICH)
+
+    # When Ana opens the spawn page
+    page = page_for(tmp_path, "ana", thursday)
+
+    # Then CPU only, which she can start, comes first and is chosen
+    assert card_ids(page) == ["cpu", "ml101"]
+    assert checked(page) == "cpu"
+    # And the closed course's times are said to be Zurich time, with no stop time
+    text = cards(page)["ml101"]["text"]
+    assert "Times are CET (Europe/Zurich) time." in text
+    assert "stops at" not in text
+
+
+def test_a_person_without_a_course_is_told_why_only_cpu_is_offered(tmp_path):
+    # Given Bob takes no course and holds no research allocation
+    page = page_for(tmp_path, "bob", datetime(2026, 11, 18, 10, 30, tzinfo=ZURICH))
+
+    # Then the page offers CPU only and says why, with what to do
+    assert card_ids(page) == ["cpu"]
+    assert 'data-note="no-course"' in page
+    assert "ask its instructor to check your enrolment" in page
+
+
+def test_an_instructors_course_is_not_chosen_for_them_outside_class(tmp_path):
+    # Given the instructor, who may start the course at any time of the term
+    page = page_for(tmp_path, "teacher", datetime(2026, 11, 19, 15, 0, tzinfo=ZURICH))
+
+    # Then the catalog's default stays chosen
+    assert checked(page) == "cpu"
+    assert 'data-note="no-course"' not in page
