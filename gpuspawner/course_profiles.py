@@ -396,8 +396,9 @@ class CourseProfilesMixin(LoggingConfigurable):
     _usage_reconciled: set[str] = set()
 
     def start_polling(self):
-        """JupyterHub calls this once a server is up (and for each server still running
-        after a hub restart): its GPU-hours count from here in the usage record."""
+        """JupyterHub calls this once the spawner has started a server (and for each server
+        still running after a hub restart): its GPU-hours count from here in the usage
+        record. A server that then never answers is stopped, which closes its interval."""
         if self._grant is not None:
             self.admission.record_start(
                 self._grant, name=self.name or "", groups=self.identity().groups, now=self.now()

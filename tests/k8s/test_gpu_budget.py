@@ -1,5 +1,5 @@
 """GPUSpawner on the emulated cluster with a weekly GPU-hour budget: the student's server
-is recorded from the moment the hub sees it up until it stops, the spawn card shows what
+is recorded from the moment its spawner has started it until it stops, the spawn card shows what
 is left, and the next start past the budget is refused with a sentence before any pod."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def test_a_student_past_the_weekly_budget_is_refused_by_the_spawner(
     catalog = write_budget_catalog(tmp_path / "catalog.yaml")
     clock = [TUESDAY]
 
-    # When Ana's quarter-GPU server runs for two hours (as JupyterHub sees it: up, then stopped)
+    # When Ana's quarter-GPU server runs for two hours (JupyterHub: started, then stopped)
     first = student_spawner(catalog, usage_url, clock)
     await first.start()
     first.start_polling()
@@ -135,6 +135,6 @@ async def test_a_server_that_ended_while_the_hub_was_down_is_closed_when_it_rest
     assert intervals["ana"].ended == TUESDAY + timedelta(hours=1)
     assert intervals["ana"].gpu_hours(now=clock[0]) == Fraction(1, 4)
     assert intervals["ben"].ended is None
-    assert "cai" not in intervals  # until JupyterHub sees it up (start_polling)
+    assert "cai" not in intervals  # until JupyterHub has it started (start_polling)
     await asyncio.gather(ben.stop(), cai.stop())
     GPUSpawner._inventories.clear()
