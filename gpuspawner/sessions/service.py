@@ -581,15 +581,29 @@ class SessionsService:
         """Who holds which device: the allocation ledger on one machine, the pods'
         allocation annotations on Kubernetes."""
         self.watches: dict[ServerKey, ServerWatch] = {}
+        self._utilisation_error: str | None = None
 
     def utilisation(self) -> dict[str, float]:
         """This round's GPU utilisation by allocation key (empty without telemetry)."""
         if self.telemetry is None or self.allocations is None:
             return {}
-        readings = self.telemetry.read()
-        if not readings:
+        try:
+            readings = self.telemetry.read()
+            if not readings:
+                return {}
+            return utilisation_by_server(readings, list(self.allocations()))
+        except (OSError, RuntimeError, ValueError) as error:
+            # An unreadable ledger must not stop pre-warming and class-end reclaim: with
+            # no utilisation every server counts as busy, so none is reclaimed as idle.
+            if str(error) != self._utilisation_error:
+                self._utilisation_error = str(error)
+                log.error(
+                    "Cannot tell which GPU each server holds or how busy it is (%s); no "
+                    "server is reclaimed for idleness until this is fixed. Give the service "
+                    "read access to the allocation ledger and its lock file.",
+                    error,
+                )
             return {}
-        return utilisation_by_server(readings, list(self.allocations()))
 
     def warnings_for(self, catalog: Catalog, user: dict) -> list[ReclaimWarning]:
         """The warnings the owner of ``user``'s servers sees now (the API and the lab)."""

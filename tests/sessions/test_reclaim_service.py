@@ -221,3 +221,25 @@ async def test_the_owner_reads_the_warning_and_keeps_the_server_once_through_the
 
     kept = [e for e in audit(setup["audit"]) if e["action"] == "keep"]
     assert [(e["user"], e["reason"]) for e in kept] == [("alice", "idle")]
+
+
+async def test_an_unreadable_ledger_reclaims_nobody_as_idle_and_the_round_goes_on(setup, caplog):
+    hub, clock = setup["hub"], setup["clock"]
+    async with hub.serving() as api_url:
+        service = setup["make"](api_url)
+
+        def unreadable():
+            raise PermissionError(13, "Permission denied", "allocations.json.lock")
+
+        # Given GPUs that read idle but a ledger the service may not read,
+        service.allocations = unreadable
+        for minute in range(0, 60, 5):
+            clock.now = utc(3, 9, minute)
+            readings(setup["readings"], {})
+            await service.tick()
+
+    # then the expired grant is still reclaimed, nobody is reclaimed as idle, and the
+    # admins are told once what to fix.
+    assert [r.path for r in hub.calls("DELETE")] == ["/hub/api/users/rita/server"]
+    told = [r for r in caplog.records if "allocation ledger" in r.getMessage()]
+    assert len(told) == 1

@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 BASE_CONFIG = os.environ.get(
     "UI_HUB_BASE_CONFIG", str(REPO / "hub_config" / "local" / "jupyterhub_config.py")
 )
+# The course-sessions service's rounds every 2 s, so a reclaim warning comes quickly.
+os.environ.setdefault("GPUSPAWNER_DEMO_SESSIONS_INTERVAL", "2")
 load_subconfig(BASE_CONFIG)  # noqa: F821
 
 RUNTIME = Path(os.environ["GPUSPAWNER_DEMO_RUNTIME"])
@@ -53,3 +55,20 @@ c.Spawner.start_timeout = 60
 c.Spawner.interrupt_timeout = 2
 c.Spawner.term_timeout = 3
 c.Spawner.kill_timeout = 2
+
+# A quarter-GPU profile that the hub reclaims after a minute without GPU use, warning 10
+# minutes ahead (so at once), for the reclaim test (hub-tests/reclaim.spec.ts); only
+# members of reclaim-testers see it, so the other tests' spawn pages are unchanged.
+if "UI_HUB_BASE_CONFIG" not in os.environ:
+    c.JupyterHub.load_groups["reclaim-testers"] = {"users": ["student2", "student3"]}
+    (RUNTIME / "catalog" / "idle-gpu.yaml").write_text(
+        """\
+standing:
+  - id: idle-gpu
+    title: Idle GPU test profile
+    description: A quarter GPU, reclaimed after a minute without GPU use.
+    groups: [reclaim-testers]
+    gpu: {fraction: 1/4, memory: 6GiB}
+    reclaim: {idle_after: 1m, warning: 10m, keep_once: true}
+"""
+    )
