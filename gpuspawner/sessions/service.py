@@ -7,7 +7,12 @@ Which class session a course server belongs to is read from the server's ``start
 time: the session whose start period (lead time, or pre-warming) it was started in. It
 is reclaimed at that session's end plus grace, which is the ``session_end`` the spawner
 admitted it with, even when a later session of the same course is already open.
-Instructors' and admins' servers have no session end and are never reclaimed.
+Instructors' and admins' servers have no session end and are never reclaimed at class end.
+
+GPU-aware reclaim (an idle GPU share, an expired research grant, a pre-warmed server
+nobody opened; :mod:`.reclaim`) warns first, then reclaims a full warning period later at
+the earliest; the owner reads the warning and may keep the server once through
+:mod:`.reclaim_api`. Every warning, keep and reclaim is in the audit log with its reason.
 """
 
 from __future__ import annotations
