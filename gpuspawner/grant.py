@@ -598,7 +598,8 @@ class GPUAdmission(LoggingConfigurable):
         self, grant: Grant, *, name: str, groups: Collection[str], now: datetime
     ) -> None:
         """Open the usage interval of a started server or job holding a GPU share (a no-op
-        without a share or a usage record, or when it is open already)."""
+        without a share or a usage record). A new start: an interval left open for the same
+        key is stale and closed now."""
         usage = self.usage_record()
         if usage is None or grant.allocation is None:
             return
@@ -615,7 +616,7 @@ class GPUAdmission(LoggingConfigurable):
             groups=tuple(groups),
         )
         try:
-            usage.open(interval, grant.allocation.device_ids)
+            usage.open(interval, grant.allocation.device_ids, fresh=True)
         except Exception:  # accounting must never stop a class: log, and go on
             self.log.exception("Could not record the start of %s in the usage record", grant.key)
 

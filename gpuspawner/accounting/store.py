@@ -130,15 +130,24 @@ class UsageStore:
 
     # -- change ----------------------------------------------------------------------------
 
-    def open(self, interval: UsageInterval, devices: Collection[str] = ()) -> bool:
+    def open(
+        self, interval: UsageInterval, devices: Collection[str] = (), *, fresh: bool = False
+    ) -> bool:
         """Record that ``interval`` began (its ``ended`` is ignored); False when its key is
-        open already (a restarted hub seeing a server it recorded before)."""
+        open already (a restarted hub seeing a server it recorded before).
+
+        ``fresh``: a new start of the key, so an interval still open for it is stale (its
+        end was never recorded): it is closed when this one begins, and this one opens.
+        """
         with self._sessions.begin() as session:
             existing = session.scalar(
-                select(UsageRow.id).where(UsageRow.key == interval.key, UsageRow.ended.is_(None))
+                select(UsageRow).where(UsageRow.key == interval.key, UsageRow.ended.is_(None))
             )
-            if existing is not None:
+            if existing is not None and not fresh:
                 return False
+            if existing is not None:
+                existing.ended = max(interval.started, existing.started)
+                existing.end_reason = "replaced"
             session.add(
                 UsageRow(
                     key=interval.key,

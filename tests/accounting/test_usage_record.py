@@ -75,3 +75,18 @@ def test_a_range_finds_the_intervals_that_overlap_it(usage_url):
     assert keys(None, None, courses=["cs102"]) == ["server:ben/"]
     assert keys(None, None, owner="ana") == ["server:ana/"]
     store.close()
+
+
+def test_a_fresh_start_closes_an_interval_left_open_for_the_same_server(usage_url):
+    store = UsageStore(usage_url)
+    # Given ana's server whose end was never recorded
+    store.open(interval("server:ana/"))
+
+    # When her server starts anew at 12:00 with half a GPU
+    later = T0 + timedelta(hours=4)
+    assert store.open(interval("server:ana/", share=Fraction(1, 2), started=later), fresh=True)
+
+    # Then the stale interval ends there, and the new one runs with its own share
+    old, new = store.intervals()
+    assert (old.ended, new.ended, new.share) == (later, None, Fraction(1, 2))
+    store.close()
