@@ -240,6 +240,12 @@ class JobsAPI:
         return job_access(caller, owner, groups, roster)
 
     async def _job(self, caller: Caller, job_id: str, need: Access) -> DescribeJob:
+        job, _ = await self._job_and_access(caller, job_id, need)
+        return job
+
+    async def _job_and_access(
+        self, caller: Caller, job_id: str, need: Access
+    ) -> tuple[DescribeJob, Access]:
         self._require_scope(caller)
         job = self.manager.describe(job_id)
         access = await self.access(caller, job.owner)
@@ -257,7 +263,34 @@ class JobsAPI:
                 "only its owner and the hub admins can.",
                 "read-only",
             )
-        return job
+        return job, access
+
+    def _flavor_titles(self) -> dict[str, str]:
+        catalog = self._catalog()
+        if catalog is None:
+            return {}
+        return {flavor.id: flavor.title for flavor in catalog.flavors}
+
+    @staticmethod
+    def _as_seen_by(
+        caller: Caller, job: DescribeJob, access: Access, titles: dict[str, str]
+    ) -> DescribeJob:
+        """``job`` with what this caller may do with it, and its flavor's title."""
+        own = caller.is_user and job.owner == caller.name
+        write = access >= Access.WRITE
+        return job.model_copy(
+            update={
+                "flavor_title": titles.get(job.flavor) if job.flavor else None,
+                "own": own,
+                "can_stop": write,
+                "can_delete": write,
+                "can_rerun": own and caller.grants[Access.WRITE].covers(caller.name, caller.groups),
+            }
+        )
+
+    async def _seen(self, caller: Caller, job: DescribeJob) -> DescribeJob:
+        access = await self.access(caller, job.owner)
+        return self._as_seen_by(caller, job, access, self._flavor_titles())
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -278,14 +311,23 @@ class JobsAPI:
                     "students of the courses you teach.",
                     "forbidden-owner",
                 )
-            return self.manager.list_jobs(query.model_copy(update={"owner": owner}))
-        roster = self._roster(caller)
-        members = {
-            group: await self.directory.members_of(group)
-            for group in sorted(groups_to_expand(caller, roster))
-        }
-        owners = readable_owners(caller, roster, members)
-        return self.manager.list_jobs(query, owners=owners)
+            listing = self.manager.list_jobs(query.model_copy(update={"owner": owner}))
+        else:
+            roster = self._roster(caller)
+            members = {
+                group: await self.directory.members_of(group)
+                for group in sorted(groups_to_expand(caller, roster))
+            }
+            owners = readable_owners(caller, roster, members)
+            listing = self.manager.list_jobs(query, owners=owners)
+        titles = self._flavor_titles()
+        access: dict[str, Access] = {}
+        seen = []
+        for job in listing.jobs:
+            if job.owner not in access:
+                access[job.owner] = await self.access(caller, job.owner)
+            seen.append(self._as_seen_by(caller, job, access[job.owner], titles))
+        return listing.model_copy(update={"jobs": seen})
 
     async def create_job(self, caller: Caller, body: bytes) -> CreateJobResponse:
         """A create from the wire: CreateJob fields plus ``notebook`` (its JSON content)."""
@@ -310,6 +352,8 @@ class JobsAPI:
     ) -> CreateJobResponse:
         """Check the flavor and deadline, then create the job for ``caller``."""
         self._require_create(caller)
+        if request.rerun_of is not None:
+            await self.check_rerun(caller, request.rerun_of)
         identity = caller.identity
         entitlement = self._entitlement(identity, request.flavor)
         flavor = entitlement.flavor
@@ -326,9 +370,23 @@ class JobsAPI:
             self._remember_identity(identity)
         request = request.model_copy(update={"flavor": flavor.id, "deadline_seconds": deadline})
         working_dir = self._working_dir(request, caller.name) if self._working_dir else None
-        return await self.manager.create(
+        created = await self.manager.create(
             caller.name, request, notebook=notebook, working_dir=working_dir
         )
+        return created.model_copy(update={"job": await self._seen(caller, created.job)})
+
+    async def check_rerun(self, caller: Caller, job_id: str) -> DescribeJob:
+        """The job ``caller`` asks to run again, when it is theirs; a 403 naming its owner
+        when they may only read it (an instructor and a student's job)."""
+        job = await self._job(caller, job_id, Access.READ)
+        if not (caller.is_user and job.owner == caller.name):
+            raise ApiError(
+                403,
+                f"This is {job.owner}'s job; you can read it but not rerun it. Only "
+                f"{job.owner} can run it again, from their own files.",
+                "not-yours",
+            )
+        return job
 
     def _entitlement(self, identity: UserIdentity, flavor_id: str | None) -> FlavorEntitlement:
         entitlements = flavor_entitlements(self.catalog(), identity, self._clock())
@@ -360,16 +418,18 @@ class JobsAPI:
         return chosen
 
     async def describe(self, caller: Caller, job_id: str) -> DescribeJob:
-        return await self._job(caller, job_id, Access.READ)
+        job, access = await self._job_and_access(caller, job_id, Access.READ)
+        return self._as_seen_by(caller, job, access, self._flavor_titles())
 
     async def update(self, caller: Caller, job_id: str, body: bytes) -> DescribeJob:
         """PATCH ``{"status": "STOPPED"}``: stop the job."""
-        await self._job(caller, job_id, Access.WRITE)
+        _, access = await self._job_and_access(caller, job_id, Access.WRITE)
         try:
             UpdateJob.model_validate(json_object(body))
         except ValidationError as error:
             raise validation_error(error) from None
-        return await self.manager.stop(job_id)
+        stopped = await self.manager.stop(job_id)
+        return self._as_seen_by(caller, stopped, access, self._flavor_titles())
 
     async def delete(self, caller: Caller, job_id: str) -> None:
         await self._job(caller, job_id, Access.WRITE)

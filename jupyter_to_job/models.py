@@ -160,6 +160,13 @@ class CreateJob(WireModel):
     kernel_name: str | None = Field(
         default=None, description="The kernel to run with; defaults to the notebook's kernel."
     )
+    rerun_of: str | None = Field(
+        default=None,
+        description=(
+            "The job this one runs again (the Jobs panel's Rerun); only one's own jobs can be "
+            "rerun: another user's is a 403 that names its owner."
+        ),
+    )
 
     @field_validator("input_path")
     @classmethod
@@ -180,7 +187,7 @@ class CreateJob(WireModel):
             raise ValueError("the job name contains control characters")
         return value
 
-    @field_validator("flavor", "kernel_name")
+    @field_validator("flavor", "kernel_name", "rerun_of")
     @classmethod
     def _identifier(cls, value: str | None) -> str | None:
         if value is not None and not _IDENTIFIER.match(value):
@@ -275,6 +282,25 @@ class DescribeJob(WireModel):
     output_formats: list[OutputFormat] = Field(default_factory=_notebook_only)
     kernel_name: str | None = None
     gpu: JobGPU | None = None
+    flavor_title: str | None = Field(
+        default=None,
+        description="The flavor's title for people: 'One whole GPU'; None: no such flavor now.",
+    )
+    own: bool = Field(
+        default=False, description="True when the job is the caller's own (computed per caller)."
+    )
+    can_stop: bool = Field(
+        default=False,
+        description="The caller may stop it while it is unfinished: its owner or a hub admin, "
+        "not an instructor who only reads it.",
+    )
+    can_delete: bool = Field(
+        default=False, description="The caller may delete it once it is finished (as can_stop)."
+    )
+    can_rerun: bool = Field(
+        default=False,
+        description="The caller may run it again: only its owner, from their own files.",
+    )
 
 
 class CreateJobResponse(WireModel):
@@ -363,6 +389,16 @@ class JobFlavorInfo(WireModel):
     )
     budget_exhausted: bool = Field(
         default=False, description="True when no GPU-hours are left: a job would be refused."
+    )
+    starts_now: bool | None = Field(
+        default=None,
+        description="Whether a job of the caller's would start now (True) or wait in the queue "
+        "(False), as things stand; None: not known here.",
+    )
+    forecast: str | None = Field(
+        default=None,
+        description="Why it would start now or wait, in a sentence: 'Starts now on a free GPU.', "
+        "'Your own server (...) holds the GPU this job needs, ...'.",
     )
 
 

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 DEFAULT_KERNEL = "python3"
 _Outcome = tuple[JobStatus, int, str, JobErrorInfo | None]
 _EARLY_EXIT_VALUES = ("", "0", "None")
+INJECTED_TAG = "injected-parameters"
+"""papermill's tag on the cell it adds with the job's parameters."""
 
 
 def utc_now() -> str:
@@ -326,7 +328,10 @@ class NotebookRun:
         )
         self.client = client
         runnable = [i for i, c in enumerate(nb.cells) if _executable(c, client.skip_cells_with_tag)]
-        total = len(runnable)
+        # papermill's injected-parameters cell runs first among them but is not one of the
+        # user's code cells: it is not counted, and the log names it for what it is.
+        injected = {i for i in runnable if INJECTED_TAG in nb.cells[i].metadata.get("tags", [])}
+        total = len(runnable) - len(injected)
         self.report(cells_total=total, kernel_name=kernel_name)
         self.save()
         if self.stop_reason:
@@ -341,15 +346,20 @@ class NotebookRun:
                         break
                     current = index
                     done = self.status.cells_completed
-                    self.log.job(f"cell {index} started ({done + 1} of {total})")
-                    self.report(current_cell=index)
+                    if index in injected:
+                        self.log.job(f"setting parameters (cell {index}, injected-parameters)")
+                        self.report(current_cell=None)
+                    else:
+                        self.log.job(f"cell {index} started ({done + 1} of {total})")
+                        self.report(current_cell=index)
                     try:
                         await client.async_execute_cell(
                             nb.cells[index], index, execution_count=client.code_cells_executed + 1
                         )
                     finally:
                         self.save()
-                    self.report(cells_completed=done + 1)
+                    if index not in injected:
+                        self.report(cells_completed=done + 1)
                     current = None
                 client.graceful_shutdown = True
         except CellExecutionError as error:

@@ -169,6 +169,19 @@ class JobsHandler(JobsBodyHandler):
     async def get(self) -> None:
         self.write_json(await self.backend.list_jobs(self.params()))
 
+    async def check_rerun(self, job_id: str) -> None:
+        """A rerun of another user's job is refused before the notebook is looked for in
+        this user's files (where it is not): the job service says whose job it is."""
+        job = await self.backend.describe(job_id)
+        if not job.get("own", False):
+            owner = str(job.get("owner") or "another user")
+            raise ApiError(
+                403,
+                f"This is {owner}'s job; you can read it but not rerun it. Only {owner} can "
+                "run it again, from their own files.",
+                "not-yours",
+            )
+
     @web.authenticated
     @authorized
     async def post(self) -> None:
@@ -177,6 +190,8 @@ class JobsHandler(JobsBodyHandler):
             request = CreateJob.model_validate(json_object(self.request_body()))
         except ValidationError as error:
             raise validation_error(error) from None
+        if request.rerun_of is not None:
+            await self.check_rerun(request.rerun_of)
         notebook = await self.read_notebook(request.input_path)
         status, result = await self.backend.create_job(request, notebook)
         self.write_json(result, status)

@@ -148,6 +148,15 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
       namespace: 'jupyter-to-job'
     });
     let panel: Promise<MainAreaWidget<JobsPanel>> | null = null;
+    // A notification when one of the user's jobs ends while the lab is open.
+    let jobEnds: { refresh(): Promise<void> } | null = null;
+    void import('./jobEnds').then(({ createJobEndWatcher }) => {
+      jobEnds = createJobEndWatcher(
+        app.serviceManager.serverSettings,
+        jobId => app.commands.execute(CommandIDs.openJobsPanel, { jobId }),
+        trans
+      );
+    });
 
     const createPanel = async (): Promise<MainAreaWidget<JobsPanel>> => {
       const { createJobsPanel } = await import('./jobsPanel');
@@ -192,6 +201,7 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
       execute: async args => {
         const opened = await openPanel();
         if (typeof args.jobId === 'string' && args.jobId) {
+          void jobEnds?.refresh(); // a job just submitted is watched from now on
           await opened.content.model.showJob(args.jobId);
         }
       }

@@ -35,6 +35,37 @@ export function canDelete(status: JobStatus): boolean {
 }
 
 /**
+ * The buttons of a job's detail the viewer may use: the service says what this
+ * viewer may do with the job (an instructor reads a student's job, nothing more),
+ * its status what makes sense now, and the back end's features what it supports.
+ */
+export interface IJobActionsShown {
+  stop: boolean;
+  delete: boolean;
+  rerun: boolean;
+}
+
+export function actionsShown(
+  job: Pick<IDescribeJob, 'status' | 'can_stop' | 'can_delete' | 'can_rerun'>,
+  features: { stop: boolean; delete: boolean }
+): IJobActionsShown {
+  return {
+    stop: features.stop && job.can_stop && canStop(job.status),
+    delete: features.delete && job.can_delete && canDelete(job.status),
+    rerun: job.can_rerun
+  };
+}
+
+/**
+ * True when the list holds a job that is not the viewer's: it then names owners.
+ */
+export function showsOwners(
+  jobs: readonly Pick<IDescribeJob, 'own'>[]
+): boolean {
+  return jobs.some(job => !job.own);
+}
+
+/**
  * The status as a word for the badge: "Running", "Completed".
  */
 export function statusLabel(status: JobStatus): string {
@@ -107,8 +138,9 @@ export function queueText(position: number | null): string {
 }
 
 /**
- * One line about where the job is: "Running cell 4 (3 of 10 cells)",
- * "Queued: next in queue", or the server's own status message when it has one.
+ * One line about where the job is: "Running cell 4 of 10." (the user's code cells,
+ * counted from 1 as the log does; papermill's parameters cell is not one of them),
+ * "Setting parameters.", "Queued: next in queue", or the server's own status message.
  */
 export function statusLine(
   job: Pick<
@@ -119,7 +151,8 @@ export function statusLine(
     | 'cells_completed'
     | 'cells_total'
     | 'current_cell'
-  >
+  > &
+    Partial<Pick<IDescribeJob, 'parameters'>>
 ): string {
   switch (job.status) {
     case 'QUEUED':
@@ -129,17 +162,38 @@ export function statusLine(
       ]
         .join(' ')
         .trim();
-    case 'RUNNING': {
-      const progress = jobProgress(job).text;
-      const cell =
-        job.current_cell === null || job.current_cell === undefined
-          ? 'Running'
-          : `Running cell ${job.current_cell}`;
-      return progress ? `${cell} (${progress}).` : `${cell}.`;
-    }
+    case 'RUNNING':
+      return `${runningText(job)}.`;
     default:
       return job.status_message ?? `${statusLabel(job.status)}.`;
   }
+}
+
+/**
+ * What a running job does now: "Running cell 4 of 10", "Setting parameters",
+ * "Starting the kernel".
+ */
+export function runningText(
+  job: Pick<IDescribeJob, 'cells_completed' | 'cells_total' | 'current_cell'> &
+    Partial<Pick<IDescribeJob, 'parameters'>>
+): string {
+  const done = Math.max(0, job.cells_completed ?? 0);
+  const total = job.cells_total ?? null;
+  const hasParameters = Object.keys(job.parameters ?? {}).length > 0;
+  if (job.current_cell === null || job.current_cell === undefined) {
+    // Between the kernel's start and the first cell, or in the parameters cell
+    // (which the runner reports as no cell of the user's).
+    if (done === 0) {
+      return hasParameters
+        ? 'Starting the kernel and setting parameters'
+        : 'Starting the kernel';
+    }
+    return hasParameters ? 'Setting parameters' : 'Running';
+  }
+  const number = total === null ? done + 1 : Math.min(done + 1, total);
+  return total === null
+    ? `Running cell ${number}`
+    : `Running cell ${number} of ${total}`;
 }
 
 function cells(count: number): string {

@@ -9,11 +9,11 @@ import * as React from 'react';
 import { formatElapsed, formatTime } from './format';
 import { IJobSort, StatusFilter } from './jobList';
 import {
-  canDelete,
-  canStop,
+  actionsShown,
   isFinal,
   jobProgress,
   queueText,
+  showsOwners,
   statusLabel,
   statusLine
 } from './jobStatus';
@@ -175,12 +175,17 @@ function JobsTable(
 ): JSX.Element {
   const { model, trans, jobs } = props;
   const selectedId = model.selected?.job_id ?? null;
+  // Someone who reads others' jobs (an instructor, an admin) sees whose each one is.
+  const owners = showsOwners(model.jobs);
   return (
     <table className="jp-JupyterToJob-table" data-testid="jobs-table">
       <thead>
         <tr>
           <th>{trans.__('Status')}</th>
           <th>{trans.__('Name')}</th>
+          {owners && (
+            <th data-testid="jobs-owner-header">{trans.__('Owner')}</th>
+          )}
           <th>{trans.__('Flavor')}</th>
           <th>{trans.__('Started')}</th>
           <th>{trans.__('Ended')}</th>
@@ -199,6 +204,7 @@ function JobsTable(
             data-testid="job-row"
             data-job-id={job.job_id}
             data-status={job.status}
+            data-own={job.own ? 'true' : 'false'}
             tabIndex={0}
             aria-selected={job.job_id === selectedId}
             onClick={() => model.select(job.job_id)}
@@ -223,7 +229,12 @@ function JobsTable(
             <td className="jp-JupyterToJob-name" title={job.input_path}>
               {job.name}
             </td>
-            <td>{job.flavor ?? '—'}</td>
+            {owners && (
+              <td data-testid="job-owner">
+                {job.own ? trans.__('%1 (you)', job.owner) : job.owner}
+              </td>
+            )}
+            <td title={job.flavor ?? undefined}>{flavorTitle(job) ?? '—'}</td>
             <td>{formatTime(job.start_time, model.now)}</td>
             <td>{formatTime(job.end_time, model.now)}</td>
             <td data-testid="job-elapsed">{formatElapsed(job, model.now)}</td>
@@ -235,6 +246,15 @@ function JobsTable(
       </tbody>
     </table>
   );
+}
+
+/**
+ * The flavor as people know it ("One whole GPU"), else its id; null for none.
+ */
+export function flavorTitle(
+  job: Pick<IDescribeJob, 'flavor' | 'flavor_title'>
+): string | null {
+  return job.flavor_title || job.flavor || null;
 }
 
 /**
@@ -307,6 +327,7 @@ function JobDetail(
     </button>
   );
   const parameters = Object.entries(job.parameters ?? {});
+  const shown = actionsShown(job, features);
   return (
     <section
       className="jp-JupyterToJob-detail"
@@ -318,25 +339,24 @@ function JobDetail(
         <h2 className="jp-JupyterToJob-detailTitle">{job.name}</h2>
         <StatusBadge status={job.status} />
         <div className="jp-JupyterToJob-actions">
-          {features.stop &&
-            canStop(job.status) &&
+          {shown.stop &&
             button(
               'job-action-stop',
               trans.__('Stop'),
               () => actions.stop(job),
               'jp-JupyterToJob-warn'
             )}
-          {features.delete &&
-            canDelete(job.status) &&
+          {shown.delete &&
             button(
               'job-action-delete',
               trans.__('Delete'),
               () => actions.remove(job),
               'jp-JupyterToJob-danger'
             )}
-          {button('job-action-rerun', trans.__('Rerun'), () =>
-            actions.rerun(job)
-          )}
+          {shown.rerun &&
+            button('job-action-rerun', trans.__('Rerun'), () =>
+              actions.rerun(job)
+            )}
           {isFinal(job.status) &&
             hasOutput(job, 'ipynb') &&
             button(
@@ -368,11 +388,27 @@ function JobDetail(
           {model.actionError}
         </p>
       )}
+      {!job.own && (
+        <p className="jp-JupyterToJob-hint" data-testid="job-not-yours">
+          {trans.__(
+            'This is %1’s job: you can follow it and read its log and outputs; only %1 can rerun it.',
+            job.owner
+          )}
+        </p>
+      )}
       <dl className="jp-JupyterToJob-facts">
+        {!job.own && (
+          <>
+            <dt>{trans.__('Owner')}</dt>
+            <dd data-testid="job-detail-owner">{job.owner}</dd>
+          </>
+        )}
         <dt className="jp-JupyterToJob-wideTerm">{trans.__('Notebook')}</dt>
         <dd className="jp-JupyterToJob-wide">{job.input_path}</dd>
         <dt>{trans.__('Flavor')}</dt>
-        <dd>{job.flavor ?? trans.__('default')}</dd>
+        <dd title={job.flavor ?? undefined}>
+          {flavorTitle(job) ?? trans.__('default')}
+        </dd>
         <dt>{trans.__('GPU')}</dt>
         <dd>{job.gpu?.description || trans.__('none')}</dd>
         <dt>{trans.__('Created')}</dt>
@@ -420,16 +456,7 @@ function JobDetail(
       </dl>
       {job.error && (
         <details className="jp-JupyterToJob-error" data-testid="job-error" open>
-          <summary>
-            {job.error.cell_index === null
-              ? `${job.error.ename}: ${job.error.evalue}`
-              : trans.__(
-                  'Cell %1 raised %2: %3',
-                  job.error.cell_index,
-                  job.error.ename,
-                  job.error.evalue
-                )}
-          </summary>
+          <summary>{`${job.error.ename}: ${job.error.evalue}`}</summary>
           {job.error.traceback && (
             <pre className="jp-JupyterToJob-traceback">
               {job.error.traceback}

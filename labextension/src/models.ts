@@ -65,6 +65,10 @@ export interface ICreateJob {
   output_formats?: OutputFormat[];
   idempotency_token?: string | null;
   kernel_name?: string | null;
+  /**
+   * The job this one runs again (Rerun): only one's own jobs can be rerun.
+   */
+  rerun_of?: string | null;
 }
 
 /**
@@ -123,6 +127,26 @@ export interface IDescribeJob {
   output_formats: OutputFormat[];
   kernel_name: string | null;
   gpu: IJobGPU | null;
+  /**
+   * The flavor's title for people ("One whole GPU"); null when it is not known.
+   */
+  flavor_title: string | null;
+  /**
+   * True when the job is the viewer's own (the service decides, per caller).
+   */
+  own: boolean;
+  /**
+   * The viewer may stop it while it is unfinished (its owner, a hub admin).
+   */
+  can_stop: boolean;
+  /**
+   * The viewer may delete it once it is finished.
+   */
+  can_delete: boolean;
+  /**
+   * The viewer may run it again (only its owner).
+   */
+  can_rerun: boolean;
 }
 
 /**

@@ -82,7 +82,8 @@ export function rerunRequest(
     cell_timeout_seconds: job.cell_timeout_seconds,
     output_formats: [...job.output_formats],
     kernel_name: job.kernel_name,
-    idempotency_token: idempotencyToken
+    idempotency_token: idempotencyToken,
+    rerun_of: job.job_id
   };
 }
 

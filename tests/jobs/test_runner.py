@@ -227,3 +227,22 @@ async def test_a_missing_kernel_fails_before_anything_runs(tmp_path: Path) -> No
     assert status["state"] == "FAILED"
     assert "'julia-9.9' is not installed" in status["message"]
     assert "python3" in status["message"]
+
+
+async def test_the_injected_parameters_cell_is_named_and_not_counted_as_a_users_cell(
+    tmp_path: Path,
+) -> None:
+    # Given a notebook of two code cells, run with parameters (papermill adds a third)
+    nb = notebook(("size = 1", ["parameters"]), "print(size * 2)")
+    files = make_job_dir(tmp_path / "job", nb, parameters={"size": 21})
+
+    assert await run(files) == EXIT_COMPLETED
+
+    # Then the job counts the user's two cells only, and the log names the parameters cell
+    status = read_status_json(files)
+    assert (status["cells_completed"], status["cells_total"]) == (2, 2)
+    assert status["message"] == "All 2 code cells ran."
+    lines = log_lines(files)
+    assert "[job] setting parameters (cell 1, injected-parameters)" in lines
+    assert "[job] cell 2 started (2 of 2)" in lines
+    assert stream_text(read_output(files).cells[2]) == "42\n"

@@ -311,3 +311,58 @@ def test_other_bad_requests_get_a_clear_4xx(job_hub, bobs_job):
             path,
             answer.text,
         )
+
+
+@pytest.mark.parametrize(
+    ("person", "own", "can_stop", "can_delete", "can_rerun"),
+    [
+        ("bob", True, True, True, True),  # his own job: every action
+        ("ines", False, False, False, False),  # his instructor: reads it, nothing more
+        ("tara", False, False, False, False),  # a reader of the students' group
+        ("root", False, True, True, False),  # an admin stops and deletes, never reruns
+    ],
+)
+def test_each_reader_of_a_job_is_told_which_actions_are_theirs(
+    job_hub, bobs_job, person, own, can_stop, can_delete, can_rerun
+):
+    # Given bob's finished job, when each person who may read it describes and lists it
+    service = job_hub.as_(person)
+    described = service.request("GET", f"jobs/{bobs_job}").json()
+    listed_job = next(
+        job for job in service.request("GET", "jobs").json()["jobs"] if job["job_id"] == bobs_job
+    )
+    # Then both say whose it is and what this person may do with it, and the flavor's title
+    for job in (described, listed_job):
+        assert job["owner"] == "bob"
+        assert (job["own"], job["can_stop"], job["can_delete"], job["can_rerun"]) == (
+            own,
+            can_stop,
+            can_delete,
+            can_rerun,
+        )
+        assert (job["flavor"], job["flavor_title"]) == ("cpu-job", "CPU job")
+
+
+def test_an_instructor_rerunning_a_students_job_is_told_whose_job_it_is(job_hub, bobs_job):
+    # When ines, bob's instructor, sends a rerun of his job (as the Jobs panel's Rerun would)
+    rerun = {"input_path": "homework.ipynb", "notebook": QUICK, "rerun_of": bobs_job}
+    refused = job_hub.as_("ines").request("POST", "jobs", json=rerun)
+    # Then it is a 403 naming bob, not a job of hers
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["message"].startswith(
+        "This is bob's job; you can read it but not rerun it."
+    )
+    assert bobs_job not in {
+        j["job_id"]
+        for j in job_hub.as_("ines").request("GET", "jobs").json()["jobs"]
+        if j["owner"] == "ines"
+    }
+    # And alice, who may not read it, learns nothing about it
+    hidden = job_hub.as_("alice").request("POST", "jobs", json=rerun)
+    assert hidden.status_code == 403 and "bob" not in hidden.json()["message"]
+    # While bob himself reruns it: a new job of his, which he may act on
+    again = job_hub.as_("bob").request("POST", "jobs", json=rerun)
+    assert again.status_code == 201, again.text
+    job = again.json()["job"]
+    assert job["job_id"] != bobs_job and job["owner"] == "bob"
+    assert job["own"] and job["can_rerun"] and job["can_stop"]

@@ -5,7 +5,9 @@ import {
   jobProgress,
   queueText,
   statusLabel,
-  statusLine
+  statusLine,
+  actionsShown,
+  showsOwners
 } from '../jobStatus';
 import { JOB_STATUSES } from '../models';
 import { makeJob } from './jobs.fixture';
@@ -106,14 +108,42 @@ describe('queueText, where a queued job stands', () => {
 });
 
 describe('statusLine, one line about where the job is', () => {
-  it('names the running cell and the progress of a running job', () => {
-    const job = makeJob({
+  it('counts the running cell from 1 among the user’s code cells, as the log does', () => {
+    // The runner's log says "cell 0 started (1 of 2)" for the first code cell
+    const first = makeJob({
+      status: 'RUNNING',
+      cells_completed: 0,
+      cells_total: 2,
+      current_cell: 0,
+      parameters: {}
+    });
+    expect(statusLine(first)).toBe('Running cell 1 of 2.');
+    const fourth = makeJob({
       status: 'RUNNING',
       cells_completed: 3,
       cells_total: 10,
-      current_cell: 4
+      current_cell: 5
     });
-    expect(statusLine(job)).toBe('Running cell 4 (3 of 10 cells).');
+    expect(statusLine(fourth)).toBe('Running cell 4 of 10.');
+  });
+
+  it('names the parameters cell for what it is, not as one of the user’s cells', () => {
+    // papermill's injected-parameters cell: the runner reports no cell of the user's
+    const starting = makeJob({
+      status: 'RUNNING',
+      cells_completed: 0,
+      cells_total: 2,
+      current_cell: null,
+      parameters: { lr: 0.1 }
+    });
+    expect(statusLine(starting)).toBe(
+      'Starting the kernel and setting parameters.'
+    );
+    const afterSetup = { ...starting, cells_completed: 1 };
+    expect(statusLine(afterSetup)).toBe('Setting parameters.');
+    expect(statusLine({ ...starting, parameters: {} })).toBe(
+      'Starting the kernel.'
+    );
   });
 
   it('gives the queue position and the server’s reason for a queued job', () => {
@@ -134,5 +164,73 @@ describe('statusLine, one line about where the job is', () => {
       )
     ).toBe('Cell 3 raised KeyError.');
     expect(statusLine(makeJob({ status: 'COMPLETED' }))).toBe('Completed.');
+  });
+});
+
+describe('actionsShown: only the actions the viewer may take', () => {
+  const features = { stop: true, delete: true };
+
+  it('gives the owner Stop while it runs, Delete once finished, and Rerun', () => {
+    expect(actionsShown(makeJob({ status: 'RUNNING' }), features)).toEqual({
+      stop: true,
+      delete: false,
+      rerun: true
+    });
+    expect(actionsShown(makeJob({ status: 'COMPLETED' }), features)).toEqual({
+      stop: false,
+      delete: true,
+      rerun: true
+    });
+  });
+
+  it('gives an instructor reading a student’s job no action at all', () => {
+    const students = {
+      own: false,
+      can_stop: false,
+      can_delete: false,
+      can_rerun: false
+    };
+    for (const status of ['RUNNING', 'COMPLETED', 'FAILED'] as const) {
+      expect(actionsShown(makeJob({ status, ...students }), features)).toEqual({
+        stop: false,
+        delete: false,
+        rerun: false
+      });
+    }
+  });
+
+  it('gives an admin Stop and Delete of another’s job, never Rerun', () => {
+    const admins = {
+      own: false,
+      can_stop: true,
+      can_delete: true,
+      can_rerun: false
+    };
+    expect(
+      actionsShown(makeJob({ status: 'QUEUED', ...admins }), features)
+    ).toEqual({
+      stop: true,
+      delete: false,
+      rerun: false
+    });
+  });
+
+  it('hides what the back end does not support', () => {
+    expect(
+      actionsShown(makeJob({ status: 'RUNNING' }), {
+        stop: false,
+        delete: false
+      })
+    ).toEqual({ stop: false, delete: false, rerun: true });
+  });
+});
+
+describe('showsOwners: the Owner column', () => {
+  it('is shown only when the list holds a job that is not the viewer’s', () => {
+    expect(showsOwners([makeJob(), makeJob({ job_id: 'x' })])).toBe(false);
+    expect(showsOwners([makeJob(), makeJob({ job_id: 'x', own: false })])).toBe(
+      true
+    );
+    expect(showsOwners([])).toBe(false);
   });
 });

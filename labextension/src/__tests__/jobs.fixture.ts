@@ -33,6 +33,11 @@ export function makeJob(overrides: Partial<IDescribeJob> = {}): IDescribeJob {
     output_formats: ['ipynb', 'html'],
     kernel_name: 'python3',
     gpu: { description: '1/4 of an RTX 4090, 6 GiB', device_ids: ['0'] },
+    flavor_title: 'Quarter RTX 4090',
+    own: true,
+    can_stop: true,
+    can_delete: true,
+    can_rerun: true,
     ...overrides
   };
 }

@@ -80,7 +80,9 @@ describe('rerunRequest', () => {
       cell_timeout_seconds: 600,
       output_formats: ['ipynb', 'html'],
       kernel_name: 'python3',
-      idempotency_token: 'token-2'
+      idempotency_token: 'token-2',
+      // so that a job that is not the viewer's is refused as such, not as a missing file
+      rerun_of: '3f2a1b4c-0000-4000-8000-000000000001'
     });
   });
 });

@@ -60,7 +60,8 @@ test.describe('Run as Job from the notebook toolbar', () => {
     });
     const row = jobs.row(jobId);
     await expect(row.getByTestId('job-status-badge')).toHaveText('Running');
-    await expect(row.getByTestId('job-progress')).toContainText(/of 5 cells/, {
+    // (the notebook's four code cells: papermill's parameters cell is not counted)
+    await expect(row.getByTestId('job-progress')).toContainText(/of 4 cells/, {
       timeout: 20 * 1000
     });
     await jobs.screenshot('run-as-job-running.png');
@@ -69,7 +70,7 @@ test.describe('Run as Job from the notebook toolbar', () => {
     await expect(detail).toHaveAttribute('data-status', 'COMPLETED', {
       timeout: 60 * 1000
     });
-    await expect(row.getByTestId('job-progress')).toContainText('5 of 5 cells');
+    await expect(row.getByTestId('job-progress')).toContainText('4 of 4 cells');
     await expect(row).toHaveAttribute('data-status', 'COMPLETED');
 
     // And the log shows the cells' output, with their [cell N] prefixes
