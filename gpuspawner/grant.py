@@ -46,7 +46,7 @@ from .cgroups import ResourceLimits
 from .inventory import discover_nvml_gpus, simulated_gpus
 from .metrics import counted_admission
 from .policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
-from .policy.admission import admit, admit_job
+from .policy.admission import JobForecast, admit, admit_job, forecast_job
 from .policy.catalog import JobFlavor, is_protected_variable
 from .policy.entitlements import Entitlement, Profile, entitlement_for
 from .policy.local_share import local_share_environment
@@ -518,6 +518,23 @@ class GPUAdmission(LoggingConfigurable):
             object_name,
             charge=charge_of_flavor(catalog, user, decision.flavor, now),
         )
+
+    def forecast_job(
+        self,
+        pool: CapacityPool,
+        user: UserIdentity,
+        flavor_id: str | None,
+        *,
+        now: datetime,
+        running_jobs: Collection[str],
+    ) -> JobForecast:
+        """Whether a job of ``flavor_id`` would start now or wait, and why, for the Run as
+        Job dialog: :meth:`grant_job`'s decision without booking or counting anything.
+        Raises :class:`Refusal` for a flavor the user can never run."""
+        catalog = self.catalog()
+        if (flavor_id or "") not in catalog.flavors_by_id:
+            raise unknown_flavor(flavor_id)
+        return forecast_job(catalog, pool, user, flavor_id, now=now, running_jobs=running_jobs)
 
     # -- GPU-hours: the usage record and budgets -----------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Any
 from gpuspawner.cgroups import ResourceLimits
 from gpuspawner.grant import Grant
 from gpuspawner.policy import Refusal
-from gpuspawner.policy.admission import OWN_LIMIT_CODES
+from gpuspawner.policy.admission import OWN_LIMIT_CODES, JobForecast
 
 from .errors import JobRefused
 
@@ -96,6 +96,11 @@ class JobCapacity:
 
     def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
         return CapacityGrant()
+
+    def forecast(self, owner: str, flavor: str | None) -> JobForecast | None:
+        """Whether a job of ``owner`` on ``flavor`` would start now or wait, and why, for the
+        Run as Job dialog (nothing booked); None: nothing to say (no capacity management)."""
+        return None
 
     def release(self, ticket: JobTicket) -> None:
         """The job has ended: free what it held."""

@@ -4,7 +4,16 @@ Both spawners and the job service call these, so no path can grant what
 another would refuse.
 """
 
-from .admission import JobDecision, StartDecision, active_reservations, admit, admit_job, seats_left
+from .admission import (
+    JobDecision,
+    JobForecast,
+    StartDecision,
+    active_reservations,
+    admit,
+    admit_job,
+    forecast_job,
+    seats_left,
+)
 from .capacity import Allocation, CapacityPool, Refusal, Reservation
 from .catalog import Catalog, CatalogError, CatalogProblem, Course, JobFlavor, load_catalog
 from .entitlements import Entitlement, Profile, ProfileKind, Role, UserIdentity, evaluate
@@ -17,6 +26,8 @@ __all__ = [
     "JobDecision",
     "JobFlavor",
     "admit_job",
+    "forecast_job",
+    "JobForecast",
     "flavor_entitlements",
     "flavor_for",
     "Allocation",

@@ -200,6 +200,73 @@ def admit_job(
     ``job-limit`` one, in :data:`OWN_LIMIT_CODES`, waits on the user's own jobs only);
     ``not-entitled``/``no-such-gpu``/``too-large`` mean it can never start.
     """
+    flavor = _startable_flavor(catalog, user, flavor_id, now, running_jobs)
+    share = flavor.share
+    if share is None:
+        return JobDecision(flavor, None)
+    pool.release(key)
+    reservations = active_reservations(catalog, now)
+    try:
+        allocation = pool.allocate(
+            key,
+            owner=user.name,
+            profile_id=flavor.id,
+            course_id=None,
+            share=share,
+            reservations=reservations,
+            queued=True,
+        )
+    except Refusal as refusal:
+        raise _behind_own_server(catalog, pool, user, flavor, reservations) or refusal from None
+    return JobDecision(flavor, allocation)
+
+
+@dataclass(frozen=True)
+class JobForecast:
+    """Whether a job of a flavor would start now, for the Run as Job dialog (nothing booked)."""
+
+    starts_now: bool
+    message: str
+    """A sentence: "Starts now on a free GPU." or why it would wait in the queue."""
+
+
+def forecast_job(
+    catalog: Catalog,
+    pool: CapacityPool,
+    user: UserIdentity,
+    flavor_id: object,
+    *,
+    now: datetime,
+    running_jobs: Collection[str],
+) -> JobForecast:
+    """What :func:`admit_job` would answer now, changing nothing; raises :class:`Refusal`
+    for a job that could never start (unknown flavor, not entitled)."""
+    try:
+        flavor = _startable_flavor(catalog, user, flavor_id, now, running_jobs)
+    except Refusal as refusal:
+        if refusal.code in WAIT_CODES:
+            return JobForecast(False, refusal.message)
+        raise
+    share = flavor.share
+    if share is None:
+        return JobForecast(True, "Starts now: it needs no GPU.")
+    reservations = active_reservations(catalog, now)
+    if pool.fits(share, reservations):
+        return JobForecast(True, "Starts now on a free GPU.")
+    waiting = _behind_own_server(catalog, pool, user, flavor, reservations)
+    if waiting is None:
+        waiting = pool.explain_full(share, reservations, queued=True)
+    return JobForecast(False, waiting.message)
+
+
+def _startable_flavor(
+    catalog: Catalog,
+    user: UserIdentity,
+    flavor_id: object,
+    now: datetime,
+    running_jobs: Collection[str],
+) -> JobFlavor:
+    """The flavor, if ``user`` may run a job of it and has not reached its per-person limit."""
     entitlement = flavor_for(catalog, user, flavor_id, now)
     if entitlement is None or not entitlement.available:
         reason = entitlement.reason if entitlement else "There is no such job flavor."
@@ -216,19 +283,38 @@ def admit_job(
             f"run {flavor.max_running_per_user} at a time there. This job waits in the queue "
             "and starts when one of yours ends.",
         )
-    share = flavor.share
-    if share is None:
-        return JobDecision(flavor, None)
-    pool.release(key)
-    allocation = pool.allocate(
-        key,
-        owner=user.name,
-        profile_id=flavor.id,
-        course_id=None,
-        share=share,
-        reservations=active_reservations(catalog, now),
+    return flavor
+
+
+def _behind_own_server(
+    catalog: Catalog,
+    pool: CapacityPool,
+    user: UserIdentity,
+    flavor: JobFlavor,
+    reservations: tuple[Reservation, ...],
+) -> Refusal | None:
+    """The wait of a job that would fit if its owner's own servers stopped: say so, and how
+    to start it now (a researcher's development server often holds the only GPU)."""
+    if flavor.share is None:
+        return None
+    servers = [a for a in pool.held_by(user.name) if a.key.startswith("server:")]
+    if not servers or not pool.fits(flavor.share, reservations, without=[a.key for a in servers]):
+        return None
+    titles = sorted({_profile_title(catalog, a.profile_id) for a in servers})
+    server = "server" if len(servers) == 1 else "servers"
+    return Refusal(
+        "full",
+        f"Your own {server} ({', '.join(titles)}) holds the GPU this job needs, so the job "
+        f"waits in the queue and starts by itself when your {server} stops. To start it now, "
+        f"stop your {server} from the hub's home page (File > Hub Control Panel).",
     )
-    return JobDecision(flavor, allocation)
+
+
+def _profile_title(catalog: Catalog, profile_id: str) -> str:
+    for section in (catalog.courses_by_id, catalog.research_by_id, catalog.standing_by_id):
+        if profile_id in section:
+            return section[profile_id].title
+    return profile_id
 
 
 def job_start_order(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -306,8 +306,12 @@ class CapacityPool:
         share: GPUShare,
         reservations: tuple[Reservation, ...] = (),
         session_end: datetime | None = None,
+        queued: bool = False,
     ) -> Allocation:
-        """Place ``share`` and record it under ``key``; raises :class:`Refusal` if it cannot."""
+        """Place ``share`` and record it under ``key``; raises :class:`Refusal` if it cannot.
+
+        ``queued``: the asker waits in a queue and starts by itself (a job), so a full
+        pool's sentence says so instead of "try again"."""
         if key in self.allocations:
             raise Refusal("duplicate", f"{key} already holds a GPU share; stop it first.")
         candidates = [d for d in self.devices if d.matches_model(share.models)]
@@ -341,7 +345,7 @@ class CapacityPool:
             usage = self._totals  # nothing to hold back: decide on the running totals
         chosen = _choose([usage[d.id] for d in candidates], share)
         if chosen is None:
-            raise self._explain_full(share, candidates, reservations, course_id)
+            raise self.explain_full(share, reservations, course_id, queued=queued)
         demand = chosen[0][1]
         allocation = Allocation(
             key=key,
@@ -394,23 +398,61 @@ class CapacityPool:
 
     # -- explanations ----------------------------------------------------------------
 
-    def _explain_full(
+    def fits(
         self,
         share: GPUShare,
-        candidates: list[GPUDevice],
-        reservations: tuple[Reservation, ...],
-        course_id: str | None,
+        reservations: tuple[Reservation, ...] = (),
+        *,
+        course_id: str | None = None,
+        without: Collection[str] = (),
+    ) -> bool:
+        """Whether ``share`` could be placed now, changing nothing; ``without``: as if the
+        allocations of these keys were released (would stopping them make room?)."""
+        usage = self.usage(reservations, for_course=course_id)
+        for key in without:
+            allocation = self.allocations.get(key)
+            if allocation is None:
+                continue
+            for device_id in allocation.device_ids:
+                slot = usage.get(device_id)
+                if slot is None:
+                    continue
+                usage[device_id] = DeviceUsage(
+                    slot.device,
+                    slot.fraction - allocation.fraction,
+                    slot.memory_mib - allocation.memory_mib,
+                    slot.compute_min_pct - allocation.compute_min_pct,
+                    [a for a in slot.holders if a.key != key],
+                    slot.placeholders,
+                )
+        candidates = [usage[d.id] for d in self.devices if d.matches_model(share.models)]
+        return bool(candidates) and _choose(candidates, share) is not None
+
+    def explain_full(
+        self,
+        share: GPUShare,
+        reservations: tuple[Reservation, ...] = (),
+        course_id: str | None = None,
+        *,
+        queued: bool = False,
     ) -> Refusal:
+        """The refusal of a ``share`` that does not fit now: reserved seats, or GPUs in use.
+
+        ``queued``: for someone waiting in a queue (a job), whose start comes by itself."""
+        candidates = [d for d in self.devices if d.matches_model(share.models)]
         without_reservations = self.usage()
         if _choose([without_reservations[d.id] for d in candidates], share) is not None:
             holding = [r for r in reservations if r.course_id != course_id]
             names = ", ".join(sorted({r.title for r in holding})) or "a class"
             first = min(holding, key=lambda r: r.until) if holding else None
             later = f" until {first.until_text or f'{first.until:%H:%M} UTC'}" if first else ""
+            then = (
+                "The job waits in the queue and starts by itself after the class."
+                if queued
+                else "Try again after the class, or start a profile without a GPU."
+            )
             return Refusal(
-                "reserved",
-                f"The free GPU capacity is reserved for {names}{later}. "
-                "Try again after the class, or start a profile without a GPU.",
+                "reserved", f"The free GPU capacity is reserved for {names}{later}. {then}"
             )
         busy = sum(1 for d in candidates if without_reservations[d.id].holders)
         servers = len({a.key for d in candidates for a in without_reservations[d.id].holders})
@@ -419,11 +461,15 @@ class CapacityPool:
         holders = (
             "1 running server or job" if servers == 1 else f"{servers} running servers and jobs"
         )
+        then = (
+            "The job waits in the queue and starts by itself when one frees up."
+            if queued
+            else "Try again in a few minutes, or start a profile without a GPU."
+        )
         return Refusal(
             "full",
             f"All GPUs are taken right now: {busy} of {len(candidates)} {gpus} {verb} shared "
-            f"by {holders}, with no room for "
-            f"{share.describe()}. Try again in a few minutes, or start a profile without a GPU.",
+            f"by {holders}, with no room for {share.describe()}. {then}",
         )
 
 

@@ -43,7 +43,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from gpuspawner.allocation_record import pool_from_cluster
 from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, Refusal, UserIdentity
-from gpuspawner.policy.admission import WAIT_CODES
+from gpuspawner.policy.admission import WAIT_CODES, JobForecast
 
 from ..capacity import CapacityGrant, CapacityWait, JobCapacity, JobTicket, refused
 from ..k8s_objects import job_object_name
@@ -212,6 +212,24 @@ class FlavorCapacity(JobCapacity):
             grant, name=ticket.job_id, groups=identity.groups, now=self._clock()
         )
         return CapacityGrant(grant)
+
+    def forecast(self, owner: str, flavor: str | None) -> JobForecast | None:
+        if self.ledger_path:
+            from gpuspawner.ledger import AllocationLedger
+
+            pool = AllocationLedger(self.ledger_path, log).snapshot(self.devices)
+        else:
+            pool = self._pool
+        try:
+            return self.admission.forecast_job(
+                pool,
+                self.identities.get(owner),
+                flavor,
+                now=self._clock(),
+                running_jobs=self._running_flavors(owner),
+            )
+        except Refusal:
+            return None  # it could never start: the flavor list says why
 
     def release(self, ticket: JobTicket) -> None:
         self.admission.record_end(ticket.key, self._clock())

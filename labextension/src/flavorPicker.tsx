@@ -146,6 +146,18 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
             <span className="jp-JupyterToJob-flavorLoad">
               {flavorLoad(item)}
             </span>
+            {item.forecast && (
+              <span
+                className={
+                  'jp-JupyterToJob-flavorForecast' +
+                  (item.starts_now === false ? ' jp-mod-waits' : '')
+                }
+                data-testid="flavor-forecast"
+                data-starts-now={item.starts_now ? 'true' : 'false'}
+              >
+                {item.forecast}
+              </span>
+            )}
             {item.budget && (
               <span
                 className={

@@ -253,6 +253,16 @@ export interface IJobFlavorInfo {
    * True when no GPU-hours are left: a job would be refused.
    */
   budget_exhausted: boolean;
+  /**
+   * Whether a job of the caller's would start now (true) or wait in the queue
+   * (false), as things stand; null: not known here.
+   */
+  starts_now: boolean | null;
+  /**
+   * Why it would start now or wait, in a sentence ('Starts now on a free GPU.',
+   * 'Your own server (...) holds the GPU this job needs, ...').
+   */
+  forecast: string | null;
 }
 
 /**

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpuspawner.grant import GPUAdmission
+from gpuspawner.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused
@@ -162,3 +163,73 @@ def test_jobs_and_servers_share_one_allocation_ledger(tmp_path, book):
     assert isinstance(service.acquire(ticket(3, "carl")), CapacityWait)
     other.release(ticket(2, "bob"))
     assert isinstance(service.acquire(ticket(3, "carl")), CapacityGrant)
+
+
+OWN_SERVER_CATALOG = """\
+standing:
+  - id: dev
+    title: Development share
+    gpu: {fraction: 1/4}
+flavors:
+  - id: whole-gpu
+    title: One whole GPU
+    gpu: {count: 1}
+    access: {everyone: true}
+  - id: cpu-job
+    title: CPU
+    access: {everyone: true}
+"""
+
+
+def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(tmp_path, book):
+    # Given carl's development server holds a quarter of the only GPU (in the ledger the
+    # hub's LocalGPUSpawner shares with this service)
+    ledger = tmp_path / "gpu-allocations.json"
+    (tmp_path / "catalog.yaml").write_text(OWN_SERVER_CATALOG)
+    admission = GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml"))
+    capacity = FlavorCapacity(
+        admission=admission,
+        devices=GPU,
+        identities=book,
+        clock=lambda: NOW,
+        ledger_path=str(ledger),
+    )
+    with AllocationLedger(ledger).transaction(GPU) as pool:
+        dev = admission.catalog().standing_by_id["dev"]
+        pool.allocate(
+            "server:carl/", owner="carl", profile_id="dev", course_id=None, share=dev.share
+        )
+
+    # When carl opens the Run as Job dialog
+    mine = capacity.forecast("carl", "whole-gpu")
+    # Then it tells him, before he submits, that the job would wait behind his own server
+    assert mine is not None and mine.starts_now is False
+    assert mine.message.startswith(
+        "Your own server (Development share) holds the GPU this job needs, so the job "
+        "waits in the queue and starts by itself when your server stops."
+    )
+    assert "stop your server" in mine.message
+    # And a CPU job would start at once
+    cpu = capacity.forecast("carl", "cpu-job")
+    assert cpu is not None and cpu.starts_now and cpu.message == "Starts now: it needs no GPU."
+    # And alice, whose own server holds nothing, is told the GPU is in use, for a job
+    theirs = capacity.forecast("alice", "whole-gpu")
+    assert theirs is not None and theirs.starts_now is False
+    assert "All GPUs are taken right now" in theirs.message
+    assert "The job waits in the queue and starts by itself when one frees up." in theirs.message
+    assert "Try again" not in theirs.message and "profile without a GPU" not in theirs.message
+
+    # When he submits anyway, the queued job says the same
+    waiting = capacity.acquire(ticket(1, "carl", "whole-gpu"))
+    assert isinstance(waiting, CapacityWait) and waiting.reason == mine.message
+    # And nothing was booked by asking
+    assert [a.key for a in AllocationLedger(ledger).snapshot(GPU).allocations.values()] == [
+        "server:carl/"
+    ]
+
+    # When his server stops, the same job starts
+    with AllocationLedger(ledger).transaction(GPU) as pool:
+        pool.release("server:carl/")
+    after = capacity.forecast("carl", "whole-gpu")
+    assert after is not None and after.starts_now and after.message == "Starts now on a free GPU."
+    assert isinstance(capacity.acquire(ticket(1, "carl", "whole-gpu")), CapacityGrant)

@@ -64,6 +64,8 @@ export function makeFlavor(
     queued: 1,
     budget: null,
     budget_exhausted: false,
+    starts_now: null,
+    forecast: null,
     ...overrides
   };
 }

@@ -471,3 +471,54 @@ describe('Submitting the Run as Job dialog', () => {
     expect((await open.result).value).toBe(job);
   });
 });
+
+describe('Whether a job would start now, in the Run as Job dialog', () => {
+  it('says before submitting that a job waits behind the researcher’s own server', async () => {
+    // Given a whole-GPU flavor whose only GPU the researcher's own server holds,
+    // and a CPU flavor that starts at once
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const behind =
+      'Your own server (Vision lab development share) holds the GPU this job needs, ' +
+      'so the job waits in the queue and starts by itself when your server stops.';
+    const whole = makeFlavor({
+      id: 'whole-gpu',
+      default: true,
+      starts_now: false,
+      forecast: behind
+    });
+    const cpu = makeFlavor({
+      id: 'cpu-job',
+      gpu: null,
+      starts_now: true,
+      forecast: 'Starts now: it needs no GPU.'
+    });
+
+    // When the flavors arrive
+    await settle(() => server.flavorRequests[0].resolve([whole, cpu]));
+
+    // Then each flavor says whether it would start now, the waiting one marked as such
+    const lines = Object.fromEntries(
+      open.flavorOptions.map(option => [
+        option.dataset.flavorId,
+        option.querySelector<HTMLElement>('[data-testid="flavor-forecast"]')
+      ])
+    );
+    expect(lines['whole-gpu']?.textContent).toBe(behind);
+    expect(lines['whole-gpu']?.dataset.startsNow).toBe('false');
+    expect(lines['whole-gpu']?.classList.contains('jp-mod-waits')).toBe(true);
+    expect(lines['cpu-job']?.textContent).toBe('Starts now: it needs no GPU.');
+    expect(lines['cpu-job']?.classList.contains('jp-mod-waits')).toBe(false);
+  });
+
+  it('shows no forecast where the back end gives none (standalone)', async () => {
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() => server.flavorRequests[0].resolve([CPU]));
+    expect(
+      open.flavorOptions[0].querySelector('[data-testid="flavor-forecast"]')
+    ).toBeNull();
+  });
+});
