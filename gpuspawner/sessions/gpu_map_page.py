@@ -101,8 +101,10 @@ def gpu_map_handlers(prefix: str, gpu_map: GPUMap, hub_auth: Any) -> list[tuple]
                 if self.hub_auth.get_token(self):
                     self._refuse(
                         403,
-                        "This token or account may not use the course-sessions service, "
-                        "which shows the GPU map; ask the hub admins for access.",
+                        "This request may not read the GPU map: its token or account has "
+                        "no access to the course-sessions service, or (a page's script) it "
+                        "lacks the page's XSRF token. Reload the page, or ask the hub "
+                        "admins for access.",
                         "missing-scope",
                     )
                 else:
@@ -140,6 +142,8 @@ def gpu_map_handlers(prefix: str, gpu_map: GPUMap, hub_auth: Any) -> list[tuple]
                     api_url=f"{base}/api/gpus",
                     hub_prefix=hub_auth.hub_prefix,
                     refresh_seconds=POLL_SECONDS,
+                    # The hub's OAuth lets a script's fetch use the cookie only with it.
+                    xsrf=self.xsrf_token.decode(),
                 )
             )
 

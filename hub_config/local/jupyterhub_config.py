@@ -131,6 +131,8 @@ NO_ISOLATION = (
     "(make demo-workstation)."
 )
 c.JupyterHub.template_vars = {"announcement": NO_ISOLATION, "reclaim_service": "course-sessions"}
+# A link to the GPU map page on the home page (templates/home.html).
+c.JupyterHub.template_vars["gpu_map_service"] = "course-sessions"
 
 # -- the spawner ----------------------------------------------------------------------------
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"

@@ -127,5 +127,13 @@ def test_a_student_opens_the_page_through_the_hub_and_the_services_menu(hub, bro
     picture = json.loads(initial.group(1))
     assert scene.names_in(picture) == {"ana"}
     assert "ben" not in page.text and "cleo" not in page.text
-    again = ana.session.get(f"{hub.url}{SERVICE}/api/gpus", timeout=30)
+    # (the page's script sends its XSRF token, as the hub's OAuth asks of a fetch; a
+    # cross-site fetch without it gets nothing)
+    xsrf = re.search(r"const XSRF = \"([^\"]+)\"", page.text).group(1)
+    fetch = {"Sec-Fetch-Mode": "cors", "Sec-Fetch-Site": "same-origin"}
+    again = ana.session.get(
+        f"{hub.url}{SERVICE}/api/gpus", headers={**fetch, "X-XSRFToken": xsrf}, timeout=30
+    )
     assert again.status_code == 200 and scene.names_in(again.json()) == {"ana"}
+    forged = ana.session.get(f"{hub.url}{SERVICE}/api/gpus", headers=fetch, timeout=30)
+    assert forged.status_code == 403 and "ana" not in forged.text

@@ -17,7 +17,10 @@ const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
 const repoRoot = path.resolve(__dirname, '..', '..');
 const venvBin = path.join(repoRoot, '.venv', 'bin');
-const artifactsDir = path.join(repoRoot, 'test-artifacts', 'ui');
+// UI_ARTIFACTS_DIR, UI_HUB_RUNTIME, UI_SSO_RUNTIME: elsewhere, so that two runs on one
+// machine (two engineers) do not remove each other's hub folders.
+const artifactsDir =
+  process.env.UI_ARTIFACTS_DIR || path.join(repoRoot, 'test-artifacts', 'ui');
 const chromium = process.env.CHROMIUM_PATH || '/usr/lib/chromium/chromium';
 
 // Playwright loads this file in the runner and again in every worker: pick the port
@@ -73,7 +76,8 @@ if (!process.env.UI_HUB_PORTS) {
 const [hubPort, hubJobsPort, hubSessionsPort, hubApiPort, hubProxyApiPort] =
   process.env.UI_HUB_PORTS.split(',');
 const hubURL = `http://127.0.0.1:${hubPort}`;
-const hubRuntime = path.join(repoRoot, '.run', 'ui-hub-tests');
+const hubRuntime =
+  process.env.UI_HUB_RUNTIME || path.join(repoRoot, '.run', 'ui-hub-tests');
 const hubLog = path.join(artifactsDir, 'demo-hub.log');
 const hubConfig = path.join(__dirname, 'jupyterhub_test_config.py');
 const [
@@ -86,7 +90,8 @@ const [
 ] = process.env.UI_SSO_PORTS.split(',');
 const ssoURL = `http://127.0.0.1:${ssoPort}`;
 process.env.UI_SSO_IDP_URL = `http://127.0.0.1:${ssoIdpPort}`;
-const ssoRuntime = path.join(repoRoot, '.run', 'ui-sso-tests');
+const ssoRuntime =
+  process.env.UI_SSO_RUNTIME || path.join(repoRoot, '.run', 'ui-sso-tests');
 const ssoLog = path.join(artifactsDir, 'sso-hub.log');
 
 /** A demo hub as a webServer: output to a file, SIGTERM to JupyterHub itself. */
@@ -130,6 +135,8 @@ module.exports = {
     // The demo hub with campus single sign-on: login through the provider's own form.
     { name: 'sso', testDir: 'sso-tests', use: { baseURL: ssoURL } }
   ],
+  // UI_WEB_SERVERS=hub (a comma-separated subset of jupyterlab,hub,sso): start only
+  // those, for a run of one project's tests.
   webServer: [
     {
       // The server's output goes to a file: child processes holding Playwright's pipe
@@ -162,5 +169,11 @@ module.exports = {
       UI_HUB_PROXY_API_PORT: ssoProxyApiPort,
       CAMPUS_IDP_PORT: ssoIdpPort
     })
-  ]
+  ].filter(
+    (server, index) =>
+      !process.env.UI_WEB_SERVERS ||
+      process.env.UI_WEB_SERVERS.split(',').includes(
+        ['jupyterlab', 'hub', 'sso'][index]
+      )
+  )
 };
