@@ -31,7 +31,7 @@ from traitlets import Bool, Instance, Unicode, default, observe
 from traitlets.config import LoggingConfigurable
 
 from . import refusal_log
-from .gpu_map import gpu_map
+from .gpu_map import gpu_map, map_viewer
 from .grant import GPUAdmission, Grant, Target, moved_to_admission
 from .ledger import AllocationLedger, ProcessHolder
 from .metrics import observe_server_start, watch_spawner
@@ -257,7 +257,9 @@ class CourseProfilesMixin(LoggingConfigurable):
         cards = self.profile_cards()
         previous = (self.user_options or {}).get("profile") if self.user_options else None
         identity = self.identity()
-        gpus = gpu_map(self.capacity_pool, viewer=identity.name, admin=identity.admin)
+        # Names as on the GPU map page: instructors see their own courses' students.
+        viewer = map_viewer(self.admission.catalog_in_force(), identity)
+        gpus = gpu_map(self.capacity_pool, viewer=viewer)
         return render_profile_cards(
             cards,
             selected=previous if isinstance(previous, str) else None,

@@ -190,16 +190,17 @@ def gpu_map_json(
     }
 
 
-def gpu_map(pool: CapacityPool, *, viewer: str, admin: bool) -> list[GPUBar]:
-    """The spawn form's bars for ``viewer``; holders' names only for admins."""
-    seen_by = MapViewer(viewer, admin=admin)
+def gpu_map(pool: CapacityPool, *, viewer: str | MapViewer, admin: bool = False) -> list[GPUBar]:
+    """The spawn form's bars for ``viewer`` (a :class:`MapViewer`, or a name with ``admin``),
+    holders named by :func:`holder_name`."""
+    seen_by = viewer if isinstance(viewer, MapViewer) else MapViewer(viewer, admin=admin)
     bars = []
     for slot in pool.usage().values():
         left = Fraction(0)
         segments = []
         for allocation in sorted(slot.holders, key=lambda a: a.key):
             group = allocation.course_id or allocation.profile_id
-            mine = allocation.owner == viewer
+            mine = allocation.owner == seen_by.name
             named = holder_name(allocation, seen_by)
             who = named or "another user"
             kind = "job" if allocation.key.startswith(JOB_PREFIX) else "server"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from gpuspawner.gpu_map import gpu_map
+from gpuspawner.gpu_map import MapViewer, gpu_map
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
 
 
@@ -38,3 +38,13 @@ def test_an_admin_sees_who_holds_each_slice():
     bars = gpu_map(pool_with_two_students(), viewer="root", admin=True)
     assert [s.label for s in bars[0].segments] == ["ana", "ben"]
     assert bars[0].memory == "18 GiB of 24 GiB memory in use"
+
+
+def test_the_instructor_of_the_course_sees_its_students_on_the_spawn_form():
+    # Given the instructor of ML101 looks at the spawn form's map
+    bars = gpu_map(pool_with_two_students(), viewer=MapViewer("mila", courses=frozenset({"ml101"})))
+    # Then the students of their course are named, as on the GPU map page
+    assert [s.label for s in bars[0].segments] == ["ana", "ben"]
+    # While another course's instructor sees only the course
+    bars = gpu_map(pool_with_two_students(), viewer=MapViewer("tom", courses=frozenset({"cs102"})))
+    assert [s.label for s in bars[0].segments] == ["ml101", "ml101"]
