@@ -50,7 +50,8 @@ export async function runAsJob(
       ),
       buttons: [
         Dialog.cancelButton({ label: trans.__('Cancel') }),
-        Dialog.okButton({ label: trans.__('Save and Submit') })
+        // It saves, then opens the Run as Job form: nothing is submitted yet.
+        Dialog.okButton({ label: trans.__('Save and Continue') })
       ]
     });
     if (!answer.button.accept) {

@@ -244,6 +244,20 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   const [submitting, setSubmitting] = React.useState(false);
   const [error, setError] = React.useState<string | null>(null);
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
+  // A deadline the job cannot take: said next to its box, which is marked and shown.
+  const [deadlineError, setDeadlineError] = React.useState<string | null>(null);
+  const deadlineInput = React.useRef<HTMLInputElement>(null);
+  const errorBox = React.useRef<HTMLDivElement>(null);
+  // Whatever went wrong is brought into view: the dialog's body scrolls, its buttons
+  // do not, and a message below the fold looks like a Submit that did nothing.
+  React.useEffect(() => {
+    if (deadlineError) {
+      deadlineInput.current?.scrollIntoView?.({ block: 'center' });
+      deadlineInput.current?.focus();
+    } else if (error) {
+      errorBox.current?.scrollIntoView?.({ block: 'nearest' });
+    }
+  }, [error, deadlineError]);
 
   React.useEffect(() => {
     if (!features.parameters) {
@@ -340,8 +354,9 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
     }
     if (features.deadline) {
       const problem = deadlineProblem(deadline, flavor);
+      setDeadlineError(problem);
       if (problem) {
-        setError(problem);
+        setError(null);
         return null;
       }
     }
@@ -425,9 +440,27 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
             max={deadlineMinutes(flavor).max}
             step={1}
             required
+            ref={deadlineInput}
+            aria-invalid={deadlineError ? true : undefined}
+            aria-describedby={
+              deadlineError ? 'jp-JupyterToJob-deadlineError' : undefined
+            }
             value={deadline}
-            onChange={event => setDeadlineText(event.target.value)}
+            onChange={event => {
+              setDeadlineText(event.target.value);
+              setDeadlineError(null);
+            }}
           />
+          {deadlineError && (
+            <span
+              className="jp-JupyterToJob-fieldError"
+              id="jp-JupyterToJob-deadlineError"
+              role="alert"
+              data-testid="deadline-error"
+            >
+              {deadlineError}
+            </span>
+          )}
           <span className="jp-JupyterToJob-hint">
             {trans.__(
               'The job is stopped after this long (%1).',
@@ -522,6 +555,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
           className="jp-JupyterToJob-formError"
           role="alert"
           data-testid="run-as-job-error"
+          ref={errorBox}
         >
           <p>{error}</p>
           {problems.length > 0 && (

@@ -139,9 +139,15 @@ class OpenDialog {
    * Type `text` into the box of the parameter `name`.
    */
   async typeParameter(name: string, text: string): Promise<void> {
-    const input = this.node.querySelector<HTMLInputElement>(
-      `[data-testid="parameter-input"][data-parameter="${name}"]`
-    )!;
+    await this.typeInto(
+      this.node.querySelector<HTMLInputElement>(
+        `[data-testid="parameter-input"][data-parameter="${name}"]`
+      )!,
+      text
+    );
+  }
+
+  async typeInto(input: HTMLInputElement, text: string): Promise<void> {
     await settle(() => {
       // React listens for the input event and reads the value the browser set.
       Object.getOwnPropertyDescriptor(
@@ -520,5 +526,42 @@ describe('Whether a job would start now, in the Run as Job dialog', () => {
     expect(
       open.flavorOptions[0].querySelector('[data-testid="flavor-forecast"]')
     ).toBeNull();
+  });
+});
+
+describe('A deadline the job cannot take', () => {
+  it('is said next to its box, which is marked and focused, and nothing is sent until it is fixed', async () => {
+    // Given a loaded dialog whose flavor allows at most 4 hours
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const deadline = open.node.querySelector<HTMLInputElement>(
+      '[data-testid="deadline-input"]'
+    )!;
+
+    // When the student types 2 days, in minutes, and submits
+    await open.typeInto(deadline, '2880');
+    await open.clickSubmit();
+
+    // Then nothing is sent, and the message stands next to the marked, focused box
+    expect(server.createRequests).toHaveLength(0);
+    const message = open.byTestId('deadline-error');
+    expect(message?.textContent).toBe(
+      'Give the deadline in whole minutes, from 1 to 240 (4 h) for this flavor.'
+    );
+    expect(deadline.parentElement?.contains(message!)).toBe(true);
+    expect(deadline.getAttribute('aria-invalid')).toBe('true');
+    expect(deadline.getAttribute('aria-describedby')).toBe(message?.id);
+    expect(document.activeElement).toBe(deadline);
+    expect(open.byTestId('run-as-job-error')).toBeNull();
+
+    // When it is fixed, the mark goes and the job is submitted with that deadline
+    await open.typeInto(deadline, '90');
+    expect(open.byTestId('deadline-error')).toBeNull();
+    expect(deadline.getAttribute('aria-invalid')).toBeNull();
+    await open.clickSubmit();
+    expect(server.createRequests).toHaveLength(1);
+    expect(server.createRequests[0].request.deadline_seconds).toBe(90 * 60);
   });
 });

@@ -160,7 +160,7 @@ test.describe('Run as Job from the notebook toolbar', () => {
     await expect(jobs.row(jobId)).toHaveCount(0);
   });
 
-  test('unsaved changes are saved first, through "Save and Submit"', async ({
+  test('unsaved changes are saved first, through "Save and Continue"', async ({
     page,
     tmpPath
   }) => {
@@ -180,7 +180,7 @@ test.describe('Run as Job from the notebook toolbar', () => {
       hasText: 'Save the notebook first?'
     });
     await expect(ask).toBeVisible();
-    await ask.getByRole('button', { name: 'Save and Submit' }).click();
+    await ask.getByRole('button', { name: 'Save and Continue' }).click();
     const dialog = await jobs.dialog();
     expect(await jobs.savedText(notebookPath)).toContain(
       'edited before the job'
