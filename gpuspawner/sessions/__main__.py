@@ -6,7 +6,9 @@ a flag on the command line wins. The hub provides ``JUPYTERHUB_API_URL`` and
 ``JUPYTERHUB_API_TOKEN``; the pre-warm secret shared with the spawner comes from
 ``GPUSPAWNER_PREWARM_SECRET``. When the hub gives the service a URL
 (``JUPYTERHUB_SERVICE_URL``, from the ``url`` of its ``services`` entry), it also serves the
-instructors' course API there (:mod:`.course_api`). It stops with the hub that started it,
+instructors' course API there (:mod:`.course_api`), and the GPU map page with its JSON
+(:mod:`.gpu_map_page`: from ``--allocation-ledger`` and ``--simulated-gpus`` on one
+machine, or the pods of ``--kubernetes-namespace``). It stops with the hub that started it,
 so a restarted hub's instance finds its port free (:mod:`gpuspawner.service_process`).
 """
 
