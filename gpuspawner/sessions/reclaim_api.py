@@ -175,21 +175,17 @@ def reclaim_page_handlers(prefix: str, api: CourseAPI, hub_auth: Any) -> list[tu
                 self.request.path,
             )
             self.set_header("Cache-Control", "no-store")
-            notice = self.get_argument("kept", "")
-            kept = (
-                f'<p id="reclaim-kept" class="alert alert-success">{html.escape(notice)}</p>'
-                if notice
-                else ""
-            )
-            self.finish(f"<!doctype html><html><body>{kept}{body}</body></html>")
+            self.finish(f"<!doctype html><html><body>{body}</body></html>")
 
         @web.authenticated
         async def post(self) -> None:
             catalog, model = await self._model()
             try:
                 api.service.keep(catalog, model, self.get_body_argument("server", ""))
-            except KeepRefused as refusal:
-                raise web.HTTPError(refusal.status, refusal.message) from None
+            except KeepRefused:
+                # Kept already, or nothing left to keep: the home page shows where the
+                # server stands now (its warning without a keep button, or none).
+                pass
             # Back to the hub's home page, which shows what remains.
             self.redirect(hub_auth.hub_prefix + "home", status=303)
 

@@ -643,8 +643,8 @@ class SessionsService:
             user=user["name"],
             server=server_name,
             course=warning.course or warning.profile,
-            detail=f"{user['name']} kept {label} running ({warning.reason.value}): "
-            "'I'm still using it', once for this server.",
+            detail=f"{user['name']} kept {_server_label(user['name'], server_name)} running "
+            f"({warning.reason.value}): 'I'm still using it', once for this server start.",
             reason=warning.reason.value,
         )
         return warning

@@ -115,8 +115,10 @@ test('an idle quarter GPU is warned about in JupyterLab and on the home page, an
   await expect(
     again.getByRole('button', { name: "I'm still using it" })
   ).toHaveCount(0);
-  await home.reload();
-  await expect(homeWarning).toBeVisible({ timeout: 30 * 1000 });
+  await expect(async () => {
+    await home.reload();
+    await expect(homeWarning).toBeVisible({ timeout: 5 * 1000 });
+  }).toPass({ timeout: 30 * 1000 });
   await expect(
     home.locator('#reclaim-home').getByRole('button', {
       name: "I'm still using it"
