@@ -33,6 +33,7 @@ from traitlets.config import LoggingConfigurable
 from . import refusal_log
 from .gpu_map import gpu_map, map_viewer
 from .grant import GPUAdmission, Grant, Target, moved_to_admission
+from .home_page import RunningServer, running_server
 from .ledger import AllocationLedger, ProcessHolder
 from .metrics import observe_server_start, watch_spawner
 from .policy import (
@@ -434,6 +435,22 @@ class CourseProfilesMixin(LoggingConfigurable):
         self._allocation = None
         self._holder = None
         self._grant = None
+
+    def running_server(self) -> RunningServer | None:
+        """What the hub's home page says of this server (``templates/home.html``): its
+        profile, GPU share and stop time; None before a profile was granted."""
+        if self._profile_id is None:
+            return None
+        grant, allocation = self._grant, self._allocation
+        return running_server(
+            self.admission.catalog_in_force(),
+            self._profile_id,
+            allocation=allocation,
+            share_description=grant.share_description if grant else None,
+            session_end=grant.session_end
+            if grant
+            else (allocation.session_end if allocation else None),
+        )
 
     # -- state -------------------------------------------------------------------------
 

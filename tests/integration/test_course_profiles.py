@@ -11,8 +11,11 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+
+import gpuspawner
 
 from ..support.course_catalogs import catalog, course, minute, now, spawner_config, write_catalog
 from ..support.hub_pages import cards, page_error, process_environment
@@ -305,3 +308,55 @@ def test_a_refused_start_is_one_info_line_in_the_hub_log_not_an_error_with_a_tra
     assert all(line.startswith("[I") and line.endswith("(refused: closed)") for line in about_it)
     assert "Not starting ana's server" in about_it[0], about_it
     assert not [line for line in lines if "Traceback" in line or line.startswith("[E")], lines
+
+
+def test_the_home_page_tells_the_running_course_and_offers_to_change_it(
+    start_hub, browserless_user, tmp_path
+):
+    # Given the hub uses GPUSpawner's home page, and ana's ML101 class is open
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course(
+                "ml101",
+                start=t - timedelta(minutes=5),
+                end=t + timedelta(minutes=90),
+                students=["ana"],
+                gpu="{fraction: 1/4}",
+                grace="10m",
+            )
+        ),
+    )
+    templates = Path(gpuspawner.__file__).parent / "templates"
+    hub = start_hub(
+        spawner_config(catalog_dir, ONE_GPU, f"c.JupyterHub.template_paths = [{str(templates)!r}]")
+    )
+    ana = browserless_user(hub, "ana")
+    ana.login()
+
+    # When she has started her course server and opens the hub's home page
+    assert ana.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
+    ana.wait_ready()
+    home = ana.session.get(f"{hub.url}/hub/home", timeout=60)
+
+    # Then it names the course, the share and when the hub stops it, in the course's zone
+    assert home.status_code == 200
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", home.text))
+    stop = t + timedelta(minutes=100)
+    assert "Your server: ML101" in text
+    assert "1/4 of an RTX 4090" in text
+    assert f"The hub stops it at {stop:%H:%M} UTC" in text
+    assert f'data-stops-at="{stop.isoformat()}"' in home.text
+    # And it offers to change course
+    assert 'id="change-course"' in home.text
+
+    # When her server stops, the home page no longer describes one
+    assert ana.api("DELETE", ana.server_api_path()).status_code in (202, 204)
+    for _ in range(120):
+        if not ana.model()["servers"]:
+            break
+        time.sleep(0.5)
+    home = ana.session.get(f"{hub.url}/hub/home", timeout=60)
+    assert "Your server:" not in home.text and 'id="change-course"' not in home.text

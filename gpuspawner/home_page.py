@@ -1,0 +1,81 @@
+"""What the hub's home page says of a running server: its profile, its GPU share, when it stops.
+
+JupyterHub's stock home page only offers Start and Stop. A student between two classes
+wants to know which course their server runs, what share of which GPU it holds and when
+the hub will stop it, and to change course. The spawners give
+:meth:`~gpuspawner.course_profiles.CourseProfilesMixin.running_server`, built here from
+what the server was granted (or, after a hub restart, from its saved state), and
+``templates/home.html`` shows it with a live countdown and a "Change course" button.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+
+from .policy import Allocation, Catalog
+from .policy.schedule import parse_timezone
+from .policy.share import WHOLE
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    """One running server as its owner's home page shows it."""
+
+    title: str
+    """The profile's title: "Machine Learning 101"."""
+    share: str
+    """The GPU share in words: "1/4 of an RTX 4090 (24 GiB)", or "No GPU"."""
+    stops_at: datetime | None
+    """When the hub stops it (class end plus grace); None: it is not stopped on a schedule."""
+    zone: tzinfo = UTC
+    """The zone its times are told in: the course's, else the catalog's."""
+    course: bool = False
+    """A course server: another course can be chosen after stopping it."""
+
+    @property
+    def stops(self) -> str:
+        """ "12:10 CET", in the course's zone; empty when it has no end."""
+        if self.stops_at is None:
+            return ""
+        local = self.stops_at.astimezone(self.zone)
+        return f"{local:%H:%M} {local.tzname() or self.zone}"
+
+    @property
+    def stops_iso(self) -> str:
+        """The stop time for the page's countdown script (UTC, ISO 8601)."""
+        return self.stops_at.astimezone(UTC).isoformat() if self.stops_at else ""
+
+
+def running_server(
+    catalog: Catalog | None,
+    profile_id: str,
+    *,
+    allocation: Allocation | None,
+    share_description: str | None,
+    session_end: datetime | None,
+) -> RunningServer:
+    """The home page's view of a server of ``profile_id`` (a course, research or standing
+    profile); ``share_description`` is the Grant's words for the share when the hub
+    granted it in this process, else the share is told from the saved allocation."""
+    title, course = profile_id, False
+    zone: tzinfo = UTC
+    if catalog is not None:
+        zone = parse_timezone(catalog.settings.timezone)
+        if profile_id in catalog.courses_by_id:
+            found = catalog.courses_by_id[profile_id]
+            title, zone, course = found.title, found.course_schedule.timezone, True
+        elif profile_id in catalog.research_by_id:
+            title = catalog.research_by_id[profile_id].title
+        elif profile_id in catalog.standing_by_id:
+            title = catalog.standing_by_id[profile_id].title
+    if share_description:
+        share = share_description
+    elif allocation is None:
+        share = "No GPU"
+    elif allocation.fraction == WHOLE:
+        count = len(allocation.device_ids)
+        share = "1 whole GPU" if count == 1 else f"{count} whole GPUs"
+    else:
+        share = f"{allocation.fraction} of a GPU"
+    return RunningServer(title, share, session_end, zone, course)
