@@ -137,3 +137,9 @@ sessions["user"] = SERVICES_ACCOUNT
 sessions["cwd"] = str(sessions_dir)
 command = sessions["command"]
 command[command.index("--audit-log") + 1] = str(sessions_dir / "course-sessions.jsonl")
+# The GPU ledger is root's alone (0600), so this account cannot tell which server holds
+# which GPU: no idle reclaim here (expired grants, unopened pre-warms and class ends are
+# still reclaimed, with warnings). Giving it read access would show it every holder.
+for flag in ("--allocation-ledger", "--gpu-readings"):
+    if flag in command:
+        del command[command.index(flag) : command.index(flag) + 2]
