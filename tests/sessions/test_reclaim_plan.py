@@ -378,3 +378,35 @@ def test_on_kubernetes_the_pods_allocation_annotations_say_which_gpu_a_server_ho
         "server:alice/": 0.0,
         "server:bob/": 73.0,
     }
+
+
+# -- the home page's part --------------------------------------------------------------
+
+
+def test_the_home_page_shows_the_keep_form_only_where_keeping_is_allowed(catalog):
+    from gpuspawner.sessions.reclaim_api import render_warnings
+    from gpuspawner.sessions.service import ReclaimWarning
+
+    def warning(server, reason, can_keep):
+        return ReclaimWarning(
+            server, "ml101", "ml101", reason, utc(3, 9, 30), can_keep, f"<b>{server}</b> stops."
+        )
+
+    html = render_warnings(
+        [
+            warning("", ReclaimReason.IDLE, True),
+            warning("big", ReclaimReason.GRANT_EXPIRED, False),
+        ],
+        utc(3, 9, 22),
+        "xsrf-token-1",
+        "/services/course-sessions/reclaim",
+    )
+    # One alert per server, each with its reason and the time left,
+    assert html.count('class="alert alert-warning') == 2
+    assert 'data-reason="idle"' in html and 'data-seconds-left="480"' in html
+    # the keep form (with the XSRF token) only for the server that may be kept,
+    assert html.count("I'm still using it") == 1
+    assert html.count('name="_xsrf" value="xsrf-token-1"') == 1
+    assert '<input type="hidden" name="server" value="">' in html
+    # and what the service says is text, never markup.
+    assert "&lt;b&gt;big&lt;/b&gt; stops." in html and "<b>" not in html
