@@ -318,6 +318,14 @@ def test_the_job_service_and_course_sessions_are_registered(hub_config):
     }
 
 
+def test_the_hub_serves_gpuspawners_pages_with_the_gpu_map_link(hub_config):
+    # The spawn cards and the home page (running course, share, stop time, GPU map link)
+    templates = Path(gpuspawner.policy.__file__).parents[1] / "templates"
+    assert hub_config.JupyterHub.template_paths == [str(templates)]
+    assert (templates / "home.html").is_file()
+    assert hub_config.JupyterHub.template_vars["gpu_map_service"] == SESSIONS_SERVICE
+
+
 def test_the_roles_are_the_ones_the_services_document(hub_config, catalog_mount):
     roles = hub_config.JupyterHub.load_roles
     names = [role["name"] for role in roles]
