@@ -5,6 +5,7 @@ owners' token API that the lab's server extension calls."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,36 @@ async def test_an_unreadable_ledger_reclaims_nobody_as_idle_and_the_round_goes_o
     assert [r.path for r in hub.calls("DELETE")] == ["/hub/api/users/rita/server"]
     told = [r for r in caplog.records if "allocation ledger" in r.getMessage()]
     assert len(told) == 1
+
+
+async def test_a_prewarmed_server_nobody_opened_is_reclaimed_with_its_reason(setup, tmp_path):
+    from gpuspawner.policy.prewarm import prewarm_token
+
+    from .scenario import ML101_CLASS_START, SECRET
+
+    hub, clock = setup["hub"], setup["clock"]
+    # Given carol's server, pre-warmed by the service at 08:30 UTC for the 09:00 class,
+    # on a busy GPU (so it is not idle), and nobody ever opens it,
+    server = gpu_server("carol", "ml101", utc(3, 8, 30))
+    token = prewarm_token(SECRET, "carol", "", "ml101", ML101_CLASS_START)
+    server["user_options"] = {"profile": "ml101", "prewarm_token": token}
+    hub.users = {"carol": hub_user("carol", server)}
+    with AllocationLedger(tmp_path / "allocations.json").transaction(DEVICES) as pool:
+        allocation = server_allocation("carol", "ml101", "ml101", "sim-0")
+        pool.allocations[allocation.key] = allocation
+    async with hub.serving() as api_url:
+        service = setup["make"](api_url)
+        # when the service runs every 5 minutes from 08:31 to 09:16,
+        for minute in range(31, 77, 5):
+            clock.now = utc(3, 8, 0) + timedelta(minutes=minute)
+            readings(setup["readings"], {"sim-0": 95.0})
+            await service.tick()
+
+    # then it is warned at 09:06 and reclaimed at 09:16, 15 min into class, and the audit
+    # log says why.
+    entries = [e for e in audit(setup["audit"]) if e["action"] in ("warn", "reclaim")]
+    assert [(e["action"], e["user"], e["reason"], e["time"]) for e in entries] == [
+        ("warn", "carol", "unopened-prewarm", utc(3, 9, 6).isoformat()),
+        ("reclaim", "carol", "unopened-prewarm", utc(3, 9, 16).isoformat()),
+    ]
+    assert "nobody has opened it" in entries[1]["detail"]
