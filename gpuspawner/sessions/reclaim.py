@@ -155,10 +155,12 @@ def notices_for_server(
     course = catalog.courses_by_id.get(profile)
     grant = catalog.research_by_id.get(profile)
     standing = catalog.standing_by_id.get(profile)
-    staff = _staff(catalog, user)
     if course is not None:
         groups = frozenset(str(g) for g in user.get("groups") or ())
         staff = bool(user.get("admin")) or catalog.teaches(course, name, groups)
+    else:
+        # Asked only where it matters: instructors anywhere count for research servers.
+        staff = standing is None and policy.idle_after is not None and _staff(catalog, user)
     notices: list[ReclaimNotice] = []
 
     def notice(reason: ReclaimReason, deadline: datetime) -> None:
