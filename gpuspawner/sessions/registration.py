@@ -160,3 +160,14 @@ def reclaim_access_scopes(name: str = SERVICE_NAME) -> list[str]:
     Add them to the ``user`` role's scopes and to ``c.Spawner.server_token_scopes``.
     """
     return [f"access:services!service={name}"]
+
+
+def with_reclaim_access(roles: list[dict], name: str = SERVICE_NAME) -> list[dict]:
+    """``roles`` (for ``load_roles``) with :func:`reclaim_access_scopes` added to the
+    ``user`` role, which every user holds; the other roles are returned as they are."""
+    return [
+        {**role, "scopes": [*role["scopes"], *reclaim_access_scopes(name)]}
+        if role.get("name") == "user"
+        else role
+        for role in roles
+    ]

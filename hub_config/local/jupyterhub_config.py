@@ -20,7 +20,7 @@ from gpuspawner.persistent_secret import persistent_secret
 from gpuspawner.policy import load_catalog
 from gpuspawner.policy.roles import course_roles
 from gpuspawner.sessions import course_sessions_service, sessions_service_role
-from gpuspawner.sessions.registration import reclaim_access_scopes
+from gpuspawner.sessions.registration import reclaim_access_scopes, with_reclaim_access
 from jupyter_to_job.hub import (
     job_server_token_scopes,
     job_service,
@@ -207,9 +207,7 @@ c.JupyterHub.services.append(JOB_SERVICE)
 # Every user: Run as Job on their own notebooks; the admin: every user's jobs.
 c.JupyterHub.load_roles.extend(job_service_roles(admins=[] if SSO else [ADMIN]))
 # ... and read their own reclaim warnings (home page, and their servers for JupyterLab).
-for role in c.JupyterHub.load_roles:
-    if role["name"] == "user":
-        role["scopes"] = [*role["scopes"], *reclaim_access_scopes()]
+c.JupyterHub.load_roles = with_reclaim_access(c.JupyterHub.load_roles)
 # Each course's instructors see and stop their students' servers (the hub's admin page and
 # the course API) and read their jobs. Roles are loaded at start: restart the hub after
 # adding a course.

@@ -26,6 +26,7 @@ import gpuspawner.policy
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy.roles import course_roles
 from gpuspawner.sessions import sessions_service_role
+from gpuspawner.sessions.registration import with_reclaim_access
 from jupyter_to_job.hub import job_server_token_scopes, job_service_roles, job_service_url
 from jupyter_to_job.scopes import hub_custom_scopes
 from jupyter_to_job.service.app import JobServiceApp
@@ -335,7 +336,8 @@ def test_the_roles_are_the_ones_the_services_document(hub_config, catalog_mount)
     expected = [
         *culler,
         sessions_service_role(),
-        *job_service_roles(),
+        # Every user may also read and answer their own reclaim warnings.
+        *with_reclaim_access(job_service_roles()),
         *course_roles(gpuspawner.policy.load_catalog(catalog_mount)),
     ]
     assert roles == expected
