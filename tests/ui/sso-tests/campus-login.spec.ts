@@ -123,3 +123,48 @@ test('a campus account outside the allowed groups is turned away with a clear pa
     fullPage: true
   });
 });
+
+test('after Logout, Sign in shows the campus login form again, not the same account', async ({
+  page
+}) => {
+  // Given a student signed in through the campus login (a shared lab PC)
+  await openCampusLogin(page);
+  await signIn(page, 'student2', PASSWORD);
+  await expect(page).toHaveURL(/\/hub\/(spawn|home)/);
+
+  // When they log out of the hub, and confirm at the campus login
+  await page.goto('/hub/home');
+  await page.getByRole('button', { name: 'Logout' }).click();
+  await expect(page).toHaveURL(url => url.toString().startsWith(IDP));
+  await expect(page.locator('body')).toContainText('Do you want to sign out');
+  await page.screenshot({
+    path: path.join(SCREENSHOTS, 'sso-logout-confirm.png'),
+    fullPage: true
+  });
+  await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+
+  // Then they are back on the hub's login page
+  await expect(page).toHaveURL(/\/hub\/login/);
+
+  // And "Sign in" asks who is there: the provider's form, not the previous account
+  await openCampusLogin(page);
+  await expect(page.getByLabel('Password')).toBeVisible();
+});
+
+test('the refusal page offers to sign in as someone else', async ({ page }) => {
+  // Given a visitor outside the allowed groups was turned away
+  await openCampusLogin(page);
+  await signIn(page, 'visitor', PASSWORD);
+  await expect(page.locator('h1')).toContainText('Not allowed on this hub');
+
+  // When they choose to sign in as someone else and confirm at the campus login
+  await page.getByRole('link', { name: 'Sign in as someone else' }).click();
+  await expect(page).toHaveURL(url => url.toString().startsWith(IDP));
+  await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+
+  // Then the campus login form asks for an account again
+  await expect(page).toHaveURL(/\/hub\/login/);
+  await openCampusLogin(page);
+  await signIn(page, 'student3', PASSWORD);
+  await expect(page).toHaveURL(/\/hub\/(spawn|home)/);
+});
