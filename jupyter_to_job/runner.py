@@ -422,7 +422,8 @@ class NotebookRun:
             )
         if self.stop_reason and self.status.cells_completed < total:
             return self._stopped()
-        return (JobStatus.COMPLETED, EXIT_COMPLETED, f"All {total} code cells ran.", None)
+        ran = "The one code cell ran." if total == 1 else f"All {total} code cells ran."
+        return (JobStatus.COMPLETED, EXIT_COMPLETED, ran, None)
 
     def _stopped(self) -> _Outcome:
         total = self.status.cells_total

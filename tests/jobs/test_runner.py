@@ -246,3 +246,11 @@ async def test_the_injected_parameters_cell_is_named_and_not_counted_as_a_users_
     assert "[job] setting parameters (cell 1, injected-parameters)" in lines
     assert "[job] cell 2 started (2 of 2)" in lines
     assert stream_text(read_output(files).cells[2]) == "42\n"
+
+
+async def test_a_one_cell_notebook_says_its_one_cell_ran(tmp_path: Path) -> None:
+    files = make_job_dir(tmp_path / "job", notebook("print('done')"))
+
+    assert await run(files) == EXIT_COMPLETED
+
+    assert read_status_json(files)["message"] == "The one code cell ran."
