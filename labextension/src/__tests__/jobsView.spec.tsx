@@ -1,0 +1,136 @@
+/**
+ * The Jobs panel as rendered: an instructor's list with a student's job, and a
+ * student's own list.
+ */
+import { nullTranslator } from '@jupyterlab/translation';
+import * as React from 'react';
+import { act } from 'react';
+import { ReactWidget } from '@jupyterlab/ui-components';
+import { MessageLoop } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import { DEFAULT_FEATURES, JobsAPI } from '../api';
+import { JobsModel } from '../jobsModel';
+import { IJobActions, JobsView } from '../jobsView';
+import { IDescribeJob } from '../models';
+import { makeJob } from './jobs.fixture';
+
+// React's act() outside a test renderer
+(globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
+
+const NO_ACTIONS: IJobActions = {
+  stop: () => undefined,
+  remove: () => undefined,
+  rerun: () => undefined,
+  openNotebook: () => undefined,
+  downloadHtml: () => undefined
+};
+
+/**
+ * The panel over a job API that lists `jobs`, with the first one selected.
+ */
+async function renderPanel(
+  jobs: IDescribeJob[]
+): Promise<{ node: HTMLElement; widget: Widget; model: JobsModel }> {
+  const api = {
+    listRecentJobs: async () => ({
+      jobs,
+      next_token: null,
+      total_count: jobs.length
+    }),
+    getLog: async (jobId: string, offset: number) => ({
+      job_id: jobId,
+      offset,
+      next_offset: offset,
+      size: 0,
+      data: '',
+      complete: true
+    })
+  };
+  const model = new JobsModel({ api: api as unknown as JobsAPI });
+  await model.refresh();
+  model.select(jobs[0].job_id);
+  const widget = ReactWidget.create(
+    <JobsView
+      model={model}
+      features={DEFAULT_FEATURES}
+      actions={NO_ACTIONS}
+      trans={nullTranslator.load('jupyter_to_job')}
+    />
+  );
+  await act(async () => {
+    Widget.attach(widget, document.body);
+    MessageLoop.sendMessage(widget, Widget.Msg.UpdateRequest);
+  });
+  return { node: widget.node, widget, model };
+}
+
+const byTestId = (node: HTMLElement, id: string) =>
+  Array.from(node.querySelectorAll(`[data-testid="${id}"]`));
+
+describe('JobsView: only the actions the viewer may take', () => {
+  let cleanup: (() => void) | null = null;
+  afterEach(() => {
+    cleanup?.();
+    cleanup = null;
+  });
+
+  it('shows an instructor a student’s job with its owner, and no Stop, Delete or Rerun', async () => {
+    // Given an instructor's list: a student's finished job and one of their own
+    const students = makeJob({
+      job_id: 'student-job',
+      owner: 'bob',
+      own: false,
+      can_stop: false,
+      can_delete: false,
+      can_rerun: false,
+      flavor: 'whole-gpu',
+      flavor_title: 'One whole GPU'
+    });
+    const mine = makeJob({ job_id: 'my-job', owner: 'ines' });
+    const { node, widget, model } = await renderPanel([students, mine]);
+    cleanup = () => {
+      act(() => widget.dispose());
+      model.dispose();
+    };
+
+    // Then the table has an Owner column naming each job's owner
+    expect(byTestId(node, 'jobs-owner-header')).toHaveLength(1);
+    expect(
+      byTestId(node, 'job-owner')
+        .map(cell => cell.textContent)
+        .sort()
+    ).toEqual(['bob', 'ines (you)']);
+    // And the flavor by its title
+    expect(
+      node.querySelector('[data-job-id="student-job"]')?.textContent
+    ).toContain('One whole GPU');
+    // And the student's job's detail names its owner and offers no action of theirs
+    expect(byTestId(node, 'job-detail-owner')[0].textContent).toBe('bob');
+    expect(byTestId(node, 'job-not-yours')[0].textContent).toContain(
+      'This is bob’s job'
+    );
+    for (const action of ['stop', 'delete', 'rerun']) {
+      expect(byTestId(node, `job-action-${action}`)).toHaveLength(0);
+    }
+    // while what reading allows is still there
+    expect(byTestId(node, 'job-action-open-notebook')).toHaveLength(1);
+  });
+
+  it('shows a student their own jobs without an Owner column, with Delete and Rerun', async () => {
+    const { node, widget, model } = await renderPanel([
+      makeJob({ job_id: 'a' }),
+      makeJob({ job_id: 'b', status: 'FAILED' })
+    ]);
+    cleanup = () => {
+      act(() => widget.dispose());
+      model.dispose();
+    };
+
+    expect(byTestId(node, 'jobs-owner-header')).toHaveLength(0);
+    expect(byTestId(node, 'job-owner')).toHaveLength(0);
+    expect(byTestId(node, 'job-not-yours')).toHaveLength(0);
+    expect(byTestId(node, 'job-action-delete')).toHaveLength(1);
+    expect(byTestId(node, 'job-action-rerun')).toHaveLength(1);
+  });
+});
