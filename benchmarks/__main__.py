@@ -15,10 +15,10 @@ import platform
 import sys
 import time
 
-from . import admission, entitlements, jobs, k8s_spawns, spawn_page
+from . import admission, entitlements, jobs, k8s_spawns, packing, spawn_page
 from .report import render
 
-BENCHMARKS = (entitlements, spawn_page, admission, k8s_spawns, jobs)
+BENCHMARKS = (entitlements, spawn_page, admission, packing, k8s_spawns, jobs)
 
 
 def machine() -> str:
