@@ -474,11 +474,13 @@ class Outcome:
     refused_at: list[int] = field(default_factory=lambda: [0] * HOURS)
     held_memory_hours: int = 0
     servers: int = 0
+    servers_started: int = 0
     refused: int = 0
     refused_fitting: int = 0
     """Refused while the fleet's free capacity, pooled, held the request (the limit would not)."""
     refusal_codes: dict[str, int] = field(default_factory=dict)
     jobs: int = 0
+    jobs_started: int = 0
     jobs_queued: int = 0
     jobs_queued_fitting: int = 0
     jobs_never_started: int = 0
@@ -515,6 +517,10 @@ def simulate(term: Term, placement: Placement, mig: MIGCheck | None = None) -> O
             if isinstance(result, Held):
                 leave = hour + request.duration if request.job else request.leave
                 running[request.key] = (request, leave)
+                if request.job:
+                    out.jobs_started += 1
+                else:
+                    out.servers_started += 1
                 return True
             fits = _fits(sizes[request.key], placement.free(request.share))
             if request.job:
