@@ -55,7 +55,7 @@ from gpuspawner.backends import make_backend
 from gpuspawner.backends.mig_profiles import MIGProfile, UnknownMIGModel, find_mig_model
 from gpuspawner.inventory import simulated_gpus
 from gpuspawner.policy import CapacityPool, Catalog, GPUShare, Refusal, UserIdentity, admit
-from gpuspawner.policy.admission import WAIT_CODES, admit_job
+from gpuspawner.policy.admission import WAIT_CODES, JobDecision, StartDecision, admit_job
 from gpuspawner.policy.catalog import load_catalog
 from gpuspawner.policy.share import WHOLE, GPUDevice
 
@@ -123,7 +123,8 @@ def generate_term(
         "first_day": WEEK_START.date() - timedelta(days=40),
         "last_day": WEEK_START.date() + timedelta(days=60),
     }
-    course_entries, requests = [], []
+    course_entries: list[dict] = []
+    requests: list[Request] = []
     for index in range(courses):
         course_id = f"class-{index:02d}"
         share = COURSE_SHARES[index % len(COURSE_SHARES)]
@@ -147,7 +148,7 @@ def generate_term(
                     requests.append(
                         Request(f"server:{name}/", user, course_id, _share(share), arrive, leave)
                     )
-        entry = {
+        entry: dict = {
             "id": course_id,
             "title": f"Lab {index:02d}",
             "enrolment": {"users": students},
@@ -189,7 +190,7 @@ def generate_term(
                         leave,
                     )
                 )
-    flavors = [
+    flavors: list[dict] = [
         {
             "id": "train-whole",
             "title": "Whole GPU",
@@ -212,12 +213,10 @@ def generate_term(
             "access": {"courses": [c["id"] for c in course_entries]},
         },
     ]
-    students = [
-        (entry["id"], name) for entry in course_entries for name in entry["enrolment"]["users"]
-    ]
+    enrolled = [name for entry in course_entries for name in entry["enrolment"]["users"]]
     for number in range(jobs):
         flavor = rng.choices(flavors, (3, 3, 4))[0]
-        owner = rng.choice(names) if flavor["id"] != "homework" else rng.choice(students)[1]
+        owner = rng.choice(names) if flavor["id"] != "homework" else rng.choice(enrolled)
         arrive = rng.randrange(0, HOURS - 6)
         duration = rng.randint(1, 6)
         requests.append(
@@ -321,6 +320,7 @@ class Ours(Placement):
 
     def place(self, request: Request, now: datetime, running_jobs: list[str]) -> Held | str:
         try:
+            decision: JobDecision | StartDecision
             if request.job:
                 decision = admit_job(
                     self.catalog,
@@ -703,7 +703,7 @@ def run_term(term: Term, devices: list[GPUDevice], folder: Path) -> tuple[Limit,
     return limit, outcomes
 
 
-def _share_of(part: float, whole: float) -> float:
+def _share_of(part: Fraction | int, whole: Fraction | int) -> float:
     return float(part) / float(whole) if whole else 0.0
 
 
