@@ -36,6 +36,16 @@ each one the smallest MIG profile that holds it (a 1/4 share on an A100 80 GB is
 turned into their profiles; those that no longer fit the card's 7 compute slices and 80 GB
 (in booking order) are *stranded*: admitted, but their pods could not be scheduled. Slice
 positions (which slices can sit side by side) are not modelled, so the check is lenient.
+
+**The target** (95% of the limit "where the mix allows") is judged on the hours in which
+the whole demand (nominal sizes, jobs started on arrival) fits the fleet in time and in
+memory: there the limit runs every server, so the number is the servers' nominal time and
+memory ours runs, after MIG, over all the servers want. Crowded hours count in the week's
+totals, which are printed too.
+
+The generator is this module's own, not :mod:`benchmarks.synthetic_catalog`: that catalog
+has no memory-only shares and no job flavors, and its 20,000 enrolments would swamp any
+fleet, so nothing would measure packing rather than refusals.
 """
 
 from __future__ import annotations
@@ -56,7 +66,7 @@ from gpuspawner.backends.mig_profiles import MIGProfile, UnknownMIGModel, find_m
 from gpuspawner.inventory import simulated_gpus
 from gpuspawner.policy import CapacityPool, Catalog, GPUShare, Refusal, UserIdentity, admit
 from gpuspawner.policy.admission import WAIT_CODES, JobDecision, StartDecision, admit_job
-from gpuspawner.policy.catalog import load_catalog
+from gpuspawner.policy.catalog import GPUSpec, load_catalog
 from gpuspawner.policy.share import WHOLE, GPUDevice
 
 from .report import Row, Section
@@ -246,8 +256,6 @@ def generate_term(
 
 
 def _share(spec: dict) -> GPUShare:
-    from gpuspawner.policy.catalog import GPUSpec
-
     return GPUSpec.model_validate(spec).to_share()
 
 
