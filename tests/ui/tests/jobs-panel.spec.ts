@@ -1,6 +1,8 @@
 import { expect, test } from '@jupyterlab/galata';
 import * as path from 'path';
 
+import { GREETING_NOTEBOOK, RunAsJobHelper } from '../helpers/RunAsJobHelper';
+
 const SCREENSHOTS = path.resolve(
   __dirname,
   '..',
@@ -60,5 +62,65 @@ test.describe('The Jobs panel', () => {
     });
     await expect(tabs).toHaveCount(1);
     await expect(tabs).toHaveClass(/lm-mod-current/);
+  });
+});
+
+test.describe('When a job ends', () => {
+  // Jobs run on the machine of the test server (standalone mode), with real kernels.
+  test.setTimeout(120 * 1000);
+
+  test('the student is told by a notification, and "Show job" opens it in the Jobs panel', async ({
+    page,
+    tmpPath
+  }) => {
+    const jobs = new RunAsJobHelper(page);
+    const notebookPath = `${tmpPath}/greeting.ipynb`;
+    // Given a job of the student's submitted from the notebook's toolbar
+    await jobs.createNotebook(notebookPath, GREETING_NOTEBOOK);
+    await jobs.openAndClickRunAsJob(notebookPath);
+    const { detail, jobId } = await jobs.submit(await jobs.dialog());
+    // And the panel's wording while it runs: cells counted from 1, the parameters
+    // cell named as such, the flavor by its title
+    await expect(detail.getByTestId('job-detail-status')).toHaveText(
+      /^(Starting the kernel and setting parameters|Setting parameters|Running cell [1-4] of 4)\.$/,
+      { timeout: 30 * 1000 }
+    );
+    await expect(jobs.row(jobId)).toContainText('This server');
+    await expect(jobs.row(jobId)).not.toContainText('local');
+    // (her own jobs only: no Owner column)
+    await expect(page.getByTestId('jobs-owner-header')).toHaveCount(0);
+
+    // When the student goes back to the notebook and the job completes
+    await page.notebook.openByPath(notebookPath);
+    const toast = page.locator('.Toastify__toast', {
+      hasText: /Job “greeting [^”]+” completed in/
+    });
+    await expect(toast).toBeVisible({ timeout: 60 * 1000 });
+    await expect(page.locator('.Toastify__toast--success')).toHaveCount(1);
+    const showJob = toast.getByRole('button', { name: 'Show job' });
+    await expect(showJob).toBeVisible();
+    // (held open under the pointer, and still once it has slid in)
+    await toast.hover();
+    await showJob.click({ trial: true });
+    await jobs.screenshot('job-end-notification.png');
+
+    // Then "Show job" brings the Jobs panel forward at that job
+    await showJob.click();
+    await expect(toast).toBeHidden();
+    await expect(page.activity.getTabLocator('Jobs')).toHaveClass(
+      /lm-mod-current/
+    );
+    await expect(detail).toHaveAttribute('data-job-id', jobId);
+    await expect(detail).toHaveAttribute('data-status', 'COMPLETED');
+    // And her own finished job offers her Delete and Rerun
+    await expect(detail.getByTestId('job-action-rerun')).toBeVisible();
+    await expect(detail.getByTestId('job-action-delete')).toBeVisible();
+
+    // The Jobs panel in light and dark, for the record
+    await page.theme.setLightTheme();
+    await jobs.screenshot('jobs-panel-light.png');
+    await page.theme.setDarkTheme();
+    await jobs.screenshot('jobs-panel-dark.png');
+    await page.theme.setLightTheme();
   });
 });
