@@ -332,6 +332,17 @@ class NotebookRun:
         # user's code cells: it is not counted, and the log names it for what it is.
         injected = {i for i in runnable if INJECTED_TAG in nb.cells[i].metadata.get("tags", [])}
         total = len(runnable) - len(injected)
+        # What people read counts the user's code cells from 1, as the log's "(1 of n)"
+        # and the Jobs panel do; JobErrorInfo.cell_index stays the notebook index.
+        ordinal = {index: n for n, index in enumerate(i for i in runnable if i not in injected)}
+
+        def cell(index: int | None) -> str:
+            if index is None:
+                return "a cell"
+            if index in injected:
+                return "the parameters cell"
+            return f"cell {ordinal[index] + 1}" if index in ordinal else f"cell {index + 1}"
+
         self.report(cells_total=total, kernel_name=kernel_name)
         self.save()
         if self.stop_reason:
@@ -370,7 +381,7 @@ class NotebookRun:
                 return (
                     JobStatus.COMPLETED,
                     EXIT_COMPLETED,
-                    f"The notebook ended itself in cell {current} (SystemExit); "
+                    f"The notebook ended itself in {cell(current)} (SystemExit); "
                     f"{self.status.cells_completed} of {total} code cells ran.",
                     None,
                 )
@@ -378,7 +389,7 @@ class NotebookRun:
             return (
                 JobStatus.FAILED,
                 EXIT_FAILED,
-                f"Cell {current} raised {error.ename}: {evalue}",
+                f"{cell(current).capitalize()} raised {error.ename}: {evalue}",
                 JobErrorInfo(
                     cell_index=current,
                     ename=error.ename,
@@ -389,19 +400,20 @@ class NotebookRun:
         except CellTimeoutError:
             client.graceful_shutdown = False
             timeout = self.spec.cell_timeout_seconds
-            evalue = f"cell {current} did not finish within {timeout} s"
+            evalue = f"{cell(current)} did not finish within {timeout} s"
             self._add_error_output(current, "CellTimeoutError", evalue)
             return (
                 JobStatus.FAILED,
                 EXIT_FAILED,
-                f"Cell {current} ran longer than the cell timeout of {timeout} s and was stopped.",
+                f"{cell(current).capitalize()} ran longer than the cell timeout of {timeout} s "
+                "and was stopped.",
                 JobErrorInfo(cell_index=current, ename="CellTimeoutError", evalue=evalue),
             )
         except DeadKernelError:
             client.graceful_shutdown = False
             evalue = "the kernel died (out of memory?)"
             self._add_error_output(current, "DeadKernelError", evalue)
-            where = f"while running cell {current}" if current is not None else "between cells"
+            where = f"while running {cell(current)}" if current is not None else "between cells"
             return (
                 JobStatus.FAILED,
                 EXIT_FAILED,
@@ -413,7 +425,7 @@ class NotebookRun:
             client.graceful_shutdown = False
             if self.stop_reason:
                 return self._stopped()
-            where = f" in cell {current}" if current is not None else ""
+            where = f" in {cell(current)}" if current is not None else ""
             return (
                 JobStatus.FAILED,
                 EXIT_FAILED,

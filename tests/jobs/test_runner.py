@@ -132,7 +132,8 @@ async def test_an_error_in_cell_3_is_reported_with_its_index_name_and_traceback(
 
     status = read_status_json(files)
     assert status["state"] == "FAILED"
-    assert status["message"] == "Cell 3 raised ValueError: bad input: 7"
+    # (the fourth code cell, counted from 1 as people do; the index is the notebook's)
+    assert status["message"] == "Cell 4 raised ValueError: bad input: 7"
     error = status["error"]
     assert (error["cell_index"], error["ename"], error["evalue"]) == (
         3,
@@ -173,7 +174,7 @@ async def test_a_killed_kernel_is_reported_as_a_dead_kernel(tmp_path: Path) -> N
     assert status["error"]["ename"] == "DeadKernelError"
     assert status["error"]["evalue"] == "the kernel died (out of memory?)"
     assert status["error"]["cell_index"] == 1
-    assert status["message"].startswith("The kernel died while running cell 1 (out of memory?)")
+    assert status["message"].startswith("The kernel died while running cell 2 (out of memory?)")
     executed = read_output(files)
     assert stream_text(executed.cells[0]) == "before the crash\n"
     assert executed.cells[1].outputs[-1].ename == "DeadKernelError"
@@ -215,7 +216,7 @@ async def test_a_notebook_that_exits_early_completes(tmp_path: Path) -> None:
     files = make_job_dir(tmp_path / "job", nb)
 
     assert await run(files) == EXIT_COMPLETED
-    assert "ended itself in cell 1" in read_status_json(files)["message"]
+    assert "ended itself in cell 2" in read_status_json(files)["message"]
 
 
 async def test_a_missing_kernel_fails_before_anything_runs(tmp_path: Path) -> None:

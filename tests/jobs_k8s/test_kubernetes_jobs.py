@@ -162,7 +162,7 @@ async def test_a_failing_cell_reports_its_error_from_inside_the_pod(
     job = await finished(manager, job_id)
 
     assert job.status is JobStatus.FAILED
-    assert job.status_message == "Cell 1 raised ZeroDivisionError: division by zero"
+    assert job.status_message == "Cell 2 raised ZeroDivisionError: division by zero"
     assert job.error is not None and (job.error.cell_index, job.error.ename) == (
         1,
         "ZeroDivisionError",
