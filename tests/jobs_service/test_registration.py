@@ -15,6 +15,7 @@ from jupyterhub.roles import get_default_roles
 from jupyterhub.scopes import _custom_scope_pattern
 from traitlets.config.loader import PyFileConfigLoader
 
+from gpuspawner.sessions.registration import reclaim_access_scopes
 from jupyter_to_job.extension.handlers import extension_handlers
 from jupyter_to_job.hub import (
     HUB_SERVER_TOKEN_DEFAULTS,
@@ -109,7 +110,11 @@ def test_the_demo_hub_wires_the_job_service(tmp_path, monkeypatch):
     assert {"user", "jupyter-to-job-service", "jupyter-to-job-admins"} <= {
         role["name"] for role in config.JupyterHub.load_roles
     }
-    assert config.Spawner.server_token_scopes == job_server_token_scopes()
+    # Each server's token calls the job service for its own user, and the course-sessions
+    # service for its reclaim warning (the lab's notification and "I'm still using it")
+    assert config.Spawner.server_token_scopes == (
+        job_server_token_scopes() + reclaim_access_scopes()
+    )
     assert "--ServerApp.jpserver_extensions=jupyter_to_job=True" in config.Spawner.args
 
 
