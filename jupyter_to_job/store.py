@@ -23,12 +23,10 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     CursorResult,
-    DateTime,
     Float,
     Integer,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     and_,
     create_engine,
@@ -42,6 +40,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
+from gpuspawner.sql_columns import UTCDateTime
+
 from .errors import InvalidJobRequest
 from .models import JobStatus, ListJobsQuery
 
@@ -50,23 +50,6 @@ ACTIVE = (JobStatus.RUNNING, JobStatus.STOPPING)
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes in, aware UTC datetimes out, stored naive (portable)."""
-
-    impl = DateTime(timezone=False)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("the job store takes aware datetimes only")
-        return value.astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=UTC)
 
 
 class Base(DeclarativeBase):

@@ -16,18 +16,16 @@ Synchronous, one short transaction per call, like the job store.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from fractions import Fraction
 from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
     CursorResult,
-    DateTime,
     Index,
     Integer,
     String,
-    TypeDecorator,
     create_engine,
     event,
     or_,
@@ -37,24 +35,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
+from ..sql_columns import UTCDateTime
 from .intervals import UsageInterval
-
-
-class _UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes in and out, stored naive (portable across databases)."""
-
-    impl = DateTime(timezone=False)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("the usage record takes aware datetimes only")
-        return value.astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=UTC)
 
 
 class _Base(DeclarativeBase):
@@ -82,8 +64,8 @@ class UsageRow(_Base):
     share_numerator: Mapped[int] = mapped_column(Integer)
     share_denominator: Mapped[int] = mapped_column(Integer)
     devices: Mapped[list[str]] = mapped_column(JSON, default=list)
-    started: Mapped[datetime] = mapped_column(_UTCDateTime)
-    ended: Mapped[datetime | None] = mapped_column(_UTCDateTime)
+    started: Mapped[datetime] = mapped_column(UTCDateTime)
+    ended: Mapped[datetime | None] = mapped_column(UTCDateTime)
     end_reason: Mapped[str | None] = mapped_column(String(32))
     """``stopped``; ``gone``: found no longer running after a restart."""
 
