@@ -10,7 +10,7 @@ import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,22 @@ pytestmark = pytest.mark.integration
 
 ONE_GPU = '[{"model": "RTX 4090", "memory": "24GiB"}]'
 TWO_GPUS = '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
+
+
+def open_class(tmp_path: Path, students: list[str], **options) -> tuple[Path, datetime]:
+    """A catalog folder whose course ML101 (``ml101``) started 5 minutes ago and runs 90
+    minutes more, for ``students``; ``options`` as :func:`course` takes them. Returns the
+    folder and the class end."""
+    t = minute(now())
+    catalog_dir = tmp_path / "catalog"
+    end = t + timedelta(minutes=90)
+    write_catalog(
+        catalog_dir,
+        catalog(
+            course("ml101", start=t - timedelta(minutes=5), end=end, students=students, **options)
+        ),
+    )
+    return catalog_dir, end
 
 
 def spawn_progress(user) -> list[str]:
@@ -114,20 +130,7 @@ def test_two_students_get_distinct_slices_and_a_third_is_refused_when_the_gpu_is
     start_hub, browserless_user, tmp_path
 ):
     # Given one 24 GiB GPU and an open course giving each student half of it
-    t = minute(now())
-    catalog_dir = tmp_path / "catalog"
-    write_catalog(
-        catalog_dir,
-        catalog(
-            course(
-                "ml101",
-                start=t - timedelta(minutes=5),
-                end=t + timedelta(minutes=90),
-                students=["ana", "ben", "cai"],
-                seats=10,
-            )
-        ),
-    )
+    catalog_dir, class_end = open_class(tmp_path, ["ana", "ben", "cai"], seats=10)
     hub = start_hub(spawner_config(catalog_dir, ONE_GPU))
     ana, ben, cai = (browserless_user(hub, n) for n in ("ana", "ben", "cai"))
     for student in (ana, ben, cai):
@@ -150,7 +153,7 @@ def test_two_students_get_distinct_slices_and_a_third_is_refused_when_the_gpu_is
     assert env["GPUSPAWNER_GPU_MEMORY_MIB"] == "8192"
     assert env["GPUSPAWNER_TORCH_MEMORY_FRACTION"] == "0.333"
     assert env["GPUSPAWNER_SESSION_END"].startswith(
-        (t + timedelta(minutes=100)).strftime("%Y-%m-%dT%H:%M")
+        (class_end + timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M")
     )
     assert ana.get_from_server("api/status").status_code == 200
 
@@ -173,21 +176,7 @@ def test_the_course_seat_limit_refuses_the_next_student_with_the_reason(
     start_hub, browserless_user, tmp_path
 ):
     # Given plenty of GPU capacity but a course limited to 2 concurrent GPU servers
-    t = minute(now())
-    catalog_dir = tmp_path / "catalog"
-    write_catalog(
-        catalog_dir,
-        catalog(
-            course(
-                "ml101",
-                start=t - timedelta(minutes=5),
-                end=t + timedelta(minutes=90),
-                students=["ana", "ben", "cai"],
-                seats=2,
-                gpu="{fraction: 1/4}",
-            )
-        ),
-    )
+    catalog_dir, _ = open_class(tmp_path, ["ana", "ben", "cai"], seats=2, gpu="{fraction: 1/4}")
     hub = start_hub(spawner_config(catalog_dir, TWO_GPUS))
     users = [browserless_user(hub, n) for n in ("ana", "ben", "cai")]
 
@@ -314,21 +303,7 @@ def test_the_home_page_tells_the_running_course_and_offers_to_change_it(
     start_hub, browserless_user, tmp_path
 ):
     # Given the hub uses GPUSpawner's home page, and ana's ML101 class is open
-    t = minute(now())
-    catalog_dir = tmp_path / "catalog"
-    write_catalog(
-        catalog_dir,
-        catalog(
-            course(
-                "ml101",
-                start=t - timedelta(minutes=5),
-                end=t + timedelta(minutes=90),
-                students=["ana"],
-                gpu="{fraction: 1/4}",
-                grace="10m",
-            )
-        ),
-    )
+    catalog_dir, class_end = open_class(tmp_path, ["ana"], gpu="{fraction: 1/4}")
     templates = Path(gpuspawner.__file__).parent / "templates"
     hub = start_hub(
         spawner_config(catalog_dir, ONE_GPU, f"c.JupyterHub.template_paths = [{str(templates)!r}]")
@@ -344,7 +319,7 @@ def test_the_home_page_tells_the_running_course_and_offers_to_change_it(
     # Then it names the course, the share and when the hub stops it, in the course's zone
     assert home.status_code == 200
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", home.text))
-    stop = t + timedelta(minutes=100)
+    stop = class_end + timedelta(minutes=10)  # the catalog's grace
     assert "Your server: ML101" in text
     assert "1/4 of an RTX 4090" in text
     assert f"The hub stops it at {stop:%H:%M} UTC" in text
