@@ -197,4 +197,17 @@ test('an instructor sees a student’s job with its owner, and no Stop, Delete o
   expect((await rerun.json()).message).toMatch(
     new RegExp(`^This is ${STUDENT}'s job; you can read it but not rerun it\\.`)
   );
+
+  // Both servers stop, so the next tests of this hub find these people without one
+  await stopServer(instructor);
+  await stopServer(student);
 });
+
+/**
+ * Stop the user's server from the hub's home page, and wait until it has stopped.
+ */
+async function stopServer(page: Page): Promise<void> {
+  await page.goto('/hub/home');
+  await page.locator('#stop').click();
+  await expect(page.locator('#stop')).toBeHidden({ timeout: 60 * 1000 });
+}
