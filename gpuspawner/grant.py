@@ -527,14 +527,18 @@ class GPUAdmission(LoggingConfigurable):
         *,
         now: datetime,
         running_jobs: Collection[str],
+        queued: int = 0,
     ) -> JobForecast:
         """Whether a job of ``flavor_id`` would start now or wait, and why, for the Run as
-        Job dialog: :meth:`grant_job`'s decision without booking or counting anything.
-        Raises :class:`Refusal` for a flavor the user can never run."""
+        Job dialog: :meth:`grant_job`'s decision without booking or counting anything
+        (``queued``: jobs already waiting on the flavor). Raises :class:`Refusal` for a
+        flavor the user can never run."""
         catalog = self.catalog()
         if (flavor_id or "") not in catalog.flavors_by_id:
             raise unknown_flavor(flavor_id)
-        return forecast_job(catalog, pool, user, flavor_id, now=now, running_jobs=running_jobs)
+        return forecast_job(
+            catalog, pool, user, flavor_id, now=now, running_jobs=running_jobs, queued=queued
+        )
 
     # -- GPU-hours: the usage record and budgets -----------------------------------------
 
@@ -647,17 +651,23 @@ class GPUAdmission(LoggingConfigurable):
         except Exception:
             self.log.exception("Could not record the end of %s in the usage record", key)
 
-    def check_job_flavor(self, devices: list[GPUDevice], owner: str, flavor_id: str | None) -> None:
-        """Raise :class:`Refusal` when no job of this flavor could ever start on ``devices``
-        (an unknown flavor, or a share no GPU could hold even when idle)."""
+    def check_job_flavor(
+        self, devices: list[GPUDevice], user: UserIdentity, flavor_id: str | None, *, now: datetime
+    ) -> None:
+        """Raise :class:`Refusal` when a job of this flavor would never start, so it is
+        refused when submitted rather than queued: an unknown flavor, a share no GPU on
+        ``devices`` could hold even when idle, or a GPU-hour budget ``user`` has used up."""
         catalog = self.catalog()
         flavor = catalog.flavors_by_id.get(flavor_id or "")
         if flavor is None:
             raise unknown_flavor(flavor_id)
         if flavor.share is not None:
             CapacityPool(devices).allocate(  # "ever", not "now": ask an idle machine
-                "probe", owner=owner, profile_id=flavor.id, course_id=None, share=flavor.share
+                "probe", owner=user.name, profile_id=flavor.id, course_id=None, share=flavor.share
             )
+        budget = self.job_budget(catalog, user, flavor, now)
+        if budget is not None and budget.exhausted:
+            raise budget.refusal("job")
 
     def _render(
         self,

@@ -16,6 +16,7 @@ starts at once, with the GPUs of the server it runs beside.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,10 +98,11 @@ class JobCapacity:
     def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
         return CapacityGrant()
 
-    def forecast(self, owner: str, flavor: str | None) -> JobForecast | None:
-        """Whether a job of ``owner`` on ``flavor`` would start now or wait, and why, for the
-        Run as Job dialog (nothing booked); None: nothing to say (no capacity management)."""
-        return None
+    def forecasts(self, owner: str, queued: Mapping[str, int]) -> dict[str, JobForecast]:
+        """For each flavor of ``queued`` (with the jobs already waiting on it), whether a job
+        of ``owner`` would start now or wait, and why, for the Run as Job dialog; nothing is
+        booked. A flavor left out has nothing to say (here: no capacity management)."""
+        return {}
 
     def release(self, ticket: JobTicket) -> None:
         """The job has ended: free what it held."""

@@ -492,14 +492,18 @@ class JobsAPI:
             counts = queued if row.job_status is JobStatus.QUEUED else running
             counts[row.flavor] = counts.get(row.flavor, 0) + 1
         default = next((e.flavor.id for e in entitlements if e.available), None)
-        forecasts = {
-            e.flavor.id: self._forecast(caller, e.flavor.id, queued.get(e.flavor.id, 0))
-            for e in entitlements
-            # A used-up budget refuses the job: the budget line says so, not a forecast.
-            if e.available
-            and caller.is_user
-            and not (e.flavor.id in budgets and budgets[e.flavor.id].exhausted)
-        }
+        # Would the caller's job start now? Not asked for a used-up budget (the budget line
+        # says the job would be refused) nor for a service, which runs no jobs of its own.
+        forecasts = self.manager.capacity.forecasts(
+            caller.identity.name,
+            {
+                e.flavor.id: queued.get(e.flavor.id, 0)
+                for e in entitlements
+                if e.available
+                and caller.is_user
+                and not (e.flavor.id in budgets and budgets[e.flavor.id].exhausted)
+            },
+        )
         return ListFlavorsResponse(
             flavors=[
                 JobFlavorInfo(
@@ -518,26 +522,14 @@ class JobsAPI:
                     queued=queued.get(e.flavor.id, 0),
                     budget=budgets[e.flavor.id].line() if e.flavor.id in budgets else None,
                     budget_exhausted=e.flavor.id in budgets and budgets[e.flavor.id].exhausted,
-                    starts_now=forecasts[e.flavor.id][0] if e.flavor.id in forecasts else None,
-                    forecast=forecasts[e.flavor.id][1] if e.flavor.id in forecasts else None,
+                    starts_now=forecasts[e.flavor.id].starts_now
+                    if e.flavor.id in forecasts
+                    else None,
+                    forecast=forecasts[e.flavor.id].message if e.flavor.id in forecasts else None,
                 )
                 for e in entitlements
             ]
         )
-
-    def _forecast(self, caller: Caller, flavor: str, queued: int) -> tuple[bool | None, str | None]:
-        """Would the caller's job on ``flavor`` start now? The capacity's answer, and the
-        queue's: jobs queued on the same flavor before it go first when a slot frees."""
-        forecast = self.manager.capacity.forecast(caller.identity.name, flavor)
-        if forecast is None:
-            return None, None
-        if forecast.starts_now and queued:
-            jobs = "job is" if queued == 1 else "jobs are"
-            return False, (
-                f"{queued} {jobs} queued on this flavor before it; it starts by itself when "
-                "its turn comes."
-            )
-        return forecast.starts_now, forecast.message
 
     def config(self, caller: Caller) -> JobServiceConfig:
         self._require_scope(caller)

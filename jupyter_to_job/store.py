@@ -29,9 +29,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
-    create_engine,
     delete,
-    event,
     func,
     or_,
     select,
@@ -40,7 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-from gpuspawner.sql_columns import UTCDateTime
+from gpuspawner.databases import UTCDateTime, database_engine
 
 from .errors import InvalidJobRequest
 from .models import JobStatus, ListJobsQuery
@@ -142,13 +140,7 @@ class JobStore:
 
     def __init__(self, db_url: str, *, echo: bool = False):
         self.db_url = db_url
-        connect_args: dict[str, Any] = {}
-        if db_url.startswith("sqlite"):
-            # The manager's event loop and its helper threads share one file.
-            connect_args = {"check_same_thread": False, "timeout": 30}
-        self.engine = create_engine(db_url, echo=echo, connect_args=connect_args)
-        if db_url.startswith("sqlite"):
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.engine = database_engine(db_url, echo=echo)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def create_tables(self) -> None:
@@ -306,11 +298,3 @@ class JobStore:
         with self._sessions.begin() as session:
             result = session.execute(delete(JobRow).where(JobRow.job_id == job_id))
             return cast(CursorResult[Any], result).rowcount == 1
-
-
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    # WAL lets readers (the job page) proceed while a job's progress is written.
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()

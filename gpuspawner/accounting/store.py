@@ -26,8 +26,6 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
-    create_engine,
-    event,
     or_,
     select,
     update,
@@ -35,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-from ..sql_columns import UTCDateTime
+from ..databases import UTCDateTime, database_engine
 from .intervals import UsageInterval
 
 
@@ -90,12 +88,7 @@ class UsageStore:
 
     def __init__(self, db_url: str, *, echo: bool = False):
         self.db_url = db_url
-        connect_args: dict[str, Any] = {}
-        if db_url.startswith("sqlite"):
-            connect_args = {"check_same_thread": False, "timeout": 30}
-        self.engine = create_engine(db_url, echo=echo, connect_args=connect_args)
-        if db_url.startswith("sqlite"):
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.engine = database_engine(db_url, echo=echo)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         try:
             _Base.metadata.create_all(self.engine)
@@ -228,14 +221,6 @@ class UsageStore:
                     )
                 )
             )
-
-
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    # WAL: the hub and the job service write while a report reads.
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
 
 
 _stores: dict[str, UsageStore] = {}

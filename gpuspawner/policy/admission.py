@@ -238,15 +238,24 @@ def forecast_job(
     *,
     now: datetime,
     running_jobs: Collection[str],
+    queued: int = 0,
 ) -> JobForecast:
     """What :func:`admit_job` would answer now, changing nothing; raises :class:`Refusal`
-    for a job that could never start (unknown flavor, not entitled)."""
+    for a job that could never start (unknown flavor, not entitled). ``queued``: the jobs
+    already waiting on this flavor, which a new one would not overtake."""
     try:
         flavor = _startable_flavor(catalog, user, flavor_id, now, running_jobs)
     except Refusal as refusal:
         if refusal.code in WAIT_CODES:
             return JobForecast(False, refusal.message)
         raise
+    if queued:
+        jobs = "job is" if queued == 1 else "jobs are"
+        return JobForecast(
+            False,
+            f"{queued} {jobs} queued on this flavor before it; it starts by itself when its "
+            "turn comes.",
+        )
     share = flavor.share
     if share is None:
         return JobForecast(True, "Starts now: it needs no GPU.")

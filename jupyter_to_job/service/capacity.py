@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -178,13 +178,9 @@ class FlavorCapacity(JobCapacity):
         """Refuse an unknown flavor, one whose GPU share no GPU here could ever hold, or
         one whose GPU-hour budget its owner has used up (at once, rather than queued)."""
         try:
-            self.admission.check_job_flavor(self.devices, ticket.owner, ticket.flavor)
-            catalog = self.admission.catalog()
-            flavor = catalog.flavors_by_id[ticket.flavor or ""]
-            identity = self.identities.get(ticket.owner)
-            budget = self.admission.job_budget(catalog, identity, flavor, self._clock())
-            if budget is not None and budget.exhausted:
-                raise budget.refusal("job")
+            self.admission.check_job_flavor(
+                self.devices, self.identities.get(ticket.owner), ticket.flavor, now=self._clock()
+            )
         except Refusal as refusal:
             raise refused(refusal) from None
 
@@ -213,23 +209,23 @@ class FlavorCapacity(JobCapacity):
         )
         return CapacityGrant(grant)
 
-    def forecast(self, owner: str, flavor: str | None) -> JobForecast | None:
+    def forecasts(self, owner: str, queued: Mapping[str, int]) -> dict[str, JobForecast]:
         if self.ledger_path:
             from gpuspawner.ledger import AllocationLedger
 
             pool = AllocationLedger(self.ledger_path, log).snapshot(self.devices)
         else:
             pool = self._pool
-        try:
-            return self.admission.forecast_job(
-                pool,
-                self.identities.get(owner),
-                flavor,
-                now=self._clock(),
-                running_jobs=self._running_flavors(owner),
-            )
-        except Refusal:
-            return None  # it could never start: the flavor list says why
+        user, now, running = self.identities.get(owner), self._clock(), self._running_flavors(owner)
+        answers = {}
+        for flavor, waiting in queued.items():
+            try:
+                answers[flavor] = self.admission.forecast_job(
+                    pool, user, flavor, now=now, running_jobs=running, queued=waiting
+                )
+            except Refusal:
+                pass  # it could never start: the flavor list says why
+        return answers
 
     def release(self, ticket: JobTicket) -> None:
         self.admission.record_end(ticket.key, self._clock())

@@ -201,7 +201,7 @@ def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(
         )
 
     # When carl opens the Run as Job dialog
-    mine = capacity.forecast("carl", "whole-gpu")
+    mine = capacity.forecasts("carl", {"whole-gpu": 0}).get("whole-gpu")
     # Then it tells him, before he submits, that the job would wait behind his own server
     assert mine is not None and mine.starts_now is False
     assert mine.message.startswith(
@@ -210,10 +210,10 @@ def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(
     )
     assert "stop your server" in mine.message
     # And a CPU job would start at once
-    cpu = capacity.forecast("carl", "cpu-job")
+    cpu = capacity.forecasts("carl", {"cpu-job": 0}).get("cpu-job")
     assert cpu is not None and cpu.starts_now and cpu.message == "Starts now: it needs no GPU."
     # And alice, whose own server holds nothing, is told the GPU is in use, for a job
-    theirs = capacity.forecast("alice", "whole-gpu")
+    theirs = capacity.forecasts("alice", {"whole-gpu": 0}).get("whole-gpu")
     assert theirs is not None and theirs.starts_now is False
     assert "All GPUs are taken right now" in theirs.message
     assert "The job waits in the queue and starts by itself when one frees up." in theirs.message
@@ -230,6 +230,6 @@ def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(
     # When his server stops, the same job starts
     with AllocationLedger(ledger).transaction(GPU) as pool:
         pool.release("server:carl/")
-    after = capacity.forecast("carl", "whole-gpu")
+    after = capacity.forecasts("carl", {"whole-gpu": 0}).get("whole-gpu")
     assert after is not None and after.starts_now and after.message == "Starts now on a free GPU."
     assert isinstance(capacity.acquire(ticket(1, "carl", "whole-gpu")), CapacityGrant)

@@ -123,7 +123,7 @@ def test_an_unknown_flavor_has_one_refusal_wherever_it_is_met(catalog_path, tmp_
     chosen = admission(catalog_path, "local")
     gpu = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
     with pytest.raises(Refusal) as at_create:
-        chosen.check_job_flavor([gpu], "ana", "gone")
+        chosen.check_job_flavor([gpu], ANA, "gone", now=now())
     with pytest.raises(Refusal) as at_start:
         chosen.grant_job(CapacityPool([gpu]), ANA, "gone", key="job:j1", now=now(), running_jobs=[])
     capacity = FlavorCapacity(
