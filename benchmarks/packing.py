@@ -53,6 +53,7 @@ from __future__ import annotations
 import random
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -280,7 +281,7 @@ class Held:
     memory_mib: int
 
 
-class Placement:
+class Placement(ABC):
     """One way of placing requests; subclasses say where a request goes, or why not."""
 
     name = ""
@@ -290,9 +291,9 @@ class Placement:
         self.used: dict[str, list] = {d.id: [Fraction(0), 0] for d in devices}
         self.held: dict[str, Held] = {}
 
+    @abstractmethod
     def place(self, request: Request, now: datetime, running_jobs: list[str]) -> Held | str:
         """The slice held, or the refusal code."""
-        raise NotImplementedError
 
     def _book(self, request: Request, held: Held) -> Held:
         for device_id in held.device_ids:
