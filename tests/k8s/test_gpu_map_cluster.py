@@ -15,6 +15,7 @@ from gpuspawner.gpu_map import gpu_map_json, map_viewer
 from gpuspawner.policy import Allocation, UserIdentity, load_catalog
 from gpuspawner.sessions.gpu_pools import pool_source
 from tests.support import gpu_map_scene as scene
+from tests.support.k8s_cluster import wait_for
 
 from .manifests import pod
 
@@ -52,17 +53,28 @@ async def test_the_map_on_kubernetes_holds_servers_and_jobs_with_names_by_role(
         1, prefix=NODE, product="NVIDIA-GeForce-RTX-4090", gpu_count=2, gpu_memory_mib=24576
     )
     core = client.CoreV1Api(k8s_api)
+
+    def in_phase(name: str, phase: str):
+        async def check() -> bool:
+            return (await core.read_namespaced_pod(name, k8s_namespace)).status.phase == phase
+
+        return check
+
     devices = [f"{NODE}-0/0", f"{NODE}-0/0", f"{NODE}-0/0", f"{NODE}-0/1"]
     for (key, owner, course, profile, share), device in zip(scene.SLICES, devices, strict=True):
         await core.create_namespaced_pod(
             k8s_namespace, recorded_pod(key, owner, course, profile, share, device)
         )
     # And a finished job's pod, which holds nothing any more
+    # (its container exits 0, as the kubelet reports it; writing the status by hand would
+    # race the kubelet, which owns it)
     done = recorded_pod("job:old1", "rex", None, "vision-lab", scene.SLICES[3][4], f"{NODE}-0/1")
     done["metadata"]["name"] = "job-finished"
-    created = await core.create_namespaced_pod(k8s_namespace, done)
-    created.status.phase = "Succeeded"
-    await core.replace_namespaced_pod_status("job-finished", k8s_namespace, created)
+    done["spec"]["restartPolicy"] = "Never"
+    await core.create_namespaced_pod(k8s_namespace, done)
+    await wait_for(in_phase("job-finished", "Running"), what="job-finished running")
+    k8s_controls.complete_container(k8s_namespace, "job-finished")
+    await wait_for(in_phase("job-finished", "Succeeded"), what="job-finished done")
 
     # When the service's GPU map reads the cluster
     source = pool_source(
