@@ -55,7 +55,7 @@ import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -63,11 +63,11 @@ from pathlib import Path
 import yaml
 
 from gpuspawner.backends import make_backend
-from gpuspawner.backends.mig_profiles import MIGProfile, UnknownMIGModel, find_mig_model
 from gpuspawner.inventory import simulated_gpus
 from gpuspawner.policy import CapacityPool, Catalog, GPUShare, Refusal, UserIdentity, admit
 from gpuspawner.policy.admission import WAIT_CODES, JobDecision, StartDecision, admit_job
 from gpuspawner.policy.catalog import GPUSpec, load_catalog
+from gpuspawner.policy.mig_profiles import MIGProfile, UnknownMIGModel, find_mig_model
 from gpuspawner.policy.share import WHOLE, GPUDevice
 
 from .report import Row, Section
@@ -80,7 +80,7 @@ TARGET = 0.95
 
 FLEET = (
     {"model": "RTX A5000", "memory": "24GiB", "count": 8},
-    {"model": "A100-SXM4-80GB", "memory": "80GiB", "count": 4},
+    {"model": "A100-SXM4-80GB", "memory": "80GiB", "count": 4, "mig": True},
     {"model": "H100 80GB HBM3", "memory": "80GiB", "count": 4},
 )
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri")
@@ -261,7 +261,11 @@ def _share(spec: dict) -> GPUShare:
 
 
 def fleet(specs: Iterable[dict] = FLEET) -> list[GPUDevice]:
-    return simulated_gpus([dict(s) for s in specs])
+    """Simulated GPUs; ``"mig": True`` marks an entry's cards as split into MIG slices."""
+    specs = [dict(s) for s in specs]
+    devices = simulated_gpus(specs)
+    split = [bool(s.get("mig")) for s in specs for _ in range(int(s.get("count", 1)))]
+    return [replace(d, mig=True) if mig else d for d, mig in zip(devices, split, strict=True)]
 
 
 def nominal(share: GPUShare, devices: list[GPUDevice]) -> tuple[Fraction, int]:
@@ -412,7 +416,7 @@ class MIGCheck:
         self.profiles: dict[tuple[GPUShare, str], MIGProfile] = {}
 
     def is_mig(self, device: GPUDevice) -> bool:
-        if "A100" not in device.model:
+        if not device.mig:
             return False
         try:
             find_mig_model(device.model, device.memory_mib)

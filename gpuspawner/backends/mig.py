@@ -1,6 +1,7 @@
 """MIG with the NVIDIA device plugin: a share becomes the smallest hardware slice that holds it.
 
-Choosing the slice, on a GPU model from :mod:`gpuspawner.backends.mig_profiles`:
+Choosing the slice, on a GPU model from :mod:`gpuspawner.policy.mig_profiles` (whose
+``choose_mig_profile`` the capacity pool also books on MIG-partitioned GPUs):
 
 - memory needed: the share's ``memory``, else ``fraction`` times the device memory;
 - compute needed: the larger of ``fraction`` and the compute minimum, against the slice's
@@ -32,8 +33,16 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
 
+from gpuspawner.policy.mig_profiles import (
+    MIG_MODELS,
+    MIGModel,
+    MIGProfile,
+    NoMIGProfile,
+    UnknownMIGModel,
+    choose_mig_profile,
+    find_mig_model,
+)
 from gpuspawner.policy.share import GPUShare
-from gpuspawner.policy.units import format_mib
 
 from .base import (
     GPU_PRODUCT_LABEL,
@@ -43,7 +52,6 @@ from .base import (
     percent,
     product_label_value,
 )
-from .mig_profiles import MIG_MODELS, MIGModel, MIGProfile, UnknownMIGModel, find_mig_model
 
 STRATEGIES = ("mixed", "single")
 
@@ -178,35 +186,15 @@ class MIGBackend(NodeLabelBackend):
     def _choose_profile(
         self, share: GPUShare, model: MIGModel, gpu_model: str, device_memory: int
     ) -> MIGProfile:
-        offered = [p for p in model.profiles if self.allowed is None or p.name in self.allowed]
-        if not offered:
-            raise UnsupportedShare(
-                f"None of the MIG slices this cluster is partitioned into "
-                f"({', '.join(sorted(self.allowed or ()))}) exists on the {gpu_model}, which "
-                f"offers {', '.join(p.name for p in model.profiles)}. Fix the MIG profiles, or "
-                "limit the profile to another GPU model."
+        # The capacity pool books the same slice (mig_demand): one rule, so admission never
+        # counts on a MIG GPU a share other than the one the pod asks for.
+        try:
+            return choose_mig_profile(
+                share,
+                model,
+                gpu_model=gpu_model,
+                device_memory_mib=device_memory,
+                allowed=self.allowed,
             )
-        if share.memory_mib is not None:
-            memory = share.memory_mib
-        else:
-            assert share.fraction is not None
-            memory = int(share.fraction * device_memory)
-        compute = max(share.fraction or Fraction(0), Fraction(share.compute_min_pct or 0, 100))
-        fitting = [
-            p
-            for p in offered
-            if p.memory_mib >= memory and Fraction(p.slices, model.compute_slices) >= compute
-        ]
-        if fitting:
-            return min(fitting, key=lambda p: (p.slices, p.memory_gb))
-        largest = max(offered, key=lambda p: (p.slices, p.memory_gb))
-        needs = format_mib(memory)
-        if compute:
-            needs += f" and {percent(compute)}% of the compute"
-        which = "of those configured" if self.allowed is not None else "of the model"
-        raise UnsupportedShare(
-            f"No MIG slice of the {gpu_model} holds the share {share.describe()}: it needs "
-            f"{needs}, and the largest slice {which}, {largest.name}, has "
-            f"{format_mib(largest.memory_mib)} and {largest.slices}/{model.compute_slices} of the "
-            "compute. Lower the share, or give a whole GPU."
-        )
+        except NoMIGProfile as error:
+            raise UnsupportedShare(error.message) from None

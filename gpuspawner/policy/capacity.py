@@ -4,10 +4,14 @@ All decisions are synchronous and free of I/O, so a caller running on one event
 loop can check and record an allocation without another spawn slipping in
 between: concurrent spawns never double-book a slice.
 
-Placement packs slices onto the fullest GPU that still fits them (best fit), so
-whole GPUs stay free for whole-GPU requests. During a course's open window, its
-``reserved_seats`` are held as placeholder slices that only its own students
-can use.
+Placement puts a slice on the GPU where it costs least (a memory-only share takes a
+smaller part of a larger card; a 1/4 share takes less memory on a smaller one; a MIG
+slice takes whole compute slices), and among those on the fullest GPU that still fits it
+(best fit), so whole GPUs stay free for whole-GPU requests. On a MIG-partitioned GPU
+(``GPUDevice.mig``) a share is booked as the MIG slice the MIG back end will give it
+(:func:`~gpuspawner.policy.mig_profiles.mig_demand`), and whole-GPU requests go elsewhere.
+During a course's open window, its ``reserved_seats`` are held as placeholder slices that
+only its own students can use.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from .mig_profiles import mig_demand
 from .share import WHOLE, GPUDevice, GPUShare, SliceDemand, _article
 from .units import format_mib
 
@@ -277,11 +282,11 @@ class CapacityPool:
         usage = self.usage(reservations, for_course=course_id)
         slots = [s for s in usage.values() if s.device.matches_model(share.models)]
         if share.is_whole:
-            return min(sum(1 for s in slots if s.empty) // share.count, limit)
+            return min(sum(1 for s in slots if s.empty and not s.device.mig) // share.count, limit)
         total = 0
         for slot in slots:
-            demand = share.demand_on(slot.device)
-            if not slot.fits(demand):
+            demand = demand_on(share, slot.device)
+            if demand is None or not slot.fits(demand):
                 continue
             room = [
                 (WHOLE - slot.fraction) // demand.fraction,
@@ -326,18 +331,34 @@ class CapacityPool:
                 status=409,
             )
         largest = max(candidates, key=lambda d: d.memory_mib)
-        if share.is_whole and share.count > len(candidates):
-            raise Refusal(
-                "too-large",
-                f"This profile asks for {share.count} whole GPUs, but this hub has only "
-                f"{len(candidates)} that match. Please tell the hub admins.",
-            )
-        if not share.is_whole and share.demand_on(largest).memory_mib > largest.memory_mib:
+        if share.is_whole:
+            unsplit = [d for d in candidates if not d.mig]
+            if share.count > len(unsplit):
+                split = len(candidates) - len(unsplit)
+                also = (
+                    f" ({split} more {'is' if split == 1 else 'are'} split into MIG slices, which "
+                    "cannot be given as a whole GPU)"
+                    if split
+                    else ""
+                )
+                raise Refusal(
+                    "too-large",
+                    f"This profile asks for {share.count} whole "
+                    f"{'GPU' if share.count == 1 else 'GPUs'}, but this hub has only "
+                    f"{len(unsplit)} that match{also}. Please tell the hub admins.",
+                )
+        elif share.demand_on(largest).memory_mib > largest.memory_mib:
             raise Refusal(
                 "too-large",
                 f"This profile asks for {format_mib(share.memory_mib or 0)} of GPU memory, but "
                 f"the largest GPU here has {format_mib(largest.memory_mib)}. "
                 "Please tell the hub admins.",
+            )
+        elif all(demand_on(share, d) is None for d in candidates):
+            raise Refusal(
+                "too-large",
+                f"This profile asks for {share.describe()}, but the matching GPUs here are split "
+                "into MIG slices and none of the slices holds it. Please tell the hub admins.",
             )
         if any(r.course_id != course_id for r in reservations):
             usage = self.usage(reservations, for_course=course_id)
@@ -473,23 +494,57 @@ class CapacityPool:
         )
 
 
+def demand_on(share: GPUShare, device: GPUDevice) -> SliceDemand | None:
+    """What ``share`` takes from ``device``, or None when that device can never give it.
+
+    On a MIG-partitioned GPU: the MIG slice the back end gives (the same function decides
+    both); elsewhere :meth:`GPUShare.demand_on`."""
+    if device.mig:
+        return mig_demand(share, device)
+    return share.demand_on(device)
+
+
 def _choose(
     slots: list[DeviceUsage], share: GPUShare
 ) -> list[tuple[DeviceUsage, SliceDemand]] | None:
-    """Best-fit placement of ``share`` over ``slots``; None if it does not fit."""
+    """Cheapest, then best-fit placement of ``share`` over ``slots``; None if it does not fit.
+
+    A slice's *cost* on a device is what it takes there beyond the least it takes on any
+    matching device, in time (weighed as the matching devices' mean memory) plus memory:
+    a memory-only share costs least on the largest card, a fraction share on the smallest,
+    and a MIG slice pays for its rounding up to whole compute slices. Among equally cheap
+    devices the fullest one that still fits wins (best fit), then the lowest index."""
     if share.is_whole:
-        free = [s for s in slots if s.empty and s.device.matches_model(share.models)]
+        free = [
+            s
+            for s in slots
+            if s.empty and not s.device.mig and s.device.matches_model(share.models)
+        ]
         if len(free) < share.count:
             return None
         picked = heapq.nsmallest(share.count, free, key=lambda s: s.device.index)
         return [(s, share.demand_on(s.device)) for s in picked]
-    matching = [s for s in slots if s.device.matches_model(share.models)]
+    demands = [
+        (slot, demand)
+        for slot in slots
+        if slot.device.matches_model(share.models)
+        and (demand := demand_on(share, slot.device)) is not None
+    ]
+    if not demands:
+        return None
+    least_time = min(d.fraction for _, d in demands)
+    least_memory = min(d.memory_mib for _, d in demands)
+    mean_memory = Fraction(sum(s.device.memory_mib for s, _ in demands), len(demands))
     best: tuple | None = None
-    for slot in matching:
-        demand = share.demand_on(slot.device)
+    for slot, demand in demands:
         if not slot.fits(demand):
             continue
+        cost = (demand.fraction - least_time) * mean_memory + demand.memory_mib - least_memory
         rank = (
+            # An empty GPU that could be given whole is opened last: whole-GPU requests
+            # can use nothing else, while a slice can go to a GPU in use or a MIG GPU.
+            slot.empty and not slot.device.mig,
+            cost,
             WHOLE - slot.fraction - demand.fraction,
             slot.device.memory_mib - slot.memory_mib - demand.memory_mib,
             slot.device.index,

@@ -43,6 +43,9 @@ class GPUDevice:
     model: str
     memory_mib: int
     simulated: bool = False
+    mig: bool = False
+    """Split into MIG slices: the pool books the slice each share becomes there (see
+    :func:`gpuspawner.policy.mig_profiles.mig_demand`), and it takes no whole-GPU request."""
 
     def matches_model(self, models: tuple[str, ...]) -> bool:
         """True when ``models`` is empty or one of them is a case-insensitive part of ours."""
@@ -54,7 +57,7 @@ class GPUDevice:
     @property
     def label(self) -> str:
         """``GPU 0 (RTX 4090, 24 GiB)`` with ``simulated`` when it is not real."""
-        kind = ", simulated" if self.simulated else ""
+        kind = (", MIG" if self.mig else "") + (", simulated" if self.simulated else "")
         return f"GPU {self.index} ({self.model}, {format_mib(self.memory_mib)}{kind})"
 
 

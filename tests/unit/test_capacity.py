@@ -133,13 +133,16 @@ def test_given_slices_then_best_fit_packs_them_and_leaves_a_whole_gpu_free():
     assert allocate(pool, "rita", WHOLE).device_ids == ("GPU-1",)
 
 
-def test_given_gpus_of_different_sizes_then_a_memory_slice_goes_where_it_fills_most():
+def test_given_gpus_of_different_sizes_then_memory_slices_go_where_they_cost_least():
     pool = CapacityPool([A100, rtx(0)])
-    allocate(pool, "alice", GPUShare(memory_mib=12 * GIB))  # half of the 4090
+    # 12 GiB is half of the 4090's time but less than a sixth of the A100's
+    alice = allocate(pool, "alice", GPUShare(memory_mib=12 * GIB))
 
     bob = allocate(pool, "bob", GPUShare(memory_mib=12 * GIB))
 
-    assert bob.device_ids == ("GPU-0",)
+    assert alice.device_ids == bob.device_ids == ("GPU-a100",)
+    assert alice.fraction == Fraction(15, 100)
+    # and the 4090 stays free for a whole-GPU request
     assert pool.how_many_fit(GPUShare(count=1)) == 1
 
 

@@ -35,7 +35,7 @@ from gpuspawner.policy.catalog import load_catalog
 
 TINY_FLEET = (
     {"model": "RTX A5000", "memory": "24GiB", "count": 2},
-    {"model": "A100-SXM4-80GB", "memory": "80GiB", "count": 1},
+    {"model": "A100-SXM4-80GB", "memory": "80GiB", "count": 1, "mig": True},
 )
 
 
@@ -138,7 +138,7 @@ def test_with_room_for_everyone_the_admission_reaches_the_limit_and_whole_gpus_d
 
 def test_four_quarter_shares_booked_on_an_a100_leave_one_without_a_mig_slice() -> None:
     # Given an A100 80 GB split with MIG, on which the pool booked four 1/4 shares (a full GPU)
-    devices = fleet([{"model": "A100-SXM4-80GB", "memory": "80GiB", "count": 1}])
+    devices = fleet([{"model": "A100-SXM4-80GB", "memory": "80GiB", "count": 1, "mig": True}])
     quarter = GPUShare(fraction=Fraction(1, 4))
     booked = [
         (

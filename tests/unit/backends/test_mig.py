@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from gpuspawner.backends import UnsupportedShare, make_backend
-from gpuspawner.backends.mig_profiles import UnknownMIGModel, find_mig_model, mig_model
+from gpuspawner.policy.mig_profiles import UnknownMIGModel, find_mig_model, mig_model
 from gpuspawner.policy.share import GPUShare
 
 from .scenarios import (

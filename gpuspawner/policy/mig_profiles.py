@@ -1,4 +1,8 @@
-"""MIG slices per GPU model, and how to recognise a model from its name.
+"""MIG slices per GPU model, how to recognise a model from its name, and which slice a share gets.
+
+:func:`choose_mig_profile` is the one rule for the slice a share becomes: the MIG back end
+renders it and the capacity pool books it (:func:`mig_demand`), so what admission counts on
+a MIG-partitioned GPU is what the pod will ask for.
 
 Sources (read for this table; ``nvidia-smi mig -lgip`` on the node is authoritative):
 
@@ -19,8 +23,12 @@ the nominal size, which is what instructors and admins read.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+
+from .share import GPUDevice, GPUShare, SliceDemand
+from .units import format_mib
 
 _PROFILE_RE = re.compile(r"^([1-8])g\.(\d+)gb$")
 
@@ -153,3 +161,91 @@ def find_mig_model(
             "full name or its memory"
         )
     return candidates[0]
+
+
+class NoMIGProfile(ValueError):
+    """No MIG slice holds a share; the message says why and what to do."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def _percent(value: Fraction) -> int:
+    return int(value * 100 + 0.5)
+
+
+def choose_mig_profile(
+    share: GPUShare,
+    model: MIGModel,
+    *,
+    gpu_model: str,
+    device_memory_mib: int,
+    allowed: Collection[str] | None = None,
+) -> MIGProfile:
+    """The smallest MIG slice of ``model`` that holds ``share`` (not a whole GPU).
+
+    - memory needed: the share's ``memory``, else ``fraction`` times ``device_memory_mib``;
+    - compute needed: the larger of ``fraction`` and the compute minimum, against
+      ``slices / model.compute_slices``;
+    - the smallest slice (fewest compute slices, then least memory) with both, among
+      ``allowed`` (None: every slice of the model).
+
+    So "1/4 GPU" on an A100 80 GB is a ``2g.20gb`` (a ``1g`` slice is only 1/7). Raises
+    :class:`NoMIGProfile` when no slice holds it.
+    """
+    offered = [p for p in model.profiles if allowed is None or p.name in allowed]
+    if not offered:
+        raise NoMIGProfile(
+            f"None of the MIG slices this cluster is partitioned into "
+            f"({', '.join(sorted(allowed or ()))}) exists on the {gpu_model}, which "
+            f"offers {', '.join(p.name for p in model.profiles)}. Fix the MIG profiles, or "
+            "limit the profile to another GPU model."
+        )
+    if share.memory_mib is not None:
+        memory = share.memory_mib
+    else:
+        assert share.fraction is not None
+        memory = int(share.fraction * device_memory_mib)
+    compute = max(share.fraction or Fraction(0), Fraction(share.compute_min_pct or 0, 100))
+    fitting = [
+        p
+        for p in offered
+        if p.memory_mib >= memory and Fraction(p.slices, model.compute_slices) >= compute
+    ]
+    if fitting:
+        return min(fitting, key=lambda p: (p.slices, p.memory_gb))
+    largest = max(offered, key=lambda p: (p.slices, p.memory_gb))
+    needs = format_mib(memory)
+    if compute:
+        needs += f" and {_percent(compute)}% of the compute"
+    which = "of those configured" if allowed is not None else "of the model"
+    raise NoMIGProfile(
+        f"No MIG slice of the {gpu_model} holds the share {share.describe()}: it needs "
+        f"{needs}, and the largest slice {which}, {largest.name}, has "
+        f"{format_mib(largest.memory_mib)} and {largest.slices}/{model.compute_slices} of the "
+        "compute. Lower the share, or give a whole GPU."
+    )
+
+
+def mig_demand(share: GPUShare, device: GPUDevice) -> SliceDemand | None:
+    """What ``share`` takes from a MIG-partitioned ``device``: its slice's compute slices (as a
+    fraction of the card) and memory; None when the card cannot give it at all (a whole GPU,
+    which the back end asks for as an unpartitioned ``nvidia.com/gpu``, or a share larger
+    than every slice)."""
+    if share.is_whole:
+        return None
+    try:
+        model = find_mig_model(device.model, device.memory_mib)
+        profile = choose_mig_profile(
+            share, model, gpu_model=device.model, device_memory_mib=device.memory_mib
+        )
+    except (UnknownMIGModel, NoMIGProfile):
+        return None
+    # The slice's memory as its part of the card's nominal memory, so slices that fit the
+    # model's table also fit a card that reports a little less than the nominal size.
+    return SliceDemand(
+        Fraction(profile.slices, model.compute_slices),
+        device.memory_mib * profile.memory_gb // model.memory_gb,
+        share.compute_min_pct or 0,
+    )
