@@ -13,6 +13,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from traitlets import Float, Integer, Unicode
 from traitlets.config import LoggingConfigurable
@@ -89,13 +90,17 @@ class LogStore(LoggingConfigurable):
 
     def append(self, job_id: str, text: str) -> None:
         """Append ``text`` in one write (a whole line or lines)."""
+        self.append_bytes(job_id, text.encode("utf-8", errors="replace"))
+
+    def append_bytes(self, job_id: str, data: bytes) -> None:
+        """Append ``data`` (UTF-8, whole lines) in one write."""
         path = self.path(job_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
-            data = memoryview(text.encode("utf-8", errors="replace"))
-            while data:
-                data = data[os.write(fd, data) :]
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
 
@@ -126,15 +131,18 @@ class LogStore(LoggingConfigurable):
         """Up to ``limit`` bytes from ``offset``, cut back to a whole character."""
         if offset < 0:
             raise ValueError("a log offset cannot be negative")
-        limit = self.read_limit if limit is None else max(1, min(limit, self.read_limit))
         try:
             with self.path(job_id).open("rb") as stream:
-                size = os.fstat(stream.fileno()).st_size
-                offset = min(offset, size)
-                stream.seek(offset)
-                data = stream.read(limit)
+                return self._read_from(stream, offset, limit)
         except FileNotFoundError:
             return LogSlice(0, 0, 0, "")
+
+    def _read_from(self, stream: BinaryIO, offset: int, limit: int | None) -> LogSlice:
+        limit = self.read_limit if limit is None else max(1, min(limit, self.read_limit))
+        size = os.fstat(stream.fileno()).st_size
+        offset = min(offset, size)
+        stream.seek(offset)
+        data = stream.read(limit)
         whole = _whole_characters(data) if len(data) == limit else len(data)
         if whole == 0 and data:  # a lone partial character at a limit of 1-3 bytes
             whole = len(data)
@@ -180,18 +188,27 @@ class LogStore(LoggingConfigurable):
         """Yield new log data from ``offset`` as it is written, until the job is final.
 
         ``is_final`` is asked *before* each read, so the data written before the job
-        became final is always yielded before the generator ends.
+        became final is always yielded before the generator ends. The file stays open
+        while it is followed, and each read starts where the last one ended: a poll
+        costs one ``fstat`` and reads only what is new.
         """
-        while True:
-            final = is_final()
-            piece = self.read(job_id, offset, limit)
-            if piece.data:
-                offset = piece.next_offset
-                yield piece
-                continue
-            if final or not self.exists(job_id):
-                return
-            await asyncio.sleep(self.follow_interval)
+        if offset < 0:
+            raise ValueError("a log offset cannot be negative")
+        try:
+            stream = self.path(job_id).open("rb")
+        except FileNotFoundError:
+            return
+        with stream:
+            while True:
+                final = is_final()
+                piece = self._read_from(stream, offset, limit)
+                if piece.data:
+                    offset = piece.next_offset
+                    yield piece
+                    continue
+                if final or not self.exists(job_id):
+                    return
+                await asyncio.sleep(self.follow_interval)
 
     def delete(self, job_id: str) -> None:
         self.path(job_id).unlink(missing_ok=True)

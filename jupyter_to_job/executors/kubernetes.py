@@ -927,13 +927,14 @@ class KubernetesExecutor(JobExecutor):
                 self._copy(reading.feed(chunk))
         return reading
 
-    def _copy(self, lines: list[str]) -> None:
-        """Append new pod log lines to the durable log; note progress and the final status."""
+    def _copy(self, lines: bytes) -> None:
+        """Append new pod log lines (whole lines, in one block) to the durable log, in one
+        write; note progress and the final status."""
         if not lines:
             return
-        kept = [line for line in lines if self.progress.observe(line)]
+        kept = self.progress.observe_lines(lines)
         if kept:
-            self.log_store.append(self.job_id, "".join(kept))
+            self.log_store.append_bytes(self.job_id, kept)
         if self.progress.changed:
             self.progress.changed = False
             self.report_progress(self.progress.status())

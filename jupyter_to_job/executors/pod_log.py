@@ -24,6 +24,7 @@ from ..runfiles import STATUS_MARKER, RunnerStatus, parse_compact_status
 # since status.json stays inside the pod.
 _TOTAL = re.compile(r"^\[job\] starting kernel .*: (\d+) code cells to run$")
 _CELL = re.compile(r"^\[job\] cell (\d+) started \((\d+) of (\d+)\)$")
+_RUNNER_LINE = re.compile(rb"^\[job\] [^\n]*\n", re.MULTILINE)
 
 
 def timestamp_key(stamp: str) -> str:
@@ -86,51 +87,85 @@ class PodLogCursor:
 
 @dataclass
 class LogReading:
-    """Splits one response into new lines, skipping those the cursor has copied."""
+    """Splits one response into new lines, skipping those the cursor has copied.
+
+    Works on whole blocks of lines, not line by line: only at the start of a stream
+    read again (``sinceTime``) are lines compared with the cursor, one by one, until
+    the first new one; from there on the container runtime's timestamps only grow, so
+    every further line is new, its timestamp is cut off by one regular expression over
+    the block, and the cursor learns the block's last timestamp.
+    """
 
     cursor: PodLogCursor
     _partial: bytes = b""
     _seen_at_last: int = 0
+    _caught_up: bool = False
 
-    def feed(self, chunk: bytes) -> list[str]:
-        """The new whole lines in ``chunk`` (text with its newline, without timestamp)."""
+    def feed(self, chunk: bytes) -> bytes:
+        """The new whole lines in ``chunk`` (their text with newlines, without timestamps)."""
         data = self._partial + chunk
-        end = data.rfind(b"\n")
-        if end < 0:
-            self._partial = data
-            return []
-        self._partial = data[end + 1 :]
-        return self._accept(data[: end + 1].decode("utf-8", errors="replace").splitlines(True))
+        end = data.rfind(b"\n") + 1
+        self._partial = data[end:]
+        return self._accept(data[:end]) if end else b""
 
-    def finish(self) -> list[str]:
+    def finish(self) -> bytes:
         """At the end of a finished container's log: its last line, if it had no newline."""
         rest, self._partial = self._partial, b""
-        if not rest:
-            return []
-        lines = self._accept([rest.decode("utf-8", errors="replace")])
-        return [line if line.endswith("\n") else line + "\n" for line in lines]
+        return self._accept(rest + b"\n") if rest else b""
 
-    def _accept(self, lines: list[str]) -> list[str]:
+    def _accept(self, block: bytes) -> bytes:
+        """The new lines of ``block`` (whole lines), without their timestamps."""
         cursor = self.cursor
-        fresh = []
-        for line in lines:
-            stamp, _, text = line.partition(" ")
-            key = timestamp_key(stamp)
-            if cursor.last is not None:
-                if key < cursor.last:
-                    continue
-                if key == cursor.last:
-                    self._seen_at_last += 1
-                    if self._seen_at_last <= cursor.at_last:
-                        continue
-                    cursor.at_last += 1
-                else:
-                    cursor.last, cursor.at_last, self._seen_at_last = key, 1, 1
-            else:
-                cursor.last, cursor.at_last, self._seen_at_last = key, 1, 1
-            cursor.copied_bytes += len(text.encode("utf-8"))
-            fresh.append(text)
-        return fresh
+        if not self._caught_up:
+            block = self._skip_copied(block)
+            if not block:
+                return b""
+        last_start = block.rfind(b"\n", 0, len(block) - 1) + 1
+        stamp = _stamp(block, last_start)
+        # How many lines at the end of the block carry the last line's timestamp.
+        same, start = 1, last_start
+        while start > 0:
+            previous = block.rfind(b"\n", 0, start - 1) + 1
+            if _stamp(block, previous) != stamp:
+                break
+            same, start = same + 1, previous
+        key = timestamp_key(stamp.decode("ascii", errors="replace"))
+        if key == cursor.last:
+            cursor.at_last += same
+        else:
+            cursor.last, cursor.at_last = key, same
+        text = _TIMESTAMP.sub(b"", block)
+        cursor.copied_bytes += len(text)
+        return text
+
+    def _skip_copied(self, block: bytes) -> bytes:
+        """``block`` from its first line the cursor has not copied."""
+        cursor = self.cursor
+        position = 0
+        while position < len(block):
+            if cursor.last is None:
+                break
+            key = timestamp_key(_stamp(block, position).decode("ascii", errors="replace"))
+            if key > cursor.last:
+                break
+            if key == cursor.last:
+                self._seen_at_last += 1
+                if self._seen_at_last > cursor.at_last:
+                    break
+            position = block.index(b"\n", position) + 1
+        else:
+            return b""
+        self._caught_up = True
+        return block[position:]
+
+
+_TIMESTAMP = re.compile(rb"^[^ \n]* ", re.MULTILINE)
+
+
+def _stamp(block: bytes, start: int) -> bytes:
+    """The timestamp of the line starting at ``start``."""
+    end = block.find(b" ", start, block.find(b"\n", start))
+    return block[start:end] if end >= 0 else b""
 
 
 @dataclass
@@ -160,6 +195,19 @@ class RunProgress:
             self.cells_total = int(match.group(1))
             self.changed = True
         return True
+
+    def observe_lines(self, block: bytes) -> bytes:
+        """Note what the runner's lines among the whole lines of ``block`` say; returns
+        ``block`` without the final-status line. Cell output is passed over in bulk."""
+        kept, start = [], 0
+        for match in _RUNNER_LINE.finditer(block):
+            if not self.observe(match.group().decode("utf-8", errors="replace")):
+                kept.append(block[start : match.start()])
+                start = match.end()
+        if not kept:
+            return block
+        kept.append(block[start:])
+        return b"".join(kept)
 
     def status(self) -> RunnerStatus:
         """The runner's status as far as the log tells (the final one once it was read)."""

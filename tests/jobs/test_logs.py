@@ -82,6 +82,30 @@ async def test_follow_yields_new_data_until_the_job_is_final(logs: LogStore) -> 
     assert "".join(seen).endswith("[job] completed\n")
 
 
+async def test_a_follower_reads_each_byte_of_a_growing_log_once(logs: LogStore) -> None:
+    # Given a job writing 20,000 lines in 400 appends while its log is followed,
+    # with reads of at most 64 KiB
+    logs.create(JOB)
+    final = False
+
+    async def write() -> None:
+        nonlocal final
+        for batch in range(400):
+            logs.append(JOB, "".join(f"[cell 0] {batch * 50 + n}\n" for n in range(50)))
+            await asyncio.sleep(0)
+        final = True
+
+    writer = asyncio.ensure_future(write())
+    pieces = [p async for p in logs.follow(JOB, is_final=lambda: final, limit=65536)]
+    await writer
+
+    # Then each read starts where the last one ended, and together they are the log,
+    # read once: no read went back to the start
+    assert [p.offset for p in pieces[1:]] == [p.next_offset for p in pieces[:-1]]
+    assert pieces[0].offset == 0 and pieces[-1].next_offset == logs.size(JOB)
+    assert "".join(p.data for p in pieces).splitlines() == [f"[cell 0] {n}" for n in range(20_000)]
+
+
 @pytest.mark.parametrize("bad", ["../secrets", "a/b", "", ".hidden", "x" * 65])
 def test_job_ids_that_are_not_plain_names_are_refused(logs: LogStore, bad: str) -> None:
     with pytest.raises(ValueError, match="not a job id"):

@@ -31,15 +31,15 @@ def test_a_stream_read_again_after_a_break_yields_only_new_lines() -> None:
     cursor = PodLogCursor()
     cursor.follow("pod-1")
     first = cursor.reading()
-    assert first.feed(log((T1, "a"), (T1, "b"))[:-1]) == ["a\n"]  # "b" is not whole yet
-    assert first.feed(b"\n") == ["b\n"]
+    assert first.feed(log((T1, "a"), (T1, "b"))[:-1]) == b"a\n"  # "b" is not whole yet
+    assert first.feed(b"\n") == b"b\n"
 
     # When the log is read again from that second (sinceTime), with more written since
     again = cursor.reading()
     lines = again.feed(log((T1, "a"), (T1, "b"), (T1, "c"), (T2, "d"), (T3, "e")))
 
     # Then only the lines not copied before come out, in order
-    assert lines == ["c\n", "d\n", "e\n"]
+    assert lines == b"c\nd\ne\n"
     assert cursor.since_time() == "2026-03-23T10:00:02Z"
     assert cursor.copied_bytes == len("abcde") * 2
 
@@ -47,9 +47,9 @@ def test_a_stream_read_again_after_a_break_yields_only_new_lines() -> None:
 def test_a_last_line_without_newline_is_kept_when_the_container_has_ended() -> None:
     cursor = PodLogCursor()
     reading = cursor.reading()
-    assert reading.feed(f"{T1} done\n{T2} no newline".encode()) == ["done\n"]
-    assert reading.finish() == ["no newline\n"]
-    assert cursor.reading().feed(log((T1, "done"), (T2, "no newline"))) == []
+    assert reading.feed(f"{T1} done\n{T2} no newline".encode()) == b"done\n"
+    assert reading.finish() == b"no newline\n"
+    assert cursor.reading().feed(log((T1, "done"), (T2, "no newline"))) == b""
 
 
 def test_a_new_pod_starts_a_new_log() -> None:
@@ -57,7 +57,7 @@ def test_a_new_pod_starts_a_new_log() -> None:
     cursor.follow("pod-1")
     cursor.reading().feed(log((T2, "first try")))
     cursor.follow("pod-2")
-    assert cursor.reading().feed(log((T1, "second try"))) == ["second try\n"]
+    assert cursor.reading().feed(log((T1, "second try"))) == b"second try\n"
 
 
 def test_the_cursor_survives_a_restart_as_json() -> None:
@@ -67,7 +67,7 @@ def test_the_cursor_survives_a_restart_as_json() -> None:
 
     restored = PodLogCursor.from_dict(cursor.to_dict())
 
-    assert restored.reading().feed(log((T1, "a"), (T1, "b"), (T2, "c"))) == ["c\n"]
+    assert restored.reading().feed(log((T1, "a"), (T1, "b"), (T2, "c"))) == b"c\n"
     assert PodLogCursor.from_dict(None) == PodLogCursor()
 
 
@@ -98,6 +98,62 @@ def test_progress_and_the_final_status_are_read_from_the_runners_lines() -> None
     assert progress.final is not None and progress.final.error is not None
     assert (progress.cells_completed, progress.cells_total, progress.current_cell) == (1, 3, 1)
     assert progress.status().error == JobErrorInfo(cell_index=1, ename="ValueError", evalue="bad")
+
+
+def test_a_log_read_again_after_many_breaks_has_every_line_once_in_order() -> None:
+    # Given a pod log of 20,000 lines, runs of 7 sharing a timestamp (as fast prints
+    # do when the clock is coarse), trailing zeros dropped as the kubelet does, where
+    # each line says its number
+    def stamp(n: int) -> str:
+        fraction = f"{n % 1000 // 7:03d}".rstrip("0")
+        return f"2026-03-23T10:00:{n // 1000:02d}" + (f".{fraction}Z" if fraction else "Z")
+
+    stamps = [stamp(n) for n in range(20_000)]
+    whole = log(*((stamp, f"[cell 0] {n}") for n, stamp in enumerate(stamps)))
+    cursor = PodLogCursor()
+    cursor.follow("pod-1")
+    copied = []
+
+    # When the stream breaks every 6,007 bytes, mid-line, and each new read starts
+    # where the API server starts it: at the whole second of the cursor's last line
+    delivered = 0
+    while delivered < len(whole):
+        since = cursor.since_time()
+        start = 0 if since is None else whole.index(since.removesuffix("Z").encode())
+        piece = whole[start : delivered + 6_007]
+        reading = cursor.reading()
+        for at in range(0, len(piece), 1_000):  # the response arrives in chunks
+            copied.append(reading.feed(piece[at : at + 1_000]))
+        delivered = start + len(piece)
+    copied.append(reading.finish())
+
+    # Then every line is copied exactly once, in order, without its timestamp
+    lines = b"".join(copied).decode().splitlines()
+    assert lines == [f"[cell 0] {n}" for n in range(20_000)]
+    assert cursor.copied_bytes == len(b"".join(copied))
+
+
+def test_the_runners_lines_are_read_out_of_a_block_of_cell_output() -> None:
+    # Given a block of pod log lines: cell output, progress and the final status
+    progress = RunProgress("job-1")
+    final = RunnerStatus(job_id="job-1", state=JobStatus.COMPLETED, cells_total=2, exit_code=0)
+    block = (
+        "[job] starting kernel 'python3': 2 code cells to run\n"
+        "[job] cell 0 started (1 of 2)\n"
+        + "".join(f"[cell 0] {n}\n" for n in range(1000))
+        + "[cell 0] [job] cell 7 started (7 of 9)\n"
+        "[job] cell 1 started (2 of 2)\n"
+        "[cell 1] done\n"
+        f"{STATUS_MARKER}{compact_status(final)}\n"
+    ).encode()
+
+    # When the block is observed at once
+    kept = progress.observe_lines(block)
+
+    # Then the log keeps everything but the final-status line, and progress is known
+    assert kept == block[: block.index(STATUS_MARKER.encode())]
+    assert (progress.current_cell, progress.cells_completed, progress.cells_total) == (1, 1, 2)
+    assert progress.final is not None and progress.final.state is JobStatus.COMPLETED
 
 
 def test_the_compact_status_fits_a_termination_message_and_reads_back() -> None:
