@@ -24,6 +24,7 @@ from typing import Any, BinaryIO, Protocol
 from pydantic import ValidationError
 
 from gpuspawner.accounting.budgets import BudgetStatus
+from gpuspawner.cgroups import ResourceLimits
 from gpuspawner.policy import Catalog, FlavorEntitlement, JobFlavor, UserIdentity
 from gpuspawner.policy.catalog import Settings
 from gpuspawner.policy.flavors import flavor_entitlements
@@ -492,6 +493,15 @@ class JobsAPI:
             counts = queued if row.job_status is JobStatus.QUEUED else running
             counts[row.flavor] = counts.get(row.flavor, 0) + 1
         default = next((e.flavor.id for e in entitlements if e.available), None)
+        if default is not None and caller.is_user:
+            # The Run as Job dialog asks: a job of the default flavor is likely soon.
+            flavor = next(e.flavor for e in entitlements if e.flavor.id == default)
+            resources = flavor.resources
+            self.manager.prewarm(
+                caller.name,
+                default,
+                limits=ResourceLimits(cpu=resources.cpu, memory_bytes=resources.memory),
+            )
         # Would the caller's job start now? Not asked for a used-up budget (the budget line
         # says the job would be refused) nor for a service, which runs no jobs of its own.
         forecasts = self.manager.capacity.forecasts(

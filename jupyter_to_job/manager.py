@@ -59,6 +59,7 @@ from .errors import (
     OutputNotFound,
 )
 from .executors import JobExecutor, LocalExecutor, StopReason
+from .executors.warm_pool import WarmRunnerPool
 from .logs import LogStore, check_job_id
 from .models import (
     CreateJob,
@@ -226,6 +227,10 @@ class JobManager(LoggingConfigurable):
         self._last_started: dict[str, float] = {}
         self.reconcile_report: ReconcileReport | None = None
         """What the last ``reconcile`` found."""
+        self.warm_pool: WarmRunnerPool | None = None
+        """Runners started ahead of their jobs (local jobs only; see ``prewarm``)."""
+        if issubclass(self.executor_class, LocalExecutor):
+            self.warm_pool = WarmRunnerPool(Path(self.root_dir) / "warm", log=self.log)
 
     # -- lifecycle of the manager -----------------------------------------------------------
 
@@ -247,6 +252,8 @@ class JobManager(LoggingConfigurable):
         self._closing = True
         if self._queue_task is not None:
             self._queue_task.cancel()
+        if self.warm_pool is not None:
+            await self.warm_pool.close()
         if stop_jobs:
             for executor in list(self._executors.values()):
                 await executor.stop(StopReason.REQUEST)
@@ -538,6 +545,35 @@ class JobManager(LoggingConfigurable):
             except Exception:  # a database hiccup must not end the queue for good
                 self.log.exception("Could not start queued jobs")
 
+    def prewarm(
+        self,
+        owner: str,
+        flavor: str | None = None,
+        *,
+        environment: dict[str, str] | None = None,
+        limits: ResourceLimits | None = None,
+    ) -> int:
+        """Have ``owner``'s next job of ``flavor`` start warm: start runners ahead for them
+        (``c.LocalExecutor.warm_pool_size``), as them, in ``limits``, their kernel with
+        ``environment`` (the GPU share a job of theirs is expected to get; a job granted
+        another keeps the warm runner but starts its own kernel). Returns how many runners
+        were started; 0 where jobs do not run locally or warm starts are off.
+
+        Call it when the person shows they may submit a job soon (the job service calls
+        it when their Run as Job dialog asks for the flavors). Never fails a request: a
+        runner that cannot be started is logged and the job starts cold.
+        """
+        if self.warm_pool is None or self._closing:
+            return 0
+        row = JobRow(job_id=f"warm-{uuid.uuid4().hex[:12]}", owner=owner, flavor=flavor)
+        launcher = self._make_executor(row, environment or {}, limits=limits)
+        assert isinstance(launcher, LocalExecutor)
+        try:
+            return launcher.prewarm()
+        except Exception as error:
+            self.log.warning("Could not start a warm runner for %s: %s", owner, error)
+            return 0
+
     def _make_executor(
         self,
         row: JobRow,
@@ -546,6 +582,9 @@ class JobManager(LoggingConfigurable):
         limits: ResourceLimits | None = None,
         grant: Grant | None = None,
     ) -> JobExecutor:
+        local: dict[str, Any] = {}
+        if self.warm_pool is not None:
+            local["warm_pool"] = self.warm_pool
         return self.executor_class(
             parent=self,
             job=row,
@@ -558,6 +597,7 @@ class JobManager(LoggingConfigurable):
             ),
             limits=limits,
             grant=grant,
+            **local,
         )
 
     def _process_started(self, ticket: JobTicket, pid: int, start_time: float) -> None:

@@ -38,6 +38,8 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from .notebook_client import JobNotebookClient
+    from .warm_start import WarmKernel
 
 DEFAULT_KERNEL = "python3"
 _Outcome = tuple[JobStatus, int, str, JobErrorInfo | None]
@@ -206,6 +209,9 @@ def _executable(cell: Any, skip_tag: str) -> bool:
 
 class NotebookRun:
     """One execution of one job's notebook."""
+
+    warm_kernel: WarmKernel | None = None
+    """A kernel started before the job came (a warm start), used when it is the job's."""
 
     def __init__(self, files: JobFiles, spec: RunnerSpec, log: JobLog):
         self.files = files
@@ -404,7 +410,7 @@ class NotebookRun:
         self.log.job(f"starting kernel {kernel_name!r}: {total} code cells to run")
         current: int | None = None
         try:
-            async with client.running_kernel(cwd):
+            async with self._kernel(client, kernel_name, cwd):
                 self.report(kernel_pid=client.kernel_pid)
                 for index in runnable:
                     if self.stop_reason:
@@ -490,6 +496,24 @@ class NotebookRun:
             return self._stopped()
         ran = "The one code cell ran." if total == 1 else f"All {total} code cells ran."
         return (JobStatus.COMPLETED, EXIT_COMPLETED, ran, None)
+
+    @asynccontextmanager
+    async def _kernel(
+        self, client: JobNotebookClient, kernel_name: str, cwd: str
+    ) -> AsyncIterator[None]:
+        """The kernel the cells run in: the warm one when it is this job's kernel (see
+        :mod:`.warm_start`), else one started now in ``cwd``."""
+        warm, self.warm_kernel = self.warm_kernel, None
+        if warm is not None and (warm.kernel_name != kernel_name or not warm.is_python):
+            await warm.shut_down()
+            warm = None
+        if warm is None:
+            async with client.running_kernel(cwd):
+                yield
+            return
+        self.log.job("the kernel was started ahead of the job (a warm start)")
+        async with warm.running_for(client, cwd, {"JUPYTER_TO_JOB_ID": self.spec.job_id}):
+            yield
 
     def _stopped(self) -> _Outcome:
         total = self.status.cells_total
@@ -590,12 +614,14 @@ async def run_job(
     termination_log: Path | None = None,
     upload_url: str | None = None,
     upload_token_file: Path | None = None,
+    warm_kernel: WarmKernel | None = None,
 ) -> int:
     """Run the job in ``job_dir`` to its end; returns the runner's exit code.
 
     ``termination_log`` (in a Kubernetes pod): also report the final status there and
     as the log's last line (see ``runfiles.STATUS_MARKER``). ``upload_url`` and
     ``upload_token_file``: send the outputs back to the job service at the end.
+    ``warm_kernel``: a kernel started before the job came (:mod:`.warm_start`).
     """
     files = JobFiles(Path(job_dir))
     log_path = log_file or files.directory / "job.log"
@@ -608,6 +634,7 @@ async def run_job(
         return EXIT_INVALID_JOB
     log = JobLog(log_path, max_bytes=spec.max_log_bytes)
     run = NotebookRun(files, spec, log)
+    run.warm_kernel = warm_kernel
     token = None
     if upload_url and upload_token_file is not None:
         token = read_upload_token(upload_token_file, log)
@@ -646,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Run a job's notebook: reads DIR/job.json and DIR/input.ipynb, writes "
         "DIR/output.ipynb, DIR/status.json and the log.",
     )
-    parser.add_argument("--job-dir", required=True, type=Path, help="the job's directory")
+    parser.add_argument("--job-dir", type=Path, help="the job's directory")
     parser.add_argument(
         "--log-file",
         type=Path,
@@ -671,12 +698,33 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the file holding the job's upload token (with --upload-url)",
     )
+    warm = parser.add_argument_group(
+        "warm start", "start ahead and wait for one job (see jupyter_to_job.warm_start)"
+    )
+    warm.add_argument(
+        "--warm-control",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="the control socket (an inherited descriptor) the job will come through",
+    )
+    warm.add_argument(
+        "--warm-dir", type=Path, default=None, help="the warm kernel's folder until then"
+    )
+    warm.add_argument("--warm-kernel", default=DEFAULT_KERNEL, help="the kernel to start ahead")
     args = parser.parse_args(argv)
+    if (args.job_dir is None) == (args.warm_control is None):
+        parser.error("give either --job-dir or --warm-control (with --warm-dir)")
     # jsonschema, which nbformat imports, compiles an IRI grammar from rfc3987_syntax
     # when that package is installed: about 1.3 s per job for a format notebooks never
     # use. A None entry makes that optional import fail fast, in this process only.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     logging.getLogger("papermill").setLevel(logging.ERROR)
+    if args.warm_control is not None:
+        from .warm_start import serve_one_job
+
+        folder = args.warm_dir or Path.cwd()
+        return asyncio.run(serve_one_job(args.warm_control, folder, args.warm_kernel))
     return asyncio.run(
         run_job(
             args.job_dir,

@@ -20,27 +20,37 @@
 - The flavor's CPU and memory become a control group (:mod:`gpuspawner.cgroups`)
   that the runner joins before it starts and its kernel inherits; a job the
   kernel kills for passing its memory ends FAILED as out of memory.
+- A job may start warm: a runner started ahead for its owner and flavor, imports
+  done and kernel running, takes it (:mod:`.warm_pool`, ``warm_pool_size``).
+- The end of the runner is noticed as it happens (a pidfd, :mod:`.process_exit`);
+  progress, stop requests and the deadline are looked at every ``poll_interval``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
-from traitlets import Dict, Enum, Instance, List, Unicode, default
+from traitlets import Dict, Enum, Float, Instance, Integer, List, Unicode, default
 
 from gpuspawner.accounts import UserAccount
 from gpuspawner.cgroups import Cgroup, CgroupLimits, child_setup
 
 from ..models import JobStatus
 from .base import JobExecutor, JobOutcome, StopReason
+from .process_exit import ProcessExit
+from .warm_pool import JOB_ID_VARIABLE, WarmRunner, WarmRunnerPool
 
 INHERITED_ENVIRONMENT = [
     "PATH",
@@ -144,6 +154,20 @@ class _RunnerProcess:
             pass
 
 
+def _renamed(cgroup: Cgroup | None, name: str) -> Cgroup | None:
+    """``cgroup`` under the job's name, so a restarted service finds it by the job (a warm
+    runner's group is named before its job exists); as it was if it cannot be renamed."""
+    if cgroup is None:
+        return None
+    folders = {controller: folder.with_name(name) for controller, folder in cgroup.folders.items()}
+    try:
+        for controller, folder in cgroup.folders.items():
+            folder.rename(folders[controller])
+    except OSError:
+        return cgroup
+    return Cgroup(name, folders, cgroup.limits, cgroup.version)
+
+
 def default_run_as() -> str:
     """``$JUPYTER_TO_JOB_RUN_AS`` (``owner`` or ``service``), else ``service``."""
     return "owner" if os.environ.get("JUPYTER_TO_JOB_RUN_AS") == "owner" else "service"
@@ -210,6 +234,36 @@ class LocalExecutor(JobExecutor):
     def _default_cgroups(self) -> CgroupLimits:
         return CgroupLimits(parent=self)
 
+    warm_pool_size = Integer(
+        1,
+        help="""Runners started ahead for each person and flavor, so their next job starts warm:
+        the runner's imports done and a kernel running (see ``JobManager.prewarm``).
+
+        They start when the person shows they may run a job soon (the job service's flavor
+        list, asked for by the Run as Job dialog) and again after each job of theirs; each
+        runs as that person, in the flavor's limits, serves one job and exits. 0 turns warm
+        starts off. Example: ``c.LocalExecutor.warm_pool_size = 1``.
+        """,
+    ).tag(config=True)
+
+    warm_idle_seconds = Float(
+        300.0,
+        help="""Seconds a warm runner waits for a job before it is released (its kernel shut
+        down): ``c.LocalExecutor.warm_idle_seconds = 300``.""",
+    ).tag(config=True)
+
+    warm_kernel_name = Unicode(
+        "python3",
+        help="""The kernel a warm runner starts ahead; a job whose notebook asks for another
+        starts its own. Example: ``c.LocalExecutor.warm_kernel_name = "python3"``.""",
+    ).tag(config=True)
+
+    warm_pool = Instance(
+        WarmRunnerPool,
+        allow_none=True,
+        help="The job manager's warm runners (None: every job starts cold).",
+    )
+
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._process: _RunnerProcess | None = None
@@ -275,10 +329,26 @@ class LocalExecutor(JobExecutor):
         account = self.account()
         if account is not None:
             self._hand_over(account)
+        environment = self.job_environment()
+        warm = self._start_warm(log_path, environment)
+        self._process = warm or self._start_cold(log_path, environment, account)
+        process = self._process
+        self.store.update(self.job_id, pid=process.pid, process_start_time=process.start_time)
+        self.process_started(process.pid, process.start_time)  # it holds the job's GPU slice now
+        if warm is not None:
+            self.log_line(f"warm runner process {process.pid} took the job")
+        else:
+            self.log_line(f"runner process {process.pid} started")
+        if self.stop_reason is not None:  # a stop that came before the process existed
+            self._terminator = asyncio.ensure_future(self._terminate())
+        return await self._watch()
+
+    def _start_cold(
+        self, log_path: Path, environment: dict[str, str], account: UserAccount | None
+    ) -> _RunnerProcess:
         # The runner writes its log lines to standard output, which is the log file
         # opened here: the job never needs the right to open the service's files.
         command = [*self.runner_command, "--job-dir", str(self.files.directory), "--log-file", "-"]
-        environment = self.job_environment()
         self._cgroup = self.cgroups.create(self.cgroup_name, self.limits)
         if self._cgroup is not None:
             self.log_line(f"limited to {self.limits.describe()}")
@@ -302,13 +372,105 @@ class LocalExecutor(JobExecutor):
         finally:
             os.close(log_fd)
         start_time = process_start_time(popen.pid) or time.time()
-        self._process = _RunnerProcess(popen.pid, start_time, popen)
-        self.store.update(self.job_id, pid=popen.pid, process_start_time=start_time)
-        self.process_started(popen.pid, start_time)  # the runner now holds the job's GPU slice
-        self.log_line(f"runner process {popen.pid} started")
-        if self.stop_reason is not None:  # a stop that came before the process existed
-            self._terminator = asyncio.ensure_future(self._terminate())
-        return await self._watch()
+        return _RunnerProcess(popen.pid, start_time, popen)
+
+    def _start_warm(self, log_path: Path, environment: dict[str, str]) -> _RunnerProcess | None:
+        """Hand the job to a warm runner of its owner and flavor, if one waits."""
+        if self.warm_pool is None:
+            return None
+        warm = self.warm_pool.take(self.job.owner, self.job.flavor, self.limits)
+        if warm is None:
+            return None
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            handed = warm.hand_over(self.files.directory, environment, log_fd)
+        finally:
+            os.close(log_fd)
+        if not handed:  # it ended meanwhile: start cold
+            self.warm_pool.release(warm)
+            return None
+        self._cgroup = _renamed(warm.cgroup, self.cgroup_name)
+        if self._cgroup is not None:
+            self.log_line(f"limited to {self.limits.describe()}")
+        shutil.rmtree(warm.folder, ignore_errors=True)
+        return _RunnerProcess(warm.pid, warm.start_time, warm.popen)
+
+    # -- warm runners -------------------------------------------------------------------
+
+    def prewarm(self) -> int:
+        """Start warm runners for this executor's owner and flavor, with its environment
+        (the GPU share the caller expects) and limits, up to ``warm_pool_size``; how many
+        were started. The executor stands for the owner's next job (``JobManager.prewarm``)."""
+        pool = self.warm_pool
+        if pool is None:
+            return 0
+        owner, flavor = self.job.owner, self.job.flavor
+        pool.remember_refill(owner, flavor, self.prewarm)
+        started = 0
+        while len(pool.runners(owner, flavor)) < self.warm_pool_size:
+            pool.add(self.launch_warm_runner(), idle_seconds=self.warm_idle_seconds)
+            started += 1
+        return started
+
+    def launch_warm_runner(self) -> WarmRunner:
+        """Start one runner ahead of its job: as the owner, in the flavor's cgroup, with the
+        environment of a job of theirs (less the job's id), waiting on a socket pair."""
+        assert self.warm_pool is not None
+        token = uuid.uuid4().hex[:12]
+        account = self.account()
+        folder = self.warm_pool.folder / token
+        folder.mkdir(parents=True, mode=0o700)
+        if account is not None:
+            os.chown(folder, account.uid, account.gid)
+            for parent in (folder.parent, folder.parent.parent):
+                mode = parent.stat().st_mode & 0o777
+                if mode & 0o001 == 0:
+                    os.chmod(parent, mode | 0o111)
+        environment = self.job_environment()
+        environment.pop(JOB_ID_VARIABLE, None)
+        cgroup = self.cgroups.create(f"warm-{token}", self.limits)
+        ours, theirs = socket.socketpair()
+        command = [
+            *self.runner_command,
+            "--warm-control",
+            str(theirs.fileno()),
+            "--warm-dir",
+            str(folder),
+            "--warm-kernel",
+            self.warm_kernel_name,
+        ]
+        try:
+            popen = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # until its job's log comes with the job
+                stderr=subprocess.DEVNULL,
+                cwd=folder,
+                env=environment,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(theirs.fileno(),),
+                preexec_fn=child_setup(cgroup, account.become if account else None),
+            )
+        except BaseException:
+            ours.close()
+            if cgroup is not None:
+                cgroup.remove()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+        return WarmRunner(
+            owner=self.job.owner,
+            flavor=self.job.flavor,
+            limits=self.limits,
+            environment=environment,
+            popen=popen,
+            start_time=process_start_time(popen.pid) or time.time(),
+            control=ours,
+            cgroup=cgroup,
+            folder=folder,
+        )
 
     async def still_running(self) -> bool:
         job = self.job
@@ -341,20 +503,29 @@ class LocalExecutor(JobExecutor):
     async def _watch(self) -> JobOutcome:
         process = self._process
         assert process is not None
-        while process.running():
-            self.report_progress(self.read_status())
-            if self.stop_reason is None and self.stop_requested_elsewhere():
-                await self.stop(StopReason.REQUEST)
-            left = self.seconds_left()
-            if left is not None and left <= 0 and self.stop_reason is None:
-                self.log_line(f"the deadline of {self.job.deadline_seconds} s has passed")
-                await self.stop(StopReason.DEADLINE)
-            wait = self.poll_interval
-            if left is not None and 0 < left < wait:
-                wait = left
-            await asyncio.sleep(wait)
+        ended = ProcessExit(process.pid)
+        try:
+            while process.running():
+                self.report_progress(self.read_status())
+                if self.stop_reason is None and self.stop_requested_elsewhere():
+                    await self.stop(StopReason.REQUEST)
+                left = self.seconds_left()
+                if left is not None and left <= 0 and self.stop_reason is None:
+                    self.log_line(f"the deadline of {self.job.deadline_seconds} s has passed")
+                    await self.stop(StopReason.DEADLINE)
+                wait = self.poll_interval
+                if left is not None and 0 < left < wait:
+                    wait = left
+                await ended.wait(wait)  # returns as soon as the runner ends
+        finally:
+            ended.close()
         if self._terminator is not None:
             self._terminator.cancel()
+        if self.warm_pool is not None:  # its owner is active: warm for their next job,
+            # once this one's end is recorded
+            asyncio.get_running_loop().call_soon(
+                self.warm_pool.refill, self.job.owner, self.job.flavor
+            )
         status = self.read_status()
         if status is None or not status.final:
             self._kill_kernel()  # the runner died without shutting its kernel down

@@ -1,0 +1,272 @@
+"""A warm runner: started before its job, it waits for one job with a kernel running.
+
+``python -m jupyter_to_job.runner --warm-control FD --warm-dir DIR --warm-kernel NAME``
+is started by the job service (:mod:`jupyter_to_job.executors.warm_pool`) as the job's
+owner, in the flavor's cgroup and with the environment a job of that owner and flavor
+gets. It does ahead what every job does before its first cell: the runner's imports and
+the start of a kernel (in ``DIR``, an empty folder of the owner's). Then it says
+``ready`` on the control socket ``FD`` and waits for one message:
+
+- a job: one JSON line (``job_dir``, ``environment``, ``keep_kernel``) carrying the job
+  log's open descriptor (``SCM_RIGHTS``), which becomes the runner's standard output and
+  error, as a runner started cold gets it. The runner then runs that job, exactly as
+  ``--job-dir DIR --log-file -`` would, and exits: a warm runner serves one job only;
+- end of file (the pool released it, idle, or the job service is gone): it shuts its
+  kernel down and exits.
+
+The kernel is kept only where it is the job's: the same kernel name, a Python kernel (the
+only language the runner can move into the notebook's folder), and ``keep_kernel`` (the
+job's environment, its GPU share above all, equals the one the kernel started with, a
+decision the job service makes); otherwise the warm kernel is shut down and the job's own
+kernel started as in a cold start, with the job's environment, the imports still saved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .notebook_client import JobNotebookClient
+
+READY = b"ready\n"
+MAX_MESSAGE = 1024 * 1024
+_KERNEL_OUTPUT_BUFFER = 64 * 1024
+
+
+def preimport() -> None:
+    """What every job imports before its first cell (see ``runner._prepare`` and
+    ``runner._run_cells``), done while no job waits."""
+    import jupyter_client.kernelspec  # noqa: F401
+    import nbclient  # noqa: F401
+    import nbformat  # noqa: F401
+    import papermill.parameterize  # noqa: F401
+
+    from . import notebook_client  # noqa: F401
+
+
+class KernelOutputRelay:
+    """What the kernel process itself writes to its standard output and error.
+
+    A kernel started cold shares the runner's descriptors, which are the job log; a warm
+    kernel starts before there is a log, so its output comes through a pipe, held until
+    the job arrives and then appended to the log as it comes.
+    """
+
+    def __init__(self, read_fd: int):
+        self._fd = read_fd
+        self._held = bytearray()
+        self._to_stdout = False
+        os.set_blocking(read_fd, False)
+        asyncio.get_running_loop().add_reader(read_fd, self._drain)
+
+    def _drain(self) -> None:
+        try:
+            data = os.read(self._fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            asyncio.get_running_loop().remove_reader(self._fd)
+            os.close(self._fd)
+            return
+        if self._to_stdout:
+            _write_all(1, data)
+        elif len(self._held) < _KERNEL_OUTPUT_BUFFER:
+            self._held += data[: _KERNEL_OUTPUT_BUFFER - len(self._held)]
+
+    def to_stdout(self) -> None:
+        """From now on the kernel's output goes to standard output (the job log)."""
+        if self._held:
+            _write_all(1, bytes(self._held))
+            self._held.clear()
+        self._to_stdout = True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class WarmKernel:
+    """A kernel started before its job, handed to the job's notebook client."""
+
+    def __init__(self, kernel_name: str, folder: Path, *, startup_timeout: int = 60):
+        self.kernel_name = kernel_name
+        self.folder = folder
+        self.startup_timeout = startup_timeout
+        self.language_info: dict[str, Any] = {}
+        self._starter: JobNotebookClient | None = None
+        self._sockets: tempfile.TemporaryDirectory[str] | None = None
+        self.relay: KernelOutputRelay | None = None
+
+    async def start(self) -> None:
+        import nbformat
+        from jupyter_core.utils import ensure_async
+
+        from .notebook_client import JobNotebookClient
+
+        starter = JobNotebookClient(
+            nbformat.v4.new_notebook(),
+            on_output=lambda index, text: None,
+            kernel_name=self.kernel_name,
+            startup_timeout=self.startup_timeout,
+        )
+        self._starter = starter
+        # As JobNotebookClient.running_kernel: Unix sockets in a private folder.
+        self._sockets = tempfile.TemporaryDirectory(prefix="job-kernel-")
+        starter.km = starter.create_kernel_manager()
+        starter.km.transport = "ipc"
+        starter.km.ip = os.path.join(self._sockets.name, "kernel")
+        read_fd, write_fd = os.pipe()
+        try:
+            await starter.async_start_new_kernel(
+                cwd=str(self.folder), stdout=write_fd, stderr=write_fd
+            )
+        finally:
+            os.close(write_fd)
+        self.relay = KernelOutputRelay(read_fd)
+        await starter.async_start_new_kernel_client()
+        assert starter.kc is not None
+        reply = await starter.async_wait_for_reply(await ensure_async(starter.kc.kernel_info()))
+        if reply is not None:
+            self.language_info = reply["content"].get("language_info", {})
+
+    @property
+    def is_python(self) -> bool:
+        return self.language_info.get("name") == "python"
+
+    async def alive(self) -> bool:
+        from jupyter_core.utils import ensure_async
+
+        km = self._starter.km if self._starter is not None else None
+        return km is not None and bool(await ensure_async(km.is_alive()))
+
+    async def shut_down(self) -> None:
+        if self._starter is not None:
+            await self._starter._shut_down_kernel(now=False)
+        if self._sockets is not None:
+            self._sockets.cleanup()
+
+    @asynccontextmanager
+    async def running_for(
+        self, client: JobNotebookClient, cwd: str, environment: dict[str, str]
+    ) -> AsyncIterator[None]:
+        """The job's kernel, as ``client.running_kernel(cwd)`` would give it: moved into
+        ``cwd`` and given the job's own variables, shut down at the end."""
+        assert self._starter is not None
+        client.km, client.kc = self._starter.km, self._starter.kc
+        self._starter.km = self._starter.kc = None
+        if self.language_info:
+            client.nb.metadata["language_info"] = self.language_info
+        client.graceful_shutdown = True
+        try:
+            await self._run_silently(
+                client,
+                "import os as __os\n"
+                f"__os.chdir({cwd!r})\n"
+                f"__os.environ.update({environment!r})\n"
+                "del __os\n",
+            )
+            yield
+        finally:
+            await client._shut_down_kernel(now=not client.graceful_shutdown)
+            if self._sockets is not None:
+                self._sockets.cleanup()
+
+    @staticmethod
+    async def _run_silently(client: JobNotebookClient, code: str) -> None:
+        """Run ``code`` without output, history or an execution count."""
+        assert client.kc is not None
+        msg_id = client.kc.execute(code, silent=True, store_history=False)
+        reply = await client.async_wait_for_reply(msg_id)
+        if reply is None or reply["content"].get("status") != "ok":
+            raise RuntimeError("the warm kernel could not be moved into the notebook's folder")
+
+
+async def _receive_job(control: socket.socket) -> tuple[dict[str, Any], int] | None:
+    """The job message and the log's descriptor; None at end of file."""
+    loop = asyncio.get_running_loop()
+    control.setblocking(False)
+    received = asyncio.Event()
+    loop.add_reader(control.fileno(), received.set)
+    try:
+        data = b""
+        fds: list[int] = []
+        while not data.endswith(b"\n"):
+            await received.wait()
+            received.clear()
+            try:
+                chunk, more_fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 4)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                for fd in fds + list(more_fds):
+                    os.close(fd)
+                return None
+            data += chunk
+            fds += list(more_fds)
+            if len(data) > MAX_MESSAGE:
+                raise ValueError("the job message is too long")
+    finally:
+        loop.remove_reader(control.fileno())
+    if len(fds) != 1:
+        raise ValueError("the job message must carry exactly the log's descriptor")
+    return json.loads(data), fds[0]
+
+
+async def serve_one_job(control_fd: int, folder: Path, kernel_name: str) -> int:
+    """Start ahead, wait for one job, run it; the runner's exit code."""
+    from .runner import run_job
+
+    # Until the job comes, nothing is worth the job service's log but a failure.
+    logging.getLogger("papermill").setLevel(logging.ERROR)
+    control = socket.socket(fileno=control_fd)
+    preimport()
+    kernel: WarmKernel | None = WarmKernel(kernel_name, folder)
+    try:
+        await kernel.start()  # type: ignore[union-attr]
+    except Exception as error:  # the job starts its own kernel, as a cold one does
+        print(f"the warm kernel {kernel_name!r} did not start: {error}", file=sys.stderr)
+        kernel = None
+    try:
+        control.sendall(READY)
+    except OSError:
+        pass
+    message = await _receive_job(control)
+    if message is None:
+        if kernel is not None:
+            await kernel.shut_down()
+        return 0
+    job, log_fd = message
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    control.close()
+    if kernel is not None and kernel.relay is not None:
+        kernel.relay.to_stdout()
+    job_dir = Path(job["job_dir"])
+    os.chdir(job_dir)
+    environment: dict[str, str] = job["environment"]
+    os.environ.clear()
+    os.environ.update(environment)
+    if kernel is not None and not (job.get("keep_kernel") and await kernel.alive()):
+        await kernel.shut_down()
+        kernel = None
+    return await run_job(
+        job_dir,
+        log_file=Path("-"),
+        handle_signals=True,
+        warm_kernel=kernel,
+    )
