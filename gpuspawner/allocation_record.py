@@ -24,6 +24,10 @@ GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+# GFD's label per MIG slice kind under the device plugin's mixed strategy.
+_MIG_SLICE_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb\.count$")
+
 # A pod in one of these phases holds no GPU any more.
 ENDED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -60,11 +64,34 @@ def devices_from_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[GPUDevice]:
         model = re.sub(r"-(SHARED|MIG-.*)$", "", product)
         model = model.replace("NVIDIA-", "", 1).replace("GeForce-", "", 1)
         name = node["metadata"]["name"]
+        mig = _split_into_mig_slices(labels, product)
         for index in range(count):
             devices.append(
-                GPUDevice(id=f"{name}/{index}", index=len(devices), model=model, memory_mib=memory)
+                GPUDevice(
+                    id=f"{name}/{index}",
+                    index=len(devices),
+                    model=model,
+                    memory_mib=memory,
+                    mig=mig,
+                )
             )
     return devices
+
+
+def _split_into_mig_slices(labels: Mapping[str, str], product: str) -> bool:
+    """Whether a node's GPUs are whole cards handed out as MIG slices (the device plugin's
+    mixed strategy): GFD counts each slice kind, or the MIG Manager's layout
+    (``nvidia.com/mig.config``) is not ``all-disabled``. Under the single strategy GFD lists
+    each slice as a GPU of its own (``<product>-MIG-<profile>``), so those are not split."""
+    if "-MIG-" in product:
+        return False
+    if any(
+        _MIG_SLICE_COUNT_LABEL.match(key) and str(value) not in ("", "0")
+        for key, value in labels.items()
+    ):
+        return True
+    config = labels.get(MIG_CONFIG_LABEL)
+    return bool(config) and config != "all-disabled"
 
 
 def allocations_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[list[Allocation], list[str]]:

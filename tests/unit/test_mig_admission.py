@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import pytest
 
+from gpuspawner.allocation_record import devices_from_nodes
 from gpuspawner.backends import make_backend
 from gpuspawner.backends.base import UnsupportedShare
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, GPUShare, Refusal
@@ -251,3 +252,47 @@ def test_placement_is_the_same_every_time():
         return [start(pool, f"u{n}", share).device_ids for n, share in enumerate(shares)]
 
     assert place() == place()
+
+
+# -- how a MIG GPU enters the pool on Kubernetes ------------------------------------------
+
+
+def gpu_node(name: str, product: str, memory_mib: int, count: int, **extra: str) -> dict:
+    labels = {
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.memory": str(memory_mib),
+        "nvidia.com/gpu.count": str(count),
+        "nvidia.com/mig.capable": "true",
+        **extra,
+    }
+    return {"metadata": {"name": name, "labels": labels}, "spec": {}}
+
+
+def test_gpus_on_a_node_with_mig_slices_enter_the_pool_as_mig_gpus():
+    # Given GPU Feature Discovery's labels: a node split into MIG slices (mixed strategy),
+    # a node whose MIG Manager layout is all-disabled, and a single-strategy node, where each
+    # slice is listed as a GPU of its own
+    nodes = [
+        gpu_node(
+            "mixed", "NVIDIA-A100-SXM4-80GB", 81920, 1, **{"nvidia.com/mig-2g.20gb.count": "3"}
+        ),
+        gpu_node(
+            "whole", "NVIDIA-A100-SXM4-80GB", 81920, 1, **{"nvidia.com/mig.config": "all-disabled"}
+        ),
+        gpu_node("single", "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb", 40960, 2),
+    ]
+
+    # When the pool is built from them
+    pool = CapacityPool(devices_from_nodes(nodes))
+
+    # Then only the mixed node's GPU books MIG slices: a 1/4 share there is a 2g.20gb
+    assert [(d.id, d.mig) for d in pool.devices] == [
+        ("mixed/0", True),
+        ("single/0", False),
+        ("single/1", False),
+        ("whole/0", False),
+    ]
+    quarter = GPUShare(fraction=Fraction(1, 4), models=("A100",))
+    assert pool.how_many_fit(quarter) == 3 + 4 + 4 + 4
+    booked = start(pool, "ana", GPUShare(fraction=Fraction(1, 4), models=("A100",)))
+    assert booked.device_ids == ("mixed/0",) and booked.fraction == Fraction(2, 7)
