@@ -8,7 +8,7 @@ is then placed hour by hour, with departures first, queued jobs next and arrival
 
 - **ours**: the real admission, ``admit`` / ``admit_job`` of :mod:`gpuspawner.policy`
   on a :class:`~gpuspawner.policy.CapacityPool` (entitlements, per-user and per-course
-  limits, reserved seats, best fit);
+  limits, reserved seats; a slice on the GPU where it costs least, then best fit);
 - **first-fit**: each request on the first GPU (by index) where its fraction and memory
   still fit, no limits and no reservations;
 - **whole GPU**: each request takes a whole free GPU.
@@ -29,19 +29,30 @@ full``: a request holds at least its nominal size wherever it runs, a device hol
 itself, and a job runs only once, after it arrives. The benchmark asserts that every
 placement stays under it, hour by hour and over the term.
 
-**MIG.** The A100s are partitioned with MIG. The capacity pool books shares there as on any
-card (fraction and memory); the MIG back end (:mod:`gpuspawner.backends.mig`) then gives
-each one the smallest MIG profile that holds it (a 1/4 share on an A100 80 GB is a
-``2g.20gb``, 2 of 7 compute slices). After each hour, the shares booked on every A100 are
-turned into their profiles; those that no longer fit the card's 7 compute slices and 80 GB
-(in booking order) are *stranded*: admitted, but their pods could not be scheduled. Slice
-positions (which slices can sit side by side) are not modelled, so the check is lenient.
+**MIG.** The A100s are split into MIG slices (``GPUDevice.mig``). The capacity pool books a
+share there as the MIG slice the MIG back end will give it: one function,
+:func:`gpuspawner.policy.mig_profiles.choose_mig_profile`, decides both (a 1/4 share on an
+A100 80 GB is a ``2g.20gb``: 2 of 7 compute slices and 20 GB, so three fit, not four), and
+it books no whole GPU on a split card (the back end asks for an unpartitioned
+``nvidia.com/gpu``, which a split card does not offer). The anchors keep their own rules:
+first-fit books shares there by fraction and memory as on any card, and whole GPU takes the
+card (checked as its ``7g.80gb`` slice). After each hour the shares held on every A100 are
+turned into their slices; those that no longer fit the card's 7 compute slices and 80 GB (in
+booking order) are *stranded*: admitted, but their pods could not be scheduled. Ours strands
+none (the check stays, as a guard). Slice positions (which slices can sit side by side) are
+modelled neither by the pool nor by the check, and both assume slices are made to order
+(dynamic MIG), not a fixed layout set by the MIG Manager.
 
 **The target** (95% of the limit "where the mix allows") is judged on the hours in which
 the whole demand (nominal sizes, jobs started on arrival) fits the fleet in time and in
 memory: there the limit runs every server, so the number is the servers' nominal time and
 memory ours runs, after MIG, over all the servers want. Crowded hours count in the week's
 totals, which are printed too.
+
+**Where ours loses** is printed per fitting hour, by cause: servers refused in a fitting
+hour, and servers refused in an earlier crowded hour who would still be running (a refused
+student does not retry, while the limit runs them again as soon as demand fits the fleet:
+those hours count against any placement that refuses someone while the fleet is crowded).
 
 The generator is this module's own, not :mod:`benchmarks.synthetic_catalog`: that catalog
 has no memory-only shares and no job flavors, and its 20,000 enrolments would swamp any
@@ -485,6 +496,8 @@ class Outcome:
     server_time_booked: list[Fraction] = field(default_factory=lambda: [Fraction(0)] * HOURS)
     """Servers alone, as booked (MIG stranding included)."""
     refused_at: list[int] = field(default_factory=lambda: [0] * HOURS)
+    refused_servers: list[tuple[Request, int]] = field(default_factory=list)
+    """Each refused server and the hour it was refused."""
     held_memory_hours: int = 0
     servers: int = 0
     servers_started: int = 0
@@ -546,6 +559,7 @@ def simulate(term: Term, placement: Placement, mig: MIGCheck | None = None) -> O
             else:
                 out.refused += 1
                 out.refused_at[hour] += 1
+                out.refused_servers.append((request, hour))
                 out.refused_fitting += fits
                 out.refusal_codes[result] = out.refusal_codes.get(result, 0) + 1
             return False
@@ -761,6 +775,78 @@ def packing(out: Outcome, limit: Limit) -> Packing:
     )
 
 
+@dataclass
+class HourLoss:
+    """What a placement's servers miss of the limit in one fitting hour, and why."""
+
+    hour: int
+    time: Fraction
+    memory: int
+    crowded: tuple[Fraction, int] = (Fraction(0), 0)
+    """Servers refused in an earlier, crowded hour (demand over the fleet): the student
+    does not retry, so the hours they wanted after it count as lost here."""
+    fitting: tuple[Fraction, int] = (Fraction(0), 0)
+    """Servers refused in a fitting hour; the rest of the loss is servers stranded by MIG."""
+
+
+def losses(out: Outcome, limit: Limit, devices: list[GPUDevice]) -> list[HourLoss]:
+    """Per fitting hour, the servers' nominal time and memory the limit runs and ``out``
+    does not, split by cause."""
+    fitting = set(limit.fitting_hours)
+    congested = set(limit.congested_hours)
+    found: dict[int, HourLoss] = {}
+    for hour in sorted(fitting):
+        time_lost = limit.servers_time[hour] - out.server_time[hour]
+        memory_lost = limit.servers_memory[hour] - out.server_memory[hour]
+        if time_lost > 0 or memory_lost > 0:
+            found[hour] = HourLoss(hour, time_lost, memory_lost)
+    for request, refused_at in out.refused_servers:
+        fraction, memory = nominal(request.share, devices)
+        cause = "crowded" if refused_at in congested else "fitting"
+        for hour in range(request.arrive, min(request.leave, HOURS)):
+            if hour in found:
+                lost = found[hour]
+                time_so_far, memory_so_far = getattr(lost, cause)
+                setattr(lost, cause, (time_so_far + fraction, memory_so_far + memory))
+    return list(found.values())
+
+
+def loss_lines(out: Outcome, limit: Limit, devices: list[GPUDevice]) -> list[str]:
+    """The per-hour losses of ``out`` in the fitting hours, as report lines."""
+    found = losses(out, limit, devices)
+    if not found:
+        return [f"{out.name} loses nothing in the fitting hours"]
+
+    def total(cause: str) -> tuple[float, float]:
+        pairs = [getattr(lost, cause) for lost in found]
+        return float(sum((t for t, _ in pairs), Fraction(0))), sum(m for _, m in pairs) / 1024
+
+    hours = sum((lost.time for lost in found), Fraction(0))
+    memory = sum(lost.memory for lost in found) / 1024
+    crowded, fitting = total("crowded"), total("fitting")
+    stranded = (float(hours) - crowded[0] - fitting[0], memory - crowded[1] - fitting[1])
+    lines = [
+        f"{out.name} in the fitting hours misses {float(hours):.2f} GPU-hours and "
+        f"{memory:.0f} GiB-hours of servers (nominal): {crowded[0]:.2f} / {crowded[1]:.0f} of "
+        f"servers refused in a crowded hour who would still be running (the student does not "
+        f"retry), {fitting[0]:.2f} / {fitting[1]:.0f} of servers refused in a fitting hour, "
+        f"{stranded[0]:.2f} / {stranded[1]:.0f} of servers stranded by MIG; per hour (GPU, "
+        "GiB; c: refused when crowded, f: refused when fitting, m: stranded by MIG):"
+    ]
+    cells = []
+    for lost in found:
+        causes = [
+            label for label, (t, m) in (("c", lost.crowded), ("f", lost.fitting)) if t > 0 or m > 0
+        ]
+        if lost.time > lost.crowded[0] + lost.fitting[0]:
+            causes.append("m")
+        cells.append(
+            f"{lost.hour}: {float(lost.time):.2f}, {lost.memory / 1024:.0f} {''.join(causes)}"
+        )
+    lines.append("  " + "; ".join(cells))
+    return lines
+
+
 def table(limit: Limit, outcomes: list[Outcome]) -> list[str]:
     """The packing table, one line per placement."""
     header = (
@@ -850,6 +936,7 @@ def run() -> Section:
         f"ours refused by code: {codes or 'none'}; shares stranded by MIG: ours "
         f"{len(ours.stranded_keys)}, first-fit {len(first_fit.stranded_keys)}, whole GPU "
         f"{len(whole.stranded_keys)}",
+        *loss_lines(ours, limit, devices),
         f"{verdict}: in the {HOURS - len(congested)} hours where the mix allows it (demand fits "
         f"the fleet), ours runs {mine.fitting_time:.1%} of the servers' GPU time and "
         f"{mine.fitting_memory:.1%} of their memory that the limit runs, after MIG (target "

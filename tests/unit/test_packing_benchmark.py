@@ -25,6 +25,7 @@ from benchmarks.packing import (
     WholeGPU,
     fleet,
     generate_term,
+    losses,
     packing,
     physical_limit,
     run_term,
@@ -175,3 +176,33 @@ def test_first_fit_fills_gpus_in_order_and_refuses_when_none_has_room() -> None:
 
     assert [p.device_ids for p in placed[:4]] == [("sim-0",), ("sim-0",), ("sim-1",), ("sim-1",)]
     assert placed[4] == "full"
+
+
+def test_the_admission_strands_no_share_on_the_mig_a100_and_first_fit_does(crowded) -> None:
+    # Given the crowded term placed on two RTX A5000s and an A100 split into MIG slices
+    _, _, _, (ours, first_fit, _) = crowded
+
+    # Then every share the admission started has its MIG slice, while first-fit, booking
+    # fractions there as on any card, admitted some whose slice does not exist
+    assert ours.stranded_keys == set()
+    assert first_fit.stranded_keys
+
+
+def test_the_losses_in_fitting_hours_are_explained_by_refusals(crowded) -> None:
+    # Given the crowded term's placements and its limit
+    _, devices, limit, (ours, first_fit, _) = crowded
+
+    for out in (ours, first_fit):
+        # When the servers' losses in the fitting hours are split by cause
+        found = losses(out, limit, devices)
+
+        # Then each hour's loss is what the refused servers would have run there, plus
+        # the shares stranded by MIG (none for the admission)
+        assert found
+        for lost in found:
+            assert lost.hour in limit.fitting_hours
+            explained = lost.crowded[0] + lost.fitting[0]
+            assert explained <= lost.time
+            if out is ours:
+                assert explained == lost.time
+                assert lost.crowded[1] + lost.fitting[1] == lost.memory
