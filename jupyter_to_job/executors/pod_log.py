@@ -122,13 +122,12 @@ class LogReading:
                 return b""
         last_start = block.rfind(b"\n", 0, len(block) - 1) + 1
         stamp = _stamp(block, last_start)
-        # How many lines at the end of the block carry the last line's timestamp.
-        same, start = 1, last_start
-        while start > 0:
-            previous = block.rfind(b"\n", 0, start - 1) + 1
-            if _stamp(block, previous) != stamp:
-                break
-            same, start = same + 1, previous
+        # How many lines at the end of the block carry the last line's timestamp (in time
+        # order they are together, and the same time is written the same way).
+        if block.startswith(stamp + b" "):
+            same = block.count(b"\n")
+        else:
+            same = block.count(b"\n" + stamp + b" ")
         key = timestamp_key(stamp.decode("ascii", errors="replace"))
         if key == cursor.last:
             cursor.at_last += same
@@ -141,19 +140,37 @@ class LogReading:
     def _skip_copied(self, block: bytes) -> bytes:
         """``block`` from its first line the cursor has not copied."""
         cursor = self.cursor
-        position = 0
-        while position < len(block):
-            if cursor.last is None:
-                break
-            key = timestamp_key(_stamp(block, position).decode("ascii", errors="replace"))
-            if key > cursor.last:
-                break
-            if key == cursor.last:
+        if cursor.last is None:
+            self._caught_up = True
+            return block
+        last = cursor.last
+
+        def key(start: int) -> str:
+            return timestamp_key(_stamp(block, start).decode("ascii", errors="replace"))
+
+        # The first line at or after the cursor's time: lines are in time order, so a
+        # binary search over the block's bytes finds it in a few looks.
+        low, high = 0, len(block)
+        while low < high:
+            start = block.rfind(b"\n", 0, (low + high) // 2) + 1
+            if start < low:
+                start = low
+            if key(start) >= last:
+                high = start
+            else:
+                low = block.index(b"\n", start) + 1
+        position = low
+        if position < len(block) and key(position) == last:
+            # The lines of the cursor's time already copied: skip as many as it counted.
+            prefix = _stamp(block, position) + b" "
+            while (
+                position < len(block)
+                and self._seen_at_last < cursor.at_last
+                and block.startswith(prefix, position)
+            ):
                 self._seen_at_last += 1
-                if self._seen_at_last > cursor.at_last:
-                    break
-            position = block.index(b"\n", position) + 1
-        else:
+                position = block.index(b"\n", position) + 1
+        if position >= len(block):
             return b""
         self._caught_up = True
         return block[position:]
