@@ -566,9 +566,9 @@ class JobManager(LoggingConfigurable):
         if self.warm_pool is None or self._closing:
             return 0
         row = JobRow(job_id=f"warm-{uuid.uuid4().hex[:12]}", owner=owner, flavor=flavor)
-        launcher = self._make_executor(row, environment or {}, limits=limits)
-        assert isinstance(launcher, LocalExecutor)
         try:
+            launcher = self._make_executor(row, environment or {}, limits=limits)
+            assert isinstance(launcher, LocalExecutor)
             return launcher.prewarm()
         except Exception as error:
             self.log.warning("Could not start a warm runner for %s: %s", owner, error)

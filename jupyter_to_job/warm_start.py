@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import socket
-import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -235,10 +234,11 @@ async def serve_one_job(control_fd: int, folder: Path, kernel_name: str) -> int:
     control = socket.socket(fileno=control_fd)
     preimport()
     kernel: WarmKernel | None = WarmKernel(kernel_name, folder)
+    problem = None
     try:
         await kernel.start()  # type: ignore[union-attr]
     except Exception as error:  # the job starts its own kernel, as a cold one does
-        print(f"the warm kernel {kernel_name!r} did not start: {error}", file=sys.stderr)
+        problem = f"[job] the kernel started ahead ({kernel_name!r}) failed: {error}\n"
         kernel = None
     try:
         control.sendall(READY)
@@ -254,6 +254,8 @@ async def serve_one_job(control_fd: int, folder: Path, kernel_name: str) -> int:
     os.dup2(log_fd, 2)
     os.close(log_fd)
     control.close()
+    if problem is not None:  # said now that there is a log to say it in
+        _write_all(1, problem.encode("utf-8", errors="replace"))
     if kernel is not None and kernel.relay is not None:
         kernel.relay.to_stdout()
     job_dir = Path(job["job_dir"])

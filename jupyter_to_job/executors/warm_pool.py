@@ -194,6 +194,9 @@ class WarmRunnerPool:
 
     def _idle(self, runner: WarmRunner) -> None:
         self.log.info("Releasing warm runner %d of %s: idle", runner.pid, runner.owner)
+        # Their next job need not come soon: only a new sign of activity (prewarm) starts
+        # runners for them again.
+        self._refills.pop((runner.owner, runner.flavor), None)
         self.release(runner)
 
     async def _clean_up(self, runner: WarmRunner) -> None:
