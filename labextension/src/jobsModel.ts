@@ -27,7 +27,12 @@ export interface IJobsModelOptions {
    */
   refreshInterval?: number;
   /**
-   * Characters of log kept in the page while following (default 128 Ki).
+   * Milliseconds between reads of the selected job's log while it grows (default
+   * 500): a job printing thousands of lines a second shows them as they come.
+   */
+  logInterval?: number;
+  /**
+   * Characters of log kept in the page while following (default 32 Mi).
    */
   logWindow?: number;
 }
@@ -41,7 +46,7 @@ export class JobsModel extends VDomModel {
   constructor(options: IJobsModelOptions) {
     super();
     this.api = options.api;
-    this._logWindow = options.logWindow ?? 128 * 1024;
+    this._logWindow = options.logWindow;
     this._poll = new Poll({
       factory: () => this.refresh(),
       frequency: {
@@ -50,6 +55,16 @@ export class JobsModel extends VDomModel {
       },
       name: '@campus-gpu-hub/jupyter-to-job:jobs',
       standby: () => !this._visible || !this._needsPolling()
+    });
+    this._logPoll = new Poll({
+      factory: () => this._followLog(),
+      frequency: { interval: options.logInterval ?? 500, backoff: false },
+      name: '@campus-gpu-hub/jupyter-to-job:job-log',
+      standby: () =>
+        !this._visible ||
+        this._follower === null ||
+        this._follower.complete ||
+        this._logError !== null
     });
   }
 
@@ -203,7 +218,7 @@ export class JobsModel extends VDomModel {
     this._logError = null;
     this._follower = this._selected ? this._newFollower(this._selected) : null;
     this.stateChanged.emit();
-    void this._followLog();
+    void this._followLog().then(() => this._fillEarlierLog());
   }
 
   /**
@@ -292,6 +307,7 @@ export class JobsModel extends VDomModel {
       return;
     }
     this._poll.dispose();
+    this._logPoll.dispose();
     this._follower = null;
     super.dispose();
   }
@@ -359,6 +375,34 @@ export class JobsModel extends VDomModel {
     }
   }
 
+  /**
+   * Read the selected log's earlier part, a piece at a time with a redraw after
+   * each, while it fits the window: search and "jump to first error" then see the
+   * whole log, and the page never waits on all of it at once.
+   */
+  private async _fillEarlierLog(): Promise<void> {
+    const follower = this._follower;
+    while (
+      follower !== null &&
+      follower === this._follower &&
+      !this.isDisposed &&
+      follower.fillsEarlier
+    ) {
+      try {
+        if (!(await follower.fillEarlier())) {
+          return;
+        }
+      } catch (reason) {
+        this._logError = errorSentence(reason);
+        return;
+      } finally {
+        if (follower === this._follower && !this.isDisposed) {
+          this.stateChanged.emit();
+        }
+      }
+    }
+  }
+
   private _newFollower(job: IDescribeJob): LogFollower {
     return new LogFollower(
       (offset, limit) => this.api.getLog(job.job_id, offset, limit),
@@ -386,6 +430,7 @@ export class JobsModel extends VDomModel {
   }
 
   private _poll: Poll;
+  private _logPoll: Poll;
   private _jobs: IDescribeJob[] = [];
   private _total = 0;
   private _filter: IJobFilter = NO_FILTER;
@@ -401,5 +446,5 @@ export class JobsModel extends VDomModel {
   private _now = new Date();
   private _visible = false;
   private _refreshing: Promise<void> | null = null;
-  private _logWindow: number;
+  private _logWindow: number | undefined;
 }

@@ -19,6 +19,7 @@ import {
 } from './jobStatus';
 import { JobsModel } from './jobsModel';
 import { LogFollower } from './logFollower';
+import { LogView } from './logView';
 import { IDescribeJob, IJobFeatures, JOB_STATUSES, JobStatus } from './models';
 import { hasOutput } from './submission';
 
@@ -465,78 +466,12 @@ function JobDetail(
         </details>
       )}
       <LogView
+        key={job.job_id}
         log={props.log}
         error={model.logError}
         trans={trans}
         onLoadEarlier={() => void model.loadEarlierLog()}
       />
     </section>
-  );
-}
-
-/**
- * The job's log as preformatted text, kept scrolled to the end while following
- * unless the user scrolled up to read.
- */
-function LogView(props: {
-  log: LogFollower | null;
-  error: string | null;
-  trans: TranslationBundle;
-  onLoadEarlier: () => void;
-}): JSX.Element {
-  const { log, trans } = props;
-  const ref = React.useRef<HTMLPreElement>(null);
-  const stickToEnd = React.useRef(true);
-  const text = log?.buffer.text ?? '';
-  React.useLayoutEffect(() => {
-    const node = ref.current;
-    if (node && stickToEnd.current) {
-      node.scrollTop = node.scrollHeight;
-    }
-  }, [text]);
-  const state = !log
-    ? ''
-    : log.complete
-      ? trans.__('complete')
-      : log.loading
-        ? trans.__('loading…')
-        : trans.__('following…');
-  return (
-    <div className="jp-JupyterToJob-log">
-      <div className="jp-JupyterToJob-logHeader">
-        <span className="jp-JupyterToJob-logTitle">{trans.__('Log')}</span>
-        <span className="jp-JupyterToJob-hint" data-testid="job-log-state">
-          {state}
-        </span>
-        {log?.buffer.hasEarlier && (
-          <button
-            type="button"
-            className="jp-JupyterToJob-button"
-            data-testid="job-log-load-earlier"
-            onClick={props.onLoadEarlier}
-          >
-            {trans.__('Load earlier')}
-          </button>
-        )}
-      </div>
-      {props.error && (
-        <p className="jp-JupyterToJob-message" role="alert">
-          {props.error}
-        </p>
-      )}
-      <pre
-        ref={ref}
-        className="jp-JupyterToJob-logText"
-        data-testid="job-log"
-        tabIndex={0}
-        onScroll={event => {
-          const node = event.currentTarget;
-          stickToEnd.current =
-            node.scrollHeight - node.scrollTop - node.clientHeight < 24;
-        }}
-      >
-        {text || (log?.complete ? trans.__('(The log is empty.)') : '')}
-      </pre>
-    </div>
   );
 }

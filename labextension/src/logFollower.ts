@@ -14,15 +14,27 @@ export type FetchLogChunk = (
 ) => Promise<IJobLogChunk>;
 
 /**
+ * The bytes one step of reading the earlier part of a log reads (a few reads).
+ */
+const EARLIER_PIECE = 1024 * 1024;
+
+/**
  * How a follower reads.
  */
 export interface ILogFollowerOptions {
   /**
-   * The most characters to keep while following (default 128 Ki).
+   * The most characters to keep while following (default 32 Mi: the log view shows
+   * only the lines in view, so the page holds the text, not a node per line).
    */
   window?: number;
   /**
-   * The most bytes to ask for in one read (default 64 KiB; the server may send less).
+   * How much of the end of a long log to read first, in bytes (default 256 KiB, or
+   * `window` when smaller): the end shows at once, earlier text follows.
+   */
+  tail?: number;
+  /**
+   * The most bytes to ask for in one read (default 256 KiB, the job service's
+   * largest read; the server may send less).
    */
   readLimit?: number;
   /**
@@ -44,14 +56,12 @@ export interface ILogFollowerOptions {
 export class LogFollower {
   constructor(fetchChunk: FetchLogChunk, options: ILogFollowerOptions = {}) {
     this._fetch = fetchChunk;
-    this._window = options.window ?? 128 * 1024;
-    this._readLimit = options.readLimit ?? 64 * 1024;
+    this._window = options.window ?? 32 * 1024 * 1024;
+    this._readLimit = options.readLimit ?? 256 * 1024;
     this._maxReads = options.maxReadsPerPoll ?? 16;
+    const tail = Math.min(options.tail ?? 256 * 1024, this._window);
     const size = options.knownSize ?? 0;
-    this.buffer = new LogBuffer(
-      this._window,
-      size > this._window ? size - this._window : 0
-    );
+    this.buffer = new LogBuffer(this._window, size > tail ? size - tail : 0);
   }
 
   /**
@@ -71,6 +81,24 @@ export class LogFollower {
    */
   get loading(): boolean {
     return !this._loaded;
+  }
+
+  /**
+   * Read the next piece of the text before the window, while it fits
+   * (`fillsEarlier`).
+   *
+   * @returns Whether earlier text was added.
+   */
+  async fillEarlier(): Promise<boolean> {
+    if (!this.fillsEarlier || this._filling) {
+      return false;
+    }
+    this._filling = true;
+    try {
+      return await this.loadEarlier(EARLIER_PIECE);
+    } finally {
+      this._filling = false;
+    }
   }
 
   /**
@@ -110,16 +138,32 @@ export class LogFollower {
   }
 
   /**
-   * Read the `window` bytes before the text held and put them in front of it.
+   * True while the text before the window would still fit in it: the log view
+   * reads it on its own, a piece at a time, so that search and "jump to first
+   * error" see the whole log. Beyond that, "Load earlier" reads it on request.
+   */
+  get fillsEarlier(): boolean {
+    return (
+      this.buffer.hasEarlier &&
+      this.buffer.length + Math.min(this.buffer.start, EARLIER_PIECE) <=
+        this._window
+    );
+  }
+
+  /**
+   * Read up to `bytes` (default: 4 MiB, or a window when smaller) before the text
+   * held and put them in front of it.
    *
    * @returns Whether earlier text was added.
    */
-  async loadEarlier(): Promise<boolean> {
+  async loadEarlier(
+    bytes = Math.min(this._window, 4 * EARLIER_PIECE)
+  ): Promise<boolean> {
     const end = this.buffer.start;
     if (end <= 0) {
       return false;
     }
-    const start = Math.max(0, end - this._window);
+    const start = Math.max(0, end - bytes);
     let data = '';
     let position = start;
     while (position < end) {
@@ -137,6 +181,7 @@ export class LogFollower {
   private _window: number;
   private _readLimit: number;
   private _maxReads: number;
+  private _filling = false;
   private _complete = false;
   private _busy = false;
   private _loaded = false;

@@ -113,3 +113,74 @@ describe('LogBuffer, the window of log the page holds', () => {
     expect(() => new LogBuffer(0)).toThrow(RangeError);
   });
 });
+
+describe('LogBuffer, the line index a log view reads', () => {
+  /** `count` lines "row 0" ... of a log, as text. */
+  const rows = (from: number, count: number) =>
+    Array.from({ length: count }, (_, i) => `row ${from + i}\n`).join('');
+
+  it('finds every line of a long log read in pieces of any size', () => {
+    // Given 20,000 lines read in pieces that cut lines anywhere
+    const text = rows(0, 20000);
+    const buffer = new LogBuffer(10 * 1024 * 1024);
+    for (let at = 0; at < text.length; at += 777) {
+      buffer.append(piece(at, text.slice(at, at + 777)));
+    }
+
+    // Then each line is where it was written, without its line end
+    expect(buffer.lineCount).toBe(20000);
+    expect(buffer.line(0)).toBe('row 0');
+    expect(buffer.line(12345)).toBe('row 12345');
+    expect(buffer.line(19999)).toBe('row 19999');
+    expect(buffer.line(20000)).toBe('');
+    expect(buffer.text).toBe(text);
+    // And the pieces became a few blocks, not one per read
+    expect(buffer.blocks().length).toBeLessThan(10);
+  });
+
+  it('counts the line being written as the last line until it ends', () => {
+    const buffer = new LogBuffer(1000);
+    buffer.append(piece(0, '[cell 1] epoch 1\n[cell 1] progress 10%'));
+    expect(buffer.lineCount).toBe(2);
+    expect(buffer.line(1)).toBe('[cell 1] progress 10%');
+    buffer.append(piece(38, ' 20%\n'));
+    expect(buffer.lineCount).toBe(2);
+    expect(buffer.line(1)).toBe('[cell 1] progress 10% 20%');
+    expect(buffer.line(2)).toBe('');
+  });
+
+  it('numbers lines from the new first line after earlier text is put back', () => {
+    // Given the end of a log, then the part before it put back in front
+    const early = rows(0, 1000);
+    const late = rows(1000, 1000);
+    const buffer = new LogBuffer(1024 * 1024, early.length - 3);
+    buffer.append(piece(early.length - 3, early.slice(-3) + late));
+    expect(buffer.line(0)).toBe('row 1000');
+    const version = buffer.version;
+    expect(buffer.prepend(piece(0, early))).toBe(true);
+
+    // Then line numbers start at the log's first line, and the view learns that
+    // 1,000 lines came in front of what it showed
+    expect(buffer.lineCount).toBe(2000);
+    expect(buffer.line(0)).toBe('row 0');
+    expect(buffer.line(1500)).toBe('row 1500');
+    expect(buffer.shift).toBe(1000);
+    expect(buffer.version).toBeGreaterThan(version);
+  });
+
+  it('drops whole old lines while following past its limit, and says how many', () => {
+    const buffer = new LogBuffer(100 * 1024);
+    const text = rows(0, 30000);
+    for (let at = 0; at < text.length; at += 4096) {
+      buffer.append(piece(at, text.slice(at, at + 4096)));
+    }
+    // Then it holds the newest whole lines within the limit
+    expect(buffer.length).toBeLessThanOrEqual(100 * 1024);
+    expect(buffer.line(buffer.lineCount - 1)).toBe('row 29999');
+    expect(buffer.line(0)).toMatch(/^row \d+$/);
+    const first = Number(buffer.line(0).slice(4));
+    expect(buffer.lineCount).toBe(30000 - first);
+    expect(buffer.shift).toBe(-first);
+    expect(buffer.start).toBe(utf8ByteLength(rows(0, first)));
+  });
+});

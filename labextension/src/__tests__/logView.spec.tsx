@@ -1,0 +1,159 @@
+/**
+ * The log view as rendered (without layout: the view assumes its default height).
+ */
+import { nullTranslator } from '@jupyterlab/translation';
+import * as React from 'react';
+import { act } from 'react';
+import { ReactWidget } from '@jupyterlab/ui-components';
+import { MessageLoop } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import { utf8ByteLength } from '../logBuffer';
+import { LogFollower } from '../logFollower';
+import { LogView, shownText } from '../logView';
+
+// React's act() outside a test renderer
+(globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
+
+/** A follower that has read all of a finished job's log `text`. */
+async function finishedLog(text: string): Promise<LogFollower> {
+  const size = utf8ByteLength(text);
+  const follower = new LogFollower(
+    async (offset, limit) => {
+      const data = text.slice(offset, offset + limit); // ASCII: bytes are characters
+      return {
+        job_id: 'j',
+        offset,
+        next_offset: offset + data.length,
+        size,
+        data,
+        complete: offset + data.length >= size
+      };
+    },
+    { knownSize: size }
+  );
+  await follower.poll();
+  while (follower.fillsEarlier) {
+    await follower.fillEarlier();
+  }
+  return follower;
+}
+
+const ROWS = Array.from(
+  { length: 200000 },
+  (_, i) => `[cell 1] row ${String(i).padStart(6, '0')}\n`
+).join('');
+
+describe('LogView', () => {
+  let node: HTMLElement;
+  let widget: Widget | null = null;
+  afterEach(() => {
+    act(() => widget?.dispose());
+    widget = null;
+  });
+
+  async function render(log: LogFollower): Promise<void> {
+    act(() => widget?.dispose());
+    const shown = ReactWidget.create(
+      <LogView
+        log={log}
+        error={null}
+        trans={nullTranslator.load('jupyter_to_job')}
+        onLoadEarlier={() => undefined}
+      />
+    );
+    widget = shown;
+    await act(async () => {
+      Widget.attach(shown, document.body);
+      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
+    });
+    node = shown.node;
+  }
+
+  const byTestId = (id: string) =>
+    node.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+
+  it('puts only a window of a 200,000-line log in the page, and counts all lines', async () => {
+    const log = await finishedLog(
+      ROWS +
+        '[cell 2] ValueError: bad\n[job] failed: The job failed in cell 2\n'
+    );
+    await render(log);
+    expect(byTestId('job-log-view').dataset.lines).toBe('200002');
+    expect(byTestId('job-log-lines').textContent).toBe(
+      `${(200002).toLocaleString()} lines`
+    );
+    expect(byTestId('job-log-state').textContent).toBe('complete');
+    const shown = node.querySelectorAll('[data-testid="job-log-line"]');
+    expect(shown.length).toBeGreaterThan(0);
+    expect(shown.length).toBeLessThan(100);
+  });
+
+  it('counts the lines a search finds and steps through them', async () => {
+    await render(await finishedLog(ROWS));
+    const search = byTestId('job-log-search') as HTMLInputElement;
+    await act(async () => {
+      setInput(search, 'row 1000');
+    });
+    expect(byTestId('job-log-search-count').textContent).toBe('100 lines');
+    await act(async () => {
+      byTestId('job-log-search-next').click();
+    });
+    expect(byTestId('job-log-search-count').textContent).toBe('1 of 100 lines');
+    await act(async () => {
+      byTestId('job-log-search-previous').click();
+    });
+    expect(byTestId('job-log-search-count').textContent).toBe(
+      '100 of 100 lines'
+    );
+    await act(async () => {
+      setInput(search, 'no such text');
+    });
+    expect(byTestId('job-log-search-count').textContent).toBe('No matches');
+    expect(
+      (byTestId('job-log-search-next') as HTMLButtonElement).disabled
+    ).toBe(true);
+  });
+
+  it('says which line the first error is on, or that there is none', async () => {
+    await render(
+      await finishedLog(
+        '[job] starting\n[cell 1] fine\n[cell 2] Traceback (most recent call last):\n[job] failed: x\n'
+      )
+    );
+    await act(async () => {
+      byTestId('job-log-first-error').click();
+    });
+    expect(byTestId('job-log-notice').textContent).toBe('First error: line 3.');
+    const current = node.querySelector('.jp-mod-current') as HTMLElement;
+    expect(current.dataset.line).toBe('3');
+    expect(current.classList.contains('jp-mod-error')).toBe(true);
+    expect(byTestId('job-log-view').dataset.following).toBe('false');
+
+    await render(await finishedLog('[job] starting\n[cell 1] fine\n'));
+    await act(async () => {
+      byTestId('job-log-first-error').click();
+    });
+    expect(byTestId('job-log-notice').textContent).toBe('No error in the log.');
+  });
+});
+
+describe('shownText', () => {
+  it('shows what a terminal shows of a progress bar rewritten with \\r', () => {
+    expect(shownText('[cell 1] 10%\r[cell 1] 50%\r[cell 1] 100%')).toBe(
+      '[cell 1] 100%'
+    );
+    expect(shownText('epoch 1 done\r')).toBe('epoch 1 done');
+    expect(shownText('plain')).toBe('plain');
+  });
+});
+
+/** Type `value` into a React-controlled input. */
+function setInput(input: HTMLInputElement, value: string): void {
+  const setter = Object.getOwnPropertyDescriptor(
+    HTMLInputElement.prototype,
+    'value'
+  )!.set!;
+  setter.call(input, value);
+  input.dispatchEvent(new Event('input', { bubbles: true }));
+}

@@ -1,0 +1,497 @@
+/**
+ * The job's log in the Jobs panel: only the lines in view are in the page, so a
+ * 200,000-line log scrolls as lightly as a short one. It follows the end while the
+ * reader is there and stops when they scroll up ("Jump to end" goes back), finds
+ * text (next, previous, how many lines), and jumps to the first error.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import * as React from 'react';
+
+import { LogFollower } from './logFollower';
+import { findLines, firstMatchingLine } from './logSearch';
+import {
+  atEnd,
+  IScrollArea,
+  lineWindow,
+  scrollTopFor,
+  scrollTopOfEnd
+} from './logWindow';
+
+/**
+ * The height of one log line in pixels (the CSS gives lines exactly this height).
+ */
+export const LOG_LINE_HEIGHT = 18;
+
+/**
+ * The height the view assumes before it is measured (and where nothing measures,
+ * as in tests without layout).
+ */
+const UNMEASURED_HEIGHT = 400;
+
+/**
+ * What a line shows: a progress bar rewrites its line with carriage returns, and a
+ * terminal would show only the text after the last one.
+ */
+export function shownText(line: string): string {
+  const trimmed = line.endsWith('\r') ? line.slice(0, -1) : line;
+  const cr = trimmed.lastIndexOf('\r');
+  return cr >= 0 ? trimmed.slice(cr + 1) : trimmed;
+}
+
+/**
+ * The props of the log view.
+ */
+export interface ILogViewProps {
+  log: LogFollower | null;
+  error: string | null;
+  trans: TranslationBundle;
+  onLoadEarlier: () => void;
+}
+
+/**
+ * The search as the view keeps it: the lines found for `query` in the lines held,
+ * and which of them is current.
+ */
+interface ISearchState {
+  query: string;
+  lines: number[];
+  current: number;
+  /**
+   * The buffer's line shift and line count when searched: new lines are searched on
+   * their own, earlier ones put in front mean a new search.
+   */
+  shift: number;
+  searched: number;
+}
+
+const NO_SEARCH: ISearchState = {
+  query: '',
+  lines: [],
+  current: -1,
+  shift: 0,
+  searched: 0
+};
+
+/**
+ * The log of the selected job, with its tools.
+ */
+export function LogView(props: ILogViewProps): JSX.Element {
+  const { log, trans } = props;
+  const buffer = log?.buffer ?? null;
+  const version = buffer?.version ?? 0;
+  const lineCount = buffer?.lineCount ?? 0;
+  const viewport = React.useRef<HTMLDivElement>(null);
+  const [scrollTop, setScrollTop] = React.useState(0);
+  const [height, setHeight] = React.useState(UNMEASURED_HEIGHT);
+  const [following, setFollowing] = React.useState(true);
+  const [search, setSearch] = React.useState<ISearchState>(NO_SEARCH);
+  const [target, setTarget] = React.useState<{
+    line: number;
+    kind: 'match' | 'error';
+  } | null>(null);
+  const [notice, setNotice] = React.useState('');
+  const seenShift = React.useRef(buffer?.shift ?? 0);
+  // Where following last put the view: a view found above it was scrolled up by
+  // the reader before their scroll event came.
+  const followedTo = React.useRef(0);
+
+  const area = (top = scrollTop): IScrollArea => ({
+    scrollTop: top,
+    viewportHeight: height,
+    lineHeight: LOG_LINE_HEIGHT,
+    lineCount
+  });
+
+  // Measure the visible height, and again when the panel is resized.
+  React.useLayoutEffect(() => {
+    const node = viewport.current;
+    if (!node) {
+      return;
+    }
+    const measure = () => setHeight(node.clientHeight || UNMEASURED_HEIGHT);
+    measure();
+    if (typeof ResizeObserver === 'undefined') {
+      return;
+    }
+    const observer = new ResizeObserver(measure);
+    observer.observe(node);
+    return () => observer.disconnect();
+  }, []);
+
+  // When the log grows: stay at the end while following; when earlier lines were
+  // put in front (or old ones dropped), keep the same lines in view.
+  React.useLayoutEffect(() => {
+    const node = viewport.current;
+    const shift = buffer?.shift ?? 0;
+    const moved = shift - seenShift.current;
+    seenShift.current = shift;
+    if (!node) {
+      return;
+    }
+    const end = scrollTopOfEnd(area());
+    if (
+      following &&
+      node.scrollTop < followedTo.current - LOG_LINE_HEIGHT &&
+      node.scrollTop < end - LOG_LINE_HEIGHT
+    ) {
+      setFollowing(false);
+    } else if (following) {
+      if (node.scrollTop !== end) {
+        node.scrollTop = end;
+      }
+      followedTo.current = node.scrollTop;
+      setScrollTop(node.scrollTop);
+    } else if (moved !== 0) {
+      node.scrollTop = Math.max(0, node.scrollTop + moved * LOG_LINE_HEIGHT);
+      setScrollTop(node.scrollTop);
+      setTarget(old => (old ? { ...old, line: old.line + moved } : old));
+    }
+  }, [version, height, following]);
+
+  // Keep the search up to date as lines come.
+  React.useEffect(() => {
+    if (!buffer || !search.query) {
+      return;
+    }
+    if (search.shift === buffer.shift && search.searched === lineCount) {
+      return;
+    }
+    setSearch(old => {
+      if (old.shift !== buffer.shift) {
+        return runSearch(old.query, -1);
+      }
+      // The last line searched may have grown: search again from it.
+      const from = Math.max(0, old.searched - 1);
+      const kept = old.lines.filter(line => line < from);
+      const lines = kept.concat(
+        findLines(buffer, old.query, { fromLine: from })
+      );
+      return { ...old, lines, searched: lineCount };
+    });
+  }, [version]);
+
+  const runSearch = (query: string, current: number): ISearchState => {
+    if (!buffer || !query) {
+      return { ...NO_SEARCH, query };
+    }
+    const lines = findLines(buffer, query);
+    return {
+      query,
+      lines,
+      current: lines.length === 0 ? -1 : Math.min(current, lines.length - 1),
+      shift: buffer.shift,
+      searched: buffer.lineCount
+    };
+  };
+
+  const showLine = (line: number, kind: 'match' | 'error') => {
+    const node = viewport.current;
+    setFollowing(false);
+    setTarget({ line, kind });
+    if (node) {
+      node.scrollTop = scrollTopFor(area(), line);
+      setScrollTop(node.scrollTop);
+    }
+  };
+
+  const goToMatch = (step: 1 | -1, state = search) => {
+    if (state.lines.length === 0) {
+      setSearch(state);
+      return;
+    }
+    const count = state.lines.length;
+    const current =
+      state.current < 0
+        ? step > 0
+          ? firstAtOrAfterView(state.lines)
+          : count - 1
+        : (state.current + step + count) % count;
+    setSearch({ ...state, current });
+    showLine(state.lines[current], 'match');
+  };
+
+  // The first match at or below the line at the top of the view.
+  const firstAtOrAfterView = (lines: number[]): number => {
+    const top = Math.floor(scrollTop / LOG_LINE_HEIGHT);
+    const index = lines.findIndex(line => line >= top);
+    return index < 0 ? 0 : index;
+  };
+
+  const jumpToEnd = () => {
+    setTarget(null);
+    setNotice('');
+    setFollowing(true);
+    const node = viewport.current;
+    if (node) {
+      node.scrollTop = scrollTopOfEnd(area());
+      followedTo.current = node.scrollTop;
+      setScrollTop(node.scrollTop);
+    }
+  };
+
+  const jumpToFirstError = () => {
+    if (!buffer) {
+      return;
+    }
+    const line = firstMatchingLine(buffer);
+    if (line === null) {
+      setNotice(trans.__('No error in the log.'));
+      return;
+    }
+    setNotice(trans.__('First error: line %1.', (line + 1).toLocaleString()));
+    showLine(line, 'error');
+  };
+
+  const window = lineWindow(area());
+  const lines: JSX.Element[] = [];
+  for (let i = window.first; i < window.end; i++) {
+    const isTarget = target !== null && target.line === i;
+    lines.push(
+      <div
+        key={i}
+        className={
+          'jp-JupyterToJob-logLine' +
+          (isTarget ? ` jp-mod-current jp-mod-${target?.kind}` : '')
+        }
+        data-testid="job-log-line"
+        data-line={i + 1}
+        aria-current={isTarget ? 'true' : undefined}
+      >
+        <span className="jp-JupyterToJob-logLineNumber" aria-hidden="true">
+          {i + 1}
+        </span>
+        <LineText
+          text={shownText(buffer?.line(i) ?? '')}
+          query={search.query}
+        />
+      </div>
+    );
+  }
+
+  const state = !log
+    ? ''
+    : log.complete
+      ? trans.__('complete')
+      : log.loading
+        ? trans.__('loading…')
+        : trans.__('following…');
+  const count = !search.query
+    ? ''
+    : search.lines.length === 0
+      ? trans.__('No matches')
+      : search.current < 0
+        ? trans._n(
+            '%2 line',
+            '%2 lines',
+            search.lines.length,
+            search.lines.length.toLocaleString()
+          )
+        : trans.__(
+            '%1 of %2 lines',
+            (search.current + 1).toLocaleString(),
+            search.lines.length.toLocaleString()
+          );
+  const empty = lineCount === 0;
+  return (
+    <div
+      className="jp-JupyterToJob-log"
+      data-testid="job-log-view"
+      data-lines={lineCount}
+      data-following={following ? 'true' : 'false'}
+      data-has-earlier={buffer?.hasEarlier ? 'true' : 'false'}
+      data-reading-earlier={log?.fillsEarlier ? 'true' : 'false'}
+    >
+      <div className="jp-JupyterToJob-logHeader">
+        <span className="jp-JupyterToJob-logTitle">{trans.__('Log')}</span>
+        <span className="jp-JupyterToJob-hint" data-testid="job-log-state">
+          {state}
+        </span>
+        <span className="jp-JupyterToJob-hint" data-testid="job-log-lines">
+          {empty
+            ? ''
+            : trans._n(
+                '%2 line',
+                '%2 lines',
+                lineCount,
+                lineCount.toLocaleString()
+              ) +
+              (log?.fillsEarlier
+                ? ' ' + trans.__('(reading earlier lines…)')
+                : '')}
+        </span>
+        {buffer?.hasEarlier && !log?.fillsEarlier && (
+          <button
+            type="button"
+            className="jp-JupyterToJob-button"
+            data-testid="job-log-load-earlier"
+            onClick={props.onLoadEarlier}
+          >
+            {trans.__('Load earlier')}
+          </button>
+        )}
+      </div>
+      <div
+        className="jp-JupyterToJob-logTools"
+        role="toolbar"
+        aria-label={trans.__('Log tools')}
+      >
+        <input
+          type="search"
+          className="jp-mod-styled jp-JupyterToJob-logSearch"
+          data-testid="job-log-search"
+          placeholder={trans.__('Search the log')}
+          aria-label={trans.__('Search the log')}
+          title={trans.__('Enter: next match; Shift+Enter: previous match')}
+          value={search.query}
+          onChange={event => {
+            setSearch(runSearch(event.target.value, -1));
+            setTarget(null);
+            setNotice('');
+          }}
+          onKeyDown={event => {
+            if (event.key === 'Enter') {
+              event.preventDefault();
+              goToMatch(event.shiftKey ? -1 : 1);
+            } else if (event.key === 'Escape' && search.query) {
+              event.preventDefault();
+              event.stopPropagation();
+              setSearch(NO_SEARCH);
+              setTarget(null);
+            }
+          }}
+        />
+        <span
+          className="jp-JupyterToJob-hint jp-JupyterToJob-logCount"
+          data-testid="job-log-search-count"
+          aria-live="polite"
+        >
+          {count}
+        </span>
+        <button
+          type="button"
+          className="jp-JupyterToJob-button"
+          data-testid="job-log-search-previous"
+          disabled={search.lines.length === 0}
+          title={trans.__('Previous match (Shift+Enter)')}
+          onClick={() => goToMatch(-1)}
+        >
+          {trans.__('Previous')}
+        </button>
+        <button
+          type="button"
+          className="jp-JupyterToJob-button"
+          data-testid="job-log-search-next"
+          disabled={search.lines.length === 0}
+          title={trans.__('Next match (Enter)')}
+          onClick={() => goToMatch(1)}
+        >
+          {trans.__('Next')}
+        </button>
+        <button
+          type="button"
+          className="jp-JupyterToJob-button"
+          data-testid="job-log-first-error"
+          disabled={empty}
+          title={trans.__(
+            'Show the first traceback, exception or failure line of the log'
+          )}
+          onClick={jumpToFirstError}
+        >
+          {trans.__('Jump to first error')}
+        </button>
+        <button
+          type="button"
+          className={
+            'jp-JupyterToJob-button' +
+            (following ? '' : ' jp-JupyterToJob-logJumpEnd')
+          }
+          data-testid="job-log-jump-end"
+          disabled={empty}
+          title={trans.__('Show the newest lines and keep following them')}
+          onClick={jumpToEnd}
+        >
+          {trans.__('Jump to end')}
+        </button>
+        <span
+          className="jp-JupyterToJob-hint"
+          data-testid="job-log-notice"
+          aria-live="polite"
+        >
+          {notice ||
+            (!following && log && !log.complete
+              ? trans.__('Paused: scrolled up. Jump to end to follow again.')
+              : '')}
+        </span>
+      </div>
+      {props.error && (
+        <p className="jp-JupyterToJob-message" role="alert">
+          {props.error}
+        </p>
+      )}
+      <div
+        ref={viewport}
+        className="jp-JupyterToJob-logText"
+        data-testid="job-log"
+        role="log"
+        aria-live="off"
+        aria-label={trans.__('Job log')}
+        tabIndex={0}
+        onScroll={event => {
+          const node = event.currentTarget;
+          setScrollTop(node.scrollTop);
+          const end = atEnd(area(node.scrollTop));
+          if (end) {
+            followedTo.current = node.scrollTop;
+          }
+          if (end !== following) {
+            setFollowing(end);
+          }
+        }}
+      >
+        {empty ? (
+          <div className="jp-JupyterToJob-logEmpty">
+            {log?.complete ? trans.__('(The log is empty.)') : ''}
+          </div>
+        ) : (
+          <div
+            className="jp-JupyterToJob-logSpacer"
+            style={{ height: window.totalHeight }}
+          >
+            <div
+              className="jp-JupyterToJob-logLines"
+              style={{ transform: `translateY(${window.offsetTop}px)` }}
+            >
+              {lines}
+            </div>
+          </div>
+        )}
+      </div>
+    </div>
+  );
+}
+
+/**
+ * A line's text with the search text marked wherever it occurs.
+ */
+function LineText(props: { text: string; query: string }): JSX.Element {
+  const { text, query } = props;
+  const parts: (string | JSX.Element)[] = [];
+  let from = 0;
+  if (query) {
+    const lower = text.toLowerCase();
+    const needle = query.toLowerCase();
+    let at = lower.length === text.length ? lower.indexOf(needle) : -1;
+    while (at >= 0) {
+      parts.push(text.slice(from, at));
+      parts.push(
+        <mark key={at} className="jp-JupyterToJob-logMatch">
+          {text.slice(at, at + query.length)}
+        </mark>
+      );
+      from = at + query.length;
+      at = lower.indexOf(needle, from);
+    }
+  }
+  parts.push(text.slice(from));
+  return <span className="jp-JupyterToJob-logLineText">{parts}</span>;
+}
