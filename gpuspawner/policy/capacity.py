@@ -4,10 +4,11 @@ All decisions are synchronous and free of I/O, so a caller running on one event
 loop can check and record an allocation without another spawn slipping in
 between: concurrent spawns never double-book a slice.
 
-Placement puts a slice on the GPU where it costs least (a memory-only share takes a
-smaller part of a larger card; a 1/4 share takes less memory on a smaller one; a MIG
-slice takes whole compute slices), and among those on the fullest GPU that still fits it
-(best fit), so whole GPUs stay free for whole-GPU requests. On a MIG-partitioned GPU
+Placement puts a slice on a GPU already in use (or split into MIG slices) before it opens
+an empty one, on the GPU where it costs least (a memory-only share takes a smaller part of
+a larger card; a 1/4 share takes less memory on a smaller one; a MIG slice takes whole
+compute slices), and among those on the fullest GPU that still fits it (best fit), so whole
+GPUs stay free for whole-GPU requests. On a MIG-partitioned GPU
 (``GPUDevice.mig``) a share is booked as the MIG slice the MIG back end will give it
 (:func:`~gpuspawner.policy.mig_profiles.mig_demand`), and whole-GPU requests go elsewhere.
 During a course's open window, its ``reserved_seats`` are held as placeholder slices that
@@ -507,10 +508,12 @@ def demand_on(share: GPUShare, device: GPUDevice) -> SliceDemand | None:
 def _choose(
     slots: list[DeviceUsage], share: GPUShare
 ) -> list[tuple[DeviceUsage, SliceDemand]] | None:
-    """Cheapest, then best-fit placement of ``share`` over ``slots``; None if it does not fit.
+    """Placement of ``share`` over ``slots``; None if it does not fit.
 
-    A slice's *cost* on a device is what it takes there beyond the least it takes on any
-    matching device, in time (weighed as the matching devices' mean memory) plus memory:
+    A slice goes to a GPU already in use or split into MIG slices when one fits, and opens
+    an empty GPU that could be given whole only otherwise. Among those, the cheapest wins:
+    a slice's *cost* on a device is what it takes there beyond the least it takes on any
+    matching device, in time (weighed as the matching devices' mean memory) plus memory, so
     a memory-only share costs least on the largest card, a fraction share on the smallest,
     and a MIG slice pays for its rounding up to whole compute slices. Among equally cheap
     devices the fullest one that still fits wins (best fit), then the lowest index."""
