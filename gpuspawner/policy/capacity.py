@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from .mig_profiles import mig_demand
@@ -495,6 +496,7 @@ class CapacityPool:
         )
 
 
+@lru_cache(maxsize=4096)
 def demand_on(share: GPUShare, device: GPUDevice) -> SliceDemand | None:
     """What ``share`` takes from ``device``, or None when that device can never give it.
 
@@ -503,6 +505,30 @@ def demand_on(share: GPUShare, device: GPUDevice) -> SliceDemand | None:
     if device.mig:
         return mig_demand(share, device)
     return share.demand_on(device)
+
+
+@lru_cache(maxsize=1024)
+def _priced(
+    share: GPUShare, devices: tuple[GPUDevice, ...]
+) -> tuple[tuple[SliceDemand, Fraction] | None, ...]:
+    """Per device, what a slice ``share`` takes there and its cost (see :func:`_choose`), or
+    None where it cannot go. Shares and devices are few, so this is computed once each."""
+    demands = [
+        demand_on(share, device) if device.matches_model(share.models) else None
+        for device in devices
+    ]
+    given = [(device, demand) for device, demand in zip(devices, demands, strict=True) if demand]
+    if not given:
+        return tuple(None for _ in devices)
+    least_time = min(demand.fraction for _, demand in given)
+    least_memory = min(demand.memory_mib for _, demand in given)
+    mean_memory = Fraction(sum(device.memory_mib for device, _ in given), len(given))
+    return tuple(
+        (demand, (demand.fraction - least_time) * mean_memory + demand.memory_mib - least_memory)
+        if demand is not None
+        else None
+        for demand in demands
+    )
 
 
 def _choose(
@@ -527,22 +553,13 @@ def _choose(
             return None
         picked = heapq.nsmallest(share.count, free, key=lambda s: s.device.index)
         return [(s, share.demand_on(s.device)) for s in picked]
-    demands = [
-        (slot, demand)
-        for slot in slots
-        if slot.device.matches_model(share.models)
-        and (demand := demand_on(share, slot.device)) is not None
-    ]
-    if not demands:
-        return None
-    least_time = min(d.fraction for _, d in demands)
-    least_memory = min(d.memory_mib for _, d in demands)
-    mean_memory = Fraction(sum(s.device.memory_mib for s, _ in demands), len(demands))
     best: tuple | None = None
-    for slot, demand in demands:
+    for slot, priced in zip(slots, _priced(share, tuple(s.device for s in slots)), strict=True):
+        if priced is None:
+            continue
+        demand, cost = priced
         if not slot.fits(demand):
             continue
-        cost = (demand.fraction - least_time) * mean_memory + demand.memory_mib - least_memory
         rank = (
             # An empty GPU that could be given whole is opened last: whole-GPU requests
             # can use nothing else, while a slice can go to a GPU in use or a MIG GPU.
