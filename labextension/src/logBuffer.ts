@@ -119,6 +119,11 @@ interface ILineBlock {
 }
 
 /**
+ * The most lines a buffer keeps by default (see the constructor).
+ */
+export const MAX_LINES = 1500000;
+
+/**
  * Appends smaller than this are merged into the last block, so that a log read a
  * few lines at a time does not become thousands of blocks.
  */
@@ -138,13 +143,16 @@ export class LogBuffer {
    * @param limit The most characters to keep while following.
    * @param start The byte offset the window starts at: 0, or a point inside a long
    * log to show only its end (the partial first line is then dropped).
+   * @param maxLines The most lines to keep while following: a browser cannot
+   * scroll an area much taller than 30 million pixels, 1.6 million log lines.
    */
-  constructor(limit: number, start = 0) {
+  constructor(limit: number, start = 0, maxLines = MAX_LINES) {
     if (!(limit > 0)) {
       throw new RangeError(`A log window must hold at least 1 character.`);
     }
     this._window = limit;
     this._limit = limit;
+    this._maxLines = Math.max(1, maxLines);
     this._start = Math.max(0, start);
     this._end = this._start;
     this._alignFirstLine = this._start > 0;
@@ -207,6 +215,13 @@ export class LogBuffer {
       });
     }
     return blocks;
+  }
+
+  /**
+   * The most lines kept while following.
+   */
+  get maxLines(): number {
+    return this._maxLines;
   }
 
   /**
@@ -342,25 +357,31 @@ export class LogBuffer {
 
   private _trim(): void {
     let excess = this.length - this._limit;
-    if (excess <= 0) {
+    let excessLines = this.lineCount - this._maxLines;
+    if (excess <= 0 && excessLines <= 0) {
       return;
     }
     // Drop whole lines from the front: whole blocks first, then the lines of the
     // first block that start before the excess is covered.
     let dropped = 0;
     let droppedLines = 0;
-    while (this._blocks.length > 0 && excess > 0) {
+    while (this._blocks.length > 0 && (excess > 0 || excessLines > 0)) {
       const block = this._blocks[0];
-      if (block.text.length <= excess) {
+      const lines = block.starts.length;
+      if (block.text.length <= excess || lines <= excessLines) {
         this._blocks.shift();
         dropped += utf8ByteLength(block.text);
-        droppedLines += block.starts.length;
+        droppedLines += lines;
         excess -= block.text.length;
+        excessLines -= lines;
         this._characters -= block.text.length;
         continue;
       }
-      const cutLine = lastAtMost(block.starts, excess - 1) + 1;
-      if (cutLine >= block.starts.length) {
+      const cutLine = Math.max(
+        excess > 0 ? lastAtMost(block.starts, excess - 1) + 1 : 0,
+        excessLines
+      );
+      if (cutLine >= lines) {
         excess = block.text.length; // the excess ends in its last line: drop it all
         continue;
       }
@@ -372,6 +393,7 @@ export class LogBuffer {
       droppedLines += cutLine;
       this._characters -= head.length;
       excess = 0;
+      excessLines = 0;
     }
     this._start += dropped;
     this._shift -= droppedLines;
@@ -405,5 +427,6 @@ export class LogBuffer {
   private _end: number;
   private _limit: number;
   private readonly _window: number;
+  private readonly _maxLines: number;
   private _alignFirstLine: boolean;
 }

@@ -143,10 +143,11 @@ export class LogFollower {
    * error" see the whole log. Beyond that, "Load earlier" reads it on request.
    */
   get fillsEarlier(): boolean {
+    const buffer = this.buffer;
     return (
-      this.buffer.hasEarlier &&
-      this.buffer.length + Math.min(this.buffer.start, EARLIER_PIECE) <=
-        this._window
+      buffer.hasEarlier &&
+      buffer.length + Math.min(buffer.start, EARLIER_PIECE) <= this._window &&
+      buffer.lineCount < buffer.maxLines * 0.9
     );
   }
 

@@ -62,6 +62,7 @@ interface ISearchState {
    */
   shift: number;
   searched: number;
+  version: number;
 }
 
 const NO_SEARCH: ISearchState = {
@@ -69,7 +70,8 @@ const NO_SEARCH: ISearchState = {
   lines: [],
   current: -1,
   shift: 0,
-  searched: 0
+  searched: 0,
+  version: -1
 };
 
 /**
@@ -153,20 +155,33 @@ export function LogView(props: ILogViewProps): JSX.Element {
     if (!buffer || !search.query) {
       return;
     }
-    if (search.shift === buffer.shift && search.searched === lineCount) {
+    if (search.version === buffer.version) {
       return;
     }
     setSearch(old => {
-      if (old.shift !== buffer.shift) {
-        return runSearch(old.query, -1);
+      const moved = buffer.shift - old.shift;
+      if (moved > 0) {
+        return runSearch(old.query, -1); // earlier lines came in front
       }
-      // The last line searched may have grown: search again from it.
-      const from = Math.max(0, old.searched - 1);
-      const kept = old.lines.filter(line => line < from);
+      // Old lines went from the front (moved < 0): the lines found move up. The
+      // last line searched may have grown: search again from it.
+      const from = Math.max(0, old.searched + moved - 1);
+      const kept = old.lines
+        .map(line => line + moved)
+        .filter(line => line >= 0 && line < from);
       const lines = kept.concat(
         findLines(buffer, old.query, { fromLine: from })
       );
-      return { ...old, lines, searched: lineCount };
+      const current =
+        old.current < 0 ? -1 : lines.indexOf(old.lines[old.current] + moved);
+      return {
+        ...old,
+        lines,
+        current,
+        shift: buffer.shift,
+        searched: lineCount,
+        version: buffer.version
+      };
     });
   }, [version]);
 
@@ -180,7 +195,8 @@ export function LogView(props: ILogViewProps): JSX.Element {
       lines,
       current: lines.length === 0 ? -1 : Math.min(current, lines.length - 1),
       shift: buffer.shift,
-      searched: buffer.lineCount
+      searched: buffer.lineCount,
+      version: buffer.version
     };
   };
 
@@ -242,9 +258,9 @@ export function LogView(props: ILogViewProps): JSX.Element {
     showLine(line, 'error');
   };
 
-  const window = lineWindow(area());
+  const shown = lineWindow(area());
   const lines: JSX.Element[] = [];
-  for (let i = window.first; i < window.end; i++) {
+  for (let i = shown.first; i < shown.end; i++) {
     const isTarget = target !== null && target.line === i;
     lines.push(
       <div
@@ -455,11 +471,11 @@ export function LogView(props: ILogViewProps): JSX.Element {
         ) : (
           <div
             className="jp-JupyterToJob-logSpacer"
-            style={{ height: window.totalHeight }}
+            style={{ height: shown.totalHeight }}
           >
             <div
               className="jp-JupyterToJob-logLines"
-              style={{ transform: `translateY(${window.offsetTop}px)` }}
+              style={{ transform: `translateY(${shown.offsetTop}px)` }}
             >
               {lines}
             </div>

@@ -183,4 +183,16 @@ describe('LogBuffer, the line index a log view reads', () => {
     expect(buffer.shift).toBe(-first);
     expect(buffer.start).toBe(utf8ByteLength(rows(0, first)));
   });
+
+  it('keeps at most its most lines, however short they are', () => {
+    // Given a buffer that keeps 100 lines, and 250 short lines read
+    const buffer = new LogBuffer(1024 * 1024, 0, 100);
+    buffer.append(piece(0, rows(0, 250)));
+    // Then it holds the newest 100, and says 150 went from the front
+    expect(buffer.lineCount).toBe(100);
+    expect(buffer.line(0)).toBe('row 150');
+    expect(buffer.line(99)).toBe('row 249');
+    expect(buffer.shift).toBe(-150);
+    expect(buffer.start).toBe(utf8ByteLength(rows(0, 150)));
+  });
 });

@@ -138,6 +138,72 @@ describe('LogView', () => {
   });
 });
 
+describe('LogView while the job runs', () => {
+  let widget: Widget | null = null;
+  afterEach(() => {
+    act(() => widget?.dispose());
+    widget = null;
+  });
+
+  it('keeps the count of a search up to date as lines come', async () => {
+    // Given a running job's log, shown, with a search for "x"
+    let text = '[cell 1] a x\n[cell 1] b\n';
+    const follower = new LogFollower(async (offset, limit) => {
+      const data = text.slice(offset, offset + limit);
+      return {
+        job_id: 'j',
+        offset,
+        next_offset: offset + data.length,
+        size: text.length,
+        data,
+        complete: false
+      };
+    });
+    await follower.poll();
+    // (a new element at each update, as the Jobs panel renders it)
+    const shown = new (class extends ReactWidget {
+      render(): JSX.Element {
+        return (
+          <LogView
+            log={follower}
+            error={null}
+            trans={nullTranslator.load('jupyter_to_job')}
+            onLoadEarlier={() => undefined}
+          />
+        );
+      }
+    })();
+    widget = shown;
+    await act(async () => {
+      Widget.attach(shown, document.body);
+      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
+    });
+    const byTestId = (id: string) =>
+      shown.node.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+    await act(async () => {
+      setInput(byTestId('job-log-search') as HTMLInputElement, 'x');
+    });
+    expect(byTestId('job-log-search-count').textContent).toBe('1 line');
+    expect(byTestId('job-log-state').textContent).toBe('following…');
+
+    // When the job writes two more lines with "x", the second one in two pieces
+    text += '[cell 1] c x\n[cell 1] d';
+    await follower.poll();
+    await act(async () => {
+      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
+    });
+    text += ' x\n';
+    await follower.poll();
+    await act(async () => {
+      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
+    });
+
+    // Then the count includes them, each line once
+    expect(byTestId('job-log-search-count').textContent).toBe('3 lines');
+    expect(byTestId('job-log-view').dataset.lines).toBe('4');
+  });
+});
+
 describe('shownText', () => {
   it('shows what a terminal shows of a progress bar rewritten with \\r', () => {
     expect(shownText('[cell 1] 10%\r[cell 1] 50%\r[cell 1] 100%')).toBe(
