@@ -141,6 +141,61 @@ describe('JobsModel, the Jobs panel’s state and polling', () => {
     expect(model.selected?.status).toBe('COMPLETED');
   });
 
+  it('reads a running job’s log more often than it lists the jobs', async () => {
+    // Given a shown panel that lists jobs every second and reads the log every 20 ms
+    const api = new FakeJobsAPI();
+    api.jobs = [makeJob({ job_id: 'j', status: 'RUNNING', log_size: 0 })];
+    model = new JobsModel({
+      api: api as unknown as JobsAPI,
+      refreshInterval: INTERVAL * 50,
+      logInterval: INTERVAL
+    });
+    model.visible = true;
+    await model.refresh();
+    model.select('j');
+
+    // When the job writes a line after the list was last read
+    await sleep(INTERVAL * 2);
+    const lists = api.listCalls;
+    api.log = '[cell 1] epoch 1\n';
+    await sleep(INTERVAL * 4);
+
+    // Then the log shows it before the list is read again
+    expect(model.log?.buffer.text).toBe('[cell 1] epoch 1\n');
+    expect(api.listCalls).toBe(lists);
+  });
+
+  it('shows the end of a finished long log first, then reads the rest before it', async () => {
+    // Given a finished job whose log is 3 MiB, 60,000 lines
+    const api = new FakeJobsAPI();
+    api.log = Array.from(
+      { length: 60000 },
+      (_, i) => `[cell 1] row ${String(i).padStart(5, '0')} ${'.'.repeat(34)}\n`
+    ).join('');
+    api.jobs = [
+      makeJob({ job_id: 'j', status: 'COMPLETED', log_size: api.log.length })
+    ];
+    model = modelOn(api);
+    await model.refresh();
+    const shown: number[] = [];
+    model.stateChanged.connect(() => shown.push(model!.log!.buffer.lineCount));
+
+    // When it is selected
+    model.select('j');
+    await sleep(INTERVAL * 5);
+
+    // Then the first read was of the log's end, and the whole log is held at last,
+    // in order, having grown a piece at a time
+    expect(api.logReads[0]).toBe(api.log.length - 256 * 1024);
+    const buffer = model.log!.buffer;
+    expect(buffer.hasEarlier).toBe(false);
+    expect(buffer.lineCount).toBe(60000);
+    expect(buffer.line(0)).toMatch(/^\[cell 1\] row 00000 /);
+    expect(buffer.line(59999)).toMatch(/^\[cell 1\] row 59999 /);
+    expect(new Set(shown).size).toBeGreaterThan(3);
+    expect(model.log!.complete).toBe(true);
+  });
+
   it('shows the sentence instead of a list when the extension is missing', async () => {
     const api = new FakeJobsAPI();
     api.failWith = new JobAPIError(
