@@ -79,7 +79,10 @@ describe('firstMatchingLine, jump to the first error', () => {
     expect(
       matches('[cell 3] torch.cuda.OutOfMemoryError: CUDA out of memory')
     ).toBe(true);
+    expect(matches('[cell 4] Error: the data folder is empty')).toBe(true);
+    expect(matches('[cell 4] ERROR:root:could not read batch 3')).toBe(true);
     expect(matches('[cell 2] KeyboardInterrupt')).toBe(false);
+    expect(matches('[cell 1] Error rate 0.02, Errors seen 3')).toBe(false);
     expect(matches('[job] failed: The kernel died while running cell 2')).toBe(
       true
     );
