@@ -935,11 +935,12 @@ class KubernetesExecutor(JobExecutor):
         kept = self.progress.observe_lines(lines)
         if kept:
             self.log_store.append_bytes(self.job_id, kept)
+        # Right after the lines it counts (one small file per block, not per line): a
+        # service killed in between copies this one block again when it comes back.
+        self._save_cursor()
         if self.progress.changed:
             self.progress.changed = False
             self.report_progress(self.progress.status())
-        if time.monotonic() - self._cursor_saved_at >= 0.5:
-            self._save_cursor()
 
     def _save_cursor(self) -> None:
         """Save the cursor after the lines it counts (a crash in between repeats, never loses)."""
