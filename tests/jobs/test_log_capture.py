@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 
 from jupyter_to_job.logs import LogStore
+from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import EXIT_FAILED
 from jupyter_to_job.runner import JobLog, run_job
 from tests.support import eventually
+from tests.support.job_managers import ManagerFactory, finished
 
 from ..support.notebooks import make_job_dir, notebook, read_status_json
 from .conftest import HANG_GUARD, REPO
@@ -189,3 +191,34 @@ async def test_a_kernel_killed_mid_stream_leaves_every_line_it_sent(tmp_path: Pa
     assert len(numbers) >= 50_000
     assert numbers == list(range(len(numbers)))
     assert kept.splitlines()[-1].startswith(b"[job] failed: The kernel died while running")
+
+
+async def test_a_local_job_whose_runner_is_killed_keeps_its_log_whole(
+    make_manager: ManagerFactory,
+) -> None:
+    # Given a local job printing numbered lines as fast as it can
+    manager = await make_manager()
+    created = await manager.create(
+        "alice", CreateJob(input_path="endless.ipynb"), notebook=notebook(ENDLESS)
+    )
+    job_id = created.job_id
+    await eventually(
+        lambda: manager.log_store.size(job_id) > 800_000, what="50,000 lines in the log"
+    )
+
+    # When its runner process is killed outright
+    row = manager.store.get(job_id)
+    assert row is not None and row.pid is not None
+    at_kill = manager.log_store.path(job_id).read_bytes()
+    os.kill(row.pid, signal.SIGKILL)
+    job = await finished(manager, job_id)
+
+    # Then the job failed, and its log keeps every line it had at the kill, each once,
+    # in order and whole, and reads on to the service's account of the end
+    assert job.status is JobStatus.FAILED
+    everything = manager.log_store.path(job_id).read_bytes()
+    numbers, unfinished = numbered_lines(everything)
+    assert unfinished == b""
+    assert numbers == list(range(len(numbers)))
+    assert len(numbers) >= len(numbered_lines(at_kill)[0])
+    assert manager.log_store.tail(job_id, lines=1).data.startswith("[job] ")
