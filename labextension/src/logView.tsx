@@ -93,9 +93,6 @@ export function LogView(props: ILogViewProps): JSX.Element {
   } | null>(null);
   const [notice, setNotice] = React.useState('');
   const seenShift = React.useRef(buffer?.shift ?? 0);
-  // Where following last put the view: a view found above it was scrolled up by
-  // the reader before their scroll event came.
-  const followedTo = React.useRef(0);
 
   const area = (top = scrollTop): IScrollArea => ({
     scrollTop: top,
@@ -104,13 +101,18 @@ export function LogView(props: ILogViewProps): JSX.Element {
     lineCount
   });
 
-  // Measure the visible height, and again when the panel is resized.
+  // Measure the visible height, and again when the panel is resized or shown.
   React.useLayoutEffect(() => {
     const node = viewport.current;
     if (!node) {
       return;
     }
-    const measure = () => setHeight(node.clientHeight || UNMEASURED_HEIGHT);
+    const measure = () => {
+      // A hidden panel (another tab in front) has no height: keep the last one.
+      if (node.clientHeight > 0) {
+        setHeight(node.clientHeight);
+      }
+    };
     measure();
     if (typeof ResizeObserver === 'undefined') {
       return;
@@ -124,31 +126,31 @@ export function LogView(props: ILogViewProps): JSX.Element {
   // put in front (or old ones dropped), keep the same lines in view.
   React.useLayoutEffect(() => {
     const node = viewport.current;
+    if (!node || node.clientHeight === 0) {
+      return; // hidden: placed when shown and the log moves again
+    }
     const shift = buffer?.shift ?? 0;
     const moved = shift - seenShift.current;
     seenShift.current = shift;
-    if (!node) {
-      return;
-    }
-    const end = scrollTopOfEnd(area());
-    if (
-      following &&
-      node.scrollTop < followedTo.current - LOG_LINE_HEIGHT &&
-      node.scrollTop < end - LOG_LINE_HEIGHT
-    ) {
-      setFollowing(false);
-    } else if (following) {
+    if (following) {
+      const end = scrollTopOfEnd(area());
       if (node.scrollTop !== end) {
         node.scrollTop = end;
       }
-      followedTo.current = node.scrollTop;
-      setScrollTop(node.scrollTop);
     } else if (moved !== 0) {
       node.scrollTop = Math.max(0, node.scrollTop + moved * LOG_LINE_HEIGHT);
-      setScrollTop(node.scrollTop);
       setTarget(old => (old ? { ...old, line: old.line + moved } : old));
     }
+    setScrollTop(node.scrollTop);
   }, [version, height, following]);
+
+  // The reader scrolls up: stop following at once, before the browser reports
+  // the scroll, so that a line arriving in between does not pull the view back.
+  const stopFollowing = () => {
+    if (following && (viewport.current?.scrollTop ?? 0) > 0) {
+      setFollowing(false);
+    }
+  };
 
   // Keep the search up to date as lines come.
   React.useEffect(() => {
@@ -240,7 +242,6 @@ export function LogView(props: ILogViewProps): JSX.Element {
     const node = viewport.current;
     if (node) {
       node.scrollTop = scrollTopOfEnd(area());
-      followedTo.current = node.scrollTop;
       setScrollTop(node.scrollTop);
     }
   };
@@ -452,13 +453,23 @@ export function LogView(props: ILogViewProps): JSX.Element {
         aria-live="off"
         aria-label={trans.__('Job log')}
         tabIndex={0}
+        onWheel={event => {
+          if (event.deltaY < 0) {
+            stopFollowing();
+          }
+        }}
+        onKeyDown={event => {
+          if (['ArrowUp', 'PageUp', 'Home'].includes(event.key)) {
+            stopFollowing();
+          }
+        }}
         onScroll={event => {
           const node = event.currentTarget;
+          if (node.clientHeight === 0) {
+            return; // hidden: the browser dropped the position, not the reader
+          }
           setScrollTop(node.scrollTop);
           const end = atEnd(area(node.scrollTop));
-          if (end) {
-            followedTo.current = node.scrollTop;
-          }
           if (end !== following) {
             setFollowing(end);
           }

@@ -172,6 +172,19 @@ async function recordLogView(
   await page.theme.setLightTheme();
 }
 
+/**
+ * Open a Launcher in front of the Jobs panel, hiding it.
+ */
+async function putLauncherInFront(
+  page: IJupyterLabPageFixture,
+  log: Locator
+): Promise<void> {
+  await page.evaluate(async () => {
+    await window.jupyterapp.commands.execute('launcher:create');
+  });
+  await expect(log).toBeHidden();
+}
+
 async function openJobInPanel(
   page: IJupyterLabPageFixture,
   jobId: string
@@ -287,6 +300,11 @@ test.describe('The log view of a long job', () => {
     await expect(detail.getByTestId('job-log-notice')).toHaveText(
       /^First error: line [\d,]+\.$/
     );
+    // And it is still there after another tab was in front of the Jobs panel
+    await putLauncherInFront(page, log);
+    await page.activity.activateTab('Jobs');
+    await expect(current).toBeInViewport();
+    await expect(current).toContainText('Traceback (most recent call last)');
     const errorLine = Number(await current.getAttribute('data-line'));
     const around = (await linesInView(log)).map(({ text }) => text).join('\n');
     expect(around).toContain(`row ${ERROR_AT} of the log`);
@@ -342,6 +360,14 @@ test.describe('The log view of a long job', () => {
       .poll(() => lastLiveNumber(log), { timeout: 30 * 1000 })
       .toBeGreaterThanOrEqual(written);
     await expect(view).toHaveAttribute('data-following', 'true');
+
+    // And it still follows after another tab was in front of the Jobs panel
+    await putLauncherInFront(page, log);
+    await page.activity.activateTab('Jobs');
+    await expect(view).toHaveAttribute('data-following', 'true');
+    const back = await lastLiveNumber(log);
+    expect(back).toBeGreaterThanOrEqual(written);
+    await expect.poll(() => lastLiveNumber(log)).toBeGreaterThan(back);
 
     // When they scroll up to read
     await log.hover();
