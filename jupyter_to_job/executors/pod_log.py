@@ -89,11 +89,11 @@ class PodLogCursor:
 class LogReading:
     """Splits one response into new lines, skipping those the cursor has copied.
 
-    Works on whole blocks of lines, not line by line: only at the start of a stream
-    read again (``sinceTime``) are lines compared with the cursor, one by one, until
-    the first new one; from there on the container runtime's timestamps only grow, so
-    every further line is new, its timestamp is cut off by one regular expression over
-    the block, and the cursor learns the block's last timestamp.
+    Works on whole blocks of lines, not line by line. The container runtime's
+    timestamps only grow, so at the start of a stream read again (``sinceTime``) the
+    first line not copied yet is found by a binary search over the block; from there on
+    every line is new, its timestamp is cut off by one regular expression over the
+    block, and the cursor learns the block's last timestamp.
     """
 
     cursor: PodLogCursor
