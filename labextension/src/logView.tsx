@@ -334,7 +334,12 @@ export function LogView(props: ILogViewProps): JSX.Element {
               ) +
               (log?.fillsEarlier
                 ? ' ' + trans.__('(reading earlier lines…)')
-                : '')}
+                : buffer?.hasEarlier
+                  ? ' ' +
+                    trans.__(
+                      '(the end of a long log: lines count from where it is shown)'
+                    )
+                  : '')}
         </span>
         {buffer?.hasEarlier && !log?.fillsEarlier && (
           <button

@@ -16,7 +16,10 @@ import { LogView, shownText } from '../logView';
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
 
 /** A follower that has read all of a finished job's log `text`. */
-async function finishedLog(text: string): Promise<LogFollower> {
+async function finishedLog(
+  text: string,
+  window?: number
+): Promise<LogFollower> {
   const size = utf8ByteLength(text);
   const follower = new LogFollower(
     async (offset, limit) => {
@@ -30,7 +33,7 @@ async function finishedLog(text: string): Promise<LogFollower> {
         complete: offset + data.length >= size
       };
     },
-    { knownSize: size }
+    { knownSize: size, window }
   );
   await follower.poll();
   while (follower.fillsEarlier) {
@@ -87,6 +90,16 @@ describe('LogView', () => {
     const shown = node.querySelectorAll('[data-testid="job-log-line"]');
     expect(shown.length).toBeGreaterThan(0);
     expect(shown.length).toBeLessThan(100);
+  });
+
+  it('says when it shows only the end of a log longer than the page keeps', async () => {
+    // Given a page that keeps 64 KiB of log, and a 5 MiB log
+    await render(await finishedLog(ROWS, 64 * 1024));
+    // Then it says the lines shown are the end, and offers to load earlier ones
+    expect(byTestId('job-log-lines').textContent).toMatch(
+      /^[\d,]+ lines \(the end of a long log: lines count from where it is shown\)$/
+    );
+    expect(byTestId('job-log-load-earlier')).not.toBeNull();
   });
 
   it('counts the lines a search finds and steps through them', async () => {
