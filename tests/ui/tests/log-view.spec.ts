@@ -9,9 +9,9 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import { Locator } from '@playwright/test';
+import * as path from 'path';
 
 import { COMMANDS, notebook, SCREENSHOTS } from '../helpers/RunAsJobHelper';
-import * as path from 'path';
 
 const LONG_TASK_LIMIT_MS = 200;
 const LINES = 200000;
@@ -223,14 +223,23 @@ test.describe('The log view of a long job', () => {
     await recordLongTasks(page);
 
     // When the student opens it in the Jobs panel
+    const opened = Date.now();
     const detail = await openJobInPanel(page, jobId);
     const view = detail.getByTestId('job-log-view');
     const log = detail.getByTestId('job-log');
 
     // Then the log is complete, all of it read, and it shows its end
     await expect(detail.getByTestId('job-log-state')).toHaveText('complete');
+    test.info().annotations.push({
+      type: 'end shown after (ms)',
+      description: String(Date.now() - opened)
+    });
     await expect(view).toHaveAttribute('data-reading-earlier', 'false', {
       timeout: 60 * 1000
+    });
+    test.info().annotations.push({
+      type: 'whole log read after (ms)',
+      description: String(Date.now() - opened)
     });
     await expect(view).toHaveAttribute('data-has-earlier', 'false');
     const lineCount = Number(await view.getAttribute('data-lines'));
