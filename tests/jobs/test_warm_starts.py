@@ -11,7 +11,8 @@ import nbformat
 import psutil
 import pytest
 
-from gpuspawner.cgroups import ResourceLimits
+from gpuspawner.cgroups import CgroupLimits, ResourceLimits
+from jupyter_to_job.capacity import CapacityGrant, JobCapacity, JobTicket
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from tests.support import eventually
@@ -199,3 +200,56 @@ async def test_warm_runners_end_when_the_manager_shuts_down(
     assert not runner.running()
     assert not psutil.pid_exists(warm_pid) or psutil.Process(warm_pid).status() == "zombie"
     assert not runner.folder.exists()
+
+
+async def test_a_warm_runner_within_the_flavors_limits_hands_its_cgroup_to_the_job(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    if CgroupLimits().hierarchy() is None:
+        pytest.skip("needs cgroups this process can make (root, or a delegated subtree)")
+    # Given a runner was started ahead for alice within her flavor's CPU and memory
+    limits = ResourceLimits(cpu=1, memory_bytes=1 << 30)
+    capacity = LimitedCapacity(limits)
+    manager = await make_manager(capacity=capacity)
+    manager.prewarm("alice", "small", limits=limits)
+    warm_pid = await warm_runner_of(manager, "alice", "small")
+
+    # When her job of that flavor comes, asking where its kernel runs
+    home = tmp_path / "alice"
+    nbformat.write(notebook("print('cgroup', open('/proc/self/cgroup').read())"), home_of(home))
+    request = CreateJob(input_path="job.ipynb", flavor="small")
+    created = await manager.create("alice", request, source_root=home)
+    job = await finished(manager, created.job_id)
+
+    # Then the warm runner ran it, its kernel in the job's own group with the flavor's limits
+    assert job.status is JobStatus.COMPLETED, job.status_message
+    assert manager.store.get(created.job_id).pid == warm_pid
+    assert f"job-{created.job_id}" in log_of(manager, created.job_id)
+    assert "limited to" in log_of(manager, created.job_id)
+
+
+class LimitedCapacity(JobCapacity):
+    """Every job may start at once, within ``limits`` (as a flavor's CPU and memory)."""
+
+    def __init__(self, limits: ResourceLimits):
+        self.limits = limits
+
+    def acquire(self, ticket: JobTicket) -> CapacityGrant:
+        return LimitedGrant(self.limits)
+
+
+class LimitedGrant(CapacityGrant):
+    """A grant without a GPU, within ``limits``."""
+
+    def __init__(self, limits: ResourceLimits):
+        super().__init__(None)
+        object.__setattr__(self, "_limits", limits)
+
+    @property
+    def limits(self) -> ResourceLimits:
+        return self._limits  # type: ignore[attr-defined,no-any-return]
+
+
+def home_of(home: Path) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    return home / "job.ipynb"
