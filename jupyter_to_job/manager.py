@@ -563,8 +563,8 @@ class JobManager(LoggingConfigurable):
         it when their Run as Job dialog asks for the flavors). Never fails a request: a
         runner that cannot be started is logged and the job starts cold.
         """
-        if self.warm_pool is None or self._closing:
-            return 0
+        if self.warm_pool is None or self._closing or self._queue_task is None:
+            return 0  # no local jobs, or this manager is not running (start, shutdown)
         row = JobRow(job_id=f"warm-{uuid.uuid4().hex[:12]}", owner=owner, flavor=flavor)
         try:
             launcher = self._make_executor(row, environment or {}, limits=limits)
