@@ -107,6 +107,11 @@ class WarmRunnerPool:
         self._runners: dict[tuple[str, str | None], list[WarmRunner]] = {}
         self._refills: dict[tuple[str, str | None], Callable[[], object]] = {}
         self._ending: set[asyncio.Future[None]] = set()
+        # Folders of warm runners of an earlier run of the service: those runners ended
+        # when it did (the end of their control socket).
+        if folder.is_dir():
+            for stale in folder.iterdir():
+                shutil.rmtree(stale, ignore_errors=True)
 
     def runners(self, owner: str, flavor: str | None) -> list[WarmRunner]:
         """The warm runners waiting for ``owner``'s next job of ``flavor``."""
