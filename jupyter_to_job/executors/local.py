@@ -335,9 +335,7 @@ class LocalExecutor(JobExecutor):
         process = self._process
         self.store.update(self.job_id, pid=process.pid, process_start_time=process.start_time)
         self.process_started(process.pid, process.start_time)  # it holds the job's GPU slice now
-        if warm is not None:
-            self.log_line(f"warm runner process {process.pid} took the job")
-        else:
+        if warm is None:
             self.log_line(f"runner process {process.pid} started")
         if self.stop_reason is not None:  # a stop that came before the process existed
             self._terminator = asyncio.ensure_future(self._terminate())
@@ -381,17 +379,20 @@ class LocalExecutor(JobExecutor):
         warm = self.warm_pool.take(self.job.owner, self.job.flavor, self.limits)
         if warm is None:
             return None
+        # Said before the runner writes its own first lines.
+        if warm.cgroup is not None:
+            self.log_line(f"limited to {self.limits.describe()}")
+        self.log_line(f"warm runner process {warm.pid} takes the job")
         log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
         try:
             handed = warm.hand_over(self.files.directory, environment, log_fd)
         finally:
             os.close(log_fd)
-        if not handed:  # it ended meanwhile: start cold
+        if not handed:
+            self.log_line(f"warm runner process {warm.pid} had ended; starting a runner")
             self.warm_pool.release(warm)
             return None
         self._cgroup = _renamed(warm.cgroup, self.cgroup_name)
-        if self._cgroup is not None:
-            self.log_line(f"limited to {self.limits.describe()}")
         shutil.rmtree(warm.folder, ignore_errors=True)
         return _RunnerProcess(warm.pid, warm.start_time, warm.popen)
 
