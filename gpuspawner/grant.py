@@ -540,6 +540,32 @@ class GPUAdmission(LoggingConfigurable):
             catalog, pool, user, flavor_id, now=now, running_jobs=running_jobs, queued=queued
         )
 
+    def preview_job(
+        self,
+        pool: CapacityPool,
+        user: UserIdentity,
+        flavor_id: str | None,
+        *,
+        now: datetime,
+        running_jobs: Collection[str],
+    ) -> Grant | None:
+        """The grant a job of ``flavor_id`` would get now (its GPU and environment), for
+        starting its runner ahead; None when it would not start now. Nothing stays booked
+        (the slice is freed before this returns) and nothing is counted."""
+        catalog = self.catalog()
+        if (flavor_id or "") not in catalog.flavors_by_id:
+            return None
+        key = "job:preview"
+        try:
+            decision = admit_job(
+                catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
+            )
+            return self._render(pool, "job", key, user, decision.flavor, decision.allocation, "")
+        except Refusal:
+            return None
+        finally:
+            pool.release(key)
+
     # -- GPU-hours: the usage record and budgets -----------------------------------------
 
     def usage_record(self) -> UsageStore | None:

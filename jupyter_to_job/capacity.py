@@ -104,6 +104,12 @@ class JobCapacity:
         booked. A flavor left out has nothing to say (here: no capacity management)."""
         return {}
 
+    def expected_environment(self, owner: str, flavor: str | None) -> dict[str, str] | None:
+        """The GPU environment a job of ``owner`` and ``flavor`` would get if it started now
+        (its runner can then be started ahead with it); None when it would not start now.
+        Nothing is booked. Here: none, as every job runs as its host is."""
+        return {}
+
     def release(self, ticket: JobTicket) -> None:
         """The job has ended: free what it held."""
 

@@ -493,13 +493,16 @@ class JobsAPI:
             counts = queued if row.job_status is JobStatus.QUEUED else running
             counts[row.flavor] = counts.get(row.flavor, 0) + 1
         default = next((e.flavor.id for e in entitlements if e.available), None)
-        if default is not None and caller.is_user:
+        if default is not None and caller.is_user and self.manager.warm_pool is not None:
             # The Run as Job dialog asks: a job of the default flavor is likely soon.
             flavor = next(e.flavor for e in entitlements if e.flavor.id == default)
             resources = flavor.resources
+            # Its kernel starts with the GPU a job would get now: a job granted the same
+            # runs in it, one granted another starts its own (the imports still saved).
             self.manager.prewarm(
                 caller.name,
                 default,
+                environment=self.manager.capacity.expected_environment(caller.name, default),
                 limits=ResourceLimits(cpu=resources.cpu, memory_bytes=resources.memory),
             )
         # Would the caller's job start now? Not asked for a used-up budget (the budget line

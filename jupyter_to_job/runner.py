@@ -512,7 +512,12 @@ class NotebookRun:
                 yield
             return
         self.log.job("the kernel was started ahead of the job (a warm start)")
-        async with warm.running_for(client, cwd, {"JUPYTER_TO_JOB_ID": self.spec.job_id}):
+        # The job's id and the hub's descriptions of its share (this process has the job's
+        # environment since the hand-over); the rest the kernel was started with.
+        from .warm_start import JOB_ID_VARIABLE, set_late
+
+        late = {name: value for name, value in os.environ.items() if set_late(name)}
+        async with warm.running_for(client, cwd, {**late, JOB_ID_VARIABLE: self.spec.job_id}):
             yield
 
     def _stopped(self) -> _Outcome:

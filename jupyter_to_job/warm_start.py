@@ -37,6 +37,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .notebook_client import JobNotebookClient
 
+JOB_ID_VARIABLE = "JUPYTER_TO_JOB_ID"
+"""The one variable a job's environment has and its warm runner's cannot."""
+
+
+def set_late(name: str) -> bool:
+    """Whether variable ``name`` may be given to a kernel already running, before the job's
+    first cell: the job's id and the hub's ``GPUSPAWNER_*`` descriptions of its share and
+    times, which code reads only when it asks (the PyTorch memory hook on import, too).
+    Everything else (the GPU's ``CUDA_*`` and ``NVIDIA_*``, ``LD_PRELOAD``,
+    ``PYTHONPATH``, ``PATH``) takes effect when a process starts, so a kernel is kept only
+    where all of it is the job's."""
+    return name == JOB_ID_VARIABLE or name.startswith("GPUSPAWNER_")
+
+
 READY = b"ready\n"
 MAX_MESSAGE = 1024 * 1024
 _KERNEL_OUTPUT_BUFFER = 64 * 1024
@@ -175,8 +189,12 @@ class WarmKernel:
                 client,
                 "import os as __os\n"
                 f"__os.chdir({cwd!r})\n"
+                # the hub's descriptions are the job's, not the ones it was started with
+                "for __n in [n for n in __os.environ if n.startswith('GPUSPAWNER_')]:\n"
+                "    __os.environ.pop(__n)\n"
+                "__n = None\n"
                 f"__os.environ.update({environment!r})\n"
-                "del __os\n",
+                "del __os, __n\n",
             )
             yield
         finally:

@@ -48,9 +48,10 @@ from gpuspawner.accounts import UserAccount
 from gpuspawner.cgroups import Cgroup, CgroupLimits, child_setup
 
 from ..models import JobStatus
+from ..warm_start import JOB_ID_VARIABLE
 from .base import JobExecutor, JobOutcome, StopReason
 from .process_exit import ProcessExit
-from .warm_pool import JOB_ID_VARIABLE, WarmRunner, WarmRunnerPool
+from .warm_pool import WarmRunner, WarmRunnerPool
 
 INHERITED_ENVIRONMENT = [
     "PATH",

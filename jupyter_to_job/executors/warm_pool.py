@@ -38,10 +38,8 @@ from pathlib import Path
 
 from gpuspawner.cgroups import Cgroup, ResourceLimits
 
+from ..warm_start import set_late
 from .process_exit import ProcessExit
-
-JOB_ID_VARIABLE = "JUPYTER_TO_JOB_ID"
-"""The one variable a job's environment has and its warm runner's cannot."""
 
 _RELEASE_GRACE = 10.0
 
@@ -73,7 +71,9 @@ class WarmRunner:
 
     def keeps_kernel(self, environment: dict[str, str]) -> bool:
         """Whether a job with ``environment`` may run in the kernel started ahead."""
-        return {k: v for k, v in environment.items() if k != JOB_ID_VARIABLE} == self.environment
+        return {k: v for k, v in environment.items() if not set_late(k)} == {
+            k: v for k, v in self.environment.items() if not set_late(k)
+        }
 
     def hand_over(self, job_dir: Path, environment: dict[str, str], log_fd: int) -> bool:
         """Send the job (and the log's descriptor); False when the runner is gone."""

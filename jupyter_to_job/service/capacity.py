@@ -227,6 +227,22 @@ class FlavorCapacity(JobCapacity):
                 pass  # it could never start: the flavor list says why
         return answers
 
+    def expected_environment(self, owner: str, flavor: str | None) -> dict[str, str] | None:
+        if self.ledger_path:
+            from gpuspawner.ledger import AllocationLedger
+
+            pool = AllocationLedger(self.ledger_path, log).snapshot(self.devices)
+        else:
+            pool = self._pool  # booked and freed again in one synchronous step
+        grant = self.admission.preview_job(
+            pool,
+            self.identities.get(owner),
+            flavor,
+            now=self._clock(),
+            running_jobs=self._running_flavors(owner),
+        )
+        return CapacityGrant(grant).environment if grant is not None else None
+
     def release(self, ticket: JobTicket) -> None:
         self.admission.record_end(ticket.key, self._clock())
         self._held.pop(ticket.key, None)
