@@ -60,12 +60,16 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .report import Row, Section
 from .timing import Timing
+
+if TYPE_CHECKING:
+    from jupyter_to_job.manager import JobManager
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_TARGET = ROOT / "build" / "bench" / "jupyter-scheduler"
@@ -252,7 +256,6 @@ def _ours_on_kubernetes(workdir: Path, notebook: Path) -> tuple[float, float, fl
     """(submit → first cell line in the durable log, → last cell line there, → final, log
     file) of a job run by the KubernetesExecutor on the emulator."""
     from jupyter_to_job.manager import JobManager
-    from jupyter_to_job.models import CreateJob, JobStatus
     from tests.support.k8s_emulator import EmulatedCluster
     from tests.support.k8s_job_pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
 
@@ -260,16 +263,7 @@ def _ours_on_kubernetes(workdir: Path, notebook: Path) -> tuple[float, float, fl
         manager = JobManager(root_dir=str(workdir / "root"), config=k8s_job_config(kubeconfig))
         await manager.start()
         try:
-            request = CreateJob(input_path=notebook.name, output_formats=["ipynb"])
-            start = time.perf_counter()
-            created = await manager.create("bench", request, source_root=notebook.parent)
-            log = manager.log_store.path(created.job_id)
-            waiting = asyncio.ensure_future(manager.wait(created.job_id, poll_interval=0.005))
-            first, last = await _watch_log(log, waiting, start)
-            done = await waiting
-            total = time.perf_counter() - start
-            assert done.status is JobStatus.COMPLETED, done.status_message
-            return first, last, total, log
+            return await _submit_and_watch(manager, notebook)
         finally:
             await manager.shutdown()
 
@@ -283,6 +277,25 @@ def _ours_on_kubernetes(workdir: Path, notebook: Path) -> tuple[float, float, fl
     finally:
         kill_kernels(workdir / "pods")
         cluster.stop()
+
+
+async def _submit_and_watch(
+    manager: JobManager, notebook: Path
+) -> tuple[float, float, float, Path]:
+    """Submit the large-log ``notebook`` to a running ``manager``: (submit → first cell line
+    in the durable log, → last cell line there, → final, log file)."""
+    from jupyter_to_job.models import CreateJob, JobStatus
+
+    request = CreateJob(input_path=notebook.name, output_formats=["ipynb"])
+    start = time.perf_counter()
+    created = await manager.create("bench", request, source_root=notebook.parent)
+    log = manager.log_store.path(created.job_id)
+    waiting = asyncio.ensure_future(manager.wait(created.job_id, poll_interval=0.005))
+    first, last = await _watch_log(log, waiting, start)
+    done = await waiting
+    total = time.perf_counter() - start
+    assert done.status is JobStatus.COMPLETED, done.status_message
+    return first, last, total, log
 
 
 async def _watch_log(log: Path, waiting: asyncio.Future, start: float) -> tuple[float, float]:
@@ -316,7 +329,6 @@ def _ours_big(
     log file) of the large-log notebook as a local job; ``warm``: with a warm runner
     ready for it before it is submitted."""
     from jupyter_to_job.manager import JobManager
-    from jupyter_to_job.models import CreateJob, JobStatus
 
     async def job() -> tuple[float, float, float, Path]:
         manager = JobManager(root_dir=str(root))
@@ -325,16 +337,7 @@ def _ours_big(
             if warm:
                 assert manager.prewarm("bench") == 1 and manager.warm_pool is not None
                 assert await manager.warm_pool.wait_ready("bench", None) == 1
-            request = CreateJob(input_path=notebook.name, output_formats=["ipynb"])
-            start = time.perf_counter()
-            created = await manager.create("bench", request, source_root=notebook.parent)
-            log = manager.log_store.path(created.job_id)
-            waiting = asyncio.ensure_future(manager.wait(created.job_id, poll_interval=0.005))
-            first, last = await _watch_log(log, waiting, start)
-            done = await waiting
-            total = time.perf_counter() - start
-            assert done.status is JobStatus.COMPLETED, done.status_message
-            return first, last, total, log
+            return await _submit_and_watch(manager, notebook)
         finally:
             await manager.shutdown()
 
