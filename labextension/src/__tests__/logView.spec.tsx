@@ -47,6 +47,15 @@ const ROWS = Array.from(
   (_, i) => `[cell 1] row ${String(i).padStart(6, '0')}\n`
 ).join('');
 
+/** ``shown``, put in the page and rendered. */
+async function attached(shown: ReactWidget): Promise<ReactWidget> {
+  await act(async () => {
+    Widget.attach(shown, document.body);
+    MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
+  });
+  return shown;
+}
+
 describe('LogView', () => {
   let node: HTMLElement;
   let widget: Widget | null = null;
@@ -65,11 +74,7 @@ describe('LogView', () => {
         onLoadEarlier={() => undefined}
       />
     );
-    widget = shown;
-    await act(async () => {
-      Widget.attach(shown, document.body);
-      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
-    });
+    widget = await attached(shown);
     node = shown.node;
   }
 
@@ -186,11 +191,7 @@ describe('LogView while the job runs', () => {
         );
       }
     })();
-    widget = shown;
-    await act(async () => {
-      Widget.attach(shown, document.body);
-      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
-    });
+    widget = await attached(shown);
     const byTestId = (id: string) =>
       shown.node.querySelector(`[data-testid="${id}"]`) as HTMLElement;
     await act(async () => {
