@@ -189,6 +189,8 @@ setup(
             "kubernetes-validate",
             POSTGRES_DRIVER,
             OAUTHENTICATOR,
+            # A real SMTP server receives the job service's finish mails in tests.
+            "aiosmtpd",
         ],
     },
     entry_points={

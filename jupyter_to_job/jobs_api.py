@@ -56,8 +56,10 @@ from .models import (
     ListFlavorsResponse,
     ListJobsQuery,
     ListJobsResponse,
+    NotificationSettings,
     UpdateJob,
 )
+from .notifications import new_webhook_secret
 from .rest import ApiError, json_object, parse_create_body, validation_error
 from .runfiles import open_job_file
 from .scopes import READ_JOBS_SCOPE, WRITE_JOBS_SCOPE
@@ -369,12 +371,73 @@ class JobsAPI:
             )
         if self._remember_identity is not None:
             self._remember_identity(identity)
+        if request.notify is not None and request.notify.webhook_url is not None:
+            self._require_webhook_secret(caller.name)
         request = request.model_copy(update={"flavor": flavor.id, "deadline_seconds": deadline})
         working_dir = self._working_dir(request, caller.name) if self._working_dir else None
         created = await self.manager.create(
             caller.name, request, notebook=notebook, working_dir=working_dir
         )
         return created.model_copy(update={"job": await self._seen(caller, created.job)})
+
+    # -- notifications --------------------------------------------------------------------
+
+    def _require_webhook_secret(self, owner: str) -> None:
+        settings = self.manager.store.owner_notify(owner)
+        if settings is None or not settings.webhook_secret:
+            raise ApiError(
+                400,
+                "Webhooks are signed with a secret of yours, and you have none yet. Save a "
+                "webhook in your notification settings first (PUT api/notification-settings), "
+                "keep the secret it shows you once, then create the job again.",
+                "no-webhook-secret",
+            )
+
+    def _require_own_settings(self, caller: Caller, level: Access) -> None:
+        self._require_scope(caller, level)
+        if not caller.is_user or not caller.grants[level].covers(caller.name, caller.groups):
+            raise ApiError(
+                403,
+                "Notification settings are each user's own: use a token of the user whose "
+                "settings these are, with the scope on their own jobs.",
+                "users-only",
+            )
+
+    def notification_settings(self, caller: Caller) -> NotificationSettings:
+        """The caller's default notifications (``GET api/notification-settings``)."""
+        self._require_own_settings(caller, Access.READ)
+        row = self.manager.store.owner_notify(caller.name)
+        if row is None:
+            return NotificationSettings()
+        return NotificationSettings.model_validate(
+            {"default": row.settings or {}, "webhook_secret_set": bool(row.webhook_secret)}
+        )
+
+    def put_notification_settings(self, caller: Caller, body: bytes) -> NotificationSettings:
+        """Save the caller's default; makes their webhook secret when they save a webhook
+        without one (or ask ``rotate_secret``), and shows it in this answer only."""
+        self._require_own_settings(caller, Access.WRITE)
+        try:
+            wanted = NotificationSettings.model_validate(json_object(body))
+        except ValidationError as error:
+            raise validation_error(error, "notification settings") from None
+        if wanted.webhook_secret is not None or wanted.webhook_secret_set:
+            raise ApiError(
+                400,
+                "The webhook secret is made by the job service, not sent to it. Leave out "
+                "webhook_secret and webhook_secret_set; send rotate_secret: true for a new one.",
+                "invalid",
+            )
+        store = self.manager.store
+        existing = store.owner_notify(caller.name)
+        secret = existing.webhook_secret if existing is not None else None
+        shown = None
+        if wanted.rotate_secret or (wanted.default.webhook_url is not None and not secret):
+            secret = shown = new_webhook_secret()
+        store.set_owner_notify(caller.name, wanted.default.model_dump(mode="json"), secret)
+        return NotificationSettings(
+            default=wanted.default, webhook_secret_set=bool(secret), webhook_secret=shown
+        )
 
     async def check_rerun(self, caller: Caller, job_id: str) -> DescribeJob:
         """The job ``caller`` asks to run again, when it is theirs; a 403 naming its owner

@@ -71,6 +71,7 @@ from .models import (
     ListJobsQuery,
     ListJobsResponse,
 )
+from .notifications import JobNotifier
 from .runfiles import JobFiles, RunnerSpec, write_model
 from .snapshot import notebook_snapshot
 from .store import ACTIVE, DuplicateToken, JobRow, JobStore, utcnow
@@ -217,6 +218,8 @@ class JobManager(LoggingConfigurable):
         self.log_store: LogStore = self.log_store_class(parent=self)
         if not self.log_store.root:
             self.log_store.root = os.path.join(self.root_dir, "logs")
+        self.notifier = JobNotifier(parent=self, store=self.store, log_store=self.log_store)
+        """Tells owners that their jobs ended (``c.JobNotifier``)."""
         self._executors: dict[str, JobExecutor] = {}
         self._tasks: dict[str, asyncio.Future[None]] = {}
         self._dispatch_lock = asyncio.Lock()
@@ -270,6 +273,7 @@ class JobManager(LoggingConfigurable):
             task.cancel()
         self._executors.clear()
         self._tasks.clear()
+        await self.notifier.drain()  # mails and webhooks under way (bounded by their timeouts)
         self.store.close()
 
     async def reconcile(self) -> ReconcileReport:
@@ -305,6 +309,7 @@ class JobManager(LoggingConfigurable):
                 await executor.resume()  # ends at once: the runner's result, or lost
                 self.capacity.release(ticket)
                 report.ended.append(row.job_id)
+                self.notifier.job_ended(row.job_id)
         self.capacity.reconciled()
         report.queued = self.store.count(JobStatus.QUEUED)
         self.reconcile_report = report
@@ -381,6 +386,8 @@ class JobManager(LoggingConfigurable):
                 created=False,
                 job=self._describe(duplicate.existing),
             )
+        if request.notify is not None:
+            self.store.set_job_notify(job_id, request.notify.model_dump(mode="json"))
         files = self.job_files(job_id)
         try:
             files.directory.mkdir(parents=True)
@@ -536,6 +543,7 @@ class JobManager(LoggingConfigurable):
             end_time=utcnow(),
         ):
             self.log_store.append_line(row.job_id, f"[job] failed: {message}")
+            self.notifier.job_ended(row.job_id)
 
     async def _queue_loop(self) -> None:
         while not self._closing:
@@ -639,6 +647,8 @@ class JobManager(LoggingConfigurable):
         row = self.store.get(job_id)
         if row is not None and not row.job_status.is_final:
             self.log.error("Job %s ended without a final state", job_id)
+        elif row is not None:
+            self.notifier.job_ended(job_id)
         # Keep a reference: the event loop holds tasks only weakly.
         follow_up = asyncio.ensure_future(self.dispatch())
         self._follow_ups.add(follow_up)
@@ -733,6 +743,7 @@ class JobManager(LoggingConfigurable):
                 end_time=utcnow(),
             ):
                 self.log_store.append_line(job_id, "[job] stopped before it started")
+                self.notifier.job_ended(job_id)
                 await self.dispatch()
                 return self.describe(job_id)
             row = self._get(job_id, owner)  # it started meanwhile

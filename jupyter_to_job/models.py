@@ -22,6 +22,7 @@ import re
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
@@ -119,6 +120,96 @@ def _check_parameters(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+NotifyEvent = Literal["completed", "failed", "stopped"]
+MAX_WEBHOOK_URL_LENGTH = 2048
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def _all_events() -> list[NotifyEvent]:
+    return ["completed", "failed", "stopped"]
+
+
+def check_webhook_url(value: str | None) -> str | None:
+    """A webhook address must be https (http only to this machine, for tests and tunnels)."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if len(value) > MAX_WEBHOOK_URL_LENGTH or _CONTROL.search(value):
+        raise ValueError(
+            f"the webhook URL must be at most {MAX_WEBHOOK_URL_LENGTH} characters, "
+            "without spaces or control characters"
+        )
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        host = None
+        parts = None
+    if parts is None or not host or parts.username or parts.password:
+        raise ValueError(
+            "the webhook URL is not a valid address; write it as 'https://example.org/hook', "
+            "without a user name or password in it"
+        )
+    if parts.scheme == "https" or (parts.scheme == "http" and host in _LOCAL_HOSTS):
+        return value
+    raise ValueError(
+        "the webhook URL must start with https:// (http:// is allowed only to localhost), "
+        "so that the job's details are not sent in the clear"
+    )
+
+
+class JobNotify(WireModel):
+    """Whom to tell when a job ends: by mail to its owner, by a signed webhook, or both."""
+
+    email: bool = Field(default=False, description="Mail the owner when the job ends.")
+    webhook_url: str | None = Field(
+        default=None,
+        description="POST a signed JSON summary here when the job ends: https only "
+        "(http only to localhost).",
+    )
+    on: list[NotifyEvent] = Field(
+        default_factory=_all_events,
+        description="Which endings to tell: completed, failed, stopped.",
+    )
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook(cls, value: str | None) -> str | None:
+        return check_webhook_url(value)
+
+    @field_validator("on")
+    @classmethod
+    def _events(cls, value: list[NotifyEvent]) -> list[NotifyEvent]:
+        return [event for event in _all_events() if event in value]
+
+    def wants(self, status: JobStatus) -> bool:
+        """True when a job ending in ``status`` is to be told to someone."""
+        return (self.email or self.webhook_url is not None) and status.value.lower() in self.on
+
+
+class NotificationSettings(WireModel):
+    """``GET/PUT api/notification-settings``: the caller's default for jobs without ``notify``.
+
+    The webhook secret is shown once, in the answer to the PUT that creates it (or to a PUT
+    with ``rotate_secret``); afterwards only ``webhook_secret_set`` says one exists.
+    """
+
+    default: JobNotify = Field(
+        default_factory=JobNotify,
+        description="Used by jobs created without 'notify'; nothing is sent by default.",
+    )
+    rotate_secret: bool = Field(
+        default=False, description="PUT only: make a new webhook secret (the old one stops)."
+    )
+    webhook_secret_set: bool = Field(
+        default=False, description="Read only: a webhook secret exists for the caller."
+    )
+    webhook_secret: str | None = Field(
+        default=None,
+        description="Read only, shown once: the secret the webhooks' signatures use.",
+    )
+
+
 class CreateJob(WireModel):
     """A request to run a saved notebook as a job."""
 
@@ -166,6 +257,11 @@ class CreateJob(WireModel):
             "The job this one runs again (the Jobs panel's Rerun); only one's own jobs can be "
             "rerun: another user's is a 403 that names its owner."
         ),
+    )
+    notify: JobNotify | None = Field(
+        default=None,
+        description="Whom to tell when the job ends; None: the owner's default "
+        "(api/notification-settings).",
     )
 
     @field_validator("input_path")
@@ -492,6 +588,7 @@ WIRE_MODELS: tuple[type[BaseModel], ...] = (
     JobFlavorInfo,
     JobGPU,
     JobLogChunk,
+    JobNotify,
     JobOutput,
     JobServiceConfig,
     ListFlavorsResponse,
@@ -499,6 +596,7 @@ WIRE_MODELS: tuple[type[BaseModel], ...] = (
     ListJobsResponse,
     NotebookParameter,
     NotebookParameters,
+    NotificationSettings,
     SaveOutput,
     SavedOutput,
     ServerSession,

@@ -95,6 +95,25 @@ class JobRow(Base):
         return JobStatus(self.status)
 
 
+class JobNotifyRow(Base):
+    """Whom to tell when a job ends, when its create said so (``CreateJob.notify``)."""
+
+    __tablename__ = "job_notify"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class OwnerNotifyRow(Base):
+    """An owner's default notifications and the secret their webhooks are signed with."""
+
+    __tablename__ = "owner_notify"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    webhook_secret: Mapped[str | None] = mapped_column(String(128))
+
+
 class DuplicateToken(Exception):
     """Another job of this owner already uses this idempotency token."""
 
@@ -296,5 +315,29 @@ class JobStore:
 
     def delete(self, job_id: str) -> bool:
         with self._sessions.begin() as session:
+            session.execute(delete(JobNotifyRow).where(JobNotifyRow.job_id == job_id))
             result = session.execute(delete(JobRow).where(JobRow.job_id == job_id))
             return cast(CursorResult[Any], result).rowcount == 1
+
+    # -- notifications ----------------------------------------------------------------------
+
+    def set_job_notify(self, job_id: str, settings: dict[str, Any]) -> None:
+        with self._sessions.begin() as session:
+            session.merge(JobNotifyRow(job_id=job_id, settings=settings))
+
+    def job_notify(self, job_id: str) -> dict[str, Any] | None:
+        with self._sessions() as session:
+            row = session.get(JobNotifyRow, job_id)
+            return None if row is None else dict(row.settings)
+
+    def owner_notify(self, owner: str) -> OwnerNotifyRow | None:
+        with self._sessions() as session:
+            return session.get(OwnerNotifyRow, owner)
+
+    def set_owner_notify(
+        self, owner: str, settings: dict[str, Any], webhook_secret: str | None
+    ) -> None:
+        with self._sessions.begin() as session:
+            session.merge(
+                OwnerNotifyRow(owner=owner, settings=settings, webhook_secret=webhook_secret)
+            )

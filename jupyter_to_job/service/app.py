@@ -43,6 +43,7 @@ from ..executors.local import default_run_as
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
 from ..metrics import service_registry
+from ..notifications import JobNotifier
 from ..rest import CREATE_BODY_SLACK
 from ..scopes import SERVICE_NAME, access_scope
 from .capacity import FlavorCapacity, IdentityBook
@@ -83,7 +84,7 @@ class JobServiceApp(Application):
     name = "jupyter-to-job-service"
     description = "The hub-managed service that runs notebooks as jobs for JupyterHub users."
     version = __version__
-    classes = [GPUAdmission, JobManager, LocalExecutor, HubAuth]
+    classes = [GPUAdmission, JobManager, JobNotifier, LocalExecutor, HubAuth]
 
     config_file = Unicode(
         "",

@@ -53,9 +53,11 @@ from ..output_uploads import (
 from ..rest import (
     CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
+    SMALL_BODY_LIMIT,
     ApiError,
     BoundedBodyMixin,
     as_api_error,
+    body_too_large,
     content_disposition,
     error_response,
     job_update_bounds,
@@ -316,6 +318,25 @@ class JobUploadHandler(JSONErrorsMixin, web.RequestHandler):
         self.on_finish()
 
 
+class NotificationSettingsHandler(JobBodyHandler):
+    """The caller's default notifications: GET them, PUT them (see JobsAPI)."""
+
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PUT":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(
+            SMALL_BODY_LIMIT, 'Send {"default": {"email": true, "webhook_url": null}}.'
+        )
+
+    @web.authenticated
+    async def get(self) -> None:
+        self.write_model(self.api.notification_settings(self.caller))
+
+    @web.authenticated
+    async def put(self) -> None:
+        self.write_model(self.api.put_notification_settings(self.caller, self.request_body()))
+
+
 class FlavorsHandler(JobServiceHandler):
     @web.authenticated
     async def get(self) -> None:
@@ -373,6 +394,7 @@ def service_handlers(
         (f"{base}/jobs/{JOB_ID}/logs", JobLogHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/outputs/(?P<fmt>ipynb|html)", JobOutputHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/uploads/(?P<fmt>ipynb|html)", JobUploadHandler, kwargs),
+        (f"{base}/notification-settings", NotificationSettingsHandler, kwargs),
         (f"{base}/flavors", FlavorsHandler, kwargs),
         (f"{base}/config", ConfigHandler, kwargs),
         (f"{base}/health", HealthHandler, {}),

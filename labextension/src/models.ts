@@ -69,6 +69,43 @@ export interface ICreateJob {
    * The job this one runs again (Rerun): only one's own jobs can be rerun.
    */
   rerun_of?: string | null;
+  /**
+   * Whom to tell when the job ends; null: the owner's default.
+   */
+  notify?: IJobNotify | null;
+}
+
+/**
+ * Which endings of a job are told (`NotifyEvent`).
+ */
+export type NotifyEvent = 'completed' | 'failed' | 'stopped';
+
+/**
+ * Whom to tell when a job ends: its owner by mail, a signed webhook, or both (`JobNotify`).
+ */
+export interface IJobNotify {
+  email?: boolean;
+  /**
+   * https only (http only to localhost).
+   */
+  webhook_url?: string | null;
+  on?: NotifyEvent[];
+}
+
+/**
+ * The caller's default for jobs without `notify` (`NotificationSettings`).
+ */
+export interface INotificationSettings {
+  default?: IJobNotify;
+  /**
+   * PUT only: make a new webhook secret.
+   */
+  rotate_secret?: boolean;
+  webhook_secret_set?: boolean;
+  /**
+   * Shown once, in the answer to the PUT that creates it.
+   */
+  webhook_secret?: string | null;
 }
 
 /**

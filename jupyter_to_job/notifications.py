@@ -1,0 +1,346 @@
+"""Tell a job's owner that it ended: a mail over SMTP and a signed webhook.
+
+The manager calls :meth:`JobNotifier.job_ended` once a job reaches COMPLETED, FAILED or
+STOPPED. What to send comes from the job's own ``notify`` (``CreateJob.notify``) or else
+its owner's default (``api/notification-settings``); with neither, nothing is sent.
+
+Sending runs in background tasks: it never delays or fails the job. A send that fails
+(after its retries, for webhooks) is one line in the job's log, such as
+``[job] could not send the finish mail: ...``, and counts in
+``jupyter_to_job_notifications_failed_total{channel}``.
+
+Webhooks are signed with a secret of the owner's (made by the PUT of their settings and
+shown to them once), so each receiver verifies with its owner's secret only and one
+owner's secret says nothing about another's hooks. A hook carries two headers:
+
+- ``X-Jupyter-To-Job-Timestamp``: seconds since the epoch when it was sent;
+- ``X-Jupyter-To-Job-Signature: sha256=<hex>``: HMAC-SHA256 with the secret over
+  ``<timestamp>.<body>``; a receiver checks it (:func:`verify_signature`) and refuses a
+  timestamp older than a few minutes, so a captured hook cannot be replayed later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import smtplib
+import time
+from datetime import datetime
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import Counter
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets.config import LoggingConfigurable
+
+from .logs import LogStore
+from .models import JobNotify
+from .store import JobRow, JobStore
+
+SIGNATURE_HEADER = "X-Jupyter-To-Job-Signature"
+TIMESTAMP_HEADER = "X-Jupyter-To-Job-Timestamp"
+DEFAULT_TOLERANCE_SECONDS = 300
+
+NOTIFICATIONS_FAILED = Counter(
+    "jupyter_to_job_notifications_failed",
+    "Finish notifications of jobs that could not be sent, by channel (mail, webhook).",
+    ["channel"],
+)
+
+
+def new_webhook_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def sign(secret: str, body: bytes, timestamp: int) -> str:
+    """The signature header's value for ``body`` sent at ``timestamp``."""
+    message = str(timestamp).encode() + b"." + body
+    return "sha256=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def verify_signature(
+    secret: str,
+    body: bytes,
+    timestamp: str,
+    signature: str,
+    *,
+    now: float | None = None,
+    tolerance: float = DEFAULT_TOLERANCE_SECONDS,
+) -> bool:
+    """True when ``signature`` is the owner's over ``body`` and ``timestamp`` is recent."""
+    try:
+        sent = int(timestamp)
+    except ValueError:
+        return False
+    if abs((time.time() if now is None else now) - sent) > tolerance:
+        return False
+    return hmac.compare_digest(sign(secret, body, sent), signature)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _duration_seconds(row: JobRow) -> float | None:
+    if row.start_time is None or row.end_time is None:
+        return None
+    return round((row.end_time - row.start_time).total_seconds(), 3)
+
+
+def _duration_words(seconds: float | None) -> str:
+    if seconds is None:
+        return "it did not start"
+    whole = int(round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min {secs:02d} s"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"
+
+
+class JobNotifier(LoggingConfigurable):
+    """Sends the finish mail and webhook of jobs (see the module docstring)."""
+
+    smtp_host = Unicode(
+        "",
+        help="""The SMTP server for finish mails; empty: no mail is sent.
+
+        Example: ``c.JobNotifier.smtp_host = "smtp.campus.edu"``.""",
+    ).tag(config=True)
+
+    smtp_port = Integer(25, help="The SMTP server's port: ``c.JobNotifier.smtp_port = 587``.").tag(
+        config=True
+    )
+
+    smtp_starttls = Bool(
+        False,
+        help="Upgrade the SMTP connection with STARTTLS: ``c.JobNotifier.smtp_starttls = True``.",
+    ).tag(config=True)
+
+    smtp_username = Unicode(
+        "", help="Log in to the SMTP server as: ``c.JobNotifier.smtp_username = 'jobs'``."
+    ).tag(config=True)
+
+    smtp_password_file = Unicode(
+        "",
+        help="""A file holding the SMTP password (read at each send, so it can be rotated):
+        ``c.JobNotifier.smtp_password_file = "/run/secrets/smtp-password"``.""",
+    ).tag(config=True)
+
+    mail_from = Unicode(
+        "jupyter-to-job@localhost",
+        help="The sender of finish mails: ``c.JobNotifier.mail_from = 'gpu-hub@campus.edu'``.",
+    ).tag(config=True)
+
+    address_template = Unicode(
+        "",
+        help="""The owner's mail address, from their hub user name; empty: no mail is sent.
+
+        Example: ``c.JobNotifier.address_template = "{username}@campus.edu"``.""",
+    ).tag(config=True)
+
+    smtp_timeout = Float(
+        10.0, help="Seconds an SMTP exchange may take: ``c.JobNotifier.smtp_timeout = 20``."
+    ).tag(config=True)
+
+    hub_url = Unicode(
+        "",
+        help="""The hub's public address, for the links in finish mails and webhooks.
+
+        Example: ``c.JobNotifier.hub_url = "https://gpu-hub.campus.edu"``.""",
+    ).tag(config=True)
+
+    service_prefix = Unicode(
+        help="""The job service's path on the hub, for log and output links:
+        ``c.JobNotifier.service_prefix = "/services/jupyter-to-job/"``.""",
+    ).tag(config=True)
+
+    @default("service_prefix")
+    def _default_prefix(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or "/services/jupyter-to-job/"
+
+    webhook_timeout = Float(
+        5.0, help="Seconds one webhook POST may take: ``c.JobNotifier.webhook_timeout = 10``."
+    ).tag(config=True)
+
+    webhook_attempts = Integer(
+        3, help="Tries per webhook before giving up: ``c.JobNotifier.webhook_attempts = 5``."
+    ).tag(config=True)
+
+    webhook_backoff = Float(
+        1.0,
+        help="""Seconds before the second try of a webhook, doubled for each later one:
+        ``c.JobNotifier.webhook_backoff = 2``.""",
+    ).tag(config=True)
+
+    def __init__(self, *, store: JobStore, log_store: LogStore, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.store = store
+        self.log_store = log_store
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    # -- what to send -------------------------------------------------------------------
+
+    def settings_for(self, row: JobRow) -> JobNotify | None:
+        """The job's own settings, or else its owner's default (None: nothing)."""
+        own = self.store.job_notify(row.job_id)
+        if own is not None:
+            return JobNotify.model_validate(own)
+        owner = self.store.owner_notify(row.owner)
+        if owner is not None and owner.settings:
+            return JobNotify.model_validate(owner.settings)
+        return None
+
+    def links(self, row: JobRow) -> dict[str, str]:
+        hub = self.hub_url.rstrip("/")
+        api = f"{hub}/{self.service_prefix.strip('/')}/api/jobs/{row.job_id}"
+        links = {"lab": f"{hub}/user/{row.owner}/lab", "log": f"{api}/logs"}
+        for fmt in row.output_formats or ["ipynb"]:
+            links[fmt] = f"{api}/outputs/{fmt}"
+        return links
+
+    def payload(self, row: JobRow) -> dict[str, Any]:
+        return {
+            "job_id": row.job_id,
+            "name": row.name,
+            "owner": row.owner,
+            "status": row.status,
+            "reason": row.status_message,
+            "flavor": row.flavor,
+            "start_time": _iso(row.start_time),
+            "end_time": _iso(row.end_time),
+            "duration_seconds": _duration_seconds(row),
+            "links": self.links(row),
+        }
+
+    # -- when a job ends ----------------------------------------------------------------
+
+    def job_ended(self, job_id: str) -> None:
+        """Start sending what the job's settings ask for; returns at once, never raises."""
+        try:
+            row = self.store.get(job_id)
+            if row is None or not row.job_status.is_final:
+                return
+            settings = self.settings_for(row)
+        except Exception:
+            self.log.exception("Could not read the notification settings of job %s", job_id)
+            return
+        if settings is None or not settings.wants(row.job_status):
+            return
+        if settings.email:
+            self._spawn(self._mail(row))
+        if settings.webhook_url is not None:
+            self._spawn(self._webhook(row, settings.webhook_url))
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)  # the event loop holds tasks only weakly
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the sends under way (at shutdown, and in tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _failed(self, row: JobRow, channel: str, what: str, error: BaseException) -> None:
+        NOTIFICATIONS_FAILED.labels(channel=channel).inc()
+        reason = str(error) or type(error).__name__
+        try:
+            self.log_store.append_line(row.job_id, f"[job] could not send the {what}: {reason}")
+        except OSError:
+            self.log.warning("Could not send the %s of job %s: %s", what, row.job_id, reason)
+
+    # -- mail ---------------------------------------------------------------------------
+
+    def message(self, row: JobRow, address: str) -> EmailMessage:
+        status = row.job_status.value.lower()
+        links = self.links(row)
+        lines = [
+            f"Your job {row.name!r} {status}.",
+            "",
+            f"Status:   {row.job_status.value}",
+            f"Reason:   {row.status_message or '-'}",
+            f"Duration: {_duration_words(_duration_seconds(row))}",
+            f"Flavor:   {row.flavor or '-'}",
+            f"Notebook: {row.input_path}",
+            "",
+            f"Open JupyterLab (Jobs panel): {links['lab']}",
+            f"Log: {links['log']}",
+        ]
+        for fmt in ("ipynb", "html"):
+            if fmt in links:
+                lines.append(f"Output ({fmt}): {links[fmt]}")
+        lines += ["", f"Job id: {row.job_id}"]
+        mail = EmailMessage()
+        mail["Subject"] = f"Job {row.name} {status}"
+        mail["From"] = self.mail_from
+        mail["To"] = address
+        mail.set_content("\n".join(lines) + "\n")
+        return mail
+
+    def _send_mail(self, mail: EmailMessage) -> None:
+        with smtplib.SMTP(self.smtp_host, self.smtp_port, timeout=self.smtp_timeout) as smtp:
+            if self.smtp_starttls:
+                smtp.starttls()
+            if self.smtp_username:
+                password = Path(self.smtp_password_file).read_text().strip()
+                smtp.login(self.smtp_username, password)
+            smtp.send_message(mail)
+
+    async def _mail(self, row: JobRow) -> None:
+        try:
+            if not self.smtp_host or not self.address_template:
+                raise RuntimeError(
+                    "the job service has no mail server or address set up "
+                    "(c.JobNotifier.smtp_host, c.JobNotifier.address_template)"
+                )
+            address = self.address_template.format(username=row.owner)
+            await asyncio.to_thread(self._send_mail, self.message(row, address))
+        except Exception as error:
+            self._failed(row, "mail", "finish mail", error)
+
+    # -- webhook ------------------------------------------------------------------------
+
+    async def _webhook(self, row: JobRow, url: str) -> None:
+        try:
+            owner = self.store.owner_notify(row.owner)
+            if owner is None or not owner.webhook_secret:
+                raise RuntimeError(
+                    "its owner has no webhook secret yet; PUT api/notification-settings first"
+                )
+            body = json.dumps(self.payload(row), separators=(",", ":")).encode()
+            client = AsyncHTTPClient()
+            delay = self.webhook_backoff
+            for attempt in range(1, max(1, self.webhook_attempts) + 1):
+                timestamp = int(time.time())
+                request = HTTPRequest(
+                    url,
+                    method="POST",
+                    body=body,
+                    headers={
+                        "Content-Type": "application/json",
+                        TIMESTAMP_HEADER: str(timestamp),
+                        SIGNATURE_HEADER: sign(owner.webhook_secret, body, timestamp),
+                    },
+                    request_timeout=self.webhook_timeout,
+                    connect_timeout=self.webhook_timeout,
+                    follow_redirects=False,
+                )
+                try:
+                    await client.fetch(request)
+                    return
+                except Exception:
+                    if attempt >= self.webhook_attempts:
+                        raise
+                await asyncio.sleep(delay)
+                delay *= 2
+        except Exception as error:
+            self._failed(row, "webhook", f"finish webhook to {url}", error)
