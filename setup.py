@@ -127,6 +127,8 @@ CORE_REQUIRES = [
     "jupyter_server>=2.14,<3",
     "jupyter_client>=8",
     "psutil>=5.9",
+    # Schedules: the slots of a cron expression (jupyter_to_job/schedules.py).
+    "croniter>=6,<8",
 ]
 
 JUPYTERHUB = "jupyterhub>=6.1,<7"
