@@ -357,6 +357,17 @@ class JobsAPI:
         self._require_create(caller)
         if request.rerun_of is not None:
             await self.check_rerun(caller, request.rerun_of)
+        request, working_dir = self.admitted_request(caller, request)
+        created = await self.manager.create(
+            caller.name, request, notebook=notebook, working_dir=working_dir
+        )
+        return created.model_copy(update={"job": await self._seen(caller, created.job)})
+
+    def admitted_request(self, caller: Caller, request: CreateJob) -> tuple[CreateJob, str | None]:
+        """``request`` as ``caller`` may create it now (its flavor and deadline filled in, both
+        checked), and the folder it runs in; a 4xx with the reason otherwise. Schedules check
+        their job with this when they are created."""
+        self._require_create(caller)
         identity = caller.identity
         entitlement = self._entitlement(identity, request.flavor)
         flavor = entitlement.flavor
@@ -375,10 +386,7 @@ class JobsAPI:
             self._require_webhook_secret(caller.name)
         request = request.model_copy(update={"flavor": flavor.id, "deadline_seconds": deadline})
         working_dir = self._working_dir(request, caller.name) if self._working_dir else None
-        created = await self.manager.create(
-            caller.name, request, notebook=notebook, working_dir=working_dir
-        )
-        return created.model_copy(update={"job": await self._seen(caller, created.job)})
+        return request, working_dir
 
     # -- notifications --------------------------------------------------------------------
 

@@ -45,6 +45,8 @@ from ..manager import JobManager
 from ..metrics import service_registry
 from ..notifications import JobNotifier
 from ..rest import CREATE_BODY_SLACK
+from ..schedules import Scheduler
+from ..schedules_api import SchedulesAPI
 from ..scopes import SERVICE_NAME, access_scope
 from .capacity import FlavorCapacity, IdentityBook
 from .directory import HubDirectory
@@ -84,7 +86,7 @@ class JobServiceApp(Application):
     name = "jupyter-to-job-service"
     description = "The hub-managed service that runs notebooks as jobs for JupyterHub users."
     version = __version__
-    classes = [GPUAdmission, JobManager, JobNotifier, LocalExecutor, HubAuth]
+    classes = [GPUAdmission, JobManager, JobNotifier, Scheduler, LocalExecutor, HubAuth]
 
     config_file = Unicode(
         "",
@@ -361,9 +363,12 @@ class JobServiceApp(Application):
         )
         return api, manager, hub_auth
 
-    def make_web_app(self, api: JobsAPI, hub_auth: HubAuth) -> web.Application:
+    def make_web_app(
+        self, api: JobsAPI, hub_auth: HubAuth, schedules: SchedulesAPI | None = None
+    ) -> web.Application:
         handlers = service_handlers(
             self.base_url,
+            schedules=schedules,
             api=api,
             hub_auth=hub_auth,
             access_scopes={access_scope(self.service_name)},
@@ -429,7 +434,11 @@ class JobServiceApp(Application):
             len(report.ended),
             report.queued,
         )
-        web_app = self.make_web_app(api, hub_auth)
+        # Schedules start with the manager and stop before it (slots due meanwhile run at
+        # the next start: see jupyter_to_job.schedules).
+        scheduler = Scheduler(parent=self, manager=manager)
+        scheduler.start()
+        web_app = self.make_web_app(api, hub_auth, SchedulesAPI(api, scheduler))
         try:
             # The previous instance may still be letting go of the port (its hub died).
             server = await listen_when_free(
@@ -443,6 +452,7 @@ class JobServiceApp(Application):
         except BaseException:
             if follow_cluster is not None:
                 follow_cluster.cancel()
+            await scheduler.stop()
             await manager.shutdown(stop_jobs=False)
             raise
         self.log.info(
@@ -454,6 +464,7 @@ class JobServiceApp(Application):
             server.stop()
             if follow_cluster is not None:
                 follow_cluster.cancel()
+            await scheduler.stop()
             # Jobs keep running: the next start adopts them.
             await manager.shutdown(stop_jobs=False)
             self.log.info("Jupyter to Job service stopped; running jobs continue")

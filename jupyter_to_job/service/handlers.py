@@ -21,6 +21,11 @@ Route (under ``/services/<name>/``)    Method  What
 ``api/jobs/{id}/outputs/{ipynb|html}`` GET     download an output
 ``api/jobs/{id}/uploads/{ipynb|html}`` PUT     the job itself sends an output back
                                                (its upload token, not a hub token)
+``api/schedules``                      GET     the caller's schedules
+``api/schedules``                      POST    create (CreateSchedule fields + ``notebook``)
+``api/schedules/{id}``                 GET     describe one of one's own schedules
+``api/schedules/{id}``                 PATCH   ``{"status": "PAUSED"|"ACTIVE"}``
+``api/schedules/{id}``                 DELETE  delete (the jobs it started stay)
 ``api/flavors``                        GET     the caller's flavors
 ``api/config``                         GET     mode and features
 ``api/health``                         GET     ``{"status": "ok"}``, anonymous
@@ -65,11 +70,13 @@ from ..rest import (
     query_arguments,
     too_large,
 )
+from ..schedules_api import SchedulesAPI
 from ..store import ACTIVE
 
 log = logging.getLogger("jupyter_to_job.service")
 
 JOB_ID = r"(?P<job_id>[^/]+)"
+SCHEDULE_ID = r"(?P<schedule_id>[^/]+)"
 DOWNLOAD_CHUNK = 256 * 1024
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -337,6 +344,61 @@ class NotificationSettingsHandler(JobBodyHandler):
         self.write_model(self.api.put_notification_settings(self.caller, self.request_body()))
 
 
+class ScheduleHandlerMixin:
+    """The schedule handlers' ``self.schedules``; a 404 where the service runs none."""
+
+    _schedules: SchedulesAPI | None = None
+
+    def initialize(  # type: ignore[override]
+        self, schedules: SchedulesAPI | None = None, **kwargs: Any
+    ) -> None:
+        super().initialize(**kwargs)  # type: ignore[misc]
+        self._schedules = schedules
+
+    @property
+    def schedules(self) -> SchedulesAPI:
+        if self._schedules is None:
+            raise ApiError(404, "This job service runs no schedules.", "not-found")
+        return self._schedules
+
+
+class SchedulesHandler(ScheduleHandlerMixin, JobBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "POST":
+            return None
+        limit = self.api.max_notebook_bytes
+        return limit + CREATE_BODY_SLACK, too_large("The notebook", limit)
+
+    @web.authenticated
+    async def get(self) -> None:
+        self.write_model(self.schedules.list_schedules(self.caller))
+
+    @web.authenticated
+    async def post(self) -> None:
+        self.write_model(await self.schedules.create(self.caller, self.request_body()), 201)
+
+
+class ScheduleHandler(ScheduleHandlerMixin, JobBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PATCH":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "PAUSED"}.')
+
+    @web.authenticated
+    async def get(self, schedule_id: str) -> None:
+        self.write_model(self.schedules.describe(self.caller, schedule_id))
+
+    @web.authenticated
+    async def patch(self, schedule_id: str) -> None:
+        self.write_model(self.schedules.update(self.caller, schedule_id, self.request_body()))
+
+    @web.authenticated
+    async def delete(self, schedule_id: str) -> None:
+        self.schedules.delete(self.caller, schedule_id)
+        self.set_status(204)
+        self.finish()
+
+
 class FlavorsHandler(JobServiceHandler):
     @web.authenticated
     async def get(self) -> None:
@@ -382,11 +444,17 @@ class NotFoundHandler(JSONErrorsMixin, web.RequestHandler):
 
 
 def service_handlers(
-    prefix: str, *, metrics: CollectorRegistry | None = None, **kwargs: Any
+    prefix: str,
+    *,
+    metrics: CollectorRegistry | None = None,
+    schedules: SchedulesAPI | None = None,
+    **kwargs: Any,
 ) -> list[tuple[str, type, dict[str, Any]]]:
     """The routes under ``prefix`` (``/services/jupyter-to-job/``), each with ``kwargs``;
-    ``metrics``: the service's registry of job metrics, served at ``metrics``."""
+    ``metrics``: the service's registry of job metrics, served at ``metrics``;
+    ``schedules``: the schedule API (None: ``api/schedules`` answers 404)."""
     base = prefix.rstrip("/") + "/api"
+    with_schedules = {**kwargs, "schedules": schedules}
     return [
         (prefix.rstrip("/") + "/metrics", MetricsHandler, {**kwargs, "registry": metrics}),
         (f"{base}/jobs", JobsHandler, kwargs),
@@ -395,6 +463,8 @@ def service_handlers(
         (f"{base}/jobs/{JOB_ID}/outputs/(?P<fmt>ipynb|html)", JobOutputHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/uploads/(?P<fmt>ipynb|html)", JobUploadHandler, kwargs),
         (f"{base}/notification-settings", NotificationSettingsHandler, kwargs),
+        (f"{base}/schedules", SchedulesHandler, with_schedules),
+        (f"{base}/schedules/{SCHEDULE_ID}", ScheduleHandler, with_schedules),
         (f"{base}/flavors", FlavorsHandler, kwargs),
         (f"{base}/config", ConfigHandler, kwargs),
         (f"{base}/health", HealthHandler, {}),

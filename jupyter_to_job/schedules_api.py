@@ -1,0 +1,86 @@
+"""The schedule API behind the REST handlers (``api/schedules``): each person's own schedules.
+
+A schedule is its owner's alone: another person's schedule (an instructor's student's, too)
+answers 404, as if it did not exist, and is never changed. Creating one needs what creating
+a job needs (the write scope on one's own jobs, a flavor the catalog gives the caller now,
+a deadline the flavor allows): the job is checked by
+:meth:`JobsAPI.admitted_request <jupyter_to_job.jobs_api.JobsAPI.admitted_request>` when the
+schedule is created, and each run is admitted again when it runs (see
+:mod:`jupyter_to_job.schedules`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import ValidationError
+
+from .access import Access, Caller
+from .jobs_api import JobsAPI
+from .rest import ApiError, check_notebook, json_object, too_large, validation_error
+from .schedules import CreateSchedule, ListSchedulesResponse, Schedule, Scheduler, UpdateSchedule
+
+
+class SchedulesAPI:
+    """Schedule operations for identified callers; raises :class:`ApiError` and job errors."""
+
+    def __init__(self, jobs: JobsAPI, scheduler: Scheduler):
+        self.jobs = jobs
+        self.scheduler = scheduler
+
+    def _owner(self, caller: Caller, level: Access) -> str:
+        """The caller's name, when they may read (or change) their own schedules."""
+        if not caller.holds(level) or not caller.is_user:
+            raise ApiError(
+                403,
+                "Schedules are each user's own: use a token of the user whose schedules these "
+                "are, with the scope on their own jobs.",
+                "users-only",
+            )
+        return caller.name
+
+    async def create(self, caller: Caller, body: bytes) -> Schedule:
+        """``POST api/schedules``: CreateSchedule fields plus ``notebook`` (its JSON content)."""
+        limit = self.jobs.max_notebook_bytes
+        data = json_object(body)
+        notebook = data.pop("notebook", None)
+        if len(body) - len(json.dumps(data)) > limit:
+            raise too_large("The notebook", limit)
+        try:
+            request = CreateSchedule.model_validate(data)
+        except ValidationError as error:
+            raise validation_error(error, "schedule") from None
+        if notebook is None:
+            raise ApiError(
+                400, "The request carries no notebook: send its content as 'notebook'.", "invalid"
+            )
+        notebook = check_notebook(notebook, request.job.input_path)
+        job, working_dir = self.jobs.admitted_request(caller, request.job)
+        return self.scheduler.create(
+            caller.name,
+            request.model_copy(update={"job": job}),
+            notebook=notebook,
+            working_dir=working_dir,
+        )
+
+    def list_schedules(self, caller: Caller) -> ListSchedulesResponse:
+        """``GET api/schedules``: the caller's schedules, newest first."""
+        owner = self._owner(caller, Access.READ)
+        return ListSchedulesResponse(schedules=self.scheduler.list_schedules(owner))
+
+    def describe(self, caller: Caller, schedule_id: str) -> Schedule:
+        return self.scheduler.describe(schedule_id, owner=self._owner(caller, Access.READ))
+
+    def update(self, caller: Caller, schedule_id: str, body: bytes) -> Schedule:
+        """``PATCH api/schedules/<id>``: ``{"status": "PAUSED"}`` or ``{"status": "ACTIVE"}``."""
+        owner = self._owner(caller, Access.WRITE)
+        self.scheduler.describe(schedule_id, owner=owner)  # another's: 404 before the body
+        try:
+            wanted = UpdateSchedule.model_validate(json_object(body))
+        except ValidationError as error:
+            raise validation_error(error, "schedule change") from None
+        return self.scheduler.set_status(schedule_id, wanted.status, owner=owner)
+
+    def delete(self, caller: Caller, schedule_id: str) -> None:
+        """``DELETE api/schedules/<id>``: the schedule goes; the jobs it started stay."""
+        self.scheduler.delete(schedule_id, owner=self._owner(caller, Access.WRITE))
