@@ -620,6 +620,10 @@ class JobsAPI:
         return JobServiceConfig(
             mode="hub" if self.mode == "hub" else "standalone",
             version=__version__,
-            features=JobFeatures(gpu_flavors=self.gpu_flavors, save_outputs=self.save_outputs),
+            features=JobFeatures(
+                gpu_flavors=self.gpu_flavors,
+                save_outputs=self.save_outputs,
+                notify_email=self.manager.notifier.mail_ready,
+            ),
             max_notebook_bytes=self.max_notebook_bytes,
         )

@@ -516,6 +516,8 @@ class JobFeatures(WireModel):
     gpu_flavors: bool = False
     save_outputs: bool = False
     """The server extension can write an output into the user's files."""
+    notify_email: bool = False
+    """The job service can mail a job's owner when it ends (``CreateJob.notify``)."""
 
 
 class JobServiceConfig(WireModel):

@@ -187,6 +187,11 @@ class JobNotifier(LoggingConfigurable):
         self.log_store = log_store
         self._tasks: set[asyncio.Future[None]] = set()
 
+    @property
+    def mail_ready(self) -> bool:
+        """True when finish mails can be sent (a mail server and an address template)."""
+        return bool(self.smtp_host and self.address_template)
+
     # -- what to send -------------------------------------------------------------------
 
     def settings_for(self, row: JobRow) -> JobNotify | None:

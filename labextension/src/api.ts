@@ -41,7 +41,8 @@ export const DEFAULT_FEATURES: IJobFeatures = {
   idempotency_token: true,
   queue: true,
   gpu_flavors: false,
-  save_outputs: false
+  save_outputs: false,
+  notify_email: false
 };
 
 /**

@@ -323,6 +323,10 @@ export interface IJobFeatures {
   queue: boolean;
   gpu_flavors: boolean;
   save_outputs: boolean;
+  /**
+   * The job service can mail a job's owner when it ends.
+   */
+  notify_email: boolean;
 }
 
 /**

@@ -241,6 +241,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   );
   const [texts, setTexts] = React.useState<{ [name: string]: string }>({});
   const [html, setHtml] = React.useState(features.html_output);
+  const [notifyEmail, setNotifyEmail] = React.useState(false);
   const [submitting, setSubmitting] = React.useState(false);
   const [error, setError] = React.useState<string | null>(null);
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
@@ -379,7 +380,8 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
           parameters: changed.values,
           deadlineMinutes: features.deadline ? Number(deadline) : null,
           html: features.html_output && html,
-          idempotencyToken: props.idempotencyToken
+          idempotencyToken: props.idempotencyToken,
+          notifyEmail: features.notify_email && notifyEmail
         })
       );
     } catch (reason) {
@@ -542,6 +544,18 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
             onChange={event => setHtml(event.target.checked)}
           />
           {trans.__('Also keep an HTML copy of the executed notebook')}
+        </label>
+      )}
+
+      {features.notify_email && (
+        <label className="jp-JupyterToJob-checkbox">
+          <input
+            type="checkbox"
+            data-testid="notify-email-checkbox"
+            checked={notifyEmail}
+            onChange={event => setNotifyEmail(event.target.checked)}
+          />
+          {trans.__('Notify me by mail when it ends')}
         </label>
       )}
 

@@ -46,6 +46,10 @@ export interface IJobForm {
   deadlineMinutes: number | null;
   html: boolean;
   idempotencyToken: string;
+  /**
+   * Mail the owner when the job ends (the job's own setting); false: the owner's default.
+   */
+  notifyEmail?: boolean;
 }
 
 /**
@@ -61,7 +65,8 @@ export function createRequest(form: IJobForm): ICreateJob {
     deadline_seconds:
       form.deadlineMinutes === null ? null : form.deadlineMinutes * 60,
     output_formats: formats,
-    idempotency_token: form.idempotencyToken
+    idempotency_token: form.idempotencyToken,
+    ...(form.notifyEmail ? { notify: { email: true } } : {})
   };
 }
 

@@ -565,3 +565,40 @@ describe('A deadline the job cannot take', () => {
     expect(server.createRequests[0].request.deadline_seconds).toBe(90 * 60);
   });
 });
+
+describe('Notify me when it ends, in the Run as Job dialog', () => {
+  it('asks the job service to mail the owner when the box is ticked', async () => {
+    // Given a job service that can send finish mails
+    const server = new SlowServer();
+    const open = await openDialog(server, {
+      ...DEFAULT_FEATURES,
+      notify_email: true
+    });
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const box = open.byTestId('notify-email-checkbox') as HTMLInputElement;
+    expect(box.checked).toBe(false);
+
+    // When the student ticks "Notify me by mail when it ends" and submits
+    await settle(() => box.click());
+    await open.clickSubmit();
+
+    // Then the job asks for a mail to its owner
+    expect(server.createRequests[0].request.notify).toEqual({ email: true });
+  });
+
+  it('offers no box where no mail can be sent, and the job keeps the owner’s default', async () => {
+    // Given a back end that sends no mail (standalone, or no mail server set up)
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // When the student submits
+    expect(open.byTestId('notify-email-checkbox')).toBeNull();
+    await open.clickSubmit();
+
+    // Then the request carries no notification settings of its own
+    expect(server.createRequests[0].request.notify).toBeUndefined();
+  });
+});
