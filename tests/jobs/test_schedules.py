@@ -131,6 +131,25 @@ async def test_a_schedule_stops_after_its_number_of_runs(
     assert ended.next_run_time is None
 
 
+async def test_a_schedule_ends_at_its_end_date(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    clock = Clock(at("09:59", 30))
+    scheduler = make_scheduler(await make_manager(), clock)
+    request, nb = every_minute(tmp_path, end_time=at("10:01", 30).isoformat())
+    schedule = scheduler.create("alice", request, notebook=nb)
+
+    for minute in ("10:00", "10:01", "10:02", "10:03"):
+        await tick_and_finish(scheduler, clock, at(minute))
+
+    assert slots(scheduler, schedule.schedule_id) == ["10:00", "10:01"]
+    ended = scheduler.describe(schedule.schedule_id)
+    assert (ended.status, ended.status_message) == (
+        ScheduleStatus.ENDED,
+        "It reached its end date.",
+    )
+
+
 async def test_a_restart_runs_the_latest_missed_slot_once_and_never_twice(
     make_manager: ManagerFactory, tmp_path: Path
 ) -> None:
