@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from jupyter_to_job.extension.backends import local_caller
+from jupyter_to_job.jobs_api import JobsAPI, local_catalog
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobNotify, JobStatus
 from jupyter_to_job.notifications import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
@@ -193,3 +195,16 @@ async def test_a_job_stopped_before_it_started_tells_its_owner(
     (mail,) = await eventually(lambda: mail_sink.to("alice@campus.test"), what="alice's mail")
     assert mail["Subject"] == "Job q stopped"
     assert "Reason:   Stopped before it started." in mail.get_content()
+
+
+async def test_the_run_as_job_dialog_offers_the_mail_only_once_mail_can_be_sent(
+    make_manager: ManagerFactory, mail_sink: MailSink
+) -> None:
+    manager = await make_manager()
+    api = JobsAPI(manager, mode="standalone", catalog=local_catalog)
+    alice = local_caller("alice")
+    assert api.config(alice).features.notify_email is False
+
+    mailing(manager, mail_sink)
+
+    assert api.config(alice).features.notify_email is True
