@@ -615,6 +615,11 @@ class JobsAPI:
             ]
         )
 
+    def _mail_ready(self) -> bool:
+        """Whether jobs can ask for a finish mail here (a manager that sends none: no)."""
+        notifier = getattr(self.manager, "notifier", None)
+        return bool(notifier is not None and notifier.mail_ready)
+
     def config(self, caller: Caller) -> JobServiceConfig:
         self._require_scope(caller)
         return JobServiceConfig(
@@ -623,7 +628,7 @@ class JobsAPI:
             features=JobFeatures(
                 gpu_flavors=self.gpu_flavors,
                 save_outputs=self.save_outputs,
-                notify_email=self.manager.notifier.mail_ready,
+                notify_email=self._mail_ready(),
             ),
             max_notebook_bytes=self.max_notebook_bytes,
         )
