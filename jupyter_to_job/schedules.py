@@ -45,7 +45,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 from pydantic import Field, field_validator, model_validator
-from sqlalchemy import JSON, Integer, String, Text, UniqueConstraint, delete, select, update
+from sqlalchemy import JSON, Integer, String, Table, Text, UniqueConstraint, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 from traitlets import Float, Instance
@@ -64,6 +64,7 @@ MIN_INTERVAL_SECONDS = 60
 MAX_SLOT_SEARCH = 100_000
 """How many candidate times the scheduler looks through for the next slot in the window."""
 MAX_NAME_LENGTH = 255
+RECENT_RUNS = 10
 
 Clock = Callable[[], datetime]
 
@@ -186,6 +187,15 @@ class CreateSchedule(WireModel):
         return ZoneInfo(self.timezone)
 
 
+class ScheduleRun(WireModel):
+    """One slot handled, and the job it created."""
+
+    slot_time: datetime
+    job_id: str | None = Field(default=None, description="None: no job could be created.")
+    outcome: JobStatus | None = Field(default=None, description="None while its job runs.")
+    message: str | None = None
+
+
 class Schedule(CreateSchedule):
     """A schedule as its owner sees it."""
 
@@ -200,6 +210,9 @@ class Schedule(CreateSchedule):
     last_slot_time: datetime | None = Field(default=None, description="The last slot handled.")
     next_run_time: datetime | None = Field(default=None, description="The next slot; None: none.")
     last_job_id: str | None = None
+    recent_runs: list[ScheduleRun] = Field(
+        default_factory=list, description=f"The last {RECENT_RUNS} runs, newest first."
+    )
     create_time: datetime
     update_time: datetime
 
@@ -275,7 +288,7 @@ class ScheduleRunRow(Base):
     message: Mapped[str | None] = mapped_column(Text)
 
 
-TABLES = [ScheduleRow.__table__, ScheduleRunRow.__table__]
+TABLES: list[Table] = [ScheduleRow.__table__, ScheduleRunRow.__table__]  # type: ignore[list-item]
 
 
 # -- slots --------------------------------------------------------------------------------
@@ -430,16 +443,28 @@ class Scheduler(LoggingConfigurable):
             raise ScheduleNotFound(schedule_id)
         return row
 
-    def _last_job(self, schedule_id: str) -> str | None:
+    def _recent_runs(self, schedule_id: str) -> list[ScheduleRun]:
         with self._sessions() as session:
-            return session.scalar(
-                select(ScheduleRunRow.job_id)
+            rows = session.scalars(
+                select(ScheduleRunRow)
                 .where(ScheduleRunRow.schedule_id == schedule_id)
                 .order_by(ScheduleRunRow.slot_time.desc())
-                .limit(1)
+                .limit(RECENT_RUNS)
+            ).all()
+        return [
+            ScheduleRun.model_validate(
+                {
+                    "slot_time": run.slot_time,
+                    "job_id": run.job_id,
+                    "outcome": run.outcome,
+                    "message": run.message,
+                }
             )
+            for run in rows
+        ]
 
     def _model(self, row: ScheduleRow) -> Schedule:
+        recent = self._recent_runs(row.schedule_id)
         return Schedule.model_validate(
             {
                 **row.spec,
@@ -453,7 +478,8 @@ class Scheduler(LoggingConfigurable):
                 "next_run_time": row.next_slot_time
                 if row.status == ScheduleStatus.ACTIVE
                 else None,
-                "last_job_id": self._last_job(row.schedule_id),
+                "last_job_id": recent[0].job_id if recent else None,
+                "recent_runs": recent,
                 "create_time": row.create_time,
                 "update_time": row.update_time,
             }
@@ -574,7 +600,11 @@ class Scheduler(LoggingConfigurable):
         failures = row.failures_in_a_row
         for run in pending:
             job = self.manager.store.get(run.job_id) if run.job_id else None
-            if job is None:
+            message: str | None
+            if run.job_id is None:
+                outcome = JobStatus.STOPPED.value
+                message = "The job service stopped before this run's job was created."
+            elif job is None:
                 outcome, message = JobStatus.STOPPED.value, "Its job was deleted."
             elif not job.job_status.is_final:
                 continue

@@ -106,6 +106,11 @@ async def test_runs_exactly_the_slots_inside_the_daily_window(
     after = scheduler.describe(schedule.schedule_id)
     assert after.status is ScheduleStatus.ACTIVE
     assert after.next_run_time == datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+    assert [(f"{run.slot_time:%H:%M}", run.outcome) for run in after.recent_runs] == [
+        ("10:02", JobStatus.COMPLETED),
+        ("10:01", JobStatus.COMPLETED),
+        ("10:00", JobStatus.COMPLETED),
+    ]
     for run in scheduler.runs_of(schedule.schedule_id):
         assert run.job_id is not None
         assert scheduler.schedule_of(run.job_id) == schedule.schedule_id
@@ -243,6 +248,12 @@ async def test_a_run_refused_because_the_grant_expired_stops_the_schedule(
     )
     assert slots(scheduler, schedule.schedule_id) == ["10:00", "10:01"]
     assert lines_written(tmp_path) == 1
+    refused = stopped.recent_runs[0]
+    assert (refused.outcome, refused.message) == (
+        JobStatus.FAILED,
+        "alice's GPU grant for course CS101 ended on 2026-11-25; ask the course's instructor "
+        "for a new one.",
+    )
 
 
 async def test_a_schedule_ends_after_as_many_failures_in_a_row_as_it_allows(
