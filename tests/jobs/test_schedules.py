@@ -14,11 +14,12 @@ import pytest
 from nbformat import NotebookNode
 from pydantic import ValidationError
 
-from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobCapacity, JobTicket
-from jupyter_to_job.errors import JobRefused
+from gpuspawner.grant import GPUAdmission
+from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.schedules import CreateSchedule, Scheduler, ScheduleStatus
+from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
 from ..support.job_managers import ManagerFactory, finished
 from ..support.notebooks import append_line, notebook
@@ -209,51 +210,66 @@ async def test_a_paused_schedule_skips_its_slots_and_resumes_at_the_next(
     assert lines_written(tmp_path) == 2
 
 
-class GrantBook(JobCapacity):
-    """Admission by grant: an owner whose grant was taken back is refused (not a wait)."""
-
-    def __init__(self) -> None:
-        self.expired: set[str] = set()
-
-    def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
-        if ticket.owner in self.expired:
-            raise JobRefused(
-                f"{ticket.owner}'s GPU grant for course CS101 ended on 2026-11-25; ask the "
-                "course's instructor for a new one."
-            )
-        return CapacityGrant()
+LAB_CATALOG = """
+research:
+  - id: lab
+    title: Vision lab
+    users: [alice]
+    expires: 2026-11-25
+flavors:
+  - id: lab-cpu
+    title: Lab CPU
+    access: {research: [lab]}
+"""
 
 
 async def test_a_run_refused_because_the_grant_expired_stops_the_schedule(
     make_manager: ManagerFactory, tmp_path: Path
 ) -> None:
-    grants = GrantBook()
+    # Given alice's research allocation, which ends on 25 November, and a daily schedule
+    (tmp_path / "catalog.yaml").write_text(LAB_CATALOG)
     clock = Clock(at("09:59", 30))
-    scheduler = make_scheduler(await make_manager(capacity=grants), clock)
-    request, nb = every_minute(tmp_path)
-    schedule = scheduler.create("alice", request, notebook=nb)
+    identities = IdentityBook(tmp_path / "identities.json")
+    identities.remember(UserIdentity("alice"))
+    capacity = FlavorCapacity(
+        admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
+        devices=[],
+        identities=identities,
+        clock=clock,
+    )
+    scheduler = make_scheduler(await make_manager(capacity=capacity), clock)
+    request = CreateSchedule(
+        job=CreateJob(input_path="daily.ipynb", flavor="lab-cpu", output_formats=["ipynb"]),
+        cron="0 10 * * *",
+    )
+    schedule = scheduler.create(
+        "alice", request, notebook=notebook(append_line(tmp_path / "ran.txt", "ran"))
+    )
     await tick_and_finish(scheduler, clock, at("10:00"))
+    assert lines_written(tmp_path) == 1
 
-    # When alice's grant ends before the next slot
-    grants.expired.add("alice")
-    await tick_and_finish(scheduler, clock, at("10:01"))
-    await tick_and_finish(scheduler, clock, at("10:02"))
+    # When the next day's run comes, after the allocation ended
+    next_day = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+    await tick_and_finish(scheduler, clock, next_day)
+    await tick_and_finish(scheduler, clock, datetime(2026, 11, 27, 10, 0, tzinfo=UTC))
 
-    # Then the 10:01 run was refused, and the schedule stopped with the refusal's sentence
+    # Then that run was refused, and the schedule stopped with the admission's sentence
+    reason = (
+        "You cannot run jobs on 'lab-cpu': Lab CPU came with a course term or research "
+        "allocation that is not active now."
+    )
     stopped = scheduler.describe(schedule.schedule_id)
     assert stopped.status is ScheduleStatus.ENDED
-    assert stopped.status_message == (
-        "A run was refused, so the schedule stopped: alice's GPU grant for course CS101 ended "
-        "on 2026-11-25; ask the course's instructor for a new one."
-    )
-    assert slots(scheduler, schedule.schedule_id) == ["10:00", "10:01"]
-    assert lines_written(tmp_path) == 1
-    refused = stopped.recent_runs[0]
-    assert (refused.outcome, refused.message) == (
+    assert stopped.status_message == f"A run was refused, so the schedule stopped: {reason}"
+    assert [run.slot_time for run in scheduler.runs_of(schedule.schedule_id)] == [
+        at("10:00"),
+        next_day,
+    ]
+    assert (stopped.recent_runs[0].outcome, stopped.recent_runs[0].message) == (
         JobStatus.FAILED,
-        "alice's GPU grant for course CS101 ended on 2026-11-25; ask the course's instructor "
-        "for a new one.",
+        reason,
     )
+    assert lines_written(tmp_path) == 1
 
 
 async def test_a_schedule_ends_after_as_many_failures_in_a_row_as_it_allows(
