@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from nbformat import NotebookNode
 from pydantic import ValidationError
+from traitlets.config import Config
 
 from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import UserIdentity, load_catalog
@@ -21,6 +22,7 @@ from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.schedules import CreateSchedule, Scheduler, ScheduleStatus
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
+from ..support import eventually
 from ..support.job_managers import ManagerFactory, finished
 from ..support.notebooks import append_line, notebook
 
@@ -154,6 +156,38 @@ async def test_a_schedule_ends_at_its_end_date(
         ScheduleStatus.ENDED,
         "It reached its end date.",
     )
+
+
+async def test_the_schedulers_loop_runs_a_due_slot_on_its_own(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    # Given a scheduler started with the service, rounds every 0.05 s, its clock held at 09:59
+    clock = Clock(at("09:59"))
+    scheduler = Scheduler(
+        manager=await make_manager(),
+        clock=clock,
+        config=Config({"Scheduler": {"tick_seconds": 0.05}}),
+    )
+    scheduler.start()
+    try:
+        request, nb = every_minute(tmp_path)
+        schedule = scheduler.create("alice", request, notebook=nb)
+        # When the clock reaches the first slot, no one calling tick by hand
+        clock.now = at("10:00", 5)
+        await eventually(
+            lambda: [run for run in scheduler.runs_of(schedule.schedule_id) if run.job_id],
+            what="the 10:00 run's job",
+        )
+    finally:
+        await scheduler.stop()
+
+    # Then the 10:00 slot ran, once
+    runs = scheduler.runs_of(schedule.schedule_id)
+    assert [f"{run.slot_time:%H:%M}" for run in runs] == ["10:00"]
+    assert runs[0].job_id is not None
+    await finished(scheduler.manager, runs[0].job_id)
+    assert lines_written(tmp_path) == 1
+    assert scheduler.describe(schedule.schedule_id).runs == 1
 
 
 async def test_a_restart_runs_the_latest_missed_slot_once_and_never_twice(
