@@ -12,6 +12,7 @@ schedule is created, and each run is admitted again when it runs (see
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -19,6 +20,14 @@ from .access import Access, Caller
 from .jobs_api import JobsAPI
 from .rest import ApiError, check_notebook, json_object, too_large, validation_error
 from .schedules import CreateSchedule, ListSchedulesResponse, Schedule, Scheduler, UpdateSchedule
+
+
+def parse_schedule(data: dict[str, Any]) -> CreateSchedule:
+    """A CreateSchedule from a request's JSON, or a 400 naming every wrong field."""
+    try:
+        return CreateSchedule.model_validate(data)
+    except ValidationError as error:
+        raise validation_error(error, "schedule") from None
 
 
 class SchedulesAPI:
@@ -39,22 +48,24 @@ class SchedulesAPI:
             )
         return caller.name
 
-    async def create(self, caller: Caller, body: bytes) -> Schedule:
+    async def create_schedule(self, caller: Caller, body: bytes) -> Schedule:
         """``POST api/schedules``: CreateSchedule fields plus ``notebook`` (its JSON content)."""
         limit = self.jobs.max_notebook_bytes
         data = json_object(body)
         notebook = data.pop("notebook", None)
         if len(body) - len(json.dumps(data)) > limit:
             raise too_large("The notebook", limit)
-        try:
-            request = CreateSchedule.model_validate(data)
-        except ValidationError as error:
-            raise validation_error(error, "schedule") from None
+        request = parse_schedule(data)
         if notebook is None:
             raise ApiError(
                 400, "The request carries no notebook: send its content as 'notebook'.", "invalid"
             )
-        notebook = check_notebook(notebook, request.job.input_path)
+        return await self.create(caller, request, check_notebook(notebook, request.job.input_path))
+
+    async def create(
+        self, caller: Caller, request: CreateSchedule, notebook: dict[str, Any]
+    ) -> Schedule:
+        """Check the job as a job create is checked, then save the schedule for ``caller``."""
         job, working_dir = self.jobs.admitted_request(caller, request.job)
         return self.scheduler.create(
             caller.name,

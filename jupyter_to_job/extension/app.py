@@ -21,6 +21,8 @@ from gpuspawner.grant import GPUAdmission, moved_to_section
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
 from ..rest import CREATE_BODY_SLACK
+from ..schedules import Scheduler
+from ..schedules_api import SchedulesAPI
 from .backends import EmbeddedJobs, JobsBackend, ServiceRelay
 from .handlers import extension_handlers
 from .reclaim import reclaim_handlers
@@ -166,7 +168,8 @@ class JobsExtensionApp(ExtensionApp):
             working_dir=working_dir_beside(server_root),
             save_outputs=True,
         )
-        return EmbeddedJobs(api, getpass.getuser())
+        scheduler = Scheduler(parent=self, manager=manager)
+        return EmbeddedJobs(api, getpass.getuser(), SchedulesAPI(api, scheduler))
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(extension_handlers())

@@ -26,6 +26,8 @@ from ..jobs_api import JobsAPI
 from ..manager import JobManager
 from ..models import CreateJob
 from ..rest import ApiError
+from ..schedules import CreateSchedule
+from ..schedules_api import SchedulesAPI
 from ..scopes import READ_JOBS_SCOPE, WRITE_JOBS_SCOPE
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,18 @@ class JobsBackend(Protocol):
     async def flavors(self) -> dict[str, Any]: ...
 
     async def config(self) -> dict[str, Any]: ...
+
+    async def list_schedules(self) -> dict[str, Any]: ...
+
+    async def create_schedule(
+        self, request: CreateSchedule, notebook: dict[str, Any]
+    ) -> dict[str, Any]: ...
+
+    async def describe_schedule(self, schedule_id: str) -> dict[str, Any]: ...
+
+    async def update_schedule(self, schedule_id: str, body: bytes) -> dict[str, Any]: ...
+
+    async def delete_schedule(self, schedule_id: str) -> None: ...
 
     async def start(self) -> None: ...
 
@@ -244,6 +258,28 @@ class ServiceRelay:
     async def flavors(self) -> dict[str, Any]:
         return await self._json("GET", "flavors")
 
+    @staticmethod
+    def _schedule(schedule_id: str) -> str:
+        return "schedules/" + quote(schedule_id, safe="")
+
+    async def list_schedules(self) -> dict[str, Any]:
+        return await self._json("GET", "schedules")
+
+    async def create_schedule(
+        self, request: CreateSchedule, notebook: dict[str, Any]
+    ) -> dict[str, Any]:
+        payload = {**request.model_dump(mode="json", exclude_none=True), "notebook": notebook}
+        return await self._json("POST", "schedules", body=json.dumps(payload).encode())
+
+    async def describe_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return await self._json("GET", self._schedule(schedule_id))
+
+    async def update_schedule(self, schedule_id: str, body: bytes) -> dict[str, Any]:
+        return await self._json("PATCH", self._schedule(schedule_id), body=body)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await self._fetch("DELETE", self._schedule(schedule_id))
+
     async def config(self) -> dict[str, Any]:
         config = await self._json("GET", "config")
         config.setdefault("features", {})["save_outputs"] = True  # this extension's own
@@ -283,9 +319,15 @@ class EmbeddedJobs:
 
     mode = "standalone"
 
-    def __init__(self, api: JobsAPI, owner: str):
+    def __init__(self, api: JobsAPI, owner: str, schedules: SchedulesAPI | None = None):
         self.api = api
         self.caller = local_caller(owner)
+        self.schedules = schedules
+
+    def _schedules(self) -> SchedulesAPI:
+        if self.schedules is None:
+            raise ApiError(404, "This server runs no schedules.", "not-found")
+        return self.schedules
 
     @property
     def manager(self) -> JobManager:
@@ -335,6 +377,25 @@ class EmbeddedJobs:
     async def config(self) -> dict[str, Any]:
         return self.api.config(self.caller).model_dump(mode="json")
 
+    async def list_schedules(self) -> dict[str, Any]:
+        return self._schedules().list_schedules(self.caller).model_dump(mode="json")
+
+    async def create_schedule(
+        self, request: CreateSchedule, notebook: dict[str, Any]
+    ) -> dict[str, Any]:
+        created = await self._schedules().create(self.caller, request, notebook)
+        return created.model_dump(mode="json")
+
+    async def describe_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return self._schedules().describe(self.caller, schedule_id).model_dump(mode="json")
+
+    async def update_schedule(self, schedule_id: str, body: bytes) -> dict[str, Any]:
+        updated = self._schedules().update(self.caller, schedule_id, body)
+        return updated.model_dump(mode="json")
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        self._schedules().delete(self.caller, schedule_id)
+
     async def start(self) -> None:
         report = await self.manager.start()
         log.info(
@@ -342,7 +403,11 @@ class EmbeddedJobs:
             len(report.adopted),
             report.queued,
         )
+        if self.schedules is not None:
+            self.schedules.scheduler.start()
 
     async def close(self) -> None:
+        if self.schedules is not None:
+            await self.schedules.scheduler.stop()
         if not self.manager.closed:
             await self.manager.shutdown(stop_jobs=False)

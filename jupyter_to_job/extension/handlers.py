@@ -53,11 +53,13 @@ from ..rest import (
     too_large,
     validation_error,
 )
+from ..schedules_api import parse_schedule
 from .backends import JobsBackend
 
 AUTH_RESOURCE = "jupyter_to_job"
 URL_PREFIX = "jupyter-to-job/api"
 JOB_ID = r"(?P<job_id>[^/]+)"
+SCHEDULE_ID = r"(?P<schedule_id>[^/]+)"
 FORMAT = r"(?P<fmt>ipynb|html)"
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -337,6 +339,53 @@ class SaveOutputHandler(JobsBodyHandler):
                 await ensure_async(contents.save({"type": "directory"}, folder))
 
 
+class SchedulesHandler(JobsBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "POST":
+            return None
+        return CREATE_BODY_SLACK, body_too_large(
+            CREATE_BODY_SLACK,
+            "Send only the schedule's fields: the notebook is read from your files.",
+        )
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json(await self.backend.list_schedules())
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        """Schedule a saved notebook: the body is CreateSchedule (``job.input_path``)."""
+        request = parse_schedule(json_object(self.request_body()))
+        notebook = await self.read_notebook(request.job.input_path)
+        self.write_json(await self.backend.create_schedule(request, notebook), 201)
+
+
+class ScheduleHandler(JobsBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PATCH":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "PAUSED"}.')
+
+    @web.authenticated
+    @authorized
+    async def get(self, schedule_id: str) -> None:
+        self.write_json(await self.backend.describe_schedule(schedule_id))
+
+    @web.authenticated
+    @authorized
+    async def patch(self, schedule_id: str) -> None:
+        self.write_json(await self.backend.update_schedule(schedule_id, self.request_body()))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, schedule_id: str) -> None:
+        await self.backend.delete_schedule(schedule_id)
+        self.set_status(204)
+        self.finish()
+
+
 class FlavorsHandler(JobsExtensionHandler):
     @web.authenticated
     @authorized
@@ -410,6 +459,8 @@ def extension_handlers() -> list[tuple[str, type]]:
         (f"{jobs}/{JOB_ID}/logs", JobLogHandler),
         (f"{jobs}/{JOB_ID}/outputs/{FORMAT}", JobOutputHandler),
         (f"{jobs}/{JOB_ID}/outputs/{FORMAT}/save", SaveOutputHandler),
+        (f"{URL_PREFIX}/schedules", SchedulesHandler),
+        (f"{URL_PREFIX}/schedules/{SCHEDULE_ID}", ScheduleHandler),
         (f"{URL_PREFIX}/flavors", FlavorsHandler),
         (f"{URL_PREFIX}/config", ConfigHandler),
         (f"{URL_PREFIX}/parameters", ParametersHandler),

@@ -375,7 +375,8 @@ class SchedulesHandler(ScheduleHandlerMixin, JobBodyHandler):
 
     @web.authenticated
     async def post(self) -> None:
-        self.write_model(await self.schedules.create(self.caller, self.request_body()), 201)
+        result = await self.schedules.create_schedule(self.caller, self.request_body())
+        self.write_model(result, 201)
 
 
 class ScheduleHandler(ScheduleHandlerMixin, JobBodyHandler):

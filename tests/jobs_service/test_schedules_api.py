@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from jupyter_to_job.extension.backends import ServiceRelay
+from jupyter_to_job.rest import ApiError
+from jupyter_to_job.schedules import CreateSchedule
+
 from ..support.job_hub import JobHub
 from ..support.notebooks import notebook_json
 
@@ -100,3 +104,26 @@ def test_a_flavor_not_offered_to_the_owner_is_refused_when_the_schedule_is_made(
     assert answer.status_code == 403, answer.text
     assert "Choose another flavor" in answer.json()["message"]
     assert job_hub.as_("olga").request("GET", "schedules").json()["schedules"] == []
+
+
+async def test_a_users_server_relays_schedules_to_the_job_service(job_hub: JobHub) -> None:
+    # Given alice's and bob's servers, each relaying with its own server token
+    service = job_hub.service_url.removesuffix("api/")
+    alice = ServiceRelay(service, job_hub.tokens["alice"])
+    bob = ServiceRelay(service, job_hub.tokens["bob"])
+    request = CreateSchedule.model_validate(NIGHTLY)
+
+    # When alice schedules a notebook from her server
+    created = await alice.create_schedule(request, notebook_json("print('report')"))
+
+    # Then the service keeps it as hers; bob's server gets the service's 404 sentence
+    assert (created["owner"], created["status"]) == ("alice", "ACTIVE")
+    described = await alice.describe_schedule(created["schedule_id"])
+    assert described["schedule_id"] == created["schedule_id"]
+    with pytest.raises(ApiError) as refused:
+        await bob.describe_schedule(created["schedule_id"])
+    assert refused.value.status == 404
+    assert refused.value.message.startswith("There is no schedule")
+    await alice.delete_schedule(created["schedule_id"])
+    left = (await alice.list_schedules())["schedules"]
+    assert created["schedule_id"] not in [s["schedule_id"] for s in left]

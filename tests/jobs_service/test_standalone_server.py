@@ -139,8 +139,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneServe
 
 def test_no_endpoint_answers_without_the_servers_token(server):
     for pattern, _handler in extension_handlers():
-        path = pattern.replace("(?P<job_id>[^/]+)", "some-job").replace(
-            "(?P<fmt>ipynb|html)", "ipynb"
+        path = (
+            pattern.replace("(?P<job_id>[^/]+)", "some-job")
+            .replace("(?P<schedule_id>[^/]+)", "some-schedule")
+            .replace("(?P<fmt>ipynb|html)", "ipynb")
         )
         path = path.removeprefix("jupyter-to-job/api/")
         for method in ("GET", "POST", "PATCH", "DELETE"):
@@ -237,3 +239,36 @@ def test_bad_requests_get_a_clear_4xx(server):
         answer = server.jobs_api("POST", "jobs/some-job/outputs/ipynb/save", json={"path": path})
         assert answer.status_code == 400, (path, answer.text)
     assert server.jobs_api("GET", "jobs/some-job").status_code == 404
+
+
+def test_a_saved_notebook_is_scheduled_paused_and_deleted_in_the_server(server):
+    # Given a saved notebook
+    server.put_notebook("nightly.ipynb", TRAIN)
+
+    # When its owner schedules it every night at 3 (the notebook read from their files)
+    created = server.jobs_api(
+        "POST",
+        "schedules",
+        json={"job": {"input_path": "nightly.ipynb"}, "cron": "0 3 * * *", "max_runs": 3},
+    )
+
+    # Then the schedule waits for 3:00, and can be paused, resumed and deleted
+    assert created.status_code == 201, created.text
+    schedule = created.json()
+    assert (schedule["status"], schedule["job"]["flavor"]) == ("ACTIVE", "local")
+    assert schedule["next_run_time"] is not None
+    path = f"schedules/{schedule['schedule_id']}"
+    listed = server.jobs_api("GET", "schedules").json()["schedules"]
+    assert [s["schedule_id"] for s in listed] == [schedule["schedule_id"]]
+    paused = server.jobs_api("PATCH", path, json={"status": "PAUSED"}).json()
+    assert paused["status"] == "PAUSED"
+    assert server.jobs_api("PATCH", path, json={"status": "ACTIVE"}).json()["status"] == "ACTIVE"
+    assert server.jobs_api("DELETE", path).status_code == 204
+    assert server.jobs_api("GET", path).status_code == 404
+
+    # and a bad schedule is a 400 with a sentence
+    bad = server.jobs_api(
+        "POST", "schedules", json={"job": {"input_path": "nightly.ipynb"}, "interval_seconds": 5}
+    )
+    assert bad.status_code == 400
+    assert "an interval of 5 seconds is too short" in bad.json()["message"]
