@@ -17,6 +17,12 @@ owner's secret says nothing about another's hooks. A hook carries two headers:
 - ``X-Jupyter-To-Job-Signature: sha256=<hex>``: HMAC-SHA256 with the secret over
   ``<timestamp>.<body>``; a receiver checks it (:func:`verify_signature`) and refuses a
   timestamp older than a few minutes, so a captured hook cannot be replayed later.
+
+A webhook reaches public addresses only: one whose host resolves to this machine or a
+private, link-local or otherwise non-public address is not called (one log line says
+so), so a user's webhook cannot make the job service post to the hub's or the campus's
+internal services; ``c.JobNotifier.webhook_allowed_networks`` lets an admin allow some.
+The connection goes to the very address that was checked (no second lookup).
 """
 
 from __future__ import annotations
@@ -24,19 +30,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import secrets
 import smtplib
+import socket
 import time
 from datetime import datetime
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import Counter
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-from traitlets import Bool, Float, Integer, Unicode, default
+from tornado.httpclient import HTTPRequest
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
+from traitlets import Bool, Float, Integer, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from .logs import LogStore
@@ -181,6 +191,27 @@ class JobNotifier(LoggingConfigurable):
         ``c.JobNotifier.webhook_backoff = 2``.""",
     ).tag(config=True)
 
+    webhook_allowed_networks = List(
+        Unicode(),
+        help="""Non-public networks webhooks may reach. Webhooks to this machine or to
+        private, link-local or reserved addresses are refused otherwise, so that a user's
+        webhook cannot post to internal services.
+
+        Example: ``c.JobNotifier.webhook_allowed_networks = ["10.20.0.0/16"]``.""",
+    ).tag(config=True)
+
+    @validate("webhook_allowed_networks")
+    def _valid_networks(self, proposal: dict[str, Any]) -> list[str]:
+        for network in proposal["value"]:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"c.JobNotifier.webhook_allowed_networks: {network!r} is not a network; "
+                    "write it as an address with its prefix length, such as '10.20.0.0/16'"
+                ) from None
+        return list(proposal["value"])
+
     def __init__(self, *, store: JobStore, log_store: LogStore, **kwargs: Any):
         super().__init__(**kwargs)
         self.store = store
@@ -322,30 +353,59 @@ class JobNotifier(LoggingConfigurable):
                     "its owner has no webhook secret yet; PUT api/notification-settings first"
                 )
             body = json.dumps(self.payload(row), separators=(",", ":")).encode()
-            client = AsyncHTTPClient()
-            delay = self.webhook_backoff
-            for attempt in range(1, max(1, self.webhook_attempts) + 1):
-                timestamp = int(time.time())
-                request = HTTPRequest(
-                    url,
-                    method="POST",
-                    body=body,
-                    headers={
-                        "Content-Type": "application/json",
-                        TIMESTAMP_HEADER: str(timestamp),
-                        SIGNATURE_HEADER: sign(owner.webhook_secret, body, timestamp),
-                    },
-                    request_timeout=self.webhook_timeout,
-                    connect_timeout=self.webhook_timeout,
-                    follow_redirects=False,
-                )
-                try:
-                    await client.fetch(request)
-                    return
-                except Exception:
-                    if attempt >= self.webhook_attempts:
-                        raise
-                await asyncio.sleep(delay)
-                delay *= 2
+            host, address = await self._webhook_address(url)
+            # Connect to the address just checked, not to what a second lookup might give.
+            client = SimpleAsyncHTTPClient(force_instance=True, hostname_mapping={host: address})
+            try:
+                await self._post(client, url, body, owner.webhook_secret)
+            finally:
+                client.close()
         except Exception as error:
             self._failed(row, "webhook", f"finish webhook to {url}", error)
+
+    async def _post(
+        self, client: SimpleAsyncHTTPClient, url: str, body: bytes, secret: str
+    ) -> None:
+        """POST ``body`` signed with ``secret``, tried ``webhook_attempts`` times."""
+        delay = self.webhook_backoff
+        for attempt in range(1, max(1, self.webhook_attempts) + 1):
+            timestamp = int(time.time())
+            request = HTTPRequest(
+                url,
+                method="POST",
+                body=body,
+                headers={
+                    "Content-Type": "application/json",
+                    TIMESTAMP_HEADER: str(timestamp),
+                    SIGNATURE_HEADER: sign(secret, body, timestamp),
+                },
+                request_timeout=self.webhook_timeout,
+                connect_timeout=self.webhook_timeout,
+                follow_redirects=False,
+            )
+            try:
+                await client.fetch(request)
+                return
+            except Exception:
+                if attempt >= self.webhook_attempts:
+                    raise
+            await asyncio.sleep(delay)
+            delay *= 2
+
+    async def _webhook_address(self, url: str) -> tuple[str, str]:
+        """The webhook's host and the address to connect to; raises when that address is
+        not public and not in ``webhook_allowed_networks``."""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        allowed = [ipaddress.ip_network(n, strict=False) for n in self.webhook_allowed_networks]
+        addresses = [ipaddress.ip_address(str(info[4][0]).partition("%")[0]) for info in found]
+        for address in addresses:
+            if not address.is_global and not any(address in n for n in allowed):
+                raise RuntimeError(
+                    f"{host} is at {address}, which is not a public address; the job service "
+                    "calls webhooks on public addresses only (the hub admins can allow a "
+                    "network with c.JobNotifier.webhook_allowed_networks)"
+                )
+        return host, str(addresses[0])

@@ -39,6 +39,13 @@ def mailing(manager: JobManager, sink: MailSink) -> JobManager:
     return manager
 
 
+def hooking(manager: JobManager) -> JobManager:
+    """Let ``manager``'s webhooks reach this machine, where the tests' receiver listens
+    (webhooks are refused non-public addresses otherwise)."""
+    manager.notifier.webhook_allowed_networks = ["127.0.0.0/8", "::1/128"]
+    return manager
+
+
 async def create_and_finish(
     manager: JobManager, owner: str, code: str, notify: JobNotify | None = None
 ) -> str:
@@ -107,7 +114,7 @@ async def test_a_job_that_asks_only_for_failures_sends_nothing_when_it_completes
 async def test_the_webhook_body_is_signed_with_the_owners_secret_only(
     make_manager: ManagerFactory, webhook_receiver: WebhookReceiver
 ) -> None:
-    manager = await make_manager()
+    manager = hooking(await make_manager())
     manager.store.set_owner_notify("alice", {}, "alices-secret")
 
     job_id = await create_and_finish(
@@ -159,7 +166,7 @@ async def test_a_job_whose_mail_cannot_be_sent_still_completes_with_one_log_line
 async def test_a_webhook_that_keeps_failing_is_retried_then_logged_once(
     make_manager: ManagerFactory, webhook_receiver: WebhookReceiver
 ) -> None:
-    manager = await make_manager()
+    manager = hooking(await make_manager())
     manager.notifier.webhook_attempts = 3
     manager.notifier.webhook_backoff = 0.01
     manager.store.set_owner_notify("alice", {}, "alices-secret")
@@ -173,6 +180,29 @@ async def test_a_webhook_that_keeps_failing_is_retried_then_logged_once(
     assert manager.describe(job_id).status is JobStatus.COMPLETED
     (line,) = log_lines(manager, job_id, "[job] could not send")
     assert line.startswith(f"[job] could not send the finish webhook to {webhook_receiver.url}")
+
+
+async def test_a_webhook_to_this_machine_is_not_called_unless_the_admins_allow_it(
+    make_manager: ManagerFactory, webhook_receiver: WebhookReceiver
+) -> None:
+    # Given alice's webhook on this machine (where the hub's own services listen too)
+    manager = await make_manager()
+    manager.store.set_owner_notify("alice", {}, "alices-secret")
+
+    # When her job ends, the hook is not called, and her job's log says why
+    job_id = await create_and_finish(
+        manager, "alice", "1", JobNotify(webhook_url=webhook_receiver.url)
+    )
+    assert webhook_receiver.received == []
+    assert manager.describe(job_id).status is JobStatus.COMPLETED
+    (line,) = log_lines(manager, job_id, "[job] could not send")
+    assert "which is not a public address" in line
+    assert "c.JobNotifier.webhook_allowed_networks" in line
+
+    # And once the admins allow this machine's network, it is called
+    hooking(manager)
+    await create_and_finish(manager, "alice", "1", JobNotify(webhook_url=webhook_receiver.url))
+    assert len(webhook_receiver.received) == 1
 
 
 async def test_a_job_stopped_before_it_started_tells_its_owner(

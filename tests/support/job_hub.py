@@ -108,6 +108,8 @@ c.JupyterHub.services.append(job_service(
         "--JobManager.queue_poll_interval=0.2",
         "--LogStore.follow_interval=0.05",
         "--JobServiceApp.max_notebook_bytes={MAX_NOTEBOOK_BYTES}",
+        "--JobNotifier.webhook_allowed_networks=127.0.0.0/8",
+        "--JobNotifier.webhook_allowed_networks=::1/128",
     ],
 ))
 c.JupyterHub.load_roles.extend(job_service_roles())
