@@ -50,6 +50,7 @@ and the job must end FAILED with its log readable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -69,6 +70,8 @@ from .report import Row, Section
 from .timing import Timing
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from jupyter_to_job.manager import JobManager
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,15 +175,9 @@ async def _our_job(
 ) -> tuple[float, float, float, str, Path]:
     """(submit → RUNNING, submit → first cell output, submit → final, job id, log file);
     ``warm``: with a warm runner ready for the job before it is submitted."""
-    from jupyter_to_job.manager import JobManager
     from jupyter_to_job.models import CreateJob, JobStatus
 
-    manager = JobManager(root_dir=str(root))
-    await manager.start()
-    try:
-        if warm:
-            assert manager.prewarm("bench") == 1 and manager.warm_pool is not None
-            assert await manager.warm_pool.wait_ready("bench", None) == 1
+    async with _local_manager(root, warm=warm) as manager:
         request = CreateJob(input_path=notebook.name, output_formats=["ipynb"])
         start = time.perf_counter()
         created = await manager.create("bench", request, source_root=notebook.parent)
@@ -199,6 +196,21 @@ async def _our_job(
         total = time.perf_counter() - start
         assert job.status is JobStatus.COMPLETED, job.status_message
         return running, first_output or total, total, job_id, log
+
+
+@contextlib.asynccontextmanager
+async def _local_manager(root: Path, *, warm: bool = False) -> AsyncIterator[JobManager]:
+    """A started JobManager with the local executor in ``root``; ``warm``: with a warm
+    runner ready for the next job of "bench" before it is yielded. Shut down after."""
+    from jupyter_to_job.manager import JobManager
+
+    manager = JobManager(root_dir=str(root))
+    await manager.start()
+    try:
+        if warm:
+            assert manager.prewarm("bench") == 1 and manager.warm_pool is not None
+            assert await manager.warm_pool.wait_ready("bench", None) == 1
+        yield manager
     finally:
         await manager.shutdown()
 
@@ -328,18 +340,10 @@ def _ours_big(
     """(submit → first cell line in the durable log, → last cell line there, → final,
     log file) of the large-log notebook as a local job; ``warm``: with a warm runner
     ready for it before it is submitted."""
-    from jupyter_to_job.manager import JobManager
 
     async def job() -> tuple[float, float, float, Path]:
-        manager = JobManager(root_dir=str(root))
-        await manager.start()
-        try:
-            if warm:
-                assert manager.prewarm("bench") == 1 and manager.warm_pool is not None
-                assert await manager.warm_pool.wait_ready("bench", None) == 1
+        async with _local_manager(root, warm=warm) as manager:
             return await _submit_and_watch(manager, notebook)
-        finally:
-            await manager.shutdown()
 
     return asyncio.run(job())
 

@@ -166,13 +166,17 @@ class JobBodyHandler(BoundedBodyMixin, JobServiceHandler):
         return super().get_current_user()
 
 
-class JobsHandler(JobBodyHandler):
+class NotebookBodyHandler(JobBodyHandler):
+    """A POST carries a notebook (a job's or a schedule's): bounded by the notebook limit."""
+
     def body_bounds(self) -> tuple[int, ApiError] | None:
         if self.request.method != "POST":
             return None
         limit = self.api.max_notebook_bytes
         return limit + CREATE_BODY_SLACK, too_large("The notebook", limit)
 
+
+class JobsHandler(NotebookBodyHandler):
     @web.authenticated
     async def get(self) -> None:
         self.write_model(await self.api.list_jobs(self.caller, self.params()))
@@ -362,13 +366,7 @@ class ScheduleHandlerMixin:
         return self._schedules
 
 
-class SchedulesHandler(ScheduleHandlerMixin, JobBodyHandler):
-    def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "POST":
-            return None
-        limit = self.api.max_notebook_bytes
-        return limit + CREATE_BODY_SLACK, too_large("The notebook", limit)
-
+class SchedulesHandler(ScheduleHandlerMixin, NotebookBodyHandler):
     @web.authenticated
     async def get(self) -> None:
         self.write_model(self.schedules.list_schedules(self.caller))
