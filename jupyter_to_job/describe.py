@@ -8,7 +8,7 @@ from typing import cast
 
 from .models import DescribeJob, JobErrorInfo, JobGPU, JobOutput, OutputFormat
 from .runfiles import JobFiles, job_file_size
-from .store import JobRow
+from .store import JobAttemptsRow, JobRow
 
 
 def iso_utc(moment: datetime | None) -> str | None:
@@ -33,7 +33,12 @@ def job_outputs(row: JobRow, files: JobFiles) -> list[tuple[JobOutput, Path]]:
 
 
 def describe_job(
-    row: JobRow, files: JobFiles, *, log_size: int, queue_position: int | None
+    row: JobRow,
+    files: JobFiles,
+    *,
+    log_size: int,
+    queue_position: int | None,
+    attempts: JobAttemptsRow | None = None,
 ) -> DescribeJob:
     gpu = None
     if row.gpu:
@@ -67,4 +72,7 @@ def describe_job(
         output_formats=cast(list[OutputFormat], row.output_formats or ["ipynb"]),
         kernel_name=row.kernel_name,
         gpu=gpu,
+        attempt=attempts.attempt if attempts is not None else 1,
+        max_attempts=attempts.max_attempts if attempts is not None else 1,
+        checkpoint_folder=attempts.checkpoint_folder if attempts is not None else None,
     )

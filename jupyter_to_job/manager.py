@@ -24,6 +24,18 @@ service stopped is watched again if its very process still runs, takes the
 runner's final status if it finished meanwhile, and fails with a clear message
 if its process is gone; queued jobs keep their places. A job is started only by
 a conditional QUEUED → RUNNING update, so none runs twice.
+
+Checkpoint and automatic resume: a job created with ``checkpoint`` (a folder relative to
+the notebook's folder, and up to ``max_job_retries`` retries) that is killed from outside
+goes back to QUEUED for its next attempt (same snapshot, same folder) instead of failing;
+a job that failed by itself, was stopped or ran out of memory is not retried. "Killed from
+outside" means: its runner ended without writing a final status (a signal it could not
+handle, or a process found gone after a restart of the job service, here in ``reconcile``),
+or it reported STOPPED although no stop was asked of the service. The decision is
+:func:`jupyter_to_job.retries.retry_reason`; the executor applies it when the attempt ends
+(``LocalExecutor.on_complete``), so a job queued again is started by the queue as any other,
+admitted again for its GPU share. The store keeps ``attempt``/``max_attempts`` and a short
+history (``job_attempts``); the log keeps every attempt with a separator line.
 """
 
 from __future__ import annotations
@@ -74,7 +86,7 @@ from .models import (
 from .notifications import JobNotifier
 from .runfiles import JobFiles, RunnerSpec, write_model
 from .snapshot import notebook_snapshot
-from .store import ACTIVE, DuplicateToken, JobRow, JobStore, utcnow
+from .store import ACTIVE, DuplicateToken, JobAttemptsRow, JobRow, JobStore, utcnow
 
 
 @dataclass
@@ -197,6 +209,23 @@ class JobManager(LoggingConfigurable):
         256 * 1024 * 1024,
         help="Cell output kept in a job's log; the output notebook keeps everything.",
     ).tag(config=True)
+
+    max_job_retries = Integer(
+        3,
+        help="""The most retries a job may ask for with its checkpoint (``CreateJob.checkpoint``):
+        a job killed from outside (its runner killed, the machine or job service restarted)
+        is started again from its checkpoint folder up to that many times; more is refused
+        with a sentence. 0 turns automatic resume off.
+
+        Example: ``c.JobManager.max_job_retries = 5``.
+        """,
+    ).tag(config=True)
+
+    @validate("max_job_retries")
+    def _retries_not_negative(self, proposal: Any) -> int:
+        if proposal["value"] < 0:
+            raise ValueError("max_job_retries cannot be negative")
+        return int(proposal["value"])
 
     capacity = Instance(
         JobCapacity,
@@ -356,6 +385,7 @@ class JobManager(LoggingConfigurable):
                     job_id=existing.job_id, created=False, job=self._describe(existing)
                 )
         self._check_queue_room(owner)
+        self._check_retries(request)
         job_id = str(uuid.uuid4())
         self.capacity.validate(JobTicket(job_id, owner, request.flavor))
         content = notebook_snapshot(
@@ -389,6 +419,14 @@ class JobManager(LoggingConfigurable):
         if request.notify is not None:
             self.store.set_job_notify(job_id, request.notify.model_dump(mode="json"))
         files = self.job_files(job_id)
+        if request.checkpoint is not None:
+            base = Path(working_dir) if working_dir is not None else files.work
+            self.store.set_job_checkpoint(
+                job_id,
+                request.checkpoint.folder,
+                os.fspath(base.joinpath(*PurePosixPath(request.checkpoint.folder).parts)),
+                max_attempts=1 + request.checkpoint.retries,
+            )
         try:
             files.directory.mkdir(parents=True)
             files.input_notebook.write_bytes(content)
@@ -419,6 +457,18 @@ class JobManager(LoggingConfigurable):
         self.store.transition(job_id, (JobStatus.CREATED,), JobStatus.QUEUED, queue_time=utcnow())
         await self.dispatch()
         return CreateJobResponse(job_id=job_id, created=True, job=self.describe(job_id))
+
+    def _check_retries(self, request: CreateJob) -> None:
+        if request.checkpoint is None or request.checkpoint.retries <= self.max_job_retries:
+            return
+        if self.max_job_retries == 0:
+            raise InvalidJobRequest(
+                "Jobs are not started again automatically here; ask for 0 retries."
+            )
+        raise InvalidJobRequest(
+            f"A job may be retried at most {self.max_job_retries} times here, not "
+            f"{request.checkpoint.retries}; ask for fewer retries."
+        )
 
     # -- the queue --------------------------------------------------------------------------
 
@@ -645,7 +695,9 @@ class JobManager(LoggingConfigurable):
         if self._closing:
             return
         row = self.store.get(job_id)
-        if row is not None and not row.job_status.is_final:
+        if row is not None and row.job_status is JobStatus.QUEUED:
+            pass  # killed from outside: queued again for its next attempt
+        elif row is not None and not row.job_status.is_final:
             self.log.error("Job %s ended without a final state", job_id)
         elif row is not None:
             self.notifier.job_ended(job_id)
@@ -682,8 +734,9 @@ class JobManager(LoggingConfigurable):
         """
         page = self.store.list(query, owners=owners)
         positions = self._queue_positions()
+        attempts = self.store.jobs_attempts([row.job_id for row in page.rows])
         return ListJobsResponse(
-            jobs=[self._describe(row, positions) for row in page.rows],
+            jobs=[self._describe(row, positions, attempts.get(row.job_id)) for row in page.rows],
             next_token=page.next_token,
             total_count=page.total_count,
         )
@@ -696,14 +749,22 @@ class JobManager(LoggingConfigurable):
         order = self._start_order(queued, self.store.with_status(*ACTIVE))
         return {row.job_id: position for position, row in enumerate(order, start=1)}
 
-    def _describe(self, row: JobRow, positions: dict[str, int] | None = None) -> DescribeJob:
+    def _describe(
+        self,
+        row: JobRow,
+        positions: dict[str, int] | None = None,
+        attempts: JobAttemptsRow | None = None,
+    ) -> DescribeJob:
         if row.job_status is JobStatus.QUEUED and positions is None:
             positions = self._queue_positions()
+        if attempts is None:
+            attempts = self.store.job_attempts(row.job_id)
         return describe_job(
             row,
             self.job_files(row.job_id),
             log_size=self.log_store.size(row.job_id),
             queue_position=(positions or {}).get(row.job_id),
+            attempts=attempts,
         )
 
     def output_path(self, job_id: str, fmt: str, *, owner: str | None = None) -> Path:

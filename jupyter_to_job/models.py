@@ -210,6 +210,53 @@ class NotificationSettings(WireModel):
     )
 
 
+MAX_JOB_RETRIES = 100
+"""The most retries a request may ask for at all (``c.JobManager.max_job_retries`` is lower)."""
+
+
+class JobCheckpoint(WireModel):
+    """A checkpoint folder, and how often a job killed from outside is started again.
+
+    The folder is relative to the notebook's folder (the owner's home in the job service);
+    the runner finds its absolute path in ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` and the attempt
+    number (from 1) in ``$JUPYTER_TO_JOB_ATTEMPT``.
+    """
+
+    folder: str = Field(
+        description="Where the job keeps its checkpoints, relative to the notebook's folder: "
+        "'checkpoints/train'."
+    )
+    retries: Annotated[int, Field(ge=0, le=MAX_JOB_RETRIES)] = Field(
+        default=0,
+        description="Start the job again this many times at most when it is killed from "
+        "outside (not when it fails by itself or is stopped).",
+    )
+
+    @field_validator("folder")
+    @classmethod
+    def _folder(cls, value: str) -> str:
+        if len(value) > MAX_PATH_LENGTH:
+            raise ValueError(f"the checkpoint folder is longer than {MAX_PATH_LENGTH} characters")
+        if not value.strip() or _CONTROL.search(value):
+            raise ValueError("the checkpoint folder is empty or contains control characters")
+        if "\\" in value:
+            raise ValueError("use / to separate folders in the checkpoint folder")
+        path = PurePosixPath(value)
+        if path.is_absolute() or value.startswith("~"):
+            raise ValueError(
+                "the checkpoint folder must be relative to the notebook's folder, "
+                "such as 'checkpoints/train'"
+            )
+        if ".." in path.parts:
+            raise ValueError("the checkpoint folder must not contain '..'")
+        if path.as_posix() == ".":
+            raise ValueError(
+                "the checkpoint folder must be a folder below the notebook's folder, "
+                "such as 'checkpoints/train'"
+            )
+        return path.as_posix()
+
+
 class CreateJob(WireModel):
     """A request to run a saved notebook as a job."""
 
@@ -262,6 +309,11 @@ class CreateJob(WireModel):
         default=None,
         description="Whom to tell when the job ends; None: the owner's default "
         "(api/notification-settings).",
+    )
+    checkpoint: JobCheckpoint | None = Field(
+        default=None,
+        description="A checkpoint folder and retries: a job killed from outside starts again "
+        "from it; None: no checkpoint, never started again.",
     )
 
     @field_validator("input_path")
@@ -378,6 +430,13 @@ class DescribeJob(WireModel):
     output_formats: list[OutputFormat] = Field(default_factory=_notebook_only)
     kernel_name: str | None = None
     gpu: JobGPU | None = None
+    attempt: int = Field(default=1, description="The run under way or the last one (from 1).")
+    max_attempts: int = Field(
+        default=1, description="Runs allowed in all: 1 plus the checkpoint's retries."
+    )
+    checkpoint_folder: str | None = Field(
+        default=None, description="The checkpoint folder asked for, relative to the notebook's."
+    )
     flavor_title: str | None = Field(
         default=None,
         description="The flavor's title for people: 'One whole GPU'; None: no such flavor now.",
@@ -585,6 +644,7 @@ WIRE_MODELS: tuple[type[BaseModel], ...] = (
     DescribeJob,
     ErrorResponse,
     FieldProblem,
+    JobCheckpoint,
     JobErrorInfo,
     JobFeatures,
     JobFlavorInfo,

@@ -104,6 +104,23 @@ class JobNotifyRow(Base):
     settings: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class JobAttemptsRow(Base):
+    """A job with a checkpoint: its folder and its attempts (a table of its own, so a store
+    made before checkpoints gains it with ``create_tables`` and no migration)."""
+
+    __tablename__ = "job_attempts"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    checkpoint_folder: Mapped[str] = mapped_column(Text)
+    """As asked for, relative to the notebook's folder."""
+    checkpoint_path: Mapped[str] = mapped_column(Text)
+    """Its absolute path, as the runner gets it."""
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=1)
+    history: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    """One entry per attempt that ended and was started again: ``{attempt, reason, time}``."""
+
+
 class OwnerNotifyRow(Base):
     """An owner's default notifications and the secret their webhooks are signed with."""
 
@@ -316,8 +333,70 @@ class JobStore:
     def delete(self, job_id: str) -> bool:
         with self._sessions.begin() as session:
             session.execute(delete(JobNotifyRow).where(JobNotifyRow.job_id == job_id))
+            session.execute(delete(JobAttemptsRow).where(JobAttemptsRow.job_id == job_id))
             result = session.execute(delete(JobRow).where(JobRow.job_id == job_id))
             return cast(CursorResult[Any], result).rowcount == 1
+
+    # -- checkpoints and attempts -----------------------------------------------------------
+
+    def set_job_checkpoint(self, job_id: str, folder: str, path: str, max_attempts: int) -> None:
+        with self._sessions.begin() as session:
+            session.merge(
+                JobAttemptsRow(
+                    job_id=job_id,
+                    checkpoint_folder=folder,
+                    checkpoint_path=path,
+                    attempt=1,
+                    max_attempts=max_attempts,
+                    history=[],
+                )
+            )
+
+    def job_attempts(self, job_id: str) -> JobAttemptsRow | None:
+        """The job's checkpoint and attempts; None for a job without a checkpoint."""
+        with self._sessions() as session:
+            return session.get(JobAttemptsRow, job_id)
+
+    def jobs_attempts(self, job_ids: Collection[str]) -> dict[str, JobAttemptsRow]:
+        if not job_ids:
+            return {}
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(JobAttemptsRow).where(JobAttemptsRow.job_id.in_(sorted(job_ids)))
+            )
+            return {row.job_id: row for row in rows}
+
+    def start_again(self, job_id: str, from_: Iterable[JobStatus], reason: str) -> int | None:
+        """Queue an active job for its next attempt, in one transaction: the job goes back to
+        QUEUED only if it is in ``from_`` and has attempts left. Returns the new attempt's
+        number, or None (not in ``from_``, no checkpoint, or no attempt left)."""
+        now = utcnow()
+        with self._sessions.begin() as session:
+            attempts = session.get(JobAttemptsRow, job_id, with_for_update=True)
+            if attempts is None or attempts.attempt >= attempts.max_attempts:
+                return None
+            result = session.execute(
+                update(JobRow)
+                .where(JobRow.job_id == job_id, JobRow.status.in_([s.value for s in from_]))
+                .values(
+                    status=JobStatus.QUEUED.value,
+                    status_message=f"Queued again after attempt {attempts.attempt}: {reason}",
+                    update_time=now,
+                    queue_time=now,
+                    pid=None,
+                    process_start_time=None,
+                    current_cell=None,
+                    exit_code=None,
+                )
+            )
+            if cast(CursorResult[Any], result).rowcount != 1:
+                return None
+            attempts.history = [
+                *attempts.history,
+                {"attempt": attempts.attempt, "reason": reason, "time": now.isoformat()},
+            ]
+            attempts.attempt += 1
+            return attempts.attempt
 
     # -- notifications ----------------------------------------------------------------------
 

@@ -22,6 +22,11 @@
   kernel kills for passing its memory ends FAILED as out of memory.
 - A job may start warm: a runner started ahead for its owner and flavor, imports
   done and kernel running, takes it (:mod:`.warm_pool`, ``warm_pool_size``).
+- A job with a checkpoint (``CreateJob.checkpoint``) gets its folder's absolute path in
+  ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` (created for it, owned by its owner when jobs run as
+  their owners) and its attempt number in ``$JUPYTER_TO_JOB_ATTEMPT``; when it is killed
+  from outside and has retries left it is queued again for its next attempt instead of
+  failing (:mod:`jupyter_to_job.retries` says when).
 - The end of the runner is noticed as it happens (a pidfd, :mod:`.process_exit`);
   progress, stop requests and the deadline are looked at every ``poll_interval``.
 """
@@ -48,6 +53,8 @@ from gpuspawner.accounts import UserAccount
 from gpuspawner.cgroups import Cgroup, CgroupLimits, child_setup
 
 from ..models import JobStatus
+from ..retries import exhausted, retry_reason, separator
+from ..store import JobAttemptsRow
 from ..warm_start import JOB_ID_VARIABLE
 from .base import JobExecutor, JobOutcome, StopReason
 from .process_exit import ProcessExit
@@ -94,6 +101,11 @@ INHERITED_ENVIRONMENT = [
     "https_proxy",
     "no_proxy",
 ]
+
+CHECKPOINT_VARIABLE = "JUPYTER_TO_JOB_CHECKPOINT_DIR"
+"""The job's checkpoint folder, an absolute path (only for jobs that asked for one)."""
+ATTEMPT_VARIABLE = "JUPYTER_TO_JOB_ATTEMPT"
+"""Which attempt of the job this is, from 1."""
 
 # psutil derives start times from the boot time and clock ticks: equal for one
 # process across calls, but allow for rounding.
@@ -272,6 +284,8 @@ class LocalExecutor(JobExecutor):
         self._terminator: asyncio.Future[None] | None = None
         self._forced = False
         self._cgroup: Cgroup | None = None
+        self._attempts: JobAttemptsRow | None = None
+        """The job's checkpoint and attempt, read as the attempt starts (None: no checkpoint)."""
 
     # -- whose job it is ------------------------------------------------------------------
 
@@ -320,7 +334,51 @@ class LocalExecutor(JobExecutor):
             env.update(account.environment())
         env["JUPYTER_TO_JOB_ID"] = self.job_id
         env["PYTHONUNBUFFERED"] = "1"
+        attempts = self._attempts
+        if attempts is not None:
+            env[CHECKPOINT_VARIABLE] = attempts.checkpoint_path
+            env[ATTEMPT_VARIABLE] = str(attempts.attempt)
         return env
+
+    def _make_checkpoint_folder(self, account: UserAccount | None) -> None:
+        """Create the job's checkpoint folder (and the folders above it that are missing),
+        owned by the job's owner when it runs as them."""
+        attempts = self._attempts = self.store.job_attempts(self.job_id)
+        if attempts is None:
+            return
+        folder = Path(attempts.checkpoint_path)
+        missing = [folder, *(p for p in folder.parents if not p.exists())]
+        folder.mkdir(parents=True, exist_ok=True)
+        if account is not None:
+            for path in missing:
+                if path.exists():
+                    os.chown(path, account.uid, account.gid)
+        if attempts.attempt == 1:
+            self.log_line(f"checkpoint folder {folder}; attempt 1 of {attempts.max_attempts}")
+
+    async def on_complete(self, outcome: JobOutcome) -> None:
+        """Record how the job ended; a job killed from outside with retries left is queued
+        again for its next attempt instead (see :mod:`jupyter_to_job.retries`)."""
+        reason = retry_reason(outcome)
+        if reason is None:
+            await super().on_complete(outcome)
+            return
+        attempt = self.store.start_again(self.job_id, (JobStatus.RUNNING,), reason)
+        attempts = self.store.job_attempts(self.job_id)
+        if attempt is not None and attempts is not None:
+            self.files.status.unlink(missing_ok=True)  # the next runner reports afresh
+            self.log_line(separator(attempt, attempts.max_attempts, reason))
+            return
+        sentence = None
+        if attempts is not None and attempts.max_attempts > 1:
+            sentence = exhausted(attempts.max_attempts)
+            self.log_line(sentence)
+        await super().on_complete(outcome)
+        row = self.store.get(self.job_id)
+        if sentence and row is not None and row.job_status is JobStatus.FAILED:
+            self.store.update(
+                self.job_id, status_message=f"{row.status_message or ''} {sentence}".strip()
+            )
 
     @property
     def cgroup_name(self) -> str:
@@ -331,6 +389,7 @@ class LocalExecutor(JobExecutor):
         account = self.account()
         if account is not None:
             self._hand_over(account)
+        self._make_checkpoint_folder(account)
         environment = self.job_environment()
         warm = self._start_warm(log_path, environment)
         self._process = warm or self._start_cold(log_path, environment, account)

@@ -226,6 +226,14 @@ function JobsTable(
                   {queueText(job.queue_position)}
                 </span>
               )}
+              {(job.max_attempts ?? 1) > 1 && (job.attempt ?? 1) > 1 && (
+                <span
+                  className="jp-JupyterToJob-attempt"
+                  data-testid="job-attempt"
+                >
+                  {trans.__('attempt %1 of %2', job.attempt, job.max_attempts)}
+                </span>
+              )}
             </td>
             <td className="jp-JupyterToJob-name" title={job.input_path}>
               {job.name}

@@ -73,6 +73,21 @@ export interface ICreateJob {
    * Whom to tell when the job ends; null: the owner's default.
    */
   notify?: IJobNotify | null;
+  /**
+   * A checkpoint folder and retries: a job killed from outside starts again from it.
+   */
+  checkpoint?: IJobCheckpoint | null;
+}
+
+/**
+ * A checkpoint folder and how often a job killed from outside starts again (`JobCheckpoint`).
+ */
+export interface IJobCheckpoint {
+  /**
+   * Relative to the notebook's folder: "checkpoints/train".
+   */
+  folder: string;
+  retries?: number;
 }
 
 /**
@@ -164,6 +179,15 @@ export interface IDescribeJob {
   output_formats: OutputFormat[];
   kernel_name: string | null;
   gpu: IJobGPU | null;
+  /**
+   * The run under way or the last one, from 1.
+   */
+  attempt?: number;
+  /**
+   * Runs allowed in all: 1 plus the checkpoint's retries.
+   */
+  max_attempts?: number;
+  checkpoint_folder?: string | null;
   /**
    * The flavor's title for people ("One whole GPU"); null when it is not known.
    */

@@ -134,3 +134,28 @@ describe('JobsView: only the actions the viewer may take', () => {
     expect(byTestId(node, 'job-action-rerun')).toHaveLength(1);
   });
 });
+
+describe('JobsView: a job started again after it was killed', () => {
+  it('shows "attempt 2 of 3" on a resumed job, and nothing on a first attempt', async () => {
+    // Given a job killed once and started again from its checkpoint, and a job on its first run
+    const resumed = makeJob({
+      job_id: 'resumed',
+      status: 'RUNNING',
+      attempt: 2,
+      max_attempts: 3,
+      checkpoint_folder: 'checkpoints/train'
+    });
+    const first = makeJob({ job_id: 'first', attempt: 1, max_attempts: 3 });
+    const { node, widget, model } = await renderPanel([resumed, first]);
+
+    // Then the resumed job's row says which attempt it is on, and only that row
+    const attempts = byTestId(node, 'job-attempt');
+    expect(attempts.map(cell => cell.textContent)).toEqual(['attempt 2 of 3']);
+    expect(
+      node.querySelector('[data-job-id="resumed"]')?.textContent
+    ).toContain('attempt 2 of 3');
+
+    act(() => widget.dispose());
+    model.dispose();
+  });
+});
