@@ -42,6 +42,9 @@ from ..warm_start import set_late
 from .process_exit import ProcessExit
 
 _RELEASE_GRACE = 10.0
+_START_ALLOWANCE = 120.0
+"""Seconds a warm runner may take to become ready (imports, its kernel) before its idle
+time starts counting anyway."""
 
 
 @dataclass
@@ -122,8 +125,9 @@ class WarmRunnerPool:
         loop = asyncio.get_running_loop()
         self._runners.setdefault((runner.owner, runner.flavor), []).append(runner)
         runner.control.setblocking(False)
-        loop.add_reader(runner.control.fileno(), self._on_message, runner)
-        runner.idle_timer = loop.call_later(idle_seconds, self._idle, runner)
+        loop.add_reader(runner.control.fileno(), self._on_message, runner, idle_seconds)
+        # Idle counts from when it is ready; until then it has a while to start its kernel.
+        runner.idle_timer = loop.call_later(_START_ALLOWANCE + idle_seconds, self._idle, runner)
 
     def remember_refill(self, owner: str, flavor: str | None, refill: Callable[[], object]) -> None:
         """``refill()`` starts runners again for ``owner`` and ``flavor`` (after a job)."""
@@ -148,10 +152,12 @@ class WarmRunnerPool:
         return None
 
     async def wait_ready(self, owner: str, flavor: str | None) -> int:
-        """Wait until every warm runner of ``owner`` and ``flavor`` is ready; how many are."""
+        """Wait until every warm runner of ``owner`` and ``flavor`` is ready (or gone); how
+        many are ready and still waiting for a job."""
         runners = self.runners(owner, flavor)
         await asyncio.gather(*(r.ready.wait() for r in runners))
-        return sum(1 for r in runners if r.running())
+        waiting = self.runners(owner, flavor)
+        return sum(1 for r in runners if r in waiting)
 
     def release(self, runner: WarmRunner) -> None:
         """Let ``runner`` go: it shuts its kernel down and exits; its folder and cgroup go."""
@@ -174,6 +180,7 @@ class WarmRunnerPool:
     # -- inside ---------------------------------------------------------------------------
 
     def _forget(self, runner: WarmRunner) -> None:
+        runner.ready.set()  # nobody waits for a runner that left the pool
         runners = self._runners.get((runner.owner, runner.flavor), [])
         if runner in runners:
             runners.remove(runner)
@@ -183,7 +190,7 @@ class WarmRunnerPool:
             if runner.control.fileno() >= 0:
                 asyncio.get_running_loop().remove_reader(runner.control.fileno())
 
-    def _on_message(self, runner: WarmRunner) -> None:
+    def _on_message(self, runner: WarmRunner, idle_seconds: float) -> None:
         try:
             data = runner.control.recv(64)
         except BlockingIOError:
@@ -192,6 +199,11 @@ class WarmRunnerPool:
             data = b""
         if data.startswith(b"ready"):
             runner.ready.set()
+            if runner.idle_timer is not None:
+                runner.idle_timer.cancel()
+            runner.idle_timer = asyncio.get_running_loop().call_later(
+                idle_seconds, self._idle, runner
+            )
         elif not data:  # the runner ended before its job came
             runner.ready.set()
             self.log.warning("Warm runner %d of %s ended by itself", runner.pid, runner.owner)
