@@ -22,6 +22,7 @@ from concurrent.futures import wait as wait_for_future
 from pathlib import Path
 
 from .policy import Catalog, CatalogError, load_catalog
+from .policy.course_overrides import overrides_path
 
 Signature = tuple[tuple[str, int, int], ...]
 
@@ -40,6 +41,19 @@ def _signature(root: Path) -> Signature:
         return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
     except OSError:
         return ()
+
+
+def _overrides_signature(catalog: Catalog | None) -> Signature:
+    """The instructors' overrides file of ``catalog`` (written by the course-sessions
+    service): a change to it reloads the catalog too."""
+    path = overrides_path(catalog) if catalog is not None else None
+    if path is None:
+        return ()
+    try:
+        stat = path.stat()
+    except OSError:
+        return ((str(path), 0, -1),)
+    return ((str(path), stat.st_mtime_ns, stat.st_size),)
 
 
 def _on_event_loop() -> bool:
@@ -82,7 +96,7 @@ class CatalogSource:
 
     def current(self) -> Catalog | None:
         """The catalog in force (None while no valid catalog was ever loaded)."""
-        signature = _signature(self.path)
+        signature = _signature(self.path) + _overrides_signature(self.catalog)
         with self._lock:
             if self._reading is not None or signature == self._seen:
                 # Unchanged, or a read is already under way: its result applies when done.

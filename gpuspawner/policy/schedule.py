@@ -168,6 +168,9 @@ class CourseSchedule:
     grace: timedelta = timedelta(minutes=10)
     prewarm: timedelta | None = None
     """How long before the start the sessions service starts servers, if it does."""
+    extra_sessions: tuple[tuple[date, time, time], ...] = ()
+    """One-off sessions ``(day, start, end)`` in wall-clock time, added by an instructor
+    (:mod:`.course_overrides`); they take place on a ``no_class`` day too."""
 
     def __post_init__(self) -> None:
         if self.first_day > self.last_day:
@@ -183,10 +186,18 @@ class CourseSchedule:
 
     def _sessions_starting_on(self, day: date) -> list[tuple[datetime, datetime]]:
         """Raw (unmerged) UTC intervals of windows that start on local date ``day``."""
-        if not self.in_term(day) or day in self.no_class:
-            return []
-        weekday = day.weekday()
         result = []
+        for extra_day, start_clock, end_clock in self.extra_sessions:
+            if extra_day == day:
+                result.append(
+                    (
+                        _wall_to_utc(day, start_clock, self.timezone),
+                        _wall_to_utc(day, end_clock, self.timezone),
+                    )
+                )
+        if not self.in_term(day) or day in self.no_class:
+            return result
+        weekday = day.weekday()
         for window in self.windows:
             if window.weekday != weekday:
                 continue
@@ -223,11 +234,12 @@ class CourseSchedule:
         courses per spawn-page render cheap.
         """
         weekdays = {w.weekday for w in self.windows}
+        extra_days = {extra[0] for extra in self.extra_sessions}
         last = min(self.last_day, self.first_day + timedelta(days=MAX_TERM_DAYS))
         raw: list[tuple[datetime, datetime]] = []
         day = self.first_day
         while day <= last:
-            if day.weekday() in weekdays:
+            if day.weekday() in weekdays or day in extra_days:
                 raw.extend(self._sessions_starting_on(day))
             day += timedelta(days=1)
         return tuple(
@@ -267,6 +279,13 @@ class CourseSchedule:
         else:
             phase = Phase.GRACE
         return ScheduleStatus(phase, current, upcoming)
+
+    def classes_on(self, day: date) -> list[ClassSession]:
+        """The class sessions that start on the local date ``day`` (merged, in order)."""
+        return [
+            ClassSession(start, end, self.lead_time, self.grace)
+            for start, end in _merge(self._sessions_starting_on(day))
+        ]
 
     def week(self, start: datetime) -> list[ClassSession]:
         """The sessions in the seven days from ``start``, for ``gpuspawner check``."""

@@ -1,0 +1,148 @@
+"""Instructors' changes on top of the catalog: checked against the admins' bounds, applied
+by the same schedule code that reads the catalog, and reported when the bounds narrow."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gpuspawner.policy import load_catalog
+from gpuspawner.policy.course_overrides import (
+    ExtraSession,
+    OverrideRefused,
+    OverridesFile,
+    cancel_change,
+    classes_between,
+    course_overrides,
+    extension_change,
+    extra_change,
+    notice_change,
+    timing_change,
+)
+
+CATALOG = """\
+settings:
+  timezone: Europe/Zurich
+  instructor_bounds:
+    overrides_file: overrides.json
+    extra_sessions_per_week: 1
+    lead_time: {min: 0m, max: 30m}
+    notice_length: 40
+    extension: 30m
+courses:
+  - id: ml101
+    title: Machine Learning 101
+    instructors: [bob]
+    enrolment: {users: [alice]}
+    schedule:
+      term: {first_day: 2026-09-14, last_day: 2026-12-18}
+      windows:
+        - {days: [Mon, Wed], start: "10:15", end: "12:00"}
+"""
+
+# Wednesday 25 November 2026, 13:00 in Zurich: the next class is Monday 30 November.
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+MONDAY = date(2026, 11, 30)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "catalog.yaml").write_text(CATALOG)
+    return tmp_path
+
+
+def save(folder: Path, course_id: str, overrides) -> None:
+    document = load_catalog(folder).overrides or OverridesFile()
+    (folder / "overrides.json").write_text(document.replace(course_id, overrides).to_json())
+
+
+def test_a_cancelled_monday_is_no_longer_the_next_class(folder: Path) -> None:
+    catalog = load_catalog(folder)
+    course = catalog.courses_by_id["ml101"]
+    bounds = catalog.settings.instructor_bounds
+    assert course.course_schedule.status(NOW).next_session.start.date() == MONDAY
+
+    save(folder, "ml101", cancel_change(course, bounds, course_overrides(course), MONDAY, NOW))
+
+    after = load_catalog(folder).courses_by_id["ml101"]
+    assert after.course_schedule.status(NOW).next_session.start.date() == date(2026, 12, 2)
+    (day, [(session, cancelled)]) = classes_between(after, MONDAY, MONDAY)[0]
+    assert cancelled is True
+
+
+def test_a_day_without_class_or_a_past_class_cannot_be_cancelled(folder: Path) -> None:
+    catalog = load_catalog(folder)
+    course = catalog.courses_by_id["ml101"]
+    bounds = catalog.settings.instructor_bounds
+    with pytest.raises(OverrideRefused, match="has no class on Tue 01 Dec 2026"):
+        cancel_change(course, bounds, course_overrides(course), date(2026, 12, 1), NOW)
+    with pytest.raises(OverrideRefused, match="already begun or taken place"):
+        cancel_change(course, bounds, course_overrides(course), date(2026, 11, 23), NOW)
+
+
+def test_an_extra_session_opens_the_course_and_the_weekly_limit_holds(folder: Path) -> None:
+    catalog = load_catalog(folder)
+    course = catalog.courses_by_id["ml101"]
+    bounds = catalog.settings.instructor_bounds
+    friday = ExtraSession(day=date(2026, 11, 27), start="14:00", end="16:00")
+    overrides = extra_change(course, bounds, course_overrides(course), friday, NOW)
+    save(folder, "ml101", overrides)
+
+    after = load_catalog(folder).courses_by_id["ml101"]
+    at_friday_class = datetime(2026, 11, 27, 13, 30, tzinfo=UTC)  # 14:30 in Zurich
+    assert after.course_schedule.status(at_friday_class).phase.accepts_new_servers
+
+    saturday = ExtraSession(day=date(2026, 11, 28), start="09:00", end="10:00")
+    with pytest.raises(OverrideRefused, match="allow 1 extra session a week"):
+        extra_change(after, bounds, overrides, saturday, NOW)
+
+
+def test_settings_outside_the_bounds_are_refused_with_a_sentence(folder: Path) -> None:
+    catalog = load_catalog(folder)
+    bounds = catalog.settings.instructor_bounds
+    empty = course_overrides(catalog.courses_by_id["ml101"])
+    with pytest.raises(OverrideRefused, match="between 0 minutes and 30 minutes") as refused:
+        timing_change(bounds, empty, "lead_time", timedelta(minutes=45))
+    assert refused.value.status == 400
+    with pytest.raises(OverrideRefused, match="do not let instructors change the grace"):
+        timing_change(bounds, empty, "grace", timedelta(minutes=5))
+    with pytest.raises(OverrideRefused, match="at most 40 characters"):
+        notice_change(bounds, empty, "x" * 41)
+
+
+def test_a_server_is_extended_up_to_the_admins_limit(folder: Path) -> None:
+    catalog = load_catalog(folder)
+    bounds = catalog.settings.instructor_bounds
+    started = datetime(2026, 11, 30, 9, 10, tzinfo=UTC)
+    once = extension_change(
+        bounds, course_overrides(catalog.courses_by_id["ml101"]), "alice", "", started, 15
+    )
+    twice = extension_change(bounds, once, "alice", "", started, 15)
+    assert twice.extension_for("alice", "", started) == timedelta(minutes=30)
+    assert twice.extension_for("alice", "", started + timedelta(minutes=1)) == timedelta(0)
+    with pytest.raises(OverrideRefused, match="at most 0 minutes more"):
+        extension_change(bounds, twice, "alice", "", started, 1)
+
+
+def test_changes_the_narrowed_bounds_no_longer_allow_are_left_out_and_reported(
+    folder: Path,
+) -> None:
+    catalog = load_catalog(folder)
+    bounds = catalog.settings.instructor_bounds
+    course = catalog.courses_by_id["ml101"]
+    save(
+        folder,
+        "ml101",
+        timing_change(bounds, course_overrides(course), "lead_time", timedelta(minutes=25)),
+    )
+    assert load_catalog(folder).courses_by_id["ml101"].course_schedule.lead_time == timedelta(
+        minutes=25
+    )
+
+    (folder / "catalog.yaml").write_text(CATALOG.replace("max: 30m", "max: 20m"))
+
+    narrowed = load_catalog(folder)
+    assert narrowed.courses_by_id["ml101"].course_schedule.lead_time == timedelta(minutes=10)
+    assert narrowed.override_problems == ["ml101: the lead time of 25 min is outside the bounds"]
