@@ -65,6 +65,7 @@ def devices_from_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[GPUDevice]:
         model = model.replace("NVIDIA-", "", 1).replace("GeForce-", "", 1)
         name = node["metadata"]["name"]
         mig = _split_into_mig_slices(labels, product)
+        driver, cuda = _versions(labels)
         for index in range(count):
             devices.append(
                 GPUDevice(
@@ -73,9 +74,30 @@ def devices_from_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[GPUDevice]:
                     model=model,
                     memory_mib=memory,
                     mig=mig,
+                    driver=driver,
+                    cuda=cuda,
                 )
             )
     return devices
+
+
+def _versions(labels: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The node's driver and CUDA versions from GFD's labels (``nvidia.com/cuda.driver.major``
+    and friends, or the newer ``cuda.driver-version.*``/``cuda.runtime-version.*``); None
+    where GFD does not say."""
+
+    def joined(*prefixes: str) -> str | None:
+        for prefix in prefixes:
+            parts = [labels.get(f"{prefix}.{p}") for p in ("major", "minor", "revision", "rev")]
+            found = [p for p in parts if p not in (None, "")]
+            if found and all(str(p).isdigit() for p in found):
+                return ".".join(str(p) for p in found)
+        return None
+
+    return (
+        joined("nvidia.com/cuda.driver-version", "nvidia.com/cuda.driver"),
+        joined("nvidia.com/cuda.runtime-version", "nvidia.com/cuda.runtime"),
+    )
 
 
 def _split_into_mig_slices(labels: Mapping[str, str], product: str) -> bool:

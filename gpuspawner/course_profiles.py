@@ -51,7 +51,10 @@ from .policy.entitlements import Entitlement
 from .spawn_page import ProfileCard, render_profile_cards
 
 STATE_VERSION = 1
-ALLOWED_OPTION_KEYS = frozenset({"profile", "prewarm_token"})
+ALLOWED_OPTION_KEYS = frozenset({"profile", "prewarm_token", "environment"})
+ENVIRONMENT_FIELD = "environment-"
+"""The spawn form names each card's environment choice ``environment-<profile id>``; only
+the chosen profile's is kept, as ``environment``."""
 
 
 def refusal_exception(code: str, message: str, status: int) -> SpawnException:
@@ -257,6 +260,7 @@ class CourseProfilesMixin(LoggingConfigurable):
     def render_profile_page(self) -> str:
         cards = self.profile_cards()
         previous = (self.user_options or {}).get("profile") if self.user_options else None
+        environment = (self.user_options or {}).get("environment") if self.user_options else None
         identity = self.identity()
         # Names as on the GPU map page: instructors see their own courses' students.
         viewer = map_viewer(self.admission.catalog_in_force(), identity)
@@ -264,26 +268,39 @@ class CourseProfilesMixin(LoggingConfigurable):
         return render_profile_cards(
             cards,
             selected=previous if isinstance(previous, str) else None,
+            selected_environment=environment if isinstance(environment, str) else None,
             gpus=gpus,
             notice=getattr(self, "stop_notice", ""),
         )
 
     def options_from_form(self, formdata: dict) -> dict:
-        """Keep the submitted fields as single values; start() decides what is allowed."""
+        """Keep the submitted fields as single values; start() decides what is allowed.
+
+        Each card's environment choice (``environment-<profile>``) is kept only for the
+        chosen profile, as ``environment``; the other cards' choices are dropped.
+        """
         options = {}
         for key, values in formdata.items():
-            if key == "_xsrf":
+            if key == "_xsrf" or key.startswith(ENVIRONMENT_FIELD):
                 continue
             if isinstance(values, list):
                 options[key] = values[0] if len(values) == 1 else values
             else:
                 options[key] = values
+        profile = options.get("profile")
+        if isinstance(profile, str) and "environment" not in options:
+            chosen = formdata.get(ENVIRONMENT_FIELD + profile)
+            if isinstance(chosen, list):
+                chosen = chosen[0] if len(chosen) == 1 else chosen
+            if chosen is not None:
+                options["environment"] = chosen
         return options
 
     # -- start -----------------------------------------------------------------------
 
     def _requested_profile(self, options: object) -> tuple[str, str | None]:
-        """Validate the shape of user_options: only a profile id and an optional token."""
+        """Validate the shape of user_options: only a profile id, an optional token and an
+        optional environment (checked by the admission against what the profile offers)."""
         if options is None:
             options = {}
         if not isinstance(options, dict):
@@ -296,8 +313,9 @@ class CourseProfilesMixin(LoggingConfigurable):
         if unknown:
             raise refusal_exception(
                 "invalid",
-                f"Unexpected start option(s): {', '.join(unknown)}. Only a profile can be "
-                "chosen; its resources come from the course catalog.",
+                f"Unexpected start option(s): {', '.join(unknown)}. Only a profile (and an "
+                "environment it offers) can be chosen; its resources come from the course "
+                "catalog.",
                 400,
             )
         profile = options.get("profile")
@@ -335,6 +353,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         """This start's request (``user_options``, checked) answered by the admission over
         ``pool``: a Grant, its slice booked there, or a refusal as a SpawnException."""
         profile_id, token = self._requested_profile(self.user_options)
+        environment = (self.user_options or {}).get("environment")
         try:
             return self.admission.grant_server(
                 pool,
@@ -346,6 +365,7 @@ class CourseProfilesMixin(LoggingConfigurable):
                 prewarm_token=token,
                 object_name=self.grant_object_name,
                 expand=self.expand_storage,
+                environment=environment,
             )
         except Refusal as refusal:
             # JupyterHub logs the refusal, as one info line (see refusal_log).
@@ -468,6 +488,7 @@ class CourseProfilesMixin(LoggingConfigurable):
             "profile": self._profile_id,
             "allocation": self._allocation.to_dict() if self._allocation else None,
             "session_end": session_end.isoformat() if session_end else None,
+            "environment": grant.environment_id if grant else None,
             # The process holding the slice, by pid and start time (see hold_allocation).
             "server_process": self._holder.to_dict() if self._holder else None,
         }

@@ -47,7 +47,7 @@ from .inventory import discover_nvml_gpus, simulated_gpus
 from .metrics import counted_admission
 from .policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
 from .policy.admission import JobForecast, admit, admit_job, forecast_job
-from .policy.catalog import JobFlavor, is_protected_variable
+from .policy.catalog import JobFlavor, SoftwareEnvironment, is_protected_variable
 from .policy.entitlements import Entitlement, Profile, entitlement_for
 from .policy.local_share import local_share_environment
 from .policy.prewarm import verify_prewarm_token
@@ -84,6 +84,9 @@ class Grant:
     """Kubernetes: the node of the GPU the pool chose (``kubernetes.io/hostname``)."""
     image: str | None = None
     python: str | None = None
+    environment_id: str | None = None
+    """The environment chosen among those the profile offers (None: it offers none)."""
+    environment_title: str | None = None
     default_url: str | None = None
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     variables: dict[str, str] = field(default_factory=dict)
@@ -107,10 +110,11 @@ class Grant:
     @property
     def describe(self) -> str:
         """One line for progress messages and logs."""
+        title = self.title + (f" ({self.environment_title})" if self.environment_title else "")
         if self.allocation is None:
-            return f"{self.title}: no GPU"
+            return f"{title}: no GPU"
         where = ", ".join(self.gpu_labels)
-        return f"{self.title}: {self.share_summary}" + (f" on {where}" if where else "")
+        return f"{title}: {self.share_summary}" + (f" on {where}" if where else "")
 
     def environment_over(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` (the admin's and user's variables) with this grant applied on top.
@@ -433,13 +437,16 @@ class GPUAdmission(LoggingConfigurable):
         prewarm_token: str | None = None,
         object_name: str = "",
         expand: Callable[[str], str] | None = None,
+        environment: object = None,
     ) -> Grant:
         """Admit a server start and render it; books its slice in ``pool``.
 
         ``prewarm_token``: from the course-sessions service, for a start before the class
         opens. ``object_name``: the pod's name, for objects the plan creates (DRA claims).
         ``expand``: fills ``{username}`` in storage claims and paths (KubeSpawner's
-        ``_expand_user_properties`` on Kubernetes). Raises :class:`Refusal`.
+        ``_expand_user_properties`` on Kubernetes). ``environment``: the id of the
+        environment the user chose among those the profile offers (None: its first).
+        Raises :class:`Refusal`.
         """
         catalog = self.catalog()
         prewarm = False
@@ -455,7 +462,16 @@ class GPUAdmission(LoggingConfigurable):
                     status=403,
                 )
             prewarm = True
-        decision = admit(catalog, pool, user, profile_id, key=key, now=now, prewarm=prewarm)
+        decision = admit(
+            catalog,
+            pool,
+            user,
+            profile_id,
+            key=key,
+            now=now,
+            prewarm=prewarm,
+            environment=environment,
+        )
         profile = decision.entitlement.profile
         self._within_budget(
             pool, key, "server", self.server_budget(catalog, decision.entitlement, user, now)
@@ -474,6 +490,7 @@ class GPUAdmission(LoggingConfigurable):
             class_end=decision.entitlement.class_end,
             prewarmed=decision.prewarmed,
             charge=charge_of_profile(profile),
+            software=decision.environment,
         )
         if not mounts:
             return grant
@@ -704,10 +721,13 @@ class GPUAdmission(LoggingConfigurable):
         granted: Profile | JobFlavor,
         allocation: Allocation | None,
         object_name: str,
+        software: SoftwareEnvironment | None = None,
         **when: Any,
     ) -> Grant:
         """The grant of ``granted`` (a profile or a flavor), its share rendered for
         ``target``; a share the back end cannot give frees its booking and is refused (409).
+        ``software``: the environment chosen among those the profile offers, whose image
+        and Python environment run instead of the profile's own.
         ``when``: a server's course, session end, class end and pre-warming."""
         share, environment, resources = granted.share, granted.environment, granted.resources
         if share is None:
@@ -730,8 +750,10 @@ class GPUAdmission(LoggingConfigurable):
             ),
             share_summary=share.describe() if share is not None and allocation else "no GPU",
             gpu_labels=tuple(d.label for d in held),
-            image=environment.image,
-            python=environment.python,
+            image=software.image if software else environment.image,
+            python=software.python if software else environment.python,
+            environment_id=software.id if software else None,
+            environment_title=software.title if software else None,
             default_url=environment.default_url,
             limits=ResourceLimits(cpu=resources.cpu, memory_bytes=resources.memory),
             variables={

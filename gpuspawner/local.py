@@ -64,6 +64,7 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         return CgroupLimits(parent=self)
 
     _cgroup: Cgroup | None = None
+    _configured_start: tuple[list[str], str] | None = None
     stop_notice: str = ""
     """Why the last server ended unasked (out of memory), shown on the next spawn page."""
 
@@ -214,10 +215,15 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             self.cpu_limit = limits.cpu
         if limits.memory_bytes:
             self.mem_limit = limits.memory_bytes
-        if grant.python:
-            self.cmd = [str(Path(grant.python) / "bin" / "jupyterhub-singleuser")]
-        if grant.default_url:
-            self.default_url = grant.default_url
+        # As configured, before a grant chose another Python environment or URL: what one
+        # start chose never carries over to the next.
+        if self._configured_start is None:
+            self._configured_start = (list(self.cmd), self.default_url)
+        cmd, default_url = self._configured_start
+        self.cmd = (
+            [str(Path(grant.python) / "bin" / "jupyterhub-singleuser")] if grant.python else cmd
+        )
+        self.default_url = grant.default_url or default_url
         try:
             self._link_storage(grant)
         except BaseException:

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from .policy.catalog import SoftwareEnvironment
 from .policy.entitlements import Entitlement, ProfileKind
+from .policy.environments import unmet_requirement
 from .policy.share import GPUDevice
 from .policy.storage import parse_mounts
 from .policy.units import format_bytes
@@ -17,6 +19,41 @@ _templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+@dataclass(frozen=True)
+class EnvironmentOption:
+    """One environment a card offers to choose from."""
+
+    id: str
+    title: str
+    description: str
+    contains: str
+    """What is in it: "PyTorch 2.4, CUDA 12.4"."""
+    requires: str
+    """Its GPU requirement in words: "CUDA 12.4 or newer"; empty without one."""
+    unmet: str = ""
+    """Why it cannot run on any GPU the profile can get here; empty when it can (or the
+    GPUs' versions are not known)."""
+
+    @classmethod
+    def build(
+        cls, environment: SoftwareEnvironment, devices: list[GPUDevice] | None
+    ) -> EnvironmentOption:
+        """``devices``: the GPUs the profile can get (None: it has no GPU)."""
+        unmet = ""
+        if devices and environment.requires is not None:
+            reasons = [unmet_requirement(environment, d) for d in devices]
+            if all(reasons):
+                unmet = f"Not available on this hub's GPUs: {reasons[0]}."
+        return cls(
+            id=environment.id,
+            title=environment.title,
+            description=environment.description,
+            contains=", ".join(environment.contains),
+            requires=environment.requires.describe() if environment.requires else "",
+            unmet=unmet,
+        )
 
 
 @dataclass(frozen=True)
@@ -44,6 +81,8 @@ class ProfileCard:
     """The time zone the card's times are in: "CET (Europe/Zurich)"; empty without times."""
     stops: str = ""
     """When a server started now is stopped (class end plus grace), as a clock time."""
+    environments: tuple[EnvironmentOption, ...] = ()
+    """The environments to choose from (the first is the default); empty: no choice."""
 
     @classmethod
     def build(
@@ -60,6 +99,7 @@ class ProfileCard:
         machine (folders in the home); ``budget``: its budget line, if one applies."""
         profile = entitlement.profile
         share = profile.share
+        matching = None
         if share is None:
             gpu = "No GPU"
         else:
@@ -100,6 +140,7 @@ class ProfileCard:
             budget_exhausted=budget_exhausted,
             zone=_zone_of(entitlement),
             stops=_stop_time(entitlement),
+            environments=tuple(EnvironmentOption.build(e, matching) for e in profile.environments),
         )
 
 
@@ -143,10 +184,13 @@ def render_profile_cards(
     selected: str | None = None,
     gpus: list | None = None,
     notice: str = "",
+    selected_environment: str | None = None,
 ) -> str:
     """HTML for JupyterHub's spawn form (inserted inside its <form>).
 
     ``notice``: why the user's last server ended without being asked to (out of memory).
+    ``selected_environment``: the environment of the last start, chosen again on the card
+    of ``selected`` when that card still offers it (otherwise each card's first).
     """
     cards = _open_first(cards)
     startable = [c for c in cards if c.available]
@@ -161,10 +205,21 @@ def render_profile_cards(
             chosen = startable[0]
         selected = chosen.id if chosen else None
     has_gpu_profile = any(c.kind in ("course", "research") for c in cards)
+    chosen_environments = {c.id: _first_runnable(c, selected_environment) for c in cards}
     return _templates.get_template("profiles.html").render(
         cards=cards,
         selected=selected,
+        chosen_environments=chosen_environments,
         gpus=gpus or [],
         notice=notice,
         no_course=bool(cards) and not has_gpu_profile,
     )
+
+
+def _first_runnable(card: ProfileCard, wanted: str | None) -> str | None:
+    """The environment checked on ``card``: ``wanted`` if the card offers it and it can run
+    here, else the first that can."""
+    runnable = [e.id for e in card.environments if not e.unmet]
+    if wanted in runnable:
+        return wanted
+    return runnable[0] if runnable else None

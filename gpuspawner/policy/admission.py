@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .capacity import Allocation, CapacityPool, Refusal, Reservation
-from .catalog import Catalog, JobFlavor
+from .catalog import Catalog, JobFlavor, SoftwareEnvironment
 from .entitlements import Entitlement, Role, UserIdentity, entitlement_for
+from .environments import choose_environment, requirement_refusal
 from .flavors import flavor_for
 from .wording import when
 
@@ -38,6 +39,8 @@ class StartDecision:
     entitlement: Entitlement
     allocation: Allocation | None
     prewarmed: bool = False
+    environment: SoftwareEnvironment | None = None
+    """The environment chosen among those the profile offers (None: it offers none)."""
 
     @property
     def session_end(self) -> datetime | None:
@@ -90,12 +93,14 @@ def admit(
     key: str,
     now: datetime,
     prewarm: bool = False,
+    environment: object = None,
 ) -> StartDecision:
     """Decide a start and record its allocation in ``pool``; raises :class:`Refusal`.
 
     ``prewarm`` is honoured only for a course with pre-warming configured, inside
     its pre-warming period; callers must establish that the sessions service,
-    not the student, asked for it.
+    not the student, asked for it. ``environment``: the id of the environment asked
+    for, checked against those the profile offers now (None: its first).
     """
     entitlement = entitlement_for(catalog, user, profile_id, now)
     if entitlement is None:
@@ -120,10 +125,11 @@ def admit(
                 f"{profile.title} cannot be started now. {entitlement.status}.",
                 status=403,
             )
+    chosen = choose_environment(profile, environment)
     share = profile.share
     if share is None:
         pool.release(key)
-        return StartDecision(entitlement, None, prewarmed)
+        return StartDecision(entitlement, None, prewarmed, chosen)
     pool.release(key)  # a stale record of this same server, from a failed start
     limit = catalog.settings.max_gpu_servers_per_user
     mine = [a for a in pool.held_by(user.name) if a.key.startswith("server:")]
@@ -151,7 +157,14 @@ def admit(
         reservations=active_reservations(catalog, now),
         session_end=session_end if entitlement.role is Role.STUDENT else None,
     )
-    return StartDecision(entitlement, allocation, prewarmed)
+    if chosen is not None:
+        held = {d.id: d for d in pool.devices}
+        devices = [held[i] for i in allocation.device_ids if i in held]
+        refusal = requirement_refusal(chosen, profile.title, devices)
+        if refusal is not None:
+            pool.release(key)
+            raise refusal
+    return StartDecision(entitlement, allocation, prewarmed, chosen)
 
 
 def seats_left(

@@ -7,6 +7,8 @@ keys, all optional::
     standing:   profiles open to everyone all the time (the CPU-only default)
     courses:    course profiles, open around their class windows
     research:   research allocations granted to users or groups until a date
+    flavors:    what "Run as Job" jobs run on
+    environments: images / Python environments that profiles offer to choose from
 
 See ``hub_config/local/catalog.yaml`` for a complete, commented example.
 Every validation error names the file, the line and the field, and says what is
@@ -55,6 +57,7 @@ from .units import parse_duration, parse_fraction, parse_size_bytes, parse_size_
 from .yaml_source import LineMap, YAMLSourceError, field_name, line_for, load_with_lines
 
 ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+VERSION_PATTERN = re.compile(r"^\d+(\.\d+){0,3}$")
 
 # Variables that enforce a GPU share: a catalog (or a user) may never set them.
 PROTECTED_VARIABLE_PREFIXES = ("CUDA_", "NVIDIA_", "GPUSPAWNER_", "HAMI_", "JUPYTERHUB_")
@@ -189,6 +192,86 @@ class Environment(CatalogModel):
     python: str | None = None
     default_url: str | None = None
     variables: dict[VariableName, str] = Field(default_factory=dict)
+
+
+def _check_version(value: Any) -> str:
+    # YAML reads 12.4 as a number and 535.104.05 as a string: both are versions here.
+    text = str(value).strip() if isinstance(value, int | float | str) else ""
+    if not VERSION_PATTERN.match(text):
+        raise ValueError(
+            f'expected a version of numbers and dots, such as "12.4" or "535.104", '
+            f"got {value!r}; quote it in the YAML"
+        )
+    return text
+
+
+Version = Annotated[str, BeforeValidator(_check_version)]
+
+
+class EnvironmentRequirement(CatalogModel):
+    """What the GPU's driver must offer for an environment to work (minimum versions).
+
+    Checked against the GPU a server is given where its versions are known (NVML on one
+    machine, GPU Feature Discovery's node labels on Kubernetes, ``driver``/``cuda`` of a
+    simulated GPU); a GPU whose versions are not known is not checked.
+    """
+
+    driver: Version | None = None
+    """The lowest NVIDIA driver version, such as ``"535.104"``."""
+    cuda: Version | None = None
+    """The lowest CUDA version the driver must support, such as ``"12.4"``."""
+
+    @model_validator(mode="after")
+    def _something(self) -> EnvironmentRequirement:
+        if self.driver is None and self.cuda is None:
+            raise ValueError("give driver and/or cuda (minimum versions), or remove requires")
+        return self
+
+    def describe(self) -> str:
+        """``CUDA 12.4 or newer, driver 535.104 or newer``."""
+        parts = []
+        if self.cuda:
+            parts.append(f"CUDA {self.cuda} or newer")
+        if self.driver:
+            parts.append(f"NVIDIA driver {self.driver} or newer")
+        return ", ".join(parts)
+
+
+class SoftwareEnvironment(CatalogModel):
+    """An environment a course or allocation can offer (the catalog's ``environments:``).
+
+    ``image`` is the container image on Kubernetes; ``python`` the folder of a Python
+    environment (a venv or conda env whose ``bin/jupyterhub-singleuser`` starts the server)
+    on one machine. Give one or both.
+    """
+
+    id: Identifier
+    title: str = Field(min_length=1)
+    description: str = ""
+    contains: NameList = Field(default_factory=list)
+    """What is in it, in a few words each: ``[PyTorch 2.4, CUDA 12.4, JupyterLab 4]``."""
+    image: str | None = Field(default=None, min_length=1)
+    python: str | None = None
+    requires: EnvironmentRequirement | None = None
+
+    @field_validator("python")
+    @classmethod
+    def _absolute_prefix(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or ".." in value.split("/")):
+            raise ValueError(
+                f"expected the absolute folder of a Python environment (a venv or conda env) "
+                f"without '..', such as /opt/envs/pytorch, got {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _runs_somewhere(self) -> SoftwareEnvironment:
+        if self.image is None and self.python is None:
+            raise ValueError(
+                "give an image (for Kubernetes) and/or python (the folder of a Python "
+                "environment on one machine), so servers have something to run"
+            )
+        return self
 
 
 class StorageMount(CatalogModel):
@@ -348,6 +431,31 @@ class ProfileSection(CatalogEntry):
     reclaim: ReclaimPolicy = Field(default_factory=ReclaimPolicy)
     """When the course-sessions service reclaims this profile's servers (default: never
     for idleness; see :class:`ReclaimPolicy`)."""
+    environments: list[Identifier] = Field(default_factory=list)
+    """Ids of the catalog's ``environments`` its users choose among on the spawn card (the
+    first is the default). Empty: the profile's own ``environment`` runs, no choice."""
+
+    _offered: tuple[SoftwareEnvironment, ...] = PrivateAttr(default=())
+
+    @field_validator("environments")
+    @classmethod
+    def _distinct_environments(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        repeated = sorted({e for e in value if value.count(e) > 1})
+        if repeated:
+            raise ValueError(f"lists {', '.join(repeated)} more than once; list each once")
+        own = info.data.get("environment")
+        if value and own is not None and (own.image or own.python):
+            raise ValueError(
+                "the offered environments give the image and the Python environment, so "
+                "this profile's environment may not set image or python too; remove them "
+                "from environment (its variables and default_url stay)"
+            )
+        return value
+
+    @property
+    def offered_environments(self) -> tuple[SoftwareEnvironment, ...]:
+        """The environments it offers, resolved from the catalog (set by load_catalog)."""
+        return (self.__pydantic_private__ or {}).get("_offered") or ()
 
 
 class Course(ProfileSection):
@@ -521,6 +629,7 @@ class CatalogFile(CatalogModel):
     courses: list[Course] = Field(default_factory=list)
     research: list[ResearchAllocation] = Field(default_factory=list)
     flavors: list[JobFlavor] = Field(default_factory=list)
+    environments: list[SoftwareEnvironment] = Field(default_factory=list)
 
 
 # -- errors ---------------------------------------------------------------------------
@@ -651,12 +760,17 @@ class Catalog:
     """Where each profile (by id) is written."""
     settings_origin: Origin | None = field(default=None, repr=False)
     """Where the settings are written, if they are."""
+    environments: list[SoftwareEnvironment] = field(default_factory=list)
+    """The environments courses and allocations can offer (``environments:``)."""
+    environment_origins: dict[str, Origin] = field(default_factory=dict, repr=False)
+    """Where each environment (by id) is written."""
     overrides: OverridesFile | None = field(default=None, repr=False)
     """Instructors' changes applied to the courses (:mod:`.course_overrides`), if any."""
     override_problems: list[str] = field(default_factory=list, repr=False)
     """Instructors' changes left out, and why (bounds narrowed since, unreadable file)."""
 
     def __post_init__(self) -> None:
+        self.environments_by_id = {e.id: e for e in self.environments}
         self.courses_by_id = {c.id: c for c in self.courses}
         self.flavors_by_id = {f.id: f for f in self.flavors}
         self.reserving_courses = [c for c in self.courses if c.reserved_seats]
@@ -805,7 +919,8 @@ def load_catalog(path: str | Path) -> Catalog:
                     file,
                     lines.get(()),
                     "",
-                    "must be a mapping with settings, standing, courses and/or research at the top",
+                    "must be a mapping with settings, standing, courses and/or research at "
+                    "the top (and flavors and environments, if any)",
                 )
             )
             continue
@@ -867,7 +982,24 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
     settings_origin: Origin | None = None
     seen: dict[str, tuple[Path, int | None]] = {}
     defaults: list[tuple[str, Path, int, int | None]] = []
+    environments: dict[str, SoftwareEnvironment] = {}
+    environment_origins: dict[str, Origin] = {}
     for file, content, lines in parsed:
+        for index, software in enumerate(content.environments):
+            if software.id in environments:
+                other = environment_origins[software.id]
+                problems.append(
+                    CatalogProblem(
+                        file,
+                        lines.get(("environments", index, "id")),
+                        f"environments[{index}].id",
+                        f"the environment id {software.id!r} is already used at "
+                        f"{other.path}:{other.line('id')}; environment ids must be unique",
+                    )
+                )
+                continue
+            environments[software.id] = software
+            environment_origins[software.id] = Origin(file, ("environments", index), lines)
         if content.settings is not None:
             if settings is not None:
                 problems.append(
@@ -924,6 +1056,31 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
                             f" with the id {name!r} in the catalog",
                         )
                     )
+    for file, content, lines in parsed:
+        for section, entries in (
+            ("standing", content.standing),
+            ("courses", content.courses),
+            ("research", content.research),
+        ):
+            for index, entry in enumerate(entries):
+                for position, wanted in enumerate(entry.environments):
+                    if wanted in environments:
+                        continue
+                    env_loc = (section, index, "environments", position)
+                    ids = ", ".join(sorted(environments)) or "none"
+                    problems.append(
+                        CatalogProblem(
+                            file,
+                            line_for(lines, env_loc),
+                            _field_name(env_loc),
+                            f"there is no environment with the id {wanted!r} in the catalog "
+                            f"(its environments: {ids}); add it under environments: or "
+                            "fix the id",
+                        )
+                    )
+                entry._offered = tuple(
+                    environments[e] for e in entry.environments if e in environments
+                )
     if len(defaults) > 1:
         (first_id, first_file, _, first_line), (second_id, file, index, line) = defaults[:2]
         problems.append(
@@ -961,4 +1118,6 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
         [f for _, _, f, _ in flavors],
         origins,
         settings_origin,
+        list(environments.values()),
+        environment_origins,
     )

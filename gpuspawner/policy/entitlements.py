@@ -21,6 +21,7 @@ from .catalog import (
     ProfileSection,
     ResearchAllocation,
     Resources,
+    SoftwareEnvironment,
     StandingProfile,
     StorageMount,
 )
@@ -70,6 +71,9 @@ class Profile:
     course: Course | None = None
     research: ResearchAllocation | None = None
     default: bool = False
+    environments: tuple[SoftwareEnvironment, ...] = ()
+    """The environments it offers to choose from (the first is the default); empty: its
+    own ``environment`` runs."""
 
     @property
     def course_id(self) -> str | None:
@@ -105,6 +109,7 @@ def _profile(kind: ProfileKind, section: ProfileSection, **own: Any) -> Profile:
         resources=section.resources,
         environment=section.environment,
         storage=tuple(section.storage),
+        environments=section.offered_environments,
         **own,
     )
 

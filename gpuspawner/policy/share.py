@@ -46,6 +46,10 @@ class GPUDevice:
     mig: bool = False
     """Split into MIG slices: the pool books the slice each share becomes there (see
     :func:`gpuspawner.policy.mig_profiles.mig_demand`), and it takes no whole-GPU request."""
+    driver: str | None = None
+    """The NVIDIA driver version (``"550.54.15"``), where known."""
+    cuda: str | None = None
+    """The highest CUDA version the driver supports (``"12.4"``), where known."""
 
     def matches_model(self, models: tuple[str, ...]) -> bool:
         """True when ``models`` is empty or one of them is a case-insensitive part of ours."""

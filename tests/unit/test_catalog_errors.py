@@ -43,7 +43,10 @@ MALFORMED = [
         """,
         3,
         "cours",
-        ["unknown field 'cours'", "expected one of: courses, flavors, research, settings"],
+        [
+            "unknown field 'cours'",
+            "expected one of: courses, environments, flavors, research, settings",
+        ],
         id="unknown-top-level-key",
     ),
     pytest.param(

@@ -1,0 +1,91 @@
+"""Environments to choose from: which one a start runs, and whether its GPU can run it.
+
+A course, research allocation or standing profile may offer several of the catalog's
+``environments`` (an image on Kubernetes, a Python environment on one machine). The
+student picks one on the spawn card; :func:`choose_environment` checks the pick against
+what the profile offers now, as every start option is checked, and
+:func:`unmet_requirement` checks an environment's driver/CUDA requirement against the GPU
+a server is given, where that GPU's versions are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .capacity import Refusal
+from .catalog import SoftwareEnvironment
+from .entitlements import Profile
+from .share import GPUDevice
+
+MAX_ID_LENGTH = 100
+
+
+def choose_environment(profile: Profile, requested: object) -> SoftwareEnvironment | None:
+    """The environment a start of ``profile`` runs: ``requested`` (an id) if the profile
+    offers it, its first one when nothing is requested, None for a profile without a
+    choice. Anything else is a :class:`Refusal` saying what to do."""
+    offered = profile.environments
+    if requested is None or requested == "":
+        return offered[0] if offered else None
+    if not isinstance(requested, str) or len(requested) > MAX_ID_LENGTH:
+        raise Refusal(
+            "invalid",
+            "The environment must be one of the environment ids on the start page, "
+            'as a string, such as {"profile": "ml101", "environment": "pytorch"}.',
+            status=400,
+        )
+    if not offered:
+        raise Refusal(
+            "invalid",
+            f"{profile.title} offers no choice of environment, so it cannot run "
+            f"{requested[:80]!r}. Start it without choosing an environment.",
+            status=400,
+        )
+    chosen = next((e for e in offered if e.id == requested), None)
+    if chosen is None:
+        choices = ", ".join(f"{e.title} ({e.id})" for e in offered)
+        raise Refusal(
+            "environment-not-offered",
+            f"{profile.title} does not offer the environment {requested[:80]!r}. "
+            f"Choose one of its environments on the start page: {choices}.",
+            status=403,
+        )
+    return chosen
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def unmet_requirement(environment: SoftwareEnvironment, device: GPUDevice) -> str | None:
+    """Why ``device`` cannot run ``environment`` (a clause such as "has CUDA 12.2"), or None
+    when it can, or when its versions are not known."""
+    requires = environment.requires
+    if requires is None:
+        return None
+    if requires.cuda and device.cuda and _version(device.cuda) < _version(requires.cuda):
+        return f"its driver supports CUDA {device.cuda}"
+    if requires.driver and device.driver and _version(device.driver) < _version(requires.driver):
+        return f"its driver is version {device.driver}"
+    return None
+
+
+def requirement_refusal(
+    environment: SoftwareEnvironment, profile_title: str, devices: Iterable[GPUDevice]
+) -> Refusal | None:
+    """The refusal of a start whose GPU (``devices``, those it was given) is known not to
+    meet ``environment``'s requirement; None when every device meets it or is unknown."""
+    for device in devices:
+        why = unmet_requirement(environment, device)
+        if why is None:
+            continue
+        assert environment.requires is not None
+        return Refusal(
+            "environment-requirement",
+            f"The environment {environment.title} needs {environment.requires.describe()}, "
+            f"and the GPU {profile_title} was given ({device.label}) cannot run it: {why}. "
+            "Choose another environment on the start page, or ask the hub admins which GPUs "
+            "have a newer driver.",
+            status=409,
+        )
+    return None
