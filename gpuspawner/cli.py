@@ -33,7 +33,13 @@ from .policy import (
     load_catalog,
 )
 from .policy.budget_spec import budget_text
-from .policy.catalog import Origin, ResearchAllocation, StandingProfile
+from .policy.catalog import (
+    Origin,
+    ProfileSection,
+    ResearchAllocation,
+    SoftwareEnvironment,
+    StandingProfile,
+)
 from .policy.schedule import ClassSession, GapClash, WeeklyWindow, gap_clashes
 from .policy.share import GPUShare
 from .policy.units import SIZE_HINT, format_mib, parse_size_mib
@@ -200,6 +206,7 @@ def catalog_warnings(catalog: Catalog, gpu_memory_mib: int | None = None) -> lis
                 "max_gpu_servers_per_user",
             )
         )
+    warnings += _environment_warnings(catalog, profiles)
     if gpu_memory_mib is not None:
         shares = [(p.id, p.share) for p in (*gpu_profiles, *catalog.flavors)]
         for profile_id, share in shares:
@@ -215,6 +222,48 @@ def catalog_warnings(catalog: Catalog, gpu_memory_mib: int | None = None) -> lis
                     )
                 )
     return sorted(warnings, key=lambda w: (str(w.path), w.line or 0))
+
+
+def _environment_warnings(
+    catalog: Catalog, profiles: Sequence[ProfileSection]
+) -> list[CatalogProblem]:
+    """Environments that cannot work as written: a GPU requirement offered by a profile
+    without a GPU, a Python environment that is not on this machine, one nobody offers."""
+    warnings: list[CatalogProblem] = []
+    offered: set[str] = set()
+    for profile in profiles:
+        for position, environment in enumerate(profile.offered_environments):
+            offered.add(environment.id)
+            if environment.requires is not None and profile.share is None:
+                warnings.append(
+                    catalog.origins[profile.id].problem(
+                        f"offers {environment.id}, which needs "
+                        f"{environment.requires.describe()}, but gives no GPU; add a gpu "
+                        "share, or offer an environment without a GPU requirement",
+                        "environments",
+                        position,
+                    )
+                )
+    for environment in catalog.environments:
+        origin = catalog.environment_origins[environment.id]
+        if environment.id not in offered:
+            warnings.append(
+                origin.problem(
+                    "is offered by no course, research allocation or standing profile; list "
+                    "its id under a profile's environments: to offer it",
+                    "id",
+                )
+            )
+        server = Path(environment.python or "") / "bin" / "jupyterhub-singleuser"
+        if environment.python and not server.is_file():
+            warnings.append(
+                origin.problem(
+                    f"{server} is not on this machine; if the hub runs its servers here, "
+                    "install jupyterhub (and jupyterlab) into that environment",
+                    "python",
+                )
+            )
+    return warnings
 
 
 def _window_warnings(course: Course, origin: Origin) -> list[CatalogProblem]:
@@ -328,6 +377,33 @@ def print_summary(catalog: Catalog, path: Path, start: datetime) -> None:
         for profile in catalog.standing:
             print()
             _print_standing(profile)
+    if catalog.environments:
+        print("\nEnvironments")
+        for environment in catalog.environments:
+            print()
+            _print_environment(catalog, environment)
+
+
+def _print_environment(catalog: Catalog, environment: SoftwareEnvironment) -> None:
+    print(f"  {environment.id}: {environment.title}")
+    if environment.contains:
+        _line("Contains", ", ".join(environment.contains))
+    if environment.image:
+        _line("Image", environment.image)
+    if environment.python:
+        _line("Python", environment.python)
+    if environment.requires:
+        _line("Needs", environment.requires.describe())
+    profiles = [*catalog.courses, *catalog.research, *catalog.standing]
+    offered_by = [p.id for p in profiles if environment in p.offered_environments]
+    _line("Offered by", ", ".join(offered_by) or "nobody yet")
+
+
+def _print_environments(profile: ProfileSection) -> None:
+    """The environments a profile offers, the default first, or nothing without a choice."""
+    ids = [e.id for e in profile.offered_environments]
+    if ids:
+        _line("Environments", f"{ids[0]} (the default)" + "".join(f", {i}" for i in ids[1:]))
 
 
 def _print_course(catalog: Catalog, course: Course, start: datetime, source: Path | None) -> None:
@@ -353,6 +429,7 @@ def _print_course(catalog: Catalog, course: Course, start: datetime, source: Pat
         people.append("groups " + ", ".join(catalog.student_groups(course)))
     _line("People", "; ".join(people) or "nobody enrolled yet")
     _line("GPU share", _share(course.share))
+    _print_environments(course)
     if course.share is not None:
         seats = (
             "no course limit"
@@ -390,6 +467,7 @@ def _print_research(grant: ResearchAllocation, today: date) -> None:
         granted.append("groups " + ", ".join(grant.groups))
     _line("Granted to", "; ".join(granted))
     _line("GPU share", _share(grant.share))
+    _print_environments(grant)
     if grant.max_gpu_servers is not None:
         _line("Seats", f"{_count(grant.max_gpu_servers, 'GPU server')} at most")
     if grant.budget is not None:
@@ -412,6 +490,7 @@ def _print_standing(profile: StandingProfile) -> None:
     else:
         _line("Open to", "everyone")
     _line("GPU share", _share(profile.share))
+    _print_environments(profile)
 
 
 # -- one user's view ----------------------------------------------------------------------
@@ -437,6 +516,9 @@ def print_user_view(catalog: Catalog, user: UserIdentity, now: datetime) -> None
         print(f"\n  {mark} {profile.id}: {profile.title} ({role})")
         print(f"              {entitlement.status}")
         print(f"              GPU share: {_share(profile.share)}")
+        if profile.environments:
+            choices = ", ".join(e.id for e in profile.environments)
+            print(f"              Environments: {choices}")
 
 
 # -- wording ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuspawner.cli import main
 from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import (
     CapacityPool,
@@ -325,3 +326,39 @@ def test_the_last_pick_is_checked_again_and_one_no_gpu_here_can_run_is_disabled(
     assert re.search(r'value="pytorch"\s*checked', old_driver)
     assert re.search(r'value="tensorflow"\s*disabled', old_driver)
     assert "Not available on this hub&#39;s GPUs: its driver supports CUDA 11.8." in old_driver
+
+
+# -- gpuspawner check ---------------------------------------------------------------------
+
+
+def test_check_lists_the_environments_and_who_offers_them(write_yaml, capsys):
+    status = main(["check", str(write_yaml(ENVIRONMENTS)), "--from", "2024-03-18"])
+
+    out, err = capsys.readouterr()
+    assert status == 0
+    assert "Environments: pytorch (the default), tensorflow" in out
+    assert "  tensorflow: TensorFlow 2.17\n    Contains:    TensorFlow 2.17, Keras 3\n" in out
+    assert "    Needs:       CUDA 12.3 or newer, NVIDIA driver 535.104 or newer\n" in out
+    assert "    Offered by:  ml101\n" in out
+    # /opt/envs/... are not on this machine: said once for each, at its python line
+    text = dedent(ENVIRONMENTS)
+    line = _line_of(text, "python: /opt/envs/tensorflow")
+    assert (
+        f":{line}: warning: environments[1].python: /opt/envs/tensorflow/bin/"
+        "jupyterhub-singleuser is not on this machine"
+    ) in err
+
+
+def test_check_warns_about_a_gpu_requirement_on_a_profile_without_a_gpu(write_yaml, capsys):
+    text = ENVIRONMENTS.replace(
+        "        default: true\n", "        default: true\n        environments: [tensorflow]\n", 1
+    )
+    status = main(["check", str(write_yaml(text))])
+
+    err = capsys.readouterr().err
+    assert status == 0
+    line = _line_of(text, "environments: [tensorflow]")
+    assert (
+        f":{line}: warning: standing[0].environments[0]: offers tensorflow, which needs CUDA "
+        "12.3 or newer, NVIDIA driver 535.104 or newer, but gives no GPU"
+    ) in err
