@@ -6,7 +6,7 @@ a flag on the command line wins. The hub provides ``JUPYTERHUB_API_URL`` and
 ``JUPYTERHUB_API_TOKEN``; the pre-warm secret shared with the spawner comes from
 ``GPUSPAWNER_PREWARM_SECRET``. When the hub gives the service a URL
 (``JUPYTERHUB_SERVICE_URL``, from the ``url`` of its ``services`` entry), it also serves the
-instructors' course API there (:mod:`.course_api`), and the GPU map page with its JSON
+instructors' course API there (:mod:`.course_api`), their course page (:mod:`.course_page`), and the GPU map page with its JSON
 (:mod:`.gpu_map_page`: from ``--allocation-ledger`` and ``--simulated-gpus`` on one
 machine, or the pods of ``--kubernetes-namespace``). It stops with the hub that started it,
 so a restarted hub's instance finds its port free (:mod:`gpuspawner.service_process`).
@@ -35,6 +35,8 @@ from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_f
 
 from .audit import AuditLog
 from .course_api import CourseAPI, course_api_handlers
+from .course_changes import CourseChanges
+from .course_page import course_page_handlers
 from .gpu_map_page import GPUMap, gpu_map_handlers
 from .gpu_pools import GPUPoolSource, pool_source
 from .hub_client import HubClient
@@ -196,7 +198,8 @@ def course_api_server(
         course_api_handlers(prefix, api)
         + reclaim_token_handlers(prefix, api)
         + reclaim_page_handlers(prefix, api, hub_auth)
-        + gpu_map_handlers(prefix, GPUMap(api, gpu_pools), hub_auth),
+        + gpu_map_handlers(prefix, GPUMap(api, gpu_pools), hub_auth)
+        + course_page_handlers(prefix, api, hub_auth, CourseChanges(service.audit)),
         # Signs the OAuth cookie of the embedded page; a new one per process only means
         # signing in again (invisibly, through the hub) after a restart.
         cookie_secret=secrets.token_bytes(32),

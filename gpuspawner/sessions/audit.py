@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from datetime import datetime
 from pathlib import Path
 
@@ -25,12 +26,16 @@ class AuditLog:
     Each line: ``{"time", "action", "user", "server", "course", "detail"}``, plus
     ``"reason"`` for warnings, reclaims and keeps (``idle``, ``grant-expired``,
     ``unopened-prewarm``, ``class-ended``) and ``"dry_run": true`` for what a dry run
-    would have done. The file is opened for each
-    line, so rotating it needs no signal.
+    would have done, and ``"by"``: the instructor or admin who made a change on the course
+    page. The file is opened for each line, so rotating it needs no signal. The latest
+    ``RECENT`` entries are kept in memory too (``recent``), for the course page's history.
     """
+
+    RECENT = 500
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else None
+        self.recent: deque[dict] = deque(maxlen=self.RECENT)
 
     def record(
         self,
@@ -43,6 +48,7 @@ class AuditLog:
         detail: str = "",
         dry_run: bool = False,
         reason: str | None = None,
+        by: str | None = None,
     ) -> dict:
         entry: dict = {
             "time": time.isoformat(),
@@ -54,6 +60,8 @@ class AuditLog:
         }
         if reason is not None:
             entry["reason"] = reason
+        if by is not None:
+            entry["by"] = by
         if dry_run:
             entry["dry_run"] = True
         log.log(
@@ -69,4 +77,5 @@ class AuditLog:
                     file.write(json.dumps(entry) + "\n")
             except OSError as error:
                 log.error("Could not append to the audit log %s: %s", self.path, error)
+        self.recent.append(entry)
         return entry

@@ -5,7 +5,9 @@ Two ways in, for the same two things (read one's warnings, keep one's server onc
 - a token API for the user's own server (the lab extension asks its server extension,
   which forwards with the server's ``$JUPYTERHUB_API_TOKEN``):
 
-  - ``GET  api/reclaim``: ``{"warnings": [...]}`` for the caller's servers;
+  - ``GET  api/reclaim``: ``{"warnings": [...], "session_ends": {server: time}}`` for the
+    caller's servers (``session_ends``: when each course server is stopped at the end of
+    class, an instructor's extension included);
   - ``POST api/reclaim/keep`` with ``{"server": "<name>"}`` ("" for the default server);
 
 - a page for the hub's home page (``reclaim``), signed in with the hub's OAuth like any
@@ -21,13 +23,13 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from tornado import web
 
 from .course_api import CourseAPI, CourseHandler, Refused
-from .service import KeepRefused, ReclaimWarning, SessionsService
+from .service import KeepRefused, ReclaimWarning, SessionsService, session_end_of
 
 REASON_TITLES = {
     "idle": "Idle GPU",
@@ -77,7 +79,14 @@ class ReclaimWarningsHandler(ReclaimTokenHandler):
         service = self.api.service
         catalog = self.api.current_catalog()
         model = await _owner_model(service, self.caller.name)
-        self.write_json(200, warnings_json(service.warnings_for(catalog, model), service.clock()))
+        answer = warnings_json(service.warnings_for(catalog, model), service.clock())
+        # When each course server is stopped now, extensions included: the lab's countdown.
+        answer["session_ends"] = {
+            name: end.astimezone(UTC).isoformat().replace("+00:00", "Z")
+            for name in (model.get("servers") or {})
+            if (end := session_end_of(catalog, model, name)) is not None
+        }
+        self.write_json(200, answer)
 
 
 class KeepHandler(ReclaimTokenHandler):

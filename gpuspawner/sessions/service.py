@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 
 from gpuspawner.policy import Catalog, ClassSession, Course
 from gpuspawner.policy.capacity import Allocation
+from gpuspawner.policy.course_overrides import course_overrides
 from gpuspawner.policy.instructors import profile_of
 from gpuspawner.policy.prewarm import prewarm_token
 from gpuspawner.policy.schedule import UTC
@@ -135,15 +136,40 @@ def _server_label(user: str, server: str) -> str:
 
 
 def _reclaim_reason(
-    session: ClassSession | None, started: datetime, now: datetime, zone: tzinfo
+    session: ClassSession | None,
+    started: datetime,
+    now: datetime,
+    zone: tzinfo,
+    extension: timedelta = timedelta(0),
 ) -> str:
     """Why a course server is stopped: started outside class, or its class and grace are over."""
     if session is None:
         return f"it was started at {when(started, now, zone)}, outside any class of the course."
+    extended = (
+        f", extended by its instructor by {duration(extension)} to "
+        f"{when(session.reclaim_at + extension, now, zone)}"
+        if extension
+        else ""
+    )
     return (
         f"the class of {when(session.start, now, zone)} ended at {when(session.end, now, zone)} "
-        f"and its grace period at {when(session.reclaim_at, now, zone)}."
+        f"and its grace period at {when(session.reclaim_at, now, zone)}{extended}."
     )
+
+
+def extension_of(course: Course, user: str, server_name: str, started: datetime) -> timedelta:
+    """How long an instructor extended ``user``'s server started at ``started``."""
+    return course_overrides(course).extension_for(user, server_name, started)
+
+
+def session_end_of(catalog: Catalog, user: dict, server_name: str) -> datetime | None:
+    """When the service stops a student's course server (class end, grace, and any
+    extension); None for a server it does not stop at the end of class."""
+    server = (user.get("servers") or {}).get(server_name)
+    if server is None:
+        return None
+    notices = _class_end_notice(catalog, user, server, server_name)
+    return notices[0].deadline if notices else None
 
 
 def _plan_server(
@@ -162,21 +188,23 @@ def _plan_server(
     zone = course.course_schedule.timezone
     label = _server_label(name, server_name)
     session = session_of_server(course, started)
+    extension = extension_of(course, name, server_name, started)
     # Remembered only by dry runs: a real reclaim makes the server go away.
     reclaim_key = ("reclaim", name, server_name, course.id, started)
-    if session is None or now >= session.reclaim_at:
+    if session is None or now >= session.reclaim_at + extension:
         if reclaim_key in already_tried:
             return None
+        why = _reclaim_reason(session, started, now, zone, extension)
         return Action(
             ActionKind.RECLAIM,
             name,
             server_name,
             course.id,
-            f"Stopping {label} for {course.title}: {_reclaim_reason(session, started, now, zone)}",
+            f"Stopping {label} for {course.title}: {why}",
             reclaim_key,
             reason=ReclaimReason.CLASS_ENDED,
         )
-    deadline = session.reclaim_at
+    deadline = session.reclaim_at + extension
     key = ("warn", name, server_name, course.id, deadline)
     if deadline - WARN_AHEAD <= now and key not in already_tried:
         return Action(
@@ -742,7 +770,7 @@ def user_warnings(
         if server.get("pending") == "stop":
             continue
         label = "Your server" if not server_name else f"Your server {server_name!r}"
-        ending = _class_end_notice(catalog, user, server)
+        ending = _class_end_notice(catalog, user, server, server_name)
         watch = watches.get(server_key(name, server_name, server))
         notices = list(ending)
         start = class_start_of(catalog, server)
@@ -778,8 +806,11 @@ def user_warnings(
     return found
 
 
-def _class_end_notice(catalog: Catalog, user: dict, server: dict) -> list[ReclaimNotice]:
-    """The end of class of a student's course server, as a notice (never kept off)."""
+def _class_end_notice(
+    catalog: Catalog, user: dict, server: dict, server_name: str = ""
+) -> list[ReclaimNotice]:
+    """The end of class of a student's course server (and any extension by its
+    instructor), as a notice (never kept off)."""
     course = catalog.courses_by_id.get(profile_of(server) or "")
     started = parse_hub_time(server.get("started"))
     if course is None or started is None:
@@ -795,7 +826,7 @@ def _class_end_notice(catalog: Catalog, user: dict, server: dict) -> list[Reclai
             str(server.get("name", "")),
             course.id,
             ReclaimReason.CLASS_ENDED,
-            session.reclaim_at,
+            session.reclaim_at + extension_of(course, user["name"], server_name, started),
             WARN_AHEAD,
             False,
             course.id,

@@ -438,13 +438,18 @@ class SessionHandler(JobsExtensionHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        """The server's GPU share and course session end, from the spawner's environment."""
+        """The server's GPU share and course session end, from the spawner's environment;
+        the end as the hub's course-sessions service has it now, where it says (an
+        instructor may have extended the server)."""
+        from .reclaim import relay_of  # reclaim imports this module
+
         env = os.environ
+        session_end = await relay_of(self.extensionapp).session_end()
         self.write_json(
             ServerSession(
                 profile=env.get("GPUSPAWNER_PROFILE") or None,
                 gpu_share=env.get("GPUSPAWNER_GPU_SHARE") or None,
-                session_end=env.get("GPUSPAWNER_SESSION_END") or None,
+                session_end=session_end or env.get("GPUSPAWNER_SESSION_END") or None,
                 class_end=env.get("GPUSPAWNER_CLASS_END") or None,
             )
         )

@@ -97,6 +97,18 @@ class ReclaimRelay:
             return {"warning": None}
         return {"warning": self._mine(await self._call("GET", ""))}
 
+    async def session_end(self) -> str | None:
+        """When the service stops this server now (an instructor may have extended it), or
+        None when it does not say (no service, or it did not answer)."""
+        if not self.configured:
+            return None
+        try:
+            ends = (await self._call("GET", "")).get("session_ends")
+        except ApiError:
+            return None
+        end = ends.get(self.server_name) if isinstance(ends, dict) else None
+        return end if isinstance(end, str) else None
+
     async def keep(self) -> dict[str, Any]:
         if not self.configured:
             raise ApiError(

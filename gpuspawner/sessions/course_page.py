@@ -1,0 +1,451 @@
+"""The course page: instructors run their own courses in the browser.
+
+``GET courses`` (signed in with the hub's OAuth, like the GPU map page) shows each course the
+viewer teaches (hub admins: every course) with its classes of the next two weeks, its lead
+time, grace and pre-warming, the notice on its students' spawn cards, its seats in use and
+who holds them, the servers running it (stop; extend a student's by some minutes), and its
+GPU-hours this term. The forms post to ``courses/<course>/<action>`` with the hub's XSRF
+token; each change is checked against the admins' bounds
+(:mod:`gpuspawner.policy.course_overrides`), saved by :class:`.course_changes.CourseChanges`
+and audited with the viewer's name. A refusal is a 4xx page with a sentence.
+
+Who teaches what is decided at each request from the catalog (its ``instructors`` and the
+instructor groups) and the viewer's groups as the hub has them now, read with the service's
+own token: a new instructor can use the page at once, without a hub restart. Only the
+actions the viewer may take are shown.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from tornado import web
+
+from gpuspawner.accounting.usage_command import UsageCommandError, build_report
+from gpuspawner.policy import Catalog, Course
+from gpuspawner.policy.budget_spec import format_gpu_hours
+from gpuspawner.policy.course_overrides import (
+    TIMING_WORDS,
+    TIMINGS,
+    ExtraSession,
+    OverrideRefused,
+    cancel_change,
+    classes_between,
+    course_overrides,
+    extension_change,
+    extra_change,
+    notice_change,
+    remove_extra_change,
+    restore_change,
+    timing_change,
+)
+from gpuspawner.policy.entitlements import UserIdentity
+from gpuspawner.policy.instructors import (
+    InstructorRefusal,
+    course_to_manage,
+    profile_of,
+    taught_courses,
+)
+from gpuspawner.policy.instructors import server_to_stop as check_server_of_course
+from gpuspawner.spawn_page import _templates
+
+from .course_api import CourseAPI, identity_of
+from .course_changes import CourseChanges
+from .hub_time import parse_hub_time
+from .service import session_end_of
+
+log = logging.getLogger("gpuspawner.sessions.course_page")
+
+DAYS_SHOWN = 14
+FLASH_COOKIE = "course-page-message"
+ACTIONS = ("cancel", "restore", "extra", "remove-extra", "timing", "notice", "extend", "stop")
+
+
+@dataclass
+class ServerRow:
+    user: str
+    server: str
+    started: str
+    stops: str
+    student: bool
+    extended_minutes: int
+    extend_left: int
+
+
+@dataclass
+class CourseView:
+    """What the page shows of one course."""
+
+    course: Course
+    zone: str
+    days: list[dict[str, Any]]
+    timings: list[dict[str, Any]]
+    notice: str
+    seats_used: int
+    seat_limit: int | None
+    holders: list[str]
+    servers: list[ServerRow]
+    gpu_hours: str | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _clock(moment: datetime, zone: Any) -> str:
+    return f"{moment.astimezone(zone):%H:%M}"
+
+
+def course_view(
+    catalog: Catalog,
+    course: Course,
+    users: list[dict[str, Any]],
+    now: datetime,
+    history: list[dict[str, Any]],
+    gpu_hours: str | None,
+) -> CourseView:
+    """The page's view of ``course`` at ``now`` (pure, given the hub's user models)."""
+    schedule = course.course_schedule
+    zone = schedule.timezone
+    bounds = catalog.settings.instructor_bounds
+    overrides = course_overrides(course)
+    today = now.astimezone(zone).date()
+    days = []
+    for day, found in classes_between(course, today, today + timedelta(days=DAYS_SHOWN - 1)):
+        classes = []
+        for session, cancelled in found:
+            classes.append(
+                {
+                    "start": _clock(session.start, zone),
+                    "end": _clock(session.end, zone),
+                    "cancelled": bool(cancelled),
+                    "extra": cancelled is None,
+                    "to_come": session.start > now,
+                }
+            )
+        days.append({"date": day.isoformat(), "label": f"{day:%a %d %b}", "classes": classes})
+    timings = []
+    for name in TIMINGS:
+        value = getattr(schedule, name)
+        allowed = getattr(bounds, name) if bounds.enabled else None
+        timings.append(
+            {
+                "name": name,
+                "label": TIMING_WORDS[name].capitalize(),
+                "minutes": int(value.total_seconds() // 60) if value else 0,
+                "changed": overrides.timing(name) is not None,
+                "min": int(allowed.min.total_seconds() // 60) if allowed else None,
+                "max": int(allowed.max.total_seconds() // 60) if allowed else None,
+            }
+        )
+    rows: list[ServerRow] = []
+    holders: list[str] = []
+    limit_minutes = int(bounds.extension.total_seconds() // 60) if bounds.enabled else 0
+    for user in sorted(users, key=lambda u: str(u.get("name"))):
+        name = str(user.get("name"))
+        for server_name, server in sorted((user.get("servers") or {}).items()):
+            if profile_of(server) != course.id or server.get("pending") == "stop":
+                continue
+            holders.append(name if not server_name else f"{name} ({server_name})")
+            started = parse_hub_time(server.get("started"))
+            end = session_end_of(catalog, user, server_name)
+            extended = overrides.extension_for(name, server_name, started)
+            done = int(extended.total_seconds() // 60)
+            rows.append(
+                ServerRow(
+                    user=name,
+                    server=server_name,
+                    started=_clock(started, zone) if started else "",
+                    stops=_clock(end, zone) if end else "",
+                    student=end is not None,
+                    extended_minutes=done,
+                    extend_left=max(0, limit_minutes - done) if end is not None else 0,
+                )
+            )
+    return CourseView(
+        course=course,
+        zone=str(zone),
+        days=days,
+        timings=timings,
+        notice=overrides.notice,
+        seats_used=len(holders) if course.gpu is not None else 0,
+        seat_limit=course.max_gpu_servers,
+        holders=holders if course.gpu is not None else [],
+        servers=rows,
+        gpu_hours=gpu_hours,
+        history=history,
+    )
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise OverrideRefused(
+            f"Give the day as a date such as 2026-11-30, not {text[:20]!r}."
+        ) from None
+
+
+def _time(text: str, what: str) -> time:
+    try:
+        return time.fromisoformat(text[:5])
+    except ValueError:
+        raise OverrideRefused(
+            f"Give the {what} as a time of day such as 14:00, not {text[:20]!r}."
+        ) from None
+
+
+def _minutes(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise OverrideRefused(
+            f"Give the {what} as a whole number of minutes, such as 15."
+        ) from None
+
+
+def course_page_handlers(
+    prefix: str, api: CourseAPI, hub_auth: Any, changes: CourseChanges
+) -> list[tuple]:
+    """The page and its form actions, under ``prefix`` (OAuth callback: the reclaim page's)."""
+    from jupyterhub.services.auth import HubOAuthenticated
+
+    base = prefix.rstrip("/")
+    service = api.service
+
+    class CoursePageBase(HubOAuthenticated, web.RequestHandler):
+        def initialize(self) -> None:
+            self.hub_auth = hub_auth
+
+        async def viewer(self) -> tuple[Catalog, UserIdentity]:
+            """The catalog and the viewer, with their groups as the hub has them now."""
+            try:
+                catalog = api.current_catalog()
+            except InstructorRefusal as refusal:
+                raise web.HTTPError(refusal.status, refusal.message) from None
+            model = await service.client.get_user(self.current_user["name"])
+            if model is None:
+                raise web.HTTPError(404, "The hub does not know you; sign in again.")
+            return catalog, identity_of(model)
+
+        def write_error(self, status_code: int, **kwargs: Any) -> None:
+            error = kwargs.get("exc_info", (None, None))[1]
+            message = getattr(error, "log_message", None) or (
+                "You may not use the course page."
+                if status_code == 403
+                else "The course page failed; the hub admins see why in the service's log."
+            )
+            self.finish(
+                _templates.get_template("course_page.html").render(
+                    error=message,
+                    status=status_code,
+                    hub_prefix=hub_auth.hub_prefix,
+                    page_url=f"{base}/courses",
+                )
+            )
+
+    class CoursePage(CoursePageBase):
+        @web.authenticated
+        async def get(self) -> None:
+            catalog, viewer = await self.viewer()
+            courses = taught_courses(catalog, viewer)
+            if not courses:
+                raise web.HTTPError(
+                    403,
+                    "You teach no course on this hub, so there is no course page for you: it "
+                    "is for the instructors the catalog names (or members of a course's "
+                    "instructor group) and for hub admins.",
+                )
+            now = service.clock()
+            users = await service.client.list_users(state="active")
+            views = [
+                course_view(
+                    catalog,
+                    course,
+                    users,
+                    now,
+                    self._history(course),
+                    self._gpu_hours(catalog, course, now),
+                )
+                for course in courses
+            ]
+            message = self.get_signed_cookie(FLASH_COOKIE)
+            if message:
+                self.clear_cookie(FLASH_COOKIE, path=base)
+            self.set_header("Cache-Control", "no-store")
+            self.finish(
+                _templates.get_template("course_page.html").render(
+                    views=views,
+                    bounds=catalog.settings.instructor_bounds,
+                    viewer=viewer,
+                    message=message.decode() if message else "",
+                    problems=catalog.override_problems if viewer.admin else [],
+                    hub_prefix=hub_auth.hub_prefix,
+                    page_url=f"{base}/courses",
+                    xsrf=self.xsrf_token.decode(),
+                )
+            )
+
+        def _history(self, course: Course) -> list[dict[str, Any]]:
+            found = [
+                e for e in service.audit.recent if e.get("course") == course.id and e.get("by")
+            ]
+            return list(reversed(found))[:10]
+
+        def _gpu_hours(self, catalog: Catalog, course: Course, now: datetime) -> str | None:
+            if api.usage is None:
+                return None
+            schedule = course.course_schedule
+            today = now.astimezone(schedule.timezone).date()
+            try:
+                report = build_report(
+                    api.usage,
+                    catalog=catalog,
+                    first_day=schedule.first_day,
+                    last_day=max(schedule.first_day, min(today, schedule.last_day)),
+                    term=None,
+                    by="user",
+                    now=now,
+                    course=course.id,
+                )
+            except (UsageCommandError, ValueError) as error:
+                log.warning("No GPU-hours for %s: %s", course.id, error)
+                return None
+            return format_gpu_hours(report.total.gpu_hours, 2)
+
+    class CourseAction(CoursePageBase):
+        @web.authenticated
+        async def post(self, course_id: str, action: str) -> None:
+            catalog, viewer = await self.viewer()
+            try:
+                course = course_to_manage(catalog, viewer, course_id)
+            except InstructorRefusal as refusal:
+                raise web.HTTPError(refusal.status, refusal.message) from None
+            if action not in ACTIONS:
+                raise web.HTTPError(404, f"The course page has no action {action[:30]!r}.")
+            try:
+                message = await self._do(catalog, course, viewer, action)
+            except OverrideRefused as refusal:
+                raise web.HTTPError(refusal.status, refusal.message) from None
+            except InstructorRefusal as refusal:
+                raise web.HTTPError(refusal.status, refusal.message) from None
+            self.set_signed_cookie(FLASH_COOKIE, message, path=base, expires_days=None)
+            self.redirect(f"{base}/courses#course-{course.id}", status=303)
+
+        async def _do(
+            self, catalog: Catalog, course: Course, viewer: UserIdentity, action: str
+        ) -> str:
+            now = service.clock()
+            bounds = catalog.settings.instructor_bounds
+            argument = self.get_body_argument
+            by = viewer.name
+
+            def change(detail: str, update: Any, **where: Any) -> str:
+                changes.change(
+                    catalog,
+                    course,
+                    by=by,
+                    now=now,
+                    action=f"instructor-{action}",
+                    detail=detail,
+                    update=update,
+                    **where,
+                )
+                return detail
+
+            if action == "cancel":
+                day = _day(argument("day", ""))
+                return change(
+                    f"{by} cancelled the class of {day:%a %d %b %Y} of {course.title}.",
+                    lambda o: cancel_change(course, bounds, o, day, now),
+                )
+            if action == "restore":
+                day = _day(argument("day", ""))
+                return change(
+                    f"{by} restored the class of {day:%a %d %b %Y} of {course.title}.",
+                    lambda o: restore_change(o, day),
+                )
+            if action in ("extra", "remove-extra"):
+                session = ExtraSession(
+                    day=_day(argument("day", "")),
+                    start=_time(argument("start", ""), "start"),
+                    end=_time(argument("end", ""), "end"),
+                )
+                if action == "extra":
+                    return change(
+                        f"{by} added an extra session of {course.title}: {session.describe()}.",
+                        lambda o: extra_change(course, bounds, o, session, now),
+                    )
+                return change(
+                    f"{by} removed the extra session of {course.title} {session.describe()}.",
+                    lambda o: remove_extra_change(o, session),
+                )
+            if action == "timing":
+                name = argument("name", "")
+                text = argument("minutes", "").strip()
+                value = None if text == "" else timedelta(minutes=_minutes(text, "time"))
+                words = TIMING_WORDS.get(name, name[:30])
+                said = "the catalog's" if value is None else f"{text} minutes"
+                return change(
+                    f"{by} set the {words} of {course.title} to {said}.",
+                    lambda o: timing_change(bounds, o, name, value),
+                )
+            if action == "notice":
+                text = argument("notice", "")
+                cleaned = " ".join(text.split())
+                detail = (
+                    f"{by} posted a notice for {course.title}: {cleaned!r}."
+                    if cleaned
+                    else f"{by} took down the notice of {course.title}."
+                )
+                return change(detail, lambda o: notice_change(bounds, o, text))
+            owner = argument("user", "")
+            server_name = argument("server", "")
+            user = await service.client.get_user(owner)
+            check_server_of_course(catalog, viewer, course, user, owner, server_name)
+            assert user is not None
+            label = f"{owner}'s {course.title} server" + (
+                f" {server_name!r}" if server_name else ""
+            )
+            if action == "stop":
+                reply = await service.client.stop_server(owner, server_name)
+                if not reply.ok:
+                    raise web.HTTPError(
+                        502 if reply.status >= 500 else reply.status,
+                        f"The hub did not stop {label}: {reply.message}",
+                    )
+                detail = f"{by} stopped {label}."
+                service.audit.record(
+                    now,
+                    "instructor-stop",
+                    user=owner,
+                    server=server_name,
+                    course=course.id,
+                    detail=detail,
+                    by=by,
+                )
+                return detail
+            minutes = _minutes(argument("minutes", ""), "extension")
+            server = (user.get("servers") or {})[server_name]
+            started = parse_hub_time(server.get("started"))
+            end = session_end_of(catalog, user, server_name)
+            if started is None or end is None:
+                raise OverrideRefused(
+                    f"{label} is not stopped at the end of class, so there is nothing to extend.",
+                    409,
+                )
+            new_end = end + timedelta(minutes=minutes)
+            zone = course.course_schedule.timezone
+            return change(
+                f"{by} extended {label} by {minutes} minutes: it now stops at "
+                f"{new_end.astimezone(zone):%H:%M} instead of {end.astimezone(zone):%H:%M}.",
+                lambda o: extension_change(bounds, o, owner, server_name, started, minutes),
+                user=owner,
+                server=server_name,
+            )
+
+    name = r"([^/]+)"
+    return [
+        (f"{base}/courses", CoursePage),
+        (f"{base}/courses/{name}/{name}", CourseAction),
+    ]
