@@ -75,4 +75,6 @@ def describe_job(
         attempt=attempts.attempt if attempts is not None else 1,
         max_attempts=attempts.max_attempts if attempts is not None else 1,
         checkpoint_folder=attempts.checkpoint_folder if attempts is not None else None,
+        pipeline_id=row.pipeline_id,
+        schedule_id=row.schedule_id,
     )

@@ -46,7 +46,7 @@ import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -257,6 +257,7 @@ class JobManager(LoggingConfigurable):
         self._closing = False
         # When each owner's last job started (time.monotonic), for the fair order.
         self._last_started: dict[str, float] = {}
+        self._end_listeners: list[Callable[[JobRow], None]] = []
         self.reconcile_report: ReconcileReport | None = None
         """What the last ``reconcile`` found."""
         self.warm_pool: WarmRunnerPool | None = None
@@ -265,6 +266,26 @@ class JobManager(LoggingConfigurable):
             self.warm_pool = WarmRunnerPool(Path(self.root_dir) / "warm", log=self.log)
 
     # -- lifecycle of the manager -----------------------------------------------------------
+
+    def add_end_listener(self, listener: Callable[[JobRow], None]) -> None:
+        """Call ``listener(row)`` each time a job of this manager becomes final (its stored
+        row, final status included). It runs on the event loop and must not block; what it
+        raises is logged. The pipelines follow their jobs with this."""
+        self._end_listeners.append(listener)
+
+    def _ended(self, job_id: str) -> None:
+        """A job became final: tell its owner (the notifier) and the listeners."""
+        self.notifier.job_ended(job_id)
+        if not self._end_listeners:
+            return
+        row = self.store.get(job_id)
+        if row is None:
+            return
+        for listener in self._end_listeners:
+            try:
+                listener(row)
+            except Exception:
+                self.log.exception("A listener of job ends failed on job %s", job_id)
 
     @property
     def closed(self) -> bool:
@@ -338,7 +359,7 @@ class JobManager(LoggingConfigurable):
                 await executor.resume()  # ends at once: the runner's result, or lost
                 self.capacity.release(ticket)
                 report.ended.append(row.job_id)
-                self.notifier.job_ended(row.job_id)
+                self._ended(row.job_id)
         self.capacity.reconciled()
         report.queued = self.store.count(JobStatus.QUEUED)
         self.reconcile_report = report
@@ -365,6 +386,9 @@ class JobManager(LoggingConfigurable):
         notebook: dict[str, Any] | str | bytes | None = None,
         source_root: str | os.PathLike[str] | None = None,
         working_dir: str | os.PathLike[str] | None = None,
+        pipeline_id: str | None = None,
+        schedule_id: str | None = None,
+        environment: dict[str, str] | None = None,
     ) -> CreateJobResponse:
         """Create and queue a job for ``owner``.
 
@@ -372,6 +396,10 @@ class JobManager(LoggingConfigurable):
         or else read from ``source_root/request.input_path``; either way it is copied
         into the job, so later edits do not change it. ``working_dir`` is the kernel's
         folder (default: a ``work`` folder of the job's own).
+
+        ``pipeline_id`` / ``schedule_id``: the pipeline or schedule that makes the job (shown
+        with it); ``environment``: variables its runner gets besides its GPU share (a
+        pipeline's shared folder), kept with the job so a restart starts it the same way.
 
         A repeated ``idempotency_token`` returns the first job with ``created=False``.
         Raises :class:`InvalidJobRequest`, :class:`JobRefused` or :class:`JobQueueFull`.
@@ -407,6 +435,9 @@ class JobManager(LoggingConfigurable):
             idempotency_token=request.idempotency_token,
             create_time=now,
             cells_completed=0,
+            pipeline_id=pipeline_id,
+            schedule_id=schedule_id,
+            environment=dict(environment) if environment else None,
         )
         try:
             self.store.add(row)
@@ -555,7 +586,10 @@ class JobManager(LoggingConfigurable):
                 assert started is not None
                 try:
                     executor = self._make_executor(
-                        started, decision.environment, limits=decision.limits, grant=decision.grant
+                        started,
+                        {**(started.environment or {}), **decision.environment},
+                        limits=decision.limits,
+                        grant=decision.grant,
                     )
                 except Exception as error:
                     self.capacity.release(ticket)
@@ -593,7 +627,7 @@ class JobManager(LoggingConfigurable):
             end_time=utcnow(),
         ):
             self.log_store.append_line(row.job_id, f"[job] failed: {message}")
-            self.notifier.job_ended(row.job_id)
+            self._ended(row.job_id)
 
     async def _queue_loop(self) -> None:
         while not self._closing:
@@ -700,7 +734,7 @@ class JobManager(LoggingConfigurable):
         elif row is not None and not row.job_status.is_final:
             self.log.error("Job %s ended without a final state", job_id)
         elif row is not None:
-            self.notifier.job_ended(job_id)
+            self._ended(job_id)
         # Keep a reference: the event loop holds tasks only weakly.
         follow_up = asyncio.ensure_future(self.dispatch())
         self._follow_ups.add(follow_up)
@@ -804,7 +838,7 @@ class JobManager(LoggingConfigurable):
                 end_time=utcnow(),
             ):
                 self.log_store.append_line(job_id, "[job] stopped before it started")
-                self.notifier.job_ended(job_id)
+                self._ended(job_id)
                 await self.dispatch()
                 return self.describe(job_id)
             row = self._get(job_id, owner)  # it started meanwhile

@@ -437,6 +437,12 @@ class DescribeJob(WireModel):
     checkpoint_folder: str | None = Field(
         default=None, description="The checkpoint folder asked for, relative to the notebook's."
     )
+    pipeline_id: str | None = Field(
+        default=None, description="The pipeline whose stage started this job; None: none."
+    )
+    schedule_id: str | None = Field(
+        default=None, description="The schedule whose run started this job; None: none."
+    )
     flavor_title: str | None = Field(
         default=None,
         description="The flavor's title for people: 'One whole GPU'; None: no such flavor now.",

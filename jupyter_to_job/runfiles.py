@@ -46,6 +46,11 @@ EXIT_STOPPED = 143  # 128 + SIGTERM, the shell's convention for "terminated"
 # its final status through the pod: as the container's termination message (at most
 # 4 KiB) and as the log's last line, which starts with STATUS_MARKER. The kubelet's
 # FallbackToLogsOnError takes at most the last 2 KiB of the log, hence the smaller limit.
+PIPELINE_DIR_VARIABLE = "JUPYTER_TO_JOB_PIPELINE_DIR"
+"""A pipeline job's shared folder (:mod:`jupyter_to_job.pipelines`): absolute, or relative to
+the kernel's folder (a pod, where the service does not know the mount path); the runner makes
+it and gives the kernel its absolute path."""
+
 STATUS_MARKER = "[job] final status: "
 COMPACT_STATUS_BYTES = 2000
 

@@ -50,6 +50,7 @@ from .runfiles import (
     EXIT_FAILED,
     EXIT_INVALID_JOB,
     EXIT_STOPPED,
+    PIPELINE_DIR_VARIABLE,
     STATUS_MARKER,
     JobFiles,
     RunnerSpec,
@@ -354,6 +355,18 @@ class NotebookRun:
                 )
             self.files.work.mkdir(exist_ok=True)
             cwd = str(self.files.work)
+        shared = os.environ.get(PIPELINE_DIR_VARIABLE)
+        if shared:
+            # Made by the job, as its owner, before its kernel starts.
+            folder = os.path.abspath(os.path.join(cwd, shared))
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as error:
+                return (
+                    f"The pipeline's shared folder {folder} could not be made "
+                    f"({error.strerror}); choose another shared folder."
+                )
+            os.environ[PIPELINE_DIR_VARIABLE] = folder
         return nb, kernel_name, cwd
 
     async def _execute(self) -> int:

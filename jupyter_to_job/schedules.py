@@ -703,6 +703,7 @@ class Scheduler(LoggingConfigurable):
                 request,
                 notebook=self._notebook_path(row.schedule_id).read_bytes(),
                 working_dir=row.working_dir,
+                schedule_id=row.schedule_id,
             )
             job_id = created.job_id
         except JobRefused as refusal:

@@ -23,16 +23,20 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     CursorResult,
+    Engine,
     Float,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     and_,
     delete,
     func,
+    inspect,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -89,6 +93,12 @@ class JobRow(Base):
     pid: Mapped[int | None] = mapped_column(Integer)
     process_start_time: Mapped[float | None] = mapped_column(Float)
     """The job process's start time (seconds since the epoch), to tell it from a reused pid."""
+    pipeline_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The pipeline whose stage made this job (None: not a pipeline's)."""
+    schedule_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The schedule whose run made this job (None: not a schedule's)."""
+    environment: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    """Variables the job's runner gets besides its GPU share (a pipeline's shared folder)."""
 
     @property
     def job_status(self) -> JobStatus:
@@ -171,6 +181,25 @@ def _decode_token(token: str, query: ListJobsQuery) -> dict[str, Any]:
     return data
 
 
+def add_missing_columns(engine: Engine, table: Table) -> list[str]:
+    """Add ``table``'s nullable columns that its database table lacks (a store made by an
+    older version); returns their names. A column that is not nullable is never added this
+    way: that change needs a migration of its own."""
+    present = {column["name"] for column in inspect(engine).get_columns(table.name)}
+    added = []
+    with engine.begin() as connection:
+        for column in table.columns:
+            if column.name in present or not column.nullable:
+                continue
+            kind = column.type.compile(dialect=engine.dialect)
+            connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
+            added.append(column.name)
+        for index in table.indexes:
+            if {column.name for column in index.columns} & set(added):
+                index.create(connection, checkfirst=True)
+    return added
+
+
 class JobStore:
     """All reads and writes of job rows."""
 
@@ -180,7 +209,10 @@ class JobStore:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     def create_tables(self) -> None:
+        """Create the missing tables, and the nullable columns added to ``jobs`` since a
+        store was made (SQLite and PostgreSQL both add a nullable column in place)."""
         Base.metadata.create_all(self.engine)
+        add_missing_columns(self.engine, JobRow.__table__)  # type: ignore[arg-type]
 
     def drop_tables(self) -> None:
         Base.metadata.drop_all(self.engine)
