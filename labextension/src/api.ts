@@ -22,6 +22,12 @@ import {
   OutputFormat
 } from './models';
 import { IKeepAnswer, IReclaimAnswer } from './reclaim';
+import {
+  ICreateSchedule,
+  IListSchedulesResponse,
+  ISchedule,
+  IUpdateSchedule
+} from './scheduleModels';
 
 /**
  * The most jobs one list request asks for (the server's `MAX_LIST_ITEMS`).
@@ -230,6 +236,53 @@ export class JobsAPI {
     );
   }
 
+  /**
+   * The user's schedules, newest first.
+   */
+  async listSchedules(): Promise<ISchedule[]> {
+    const body = await this._get<IListSchedulesResponse | ISchedule[]>(
+      'api/schedules'
+    );
+    return Array.isArray(body) ? body : (body?.schedules ?? []);
+  }
+
+  /**
+   * Schedule a saved notebook: the server reads `job.input_path` from the user's files.
+   */
+  createSchedule(request: ICreateSchedule): Promise<ISchedule> {
+    return requestAPI<ISchedule>(
+      'api/schedules',
+      { method: 'POST', body: JSON.stringify(request) },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * Pause a schedule (`PAUSED`) or resume it (`ACTIVE`).
+   */
+  setScheduleStatus(
+    scheduleId: string,
+    status: IUpdateSchedule['status']
+  ): Promise<ISchedule> {
+    const update: IUpdateSchedule = { status };
+    return requestAPI<ISchedule>(
+      schedulePath(scheduleId),
+      { method: 'PATCH', body: JSON.stringify(update) },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * Delete a schedule; the jobs it started stay.
+   */
+  async deleteSchedule(scheduleId: string): Promise<void> {
+    await requestAPI<unknown>(
+      schedulePath(scheduleId),
+      { method: 'DELETE' },
+      this.serverSettings
+    );
+  }
+
   private _get<T>(endPoint: string): Promise<T> {
     return requestAPI<T>(endPoint, { method: 'GET' }, this.serverSettings);
   }
@@ -299,6 +352,10 @@ export const UNREADABLE_JOB =
 
 function jobPath(jobId: string): string {
   return `api/jobs/${encodeURIComponent(jobId)}`;
+}
+
+function schedulePath(scheduleId: string): string {
+  return `api/schedules/${encodeURIComponent(scheduleId)}`;
 }
 
 function withoutEmpty(values: object): { [key: string]: string | number } {

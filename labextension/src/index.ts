@@ -110,9 +110,12 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
           path
         );
         if (job) {
-          await app.commands.execute(CommandIDs.openJobsPanel, {
-            jobId: job.job_id
-          });
+          await app.commands.execute(
+            CommandIDs.openJobsPanel,
+            'schedule_id' in job
+              ? { scheduleId: job.schedule_id }
+              : { jobId: job.job_id }
+          );
         }
       }
     });
@@ -194,6 +197,10 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
             jobId: {
               type: 'string',
               description: trans.__('The job to select')
+            },
+            scheduleId: {
+              type: 'string',
+              description: trans.__('The schedule to show')
             }
           }
         }
@@ -202,7 +209,10 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
         const opened = await openPanel();
         if (typeof args.jobId === 'string' && args.jobId) {
           void jobEnds?.refresh(); // a job just submitted is watched from now on
+          opened.content.showTab('jobs');
           await opened.content.model.showJob(args.jobId);
+        } else if (typeof args.scheduleId === 'string' && args.scheduleId) {
+          await opened.content.showSchedule(args.scheduleId);
         }
       }
     });

@@ -13,6 +13,10 @@ import { jobsIcon } from './icons';
 import { JobsModel } from './jobsModel';
 import { IJobActions, JobsView } from './jobsView';
 import { IDescribeJob, IJobServiceConfig, OutputFormat } from './models';
+import { ISchedule } from './scheduleModels';
+import { scheduleName } from './scheduleRule';
+import { SchedulesModel } from './schedulesModel';
+import { IScheduleActions, SchedulesView } from './schedulesView';
 import {
   executedNotebookPath,
   OUTPUT_FOLDER,
@@ -25,10 +29,19 @@ import {
 export const JOBS_PANEL_ID = 'jp-JupyterToJob-jobsPanel';
 
 /**
+ * The tabs of the Jobs panel.
+ */
+export type JobsPanelTab = 'jobs' | 'schedules';
+
+/**
  * What the Jobs panel needs.
  */
 export interface IJobsPanelOptions {
   model: JobsModel;
+  /**
+   * The Schedules tab's model; without it the panel has no tabs.
+   */
+  schedules?: SchedulesModel | null;
   /**
    * Opens executed notebooks; without it the Open button only saves.
    */
@@ -53,6 +66,34 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     this._options = options;
     this.addClass('jp-JupyterToJob-JobsPanel-content');
     this.node.dataset.testid = 'jobs-panel';
+    options.schedules?.stateChanged.connect(this._onSubmodelChanged, this);
+  }
+
+  /**
+   * The tab shown.
+   */
+  get tab(): JobsPanelTab {
+    return this._tab;
+  }
+
+  /**
+   * Show one tab; only the shown tab's list is refreshed on a timer.
+   */
+  showTab(tab: JobsPanelTab): void {
+    if (tab === this._tab) {
+      return;
+    }
+    this._tab = tab;
+    this._syncVisible();
+    this.update();
+  }
+
+  /**
+   * Show the Schedules tab at `scheduleId`.
+   */
+  async showSchedule(scheduleId: string): Promise<void> {
+    this.showTab('schedules');
+    await this._options.schedules?.show(scheduleId);
   }
 
   /**
@@ -64,8 +105,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   }
 
   protected render(): JSX.Element {
-    const { trans, config } = this._options;
-    return (
+    const { trans, config, schedules } = this._options;
+    const jobs = (
       <JobsView
         model={this.model}
         features={featuresOf(config)}
@@ -73,26 +114,99 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
         trans={trans}
       />
     );
+    if (!schedules) {
+      return jobs;
+    }
+    const tabs: [JobsPanelTab, string][] = [
+      ['jobs', trans.__('Jobs')],
+      ['schedules', trans.__('Schedules')]
+    ];
+    return (
+      <div className="jp-JupyterToJob-tabbed">
+        <div
+          className="jp-JupyterToJob-tabs"
+          role="tablist"
+          aria-label={trans.__('Jobs, schedules')}
+        >
+          {tabs.map(([tab, label]) => (
+            <button
+              key={tab}
+              type="button"
+              role="tab"
+              id={`jp-JupyterToJob-tab-${tab}`}
+              aria-selected={this._tab === tab}
+              aria-controls={`jp-JupyterToJob-tabpanel-${tab}`}
+              className={
+                'jp-JupyterToJob-tab' +
+                (this._tab === tab ? ' jp-mod-current' : '')
+              }
+              data-testid={`jobs-tab-${tab}`}
+              onClick={() => this.showTab(tab)}
+            >
+              {label}
+            </button>
+          ))}
+        </div>
+        <div
+          className="jp-JupyterToJob-tabPanel"
+          role="tabpanel"
+          id={`jp-JupyterToJob-tabpanel-${this._tab}`}
+          aria-labelledby={`jp-JupyterToJob-tab-${this._tab}`}
+        >
+          {this._tab === 'jobs' && jobs}
+          {this._tab === 'schedules' && (
+            <SchedulesView
+              model={schedules}
+              actions={this._scheduleActions}
+              trans={trans}
+            />
+          )}
+        </div>
+      </div>
+    );
   }
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
-    this.model.visible = true;
+    this._shown = true;
+    this._syncVisible();
   }
 
   protected onAfterHide(msg: Message): void {
     super.onAfterHide(msg);
-    this.model.visible = false;
+    this._shown = false;
+    this._syncVisible();
   }
 
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
-    this.model.visible = this.isVisible;
+    this._shown = this.isVisible;
+    this._syncVisible();
   }
 
   protected onBeforeDetach(msg: Message): void {
-    this.model.visible = false;
+    this._shown = false;
+    this._syncVisible();
     super.onBeforeDetach(msg);
+  }
+
+  /**
+   * The jobs are followed while the panel shows (a job's end is told from any tab);
+   * the schedules only while their tab shows.
+   */
+  private _syncVisible(): void {
+    if (this.isDisposed || !this.model) {
+      return; // detached while disposed: the models are disposed with it
+    }
+    this.model.visible = this._shown;
+    if (this._options.schedules) {
+      this._options.schedules.visible =
+        this._shown && this._tab === 'schedules';
+    }
+  }
+
+  private _onSubmodelChanged(): void {
+    this.update();
   }
 
   dispose(): void {
@@ -100,8 +214,10 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
       return;
     }
     const model = this.model;
+    const schedules = this._options.schedules;
     super.dispose();
     model.dispose();
+    schedules?.dispose();
   }
 
   private _actions: IJobActions = {
@@ -112,6 +228,33 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     openNotebook: job => void this._openNotebook(job),
     downloadHtml: job => void this._download(job, 'html')
   };
+
+  private _scheduleActions: IScheduleActions = {
+    pause: schedule => void this._options.schedules?.pause(schedule),
+    resume: schedule => void this._options.schedules?.resume(schedule),
+    remove: schedule => void this._removeSchedule(schedule),
+    showJob: jobId => {
+      this.showTab('jobs');
+      void this.model.showJob(jobId);
+    }
+  };
+
+  private async _removeSchedule(schedule: ISchedule): Promise<void> {
+    const { trans, schedules } = this._options;
+    const answer = await showDialog({
+      title: trans.__('Delete the schedule “%1”?', scheduleName(schedule)),
+      body: trans.__(
+        'No more runs start. The jobs it already started, their logs and outputs stay in the Jobs tab.'
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Keep it') }),
+        Dialog.warnButton({ label: trans.__('Delete schedule') })
+      ]
+    });
+    if (answer.button.accept) {
+      await schedules?.remove(schedule);
+    }
+  }
 
   private async _stop(job: IDescribeJob): Promise<void> {
     const { trans } = this._options;
@@ -170,6 +313,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   }
 
   private _options: IJobsPanelOptions;
+  private _tab: JobsPanelTab = 'jobs';
+  private _shown = false;
 }
 
 /**
@@ -192,6 +337,7 @@ export function createJobsPanel(
   const api = new JobsAPI(options.serverSettings);
   const content = new JobsPanel({
     model: new JobsModel({ api }),
+    schedules: new SchedulesModel({ api }),
     docManager: options.docManager,
     contents: options.contents,
     config: null,

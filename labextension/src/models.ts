@@ -189,6 +189,14 @@ export interface IDescribeJob {
   max_attempts?: number;
   checkpoint_folder?: string | null;
   /**
+   * The pipeline that started the job; null for a job of its own.
+   */
+  pipeline_id?: string | null;
+  /**
+   * The schedule that started the job; null for a job of its own.
+   */
+  schedule_id?: string | null;
+  /**
    * The flavor's title for people ("One whole GPU"); null when it is not known.
    */
   flavor_title: string | null;

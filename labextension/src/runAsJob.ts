@@ -5,8 +5,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 
 import { JobsAPI } from './api';
 import { unavailableSentence } from './errors';
-import { IDescribeJob } from './models';
-import { RunAsJobDialog } from './runAsJobDialog';
+import { RunAsJobDialog, RunAsJobResult } from './runAsJobDialog';
 
 /**
  * What running a notebook as a job needs.
@@ -22,13 +21,13 @@ export interface IRunAsJobContext {
  * have the notebook saved if it has unsaved changes, then show the dialog.
  *
  * @param path The notebook as the file browser names it (a drive prefix is dropped).
- * @returns The created job; null when the user cancelled or Run as Job is not
+ * @returns The created job (or schedule, when the user chose to repeat it); null when the user cancelled or Run as Job is not
  * available (a notification says why).
  */
 export async function runAsJob(
   context: IRunAsJobContext,
   path: string
-): Promise<IDescribeJob | null> {
+): Promise<RunAsJobResult | null> {
   const { docManager, trans } = context;
   const api = new JobsAPI(context.serverSettings);
   let config;

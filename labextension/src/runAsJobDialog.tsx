@@ -22,7 +22,29 @@ import {
 } from './models';
 import { changedParameters, editableText, parameterKind } from './parameters';
 import { retryTransient } from './retry';
+import { ScheduleFields } from './scheduleFields';
+import { ISchedule } from './scheduleModels';
+import {
+  defaultScheduleForm,
+  IScheduleForm,
+  problemsAfterEdit,
+  scheduleFieldOf,
+  ScheduleProblems,
+  scheduleRequest
+} from './scheduleRule';
 import { createRequest, defaultJobName, notebookStem } from './submission';
+
+/**
+ * What the dialog made: a job, or a schedule ("Repeat on a schedule").
+ */
+export type RunAsJobResult = IDescribeJob | ISchedule;
+
+/**
+ * True when the dialog made a schedule rather than a one-off job.
+ */
+export function isSchedule(result: RunAsJobResult): result is ISchedule {
+  return typeof (result as ISchedule).schedule_id === 'string';
+}
 
 /**
  * What the Run as Job dialog needs.
@@ -47,7 +69,7 @@ export interface IRunAsJobOptions {
  * in the dialog. Every submit of one dialog carries the same idempotency token, so a
  * double click or a retry after a lost answer starts one job.
  */
-export class RunAsJobDialog extends Dialog<IDescribeJob | null> {
+export class RunAsJobDialog extends Dialog<RunAsJobResult | null> {
   constructor(options: IRunAsJobOptions) {
     const { trans } = options;
     const form = new RunAsJobForm(options);
@@ -72,6 +94,14 @@ export class RunAsJobDialog extends Dialog<IDescribeJob | null> {
       '.jp-JupyterToJob-submit'
     );
     form.onCanSubmitChange = () => this._syncSubmitButton();
+    form.onRepeatChange = repeat => {
+      const label = this._submitNode?.querySelector('.jp-Dialog-buttonLabel');
+      if (label) {
+        label.textContent = repeat
+          ? trans.__('Create Schedule')
+          : trans.__('Submit');
+      }
+    };
     this._syncSubmitButton();
   }
 
@@ -109,7 +139,7 @@ export class RunAsJobDialog extends Dialog<IDescribeJob | null> {
     }
     this._submitting = true;
     this._syncSubmitButton();
-    let job: IDescribeJob | null = null;
+    let job: RunAsJobResult | null = null;
     try {
       job = await this._form.submit();
     } finally {
@@ -157,12 +187,17 @@ export class RunAsJobForm extends ReactWidget {
   onCanSubmitChange: ((canSubmit: boolean) => void) | null = null;
 
   /**
+   * Called when "Repeat on a schedule" is ticked or unticked.
+   */
+  onRepeatChange: ((repeat: boolean) => void) | null = null;
+
+  /**
    * Validate and send the form.
    *
-   * @returns The new job; null when the form or the server refused (the form
-   * says why), or before the form has rendered.
+   * @returns The new job or schedule; null when the form or the server refused
+   * (the form says why), or before the form has rendered.
    */
-  async submit(): Promise<IDescribeJob | null> {
+  async submit(): Promise<RunAsJobResult | null> {
     if (!this._submit) {
       return null;
     }
@@ -172,9 +207,9 @@ export class RunAsJobForm extends ReactWidget {
   }
 
   /**
-   * The job created (what the dialog resolves with).
+   * The job or schedule created (what the dialog resolves with).
    */
-  getValue(): IDescribeJob | null {
+  getValue(): RunAsJobResult | null {
     return this._job;
   }
 
@@ -190,21 +225,23 @@ export class RunAsJobForm extends ReactWidget {
           this._canSubmit = canSubmit;
           this.onCanSubmitChange?.(canSubmit);
         }}
+        onRepeatChange={repeat => this.onRepeatChange?.(repeat)}
       />
     );
   }
 
   private _options: IRunAsJobOptions;
   private readonly _token = UUID.uuid4();
-  private _submit: (() => Promise<IDescribeJob | null>) | null = null;
+  private _submit: (() => Promise<RunAsJobResult | null>) | null = null;
   private _canSubmit = false;
-  private _job: IDescribeJob | null = null;
+  private _job: RunAsJobResult | null = null;
 }
 
 interface IFormViewProps extends IRunAsJobOptions {
   idempotencyToken: string;
-  bindSubmit: (submit: () => Promise<IDescribeJob | null>) => void;
+  bindSubmit: (submit: () => Promise<RunAsJobResult | null>) => void;
   onCanSubmitChange: (canSubmit: boolean) => void;
+  onRepeatChange: (repeat: boolean) => void;
 }
 
 /**
@@ -242,6 +279,13 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   const [texts, setTexts] = React.useState<{ [name: string]: string }>({});
   const [html, setHtml] = React.useState(features.html_output);
   const [notifyEmail, setNotifyEmail] = React.useState(false);
+  // "Repeat on a schedule": the form makes a schedule instead of a one-off job.
+  const [repeat, setRepeat] = React.useState(false);
+  const [scheduleForm, setScheduleForm] = React.useState<IScheduleForm>(() =>
+    defaultScheduleForm()
+  );
+  const [scheduleProblems, setScheduleProblems] =
+    React.useState<ScheduleProblems>({});
   const [submitting, setSubmitting] = React.useState(false);
   const [error, setError] = React.useState<string | null>(null);
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
@@ -315,7 +359,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
     }
   };
 
-  const submit = async (): Promise<IDescribeJob | null> => {
+  const submit = async (): Promise<RunAsJobResult | null> => {
     if (flavorList.status === 'loading' || parameters === null) {
       setError(
         trans.__(
@@ -368,25 +412,54 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       );
       return null;
     }
+    const jobRequest = createRequest({
+      inputPath: path,
+      name,
+      flavor: flavor.id,
+      parameters: changed.values,
+      deadlineMinutes: features.deadline ? Number(deadline) : null,
+      html: features.html_output && html,
+      idempotencyToken: props.idempotencyToken,
+      notifyEmail: features.notify_email && notifyEmail
+    });
+    let scheduled = null;
+    if (repeat) {
+      scheduled = scheduleRequest(jobRequest, scheduleForm);
+      if (!scheduled.ok) {
+        setScheduleProblems(scheduled.problems);
+        setError(
+          trans.__('Some schedule fields need a change; see the marked boxes.')
+        );
+        return null;
+      }
+    }
     setSubmitting(true);
     setError(null);
     setProblems([]);
+    setScheduleProblems({});
     try {
-      return await api.createJob(
-        createRequest({
-          inputPath: path,
-          name,
-          flavor: flavor.id,
-          parameters: changed.values,
-          deadlineMinutes: features.deadline ? Number(deadline) : null,
-          html: features.html_output && html,
-          idempotencyToken: props.idempotencyToken,
-          notifyEmail: features.notify_email && notifyEmail
-        })
-      );
+      if (scheduled?.ok) {
+        return await api.createSchedule(scheduled.request);
+      }
+      return await api.createJob(jobRequest);
     } catch (reason) {
       setError(errorSentence(reason));
-      setProblems(reason instanceof JobAPIError ? reason.problems : []);
+      const all = reason instanceof JobAPIError ? reason.problems : [];
+      // A schedule's problems show next to their fields; the others in the list.
+      const byField: ScheduleProblems = {};
+      const rest = [];
+      for (const problem of all) {
+        const field = repeat ? scheduleFieldOf(problem.field) : null;
+        if (field) {
+          byField[field] = byField[field]
+            ? `${byField[field]} ${problem.message}`
+            : problem.message;
+        } else {
+          rest.push(problem);
+        }
+      }
+      setScheduleProblems(byField);
+      setProblems(rest);
       return null;
     } finally {
       setSubmitting(false);
@@ -557,6 +630,31 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
           />
           {trans.__('Notify me by mail when it ends')}
         </label>
+      )}
+
+      <label className="jp-JupyterToJob-checkbox">
+        <input
+          type="checkbox"
+          data-testid="schedule-repeat-checkbox"
+          checked={repeat}
+          onChange={event => {
+            setRepeat(event.target.checked);
+            setScheduleProblems({});
+            props.onRepeatChange(event.target.checked);
+          }}
+        />
+        {trans.__('Repeat on a schedule')}
+      </label>
+      {repeat && (
+        <ScheduleFields
+          form={scheduleForm}
+          onChange={changes => {
+            setScheduleForm(current => ({ ...current, ...changes }));
+            setScheduleProblems(current => problemsAfterEdit(current, changes));
+          }}
+          problems={scheduleProblems}
+          trans={trans}
+        />
       )}
 
       {submitting && (

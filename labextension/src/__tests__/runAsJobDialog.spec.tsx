@@ -12,7 +12,8 @@ import {
   IJobFlavorInfo,
   INotebookParameter
 } from '../models';
-import { RunAsJobDialog } from '../runAsJobDialog';
+import { RunAsJobDialog, RunAsJobResult } from '../runAsJobDialog';
+import { ICreateSchedule, ISchedule } from '../scheduleModels';
 import { makeFlavor, makeJob } from './jobs.fixture';
 
 // React renders the dialog inside act(), as in a browser between two events.
@@ -63,6 +64,17 @@ class SlowServer {
     return answer.promise;
   }
 
+  readonly scheduleRequests: {
+    request: ICreateSchedule;
+    answer: PromiseDelegate<ISchedule>;
+  }[] = [];
+
+  createSchedule(request: ICreateSchedule): Promise<ISchedule> {
+    const answer = new PromiseDelegate<ISchedule>();
+    this.scheduleRequests.push({ request, answer });
+    return answer.promise;
+  }
+
   get api(): JobsAPI {
     return this as unknown as JobsAPI;
   }
@@ -87,7 +99,7 @@ function refusal(status: number, message: string, reason: string): JobAPIError {
 class OpenDialog {
   constructor(
     readonly dialog: RunAsJobDialog,
-    readonly result: Promise<Dialog.IResult<IDescribeJob | null>>
+    readonly result: Promise<Dialog.IResult<RunAsJobResult | null>>
   ) {
     result.then(
       () => (this.closed = true),
@@ -187,7 +199,7 @@ async function openDialog(
     },
     trans: nullTranslator.load('jupyterlab')
   });
-  let result: Promise<Dialog.IResult<IDescribeJob | null>> | null = null;
+  let result: Promise<Dialog.IResult<RunAsJobResult | null>> | null = null;
   await settle(() => {
     result = dialog.launch();
   });
@@ -600,5 +612,140 @@ describe('Notify me when it ends, in the Run as Job dialog', () => {
 
     // Then the request carries no notification settings of its own
     expect(server.createRequests[0].request.notify).toBeUndefined();
+  });
+});
+
+describe('Repeat on a schedule, in the Run as Job dialog', () => {
+  async function readyDialog(server: SlowServer): Promise<OpenDialog> {
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() =>
+      (open.byTestId('schedule-repeat-checkbox') as HTMLInputElement).click()
+    );
+    return open;
+  }
+
+  const input = (open: OpenDialog, id: string) =>
+    open.byTestId(id) as HTMLInputElement;
+
+  it('makes a schedule instead of a job: every 30 minutes within a window, with its stops', async () => {
+    // Given the student ticks "Repeat on a schedule"
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    expect(open.submitButton.textContent).toBe('Create Schedule');
+    // (the time zone starts as the browser's)
+    expect(input(open, 'schedule-timezone').value).toBe(
+      Intl.DateTimeFormat().resolvedOptions().timeZone
+    );
+
+    // When they ask for every 30 minutes between 09:00 and 17:00, at most 20 runs,
+    // stopping after 2 failures in a row, in Taipei time, and submit
+    await open.typeInto(input(open, 'schedule-interval-count'), '30');
+    await settle(() => {
+      const unit = open.byTestId('schedule-interval-unit') as HTMLSelectElement;
+      unit.value = 'minutes';
+      unit.dispatchEvent(new Event('change', { bubbles: true }));
+    });
+    await settle(() => input(open, 'schedule-use-window').click());
+    await open.typeInto(input(open, 'schedule-window-start'), '09:00');
+    await open.typeInto(input(open, 'schedule-window-end'), '17:00');
+    await open.typeInto(input(open, 'schedule-timezone'), 'Asia/Taipei');
+    await open.typeInto(input(open, 'schedule-max-runs'), '20');
+    await open.typeInto(input(open, 'schedule-max-failures'), '2');
+    expect(open.text('schedule-preview')).toBe(
+      'Runs: Every 30 minutes, between 09:00 and 17:00 (Asia/Taipei).'
+    );
+    await open.clickSubmit();
+
+    // Then a schedule is asked for, with the job as the form has it, and no job
+    expect(server.createRequests).toHaveLength(0);
+    expect(server.scheduleRequests).toHaveLength(1);
+    const { request } = server.scheduleRequests[0];
+    expect(request).toMatchObject({
+      interval_seconds: 1800,
+      window: { start: '09:00', end: '17:00' },
+      timezone: 'Asia/Taipei',
+      max_runs: 20,
+      max_failures_in_a_row: 2
+    });
+    expect(request.cron).toBeUndefined();
+    expect(request.job.input_path).toBe('course/train.ipynb');
+    expect(request.job.flavor).toBe('quarter-4090');
+
+    // And the dialog closes on the schedule the server made
+    const schedule = { schedule_id: 's-1' } as ISchedule;
+    await settle(() => server.scheduleRequests[0].answer.resolve(schedule));
+    const result = await open.result;
+    expect(result.button.accept).toBe(true);
+    expect(result.value).toBe(schedule);
+  });
+
+  it('shows each problem the server found next to its field, and keeps the dialog open', async () => {
+    // Given a server that refuses the cron expression and the time zone
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    await settle(() => input(open, 'schedule-rhythm-cron').click());
+    await open.typeInto(input(open, 'schedule-cron'), '61 * * * *');
+    await open.typeInto(input(open, 'schedule-timezone'), 'Mars/Olympus');
+    await open.clickSubmit();
+    expect(server.scheduleRequests[0].request.cron).toBe('61 * * * *');
+    await settle(() =>
+      server.scheduleRequests[0].answer.reject(
+        new JobAPIError(new Response(null, { status: 400 }), {
+          message: 'The schedule has errors: cron: …; timezone: ….',
+          reason: 'invalid',
+          errors: [
+            {
+              field: 'cron',
+              message: "'61 * * * *' is not a cron expression; give five fields"
+            },
+            {
+              field: 'timezone',
+              message: "'Mars/Olympus' is not a time zone; use an IANA name"
+            },
+            { field: 'job.flavor', message: 'is not a flavor of yours' }
+          ]
+        })
+      )
+    );
+
+    // Then each field shows its own problem and is marked; the rest is listed
+    expect(open.closed).toBe(false);
+    expect(open.text('schedule-error-rhythm')).toBe(
+      "'61 * * * *' is not a cron expression; give five fields"
+    );
+    const zone = input(open, 'schedule-timezone');
+    expect(open.text('schedule-error-timezone')).toBe(
+      "'Mars/Olympus' is not a time zone; use an IANA name"
+    );
+    expect(zone.getAttribute('aria-invalid')).toBe('true');
+    expect(zone.getAttribute('aria-describedby')).toBe(
+      open.byTestId('schedule-error-timezone')?.id
+    );
+    const listed = [
+      ...open.node.querySelectorAll('[data-testid="run-as-job-error"] li')
+    ].map(item => item.textContent);
+    expect(listed).toEqual(['job.flavor: is not a flavor of yours']);
+
+    // When the student corrects the time zone, its mark goes and the cron's stays
+    await open.typeInto(zone, 'Europe/Paris');
+    expect(open.byTestId('schedule-error-timezone')).toBeNull();
+    expect(zone.getAttribute('aria-invalid')).toBeNull();
+    expect(open.byTestId('schedule-error-rhythm')).not.toBeNull();
+  });
+
+  it('checks the form before sending: a window that ends before it starts is marked', async () => {
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    await settle(() => input(open, 'schedule-use-window').click());
+    await open.typeInto(input(open, 'schedule-window-start'), '18:00');
+    await open.typeInto(input(open, 'schedule-window-end'), '08:00');
+    await open.clickSubmit();
+
+    expect(server.scheduleRequests).toHaveLength(0);
+    expect(open.text('schedule-error-window')).toContain(
+      'The window ends before it starts'
+    );
   });
 });

@@ -1,0 +1,276 @@
+/**
+ * "Repeat on a schedule" in the Run as Job dialog: the rhythm (every N minutes or
+ * hours, or a cron expression), an optional daily window, the time zone, and the stop
+ * conditions. Each field shows its own problem, from the form's checks or the server's.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import * as React from 'react';
+
+import {
+  IScheduleForm,
+  ruleText,
+  ScheduleField,
+  ScheduleProblems
+} from './scheduleRule';
+
+/**
+ * What the schedule fields show and change.
+ */
+export interface IScheduleFieldsProps {
+  form: IScheduleForm;
+  onChange: (changes: Partial<IScheduleForm>) => void;
+  problems: ScheduleProblems;
+  trans: TranslationBundle;
+}
+
+/**
+ * The problem of one field, tied to its input by `aria-describedby`.
+ */
+function Problem(props: {
+  field: ScheduleField;
+  problems: ScheduleProblems;
+}): JSX.Element | null {
+  const message = props.problems[props.field];
+  if (!message) {
+    return null;
+  }
+  return (
+    <span
+      className="jp-JupyterToJob-fieldError"
+      id={problemId(props.field)}
+      role="alert"
+      data-testid={`schedule-error-${props.field}`}
+    >
+      {message}
+    </span>
+  );
+}
+
+function problemId(field: ScheduleField): string {
+  return `jp-JupyterToJob-scheduleError-${field}`;
+}
+
+function invalid(
+  field: ScheduleField,
+  problems: ScheduleProblems
+): { 'aria-invalid'?: true; 'aria-describedby'?: string } {
+  return problems[field]
+    ? { 'aria-invalid': true, 'aria-describedby': problemId(field) }
+    : {};
+}
+
+/**
+ * The schedule part of the dialog, shown once "Repeat on a schedule" is ticked.
+ */
+export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
+  const { form, onChange, problems, trans } = props;
+  const inputClass = (field: ScheduleField, extra = '') =>
+    `jp-mod-styled jp-JupyterToJob-input ${extra}`.trim() +
+    (problems[field] ? ' jp-mod-error' : '');
+  const preview = previewOf(form);
+  return (
+    <fieldset
+      className="jp-JupyterToJob-schedule"
+      data-testid="schedule-fields"
+    >
+      <legend className="jp-JupyterToJob-fieldLabel">
+        {trans.__('Schedule')}
+      </legend>
+
+      <div
+        className="jp-JupyterToJob-scheduleRow"
+        role="radiogroup"
+        aria-label={trans.__('How often')}
+      >
+        <label className="jp-JupyterToJob-checkbox">
+          <input
+            type="radio"
+            name="schedule-rhythm"
+            data-testid="schedule-rhythm-interval"
+            checked={form.rhythm === 'interval'}
+            onChange={() => onChange({ rhythm: 'interval' })}
+          />
+          {trans.__('Every')}
+        </label>
+        <input
+          type="number"
+          min={1}
+          step={1}
+          aria-label={trans.__('Number of minutes or hours between runs')}
+          data-testid="schedule-interval-count"
+          className={inputClass('rhythm', 'jp-JupyterToJob-number')}
+          disabled={form.rhythm !== 'interval'}
+          value={form.intervalCount}
+          {...(form.rhythm === 'interval' ? invalid('rhythm', problems) : {})}
+          onChange={event => onChange({ intervalCount: event.target.value })}
+        />
+        <select
+          className="jp-mod-styled"
+          aria-label={trans.__('Unit of the interval')}
+          data-testid="schedule-interval-unit"
+          disabled={form.rhythm !== 'interval'}
+          value={form.intervalUnit}
+          onChange={event =>
+            onChange({
+              intervalUnit: event.target.value as IScheduleForm['intervalUnit']
+            })
+          }
+        >
+          <option value="minutes">{trans.__('minutes')}</option>
+          <option value="hours">{trans.__('hours')}</option>
+        </select>
+      </div>
+      <div className="jp-JupyterToJob-scheduleRow">
+        <label className="jp-JupyterToJob-checkbox">
+          <input
+            type="radio"
+            name="schedule-rhythm"
+            data-testid="schedule-rhythm-cron"
+            checked={form.rhythm === 'cron'}
+            onChange={() => onChange({ rhythm: 'cron' })}
+          />
+          {trans.__('Cron expression')}
+        </label>
+        <input
+          aria-label={trans.__('Cron expression')}
+          data-testid="schedule-cron"
+          className={inputClass('rhythm', 'jp-JupyterToJob-cron')}
+          disabled={form.rhythm !== 'cron'}
+          placeholder="*/15 9-17 * * 1-5"
+          value={form.cron}
+          {...(form.rhythm === 'cron' ? invalid('rhythm', problems) : {})}
+          onChange={event => onChange({ cron: event.target.value })}
+        />
+      </div>
+      <Problem field="rhythm" problems={problems} />
+
+      <div className="jp-JupyterToJob-scheduleRow">
+        <label className="jp-JupyterToJob-checkbox">
+          <input
+            type="checkbox"
+            data-testid="schedule-use-window"
+            checked={form.useWindow}
+            onChange={event => onChange({ useWindow: event.target.checked })}
+          />
+          {trans.__('Only between')}
+        </label>
+        <input
+          type="time"
+          aria-label={trans.__('Window start')}
+          data-testid="schedule-window-start"
+          className={inputClass('window')}
+          disabled={!form.useWindow}
+          value={form.windowStart}
+          {...invalid('window', problems)}
+          onChange={event => onChange({ windowStart: event.target.value })}
+        />
+        <span>{trans.__('and')}</span>
+        <input
+          type="time"
+          aria-label={trans.__('Window end')}
+          data-testid="schedule-window-end"
+          className={inputClass('window')}
+          disabled={!form.useWindow}
+          value={form.windowEnd}
+          {...invalid('window', problems)}
+          onChange={event => onChange({ windowEnd: event.target.value })}
+        />
+      </div>
+      <Problem field="window" problems={problems} />
+
+      <label className="jp-JupyterToJob-field">
+        <span className="jp-JupyterToJob-fieldLabel">
+          {trans.__('Time zone')}
+        </span>
+        <input
+          data-testid="schedule-timezone"
+          className={inputClass('timezone')}
+          value={form.timezone}
+          {...invalid('timezone', problems)}
+          onChange={event => onChange({ timezone: event.target.value })}
+        />
+        <Problem field="timezone" problems={problems} />
+      </label>
+
+      <div className="jp-JupyterToJob-scheduleStops">
+        <label className="jp-JupyterToJob-field">
+          <span className="jp-JupyterToJob-fieldLabel">
+            {trans.__('End date (optional)')}
+          </span>
+          <input
+            type="datetime-local"
+            data-testid="schedule-end-date"
+            className={inputClass('end_time')}
+            value={form.endDate}
+            {...invalid('end_time', problems)}
+            onChange={event => onChange({ endDate: event.target.value })}
+          />
+          <Problem field="end_time" problems={problems} />
+        </label>
+        <label className="jp-JupyterToJob-field">
+          <span className="jp-JupyterToJob-fieldLabel">
+            {trans.__('Max runs (optional)')}
+          </span>
+          <input
+            type="number"
+            min={1}
+            step={1}
+            data-testid="schedule-max-runs"
+            className={inputClass('max_runs', 'jp-JupyterToJob-number')}
+            value={form.maxRuns}
+            {...invalid('max_runs', problems)}
+            onChange={event => onChange({ maxRuns: event.target.value })}
+          />
+          <Problem field="max_runs" problems={problems} />
+        </label>
+        <label className="jp-JupyterToJob-field">
+          <span className="jp-JupyterToJob-fieldLabel">
+            {trans.__('Stop after failures in a row (optional)')}
+          </span>
+          <input
+            type="number"
+            min={1}
+            step={1}
+            data-testid="schedule-max-failures"
+            className={inputClass(
+              'max_failures_in_a_row',
+              'jp-JupyterToJob-number'
+            )}
+            value={form.maxFailures}
+            {...invalid('max_failures_in_a_row', problems)}
+            onChange={event => onChange({ maxFailures: event.target.value })}
+          />
+          <Problem field="max_failures_in_a_row" problems={problems} />
+        </label>
+      </div>
+      {preview && (
+        <p className="jp-JupyterToJob-hint" data-testid="schedule-preview">
+          {trans.__('Runs: %1.', preview)}
+        </p>
+      )}
+    </fieldset>
+  );
+}
+
+/**
+ * The rule as it reads from the form so far; empty while it cannot be read.
+ */
+function previewOf(form: IScheduleForm): string {
+  const count = Number(form.intervalCount);
+  const intervalSeconds =
+    form.rhythm === 'interval' && Number.isInteger(count) && count > 0
+      ? count * (form.intervalUnit === 'hours' ? 3600 : 60)
+      : null;
+  if (form.rhythm === 'interval' && intervalSeconds === null) {
+    return '';
+  }
+  return ruleText({
+    cron: form.rhythm === 'cron' ? form.cron : null,
+    interval_seconds: intervalSeconds,
+    window:
+      form.useWindow && form.windowStart && form.windowEnd
+        ? { start: form.windowStart, end: form.windowEnd }
+        : null,
+    timezone: form.timezone
+  });
+}

@@ -1,0 +1,272 @@
+/**
+ * The Schedules tab of the Jobs panel: each schedule with its rule in words, its next
+ * run, its status sentence and its last runs (each with a link to its job), and the
+ * buttons its status allows.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import * as React from 'react';
+
+import { formatTime } from './format';
+import { StatusBadge } from './jobsView';
+import { ISchedule, IScheduleRun } from './scheduleModels';
+import {
+  ruleText,
+  scheduleActions,
+  scheduleName,
+  scheduleStatusLine,
+  stopText
+} from './scheduleRule';
+import { SchedulesModel } from './schedulesModel';
+
+/**
+ * What the panel does for the schedule buttons (with confirmations) and job links.
+ */
+export interface IScheduleActions {
+  pause(schedule: ISchedule): void;
+  resume(schedule: ISchedule): void;
+  remove(schedule: ISchedule): void;
+  showJob(jobId: string): void;
+}
+
+export interface ISchedulesViewProps {
+  model: SchedulesModel;
+  actions: IScheduleActions;
+  trans: TranslationBundle;
+}
+
+function statusWord(status: ISchedule['status'], trans: TranslationBundle) {
+  switch (status) {
+    case 'ACTIVE':
+      return trans.__('Active');
+    case 'PAUSED':
+      return trans.__('Paused');
+    default:
+      return trans.__('Ended');
+  }
+}
+
+/**
+ * The list of the user's schedules.
+ */
+export function SchedulesView(props: ISchedulesViewProps): JSX.Element {
+  const { model, trans } = props;
+  return (
+    <div className="jp-JupyterToJob-schedules" data-testid="schedules">
+      <div className="jp-JupyterToJob-toolbar">
+        <button
+          type="button"
+          className="jp-JupyterToJob-button"
+          data-testid="schedules-refresh"
+          onClick={() => void model.refresh()}
+        >
+          {trans.__('Refresh')}
+        </button>
+        <span className="jp-JupyterToJob-count" data-testid="schedules-count">
+          {model.loaded && !model.message
+            ? trans._n('%1 schedule', '%1 schedules', model.schedules.length)
+            : ''}
+        </span>
+      </div>
+      {model.message && (
+        <div
+          className="jp-JupyterToJob-message"
+          role="alert"
+          data-testid="schedules-message"
+        >
+          {model.message}
+        </div>
+      )}
+      {model.actionError && (
+        <div
+          className="jp-JupyterToJob-message"
+          role="alert"
+          data-testid="schedule-action-error"
+        >
+          {model.actionError}
+        </div>
+      )}
+      {!model.loaded && (
+        <p className="jp-JupyterToJob-hint">
+          {trans.__('Loading your schedules…')}
+        </p>
+      )}
+      {model.loaded && !model.message && model.schedules.length === 0 && (
+        <p className="jp-JupyterToJob-empty" data-testid="schedules-empty">
+          {trans.__(
+            'You have no schedules. In the Run as Job dialog, tick “Repeat on a schedule” to run a notebook again and again.'
+          )}
+        </p>
+      )}
+      <ul className="jp-JupyterToJob-cards" aria-label={trans.__('Schedules')}>
+        {model.schedules.map(schedule => (
+          <ScheduleCard
+            key={schedule.schedule_id}
+            {...props}
+            schedule={schedule}
+          />
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+function ScheduleCard(
+  props: ISchedulesViewProps & { schedule: ISchedule }
+): JSX.Element {
+  const { model, actions, trans, schedule } = props;
+  const shown = scheduleActions(schedule);
+  const busy = model.busyId !== null;
+  const stops = stopText(schedule, model.now);
+  const highlighted = model.highlighted === schedule.schedule_id;
+  const ref = React.useRef<HTMLLIElement>(null);
+  React.useEffect(() => {
+    if (highlighted) {
+      ref.current?.scrollIntoView?.({ block: 'nearest' });
+    }
+  }, [highlighted]);
+  const name = scheduleName(schedule);
+  return (
+    <li
+      ref={ref}
+      className={
+        'jp-JupyterToJob-card' + (highlighted ? ' jp-mod-selected' : '')
+      }
+      data-testid="schedule"
+      data-schedule-id={schedule.schedule_id}
+      data-status={schedule.status}
+      aria-label={name}
+    >
+      <header className="jp-JupyterToJob-cardHeader">
+        <h3 className="jp-JupyterToJob-cardTitle">{name}</h3>
+        <span
+          className={`jp-JupyterToJob-badge jp-JupyterToJob-badge-${schedule.status.toLowerCase()}`}
+          data-testid="schedule-status-badge"
+        >
+          {statusWord(schedule.status, trans)}
+        </span>
+        <div className="jp-JupyterToJob-actions">
+          {shown.pause && (
+            <button
+              type="button"
+              className="jp-JupyterToJob-button"
+              data-testid="schedule-action-pause"
+              aria-label={trans.__('Pause “%1”', name)}
+              disabled={busy}
+              onClick={() => actions.pause(schedule)}
+            >
+              {trans.__('Pause')}
+            </button>
+          )}
+          {shown.resume && (
+            <button
+              type="button"
+              className="jp-JupyterToJob-button"
+              data-testid="schedule-action-resume"
+              aria-label={trans.__('Resume “%1”', name)}
+              disabled={busy}
+              onClick={() => actions.resume(schedule)}
+            >
+              {trans.__('Resume')}
+            </button>
+          )}
+          {shown.delete && (
+            <button
+              type="button"
+              className="jp-JupyterToJob-button jp-JupyterToJob-danger"
+              data-testid="schedule-action-delete"
+              aria-label={trans.__('Delete “%1”', name)}
+              disabled={busy}
+              onClick={() => actions.remove(schedule)}
+            >
+              {trans.__('Delete')}
+            </button>
+          )}
+        </div>
+      </header>
+      <p className="jp-JupyterToJob-statusLine" data-testid="schedule-status">
+        {scheduleStatusLine(schedule, model.now)}
+      </p>
+      <dl className="jp-JupyterToJob-facts">
+        <dt>{trans.__('Notebook')}</dt>
+        <dd data-testid="schedule-notebook">{schedule.job.input_path}</dd>
+        <dt>{trans.__('Runs')}</dt>
+        <dd data-testid="schedule-rule">{ruleText(schedule)}</dd>
+        <dt>{trans.__('Next run')}</dt>
+        <dd data-testid="schedule-next-run">
+          {schedule.status === 'ACTIVE'
+            ? formatTime(schedule.next_run_time, model.now)
+            : '—'}
+        </dd>
+        <dt>{trans.__('Runs so far')}</dt>
+        <dd data-testid="schedule-runs">
+          {schedule.max_runs
+            ? trans.__('%1 of %2', schedule.runs, schedule.max_runs)
+            : String(schedule.runs)}
+        </dd>
+        {stops && (
+          <>
+            <dt>{trans.__('Stops')}</dt>
+            <dd data-testid="schedule-stops">{stops}</dd>
+          </>
+        )}
+        {schedule.job.flavor && (
+          <>
+            <dt>{trans.__('Flavor')}</dt>
+            <dd>{schedule.job.flavor}</dd>
+          </>
+        )}
+      </dl>
+      {schedule.recent_runs.length > 0 && (
+        <div className="jp-JupyterToJob-runs">
+          <h4 className="jp-JupyterToJob-runsTitle">{trans.__('Last runs')}</h4>
+          <ul data-testid="schedule-recent-runs">
+            {schedule.recent_runs.map(run => (
+              <ScheduleRunItem
+                key={run.slot_time}
+                run={run}
+                now={model.now}
+                actions={actions}
+                trans={trans}
+              />
+            ))}
+          </ul>
+        </div>
+      )}
+    </li>
+  );
+}
+
+function ScheduleRunItem(props: {
+  run: IScheduleRun;
+  now: Date;
+  actions: IScheduleActions;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { run, now, actions, trans } = props;
+  return (
+    <li className="jp-JupyterToJob-run" data-testid="schedule-run">
+      <span className="jp-JupyterToJob-runTime">
+        {formatTime(run.slot_time, now)}
+      </span>
+      {run.outcome ? (
+        <StatusBadge status={run.outcome} />
+      ) : run.job_id ? (
+        <span className="jp-JupyterToJob-hint">{trans.__('running')}</span>
+      ) : null}
+      {run.job_id && (
+        <button
+          type="button"
+          className="jp-JupyterToJob-link"
+          data-testid="schedule-run-job"
+          data-job-id={run.job_id}
+          onClick={() => actions.showJob(run.job_id!)}
+        >
+          {trans.__('Show job')}
+        </button>
+      )}
+      {run.message && (
+        <span className="jp-JupyterToJob-runMessage">{run.message}</span>
+      )}
+    </li>
+  );
+}
