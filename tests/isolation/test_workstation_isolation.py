@@ -22,8 +22,8 @@ from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
 
 from ..support import until
 from ..support.hubprocess import RunningHub
+from ..support.kernels import KernelError, run_in_kernel
 from ..support.notebooks import notebook_json
-from .kernel import KernelError, run_in_kernel
 from .student import Student
 
 pytestmark = pytest.mark.integration

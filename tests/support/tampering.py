@@ -35,6 +35,12 @@ API_CASES = [
         400,
         "extra_resource_limits",
     ),
+    (
+        "an environment the profile does not offer",
+        {"profile": "ml101", "environment": "root-shell"},
+        400,
+        "ML101 offers no choice of environment",
+    ),
     ("a profile that is not a string", {"profile": ["ml101", "cv201"]}, 400, "profile"),
     ("a huge profile id", {"profile": "x" * 5000}, 400, "profile"),
     (
@@ -56,6 +62,12 @@ FORM_CASES = [
     ("a closed course", {"profile": "ml101-closed"}, 403, "cannot be started now"),
     ("an extra field", {"profile": "ml101", "gpu_fraction": "1"}, 400, "gpu_fraction"),
     ("two profiles at once", {"profile": ["ml101", "cpu"]}, 400, "profile"),
+    (
+        "an environment field the card did not offer",
+        {"profile": "ml101", "environment-ml101": "root-shell"},
+        400,
+        "offers no choice of environment",
+    ),
     ("a resource field in the form", {"profile": "ml101", "cpu_limit": "64"}, 400, "cpu_limit"),
 ]
 
