@@ -77,8 +77,9 @@ MAX_PIPELINE_NAME = 255
 PIPELINE_ID_VARIABLE = "JUPYTER_TO_JOB_PIPELINE_ID"
 PIPELINE_STAGE_VARIABLE = "JUPYTER_TO_JOB_PIPELINE_STAGE"
 
-Admit = Callable[[CreateJob], tuple[CreateJob, str | None]]
-"""Checks one job as a job create is checked: the job as admitted, and its working folder."""
+Admit = Callable[[CreateJob, int, int], tuple[CreateJob, str | None]]
+"""Checks job ``(request, stage index, job index)`` as a job create is checked: the job as
+admitted, and the folder it runs in."""
 
 
 def utcnow() -> datetime:
@@ -549,7 +550,7 @@ class Pipelines(LoggingConfigurable):
             for job_index, job in enumerate(stage.jobs):
                 job_request = request.job_request(stage_index, job_index)
                 if admit is not None:
-                    job_request, working_dir = admit(job_request)
+                    job_request, working_dir = admit(job_request, stage_index, job_index)
                 elif source_root is not None:
                     parent = PurePosixPath(job.input_path).parent.parts
                     working_dir = os.path.join(os.fspath(source_root), *parent)

@@ -44,6 +44,8 @@ from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
 from ..metrics import service_registry
 from ..notifications import JobNotifier
+from ..pipelines import Pipelines
+from ..pipelines_api import PipelinesAPI
 from ..rest import CREATE_BODY_SLACK
 from ..schedules import Scheduler
 from ..schedules_api import SchedulesAPI
@@ -86,7 +88,15 @@ class JobServiceApp(Application):
     name = "jupyter-to-job-service"
     description = "The hub-managed service that runs notebooks as jobs for JupyterHub users."
     version = __version__
-    classes = [GPUAdmission, JobManager, JobNotifier, Scheduler, LocalExecutor, HubAuth]
+    classes = [
+        GPUAdmission,
+        JobManager,
+        JobNotifier,
+        Scheduler,
+        Pipelines,
+        LocalExecutor,
+        HubAuth,
+    ]
 
     config_file = Unicode(
         "",
@@ -364,11 +374,16 @@ class JobServiceApp(Application):
         return api, manager, hub_auth
 
     def make_web_app(
-        self, api: JobsAPI, hub_auth: HubAuth, schedules: SchedulesAPI | None = None
+        self,
+        api: JobsAPI,
+        hub_auth: HubAuth,
+        schedules: SchedulesAPI | None = None,
+        pipelines: PipelinesAPI | None = None,
     ) -> web.Application:
         handlers = service_handlers(
             self.base_url,
             schedules=schedules,
+            pipelines=pipelines,
             api=api,
             hub_auth=hub_auth,
             access_scopes={access_scope(self.service_name)},
@@ -438,7 +453,12 @@ class JobServiceApp(Application):
         # the next start: see jupyter_to_job.schedules).
         scheduler = Scheduler(parent=self, manager=manager)
         scheduler.start()
-        web_app = self.make_web_app(api, hub_auth, SchedulesAPI(api, scheduler))
+        # Pipelines too: unfinished ones go on from where the database says they are.
+        pipelines = Pipelines(parent=self, manager=manager)
+        pipelines.start()
+        web_app = self.make_web_app(
+            api, hub_auth, SchedulesAPI(api, scheduler), PipelinesAPI(api, pipelines)
+        )
         try:
             # The previous instance may still be letting go of the port (its hub died).
             server = await listen_when_free(
@@ -453,6 +473,7 @@ class JobServiceApp(Application):
             if follow_cluster is not None:
                 follow_cluster.cancel()
             await scheduler.stop()
+            await pipelines.close()
             await manager.shutdown(stop_jobs=False)
             raise
         self.log.info(
@@ -465,6 +486,7 @@ class JobServiceApp(Application):
             if follow_cluster is not None:
                 follow_cluster.cancel()
             await scheduler.stop()
+            await pipelines.close()
             # Jobs keep running: the next start adopts them.
             await manager.shutdown(stop_jobs=False)
             self.log.info("Jupyter to Job service stopped; running jobs continue")

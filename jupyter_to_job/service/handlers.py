@@ -26,6 +26,11 @@ Route (under ``/services/<name>/``)    Method  What
 ``api/schedules/{id}``                 GET     describe one of one's own schedules
 ``api/schedules/{id}``                 PATCH   ``{"status": "PAUSED"|"ACTIVE"}``
 ``api/schedules/{id}``                 DELETE  delete (the jobs it started stay)
+``api/pipelines``                      GET     the caller's pipelines
+``api/pipelines``                      POST    create (CreatePipeline fields + ``notebooks``)
+``api/pipelines/{id}``                 GET     describe one of one's own pipelines
+``api/pipelines/{id}``                 PATCH   ``{"status": "STOPPED"}``
+``api/pipelines/{id}``                 DELETE  delete a finished one (its jobs stay)
 ``api/flavors``                        GET     the caller's flavors
 ``api/config``                         GET     mode and features
 ``api/health``                         GET     ``{"status": "ok"}``, anonymous
@@ -55,6 +60,7 @@ from ..output_uploads import (
     OutputUpload,
     upload_token_valid,
 )
+from ..pipelines_api import PipelinesAPI
 from ..rest import (
     CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
@@ -77,6 +83,7 @@ log = logging.getLogger("jupyter_to_job.service")
 
 JOB_ID = r"(?P<job_id>[^/]+)"
 SCHEDULE_ID = r"(?P<schedule_id>[^/]+)"
+PIPELINE_ID = r"(?P<pipeline_id>[^/]+)"
 DOWNLOAD_CHUNK = 256 * 1024
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -398,6 +405,64 @@ class ScheduleHandler(ScheduleHandlerMixin, JobBodyHandler):
         self.finish()
 
 
+class PipelineHandlerMixin:
+    """The pipeline handlers' ``self.pipelines``; a 404 where the service runs none."""
+
+    _pipelines: PipelinesAPI | None = None
+
+    def initialize(  # type: ignore[override]
+        self, pipelines: PipelinesAPI | None = None, **kwargs: Any
+    ) -> None:
+        super().initialize(**kwargs)  # type: ignore[misc]
+        self._pipelines = pipelines
+
+    @property
+    def pipelines(self) -> PipelinesAPI:
+        if self._pipelines is None:
+            raise ApiError(404, "This job service runs no pipelines.", "not-found")
+        return self._pipelines
+
+
+class PipelinesHandler(PipelineHandlerMixin, JobBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        # All the pipeline's notebooks together are bounded by the notebook limit.
+        if self.request.method != "POST":
+            return None
+        limit = self.api.max_notebook_bytes
+        return limit + CREATE_BODY_SLACK, too_large("The notebooks of the pipeline", limit)
+
+    @web.authenticated
+    async def get(self) -> None:
+        self.write_model(self.pipelines.list_pipelines(self.caller))
+
+    @web.authenticated
+    async def post(self) -> None:
+        result = await self.pipelines.create_pipeline(self.caller, self.request_body())
+        self.write_model(result, 201)
+
+
+class PipelineHandler(PipelineHandlerMixin, JobBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PATCH":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+
+    @web.authenticated
+    async def get(self, pipeline_id: str) -> None:
+        self.write_model(self.pipelines.describe(self.caller, pipeline_id))
+
+    @web.authenticated
+    async def patch(self, pipeline_id: str) -> None:
+        updated = await self.pipelines.update(self.caller, pipeline_id, self.request_body())
+        self.write_model(updated)
+
+    @web.authenticated
+    async def delete(self, pipeline_id: str) -> None:
+        self.pipelines.delete(self.caller, pipeline_id)
+        self.set_status(204)
+        self.finish()
+
+
 class FlavorsHandler(JobServiceHandler):
     @web.authenticated
     async def get(self) -> None:
@@ -447,13 +512,16 @@ def service_handlers(
     *,
     metrics: CollectorRegistry | None = None,
     schedules: SchedulesAPI | None = None,
+    pipelines: PipelinesAPI | None = None,
     **kwargs: Any,
 ) -> list[tuple[str, type, dict[str, Any]]]:
     """The routes under ``prefix`` (``/services/jupyter-to-job/``), each with ``kwargs``;
     ``metrics``: the service's registry of job metrics, served at ``metrics``;
-    ``schedules``: the schedule API (None: ``api/schedules`` answers 404)."""
+    ``schedules``: the schedule API (None: ``api/schedules`` answers 404);
+    ``pipelines``: the pipeline API (None: ``api/pipelines`` answers 404)."""
     base = prefix.rstrip("/") + "/api"
     with_schedules = {**kwargs, "schedules": schedules}
+    with_pipelines = {**kwargs, "pipelines": pipelines}
     return [
         (prefix.rstrip("/") + "/metrics", MetricsHandler, {**kwargs, "registry": metrics}),
         (f"{base}/jobs", JobsHandler, kwargs),
@@ -464,6 +532,8 @@ def service_handlers(
         (f"{base}/notification-settings", NotificationSettingsHandler, kwargs),
         (f"{base}/schedules", SchedulesHandler, with_schedules),
         (f"{base}/schedules/{SCHEDULE_ID}", ScheduleHandler, with_schedules),
+        (f"{base}/pipelines", PipelinesHandler, with_pipelines),
+        (f"{base}/pipelines/{PIPELINE_ID}", PipelineHandler, with_pipelines),
         (f"{base}/flavors", FlavorsHandler, kwargs),
         (f"{base}/config", ConfigHandler, kwargs),
         (f"{base}/health", HealthHandler, {}),

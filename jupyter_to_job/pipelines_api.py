@@ -1,0 +1,133 @@
+"""The pipeline API behind the REST handlers (``api/pipelines``): each person's own pipelines.
+
+A pipeline is its owner's alone: another person's answers 404, as if it did not exist, and
+is never changed. Creating one needs what creating its jobs needs: each job is checked by
+:meth:`JobsAPI.admitted_request <jupyter_to_job.jobs_api.JobsAPI.admitted_request>` when the
+pipeline is made (a flavor the caller may use now, a deadline the flavor allows), and is
+admitted again by the manager's capacity hook when its stage starts (see
+:mod:`jupyter_to_job.pipelines`). A wrong job is a 4xx whose sentence names its stage and
+place (``stages.1.jobs.0.flavor``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from .access import Access, Caller
+from .jobs_api import JobsAPI
+from .models import CreateJob, FieldProblem
+from .pipelines import (
+    CreatePipeline,
+    DescribePipeline,
+    ListPipelinesResponse,
+    Pipelines,
+    UpdatePipeline,
+)
+from .rest import ApiError, check_notebook, json_object, too_large, validation_error
+
+_REFUSED_FIELD = {"deadline-too-long": "deadline_seconds", "webhook-secret-missing": "notify"}
+"""The job field a refusal of JobsAPI.admitted_request is about (else its flavor)."""
+
+
+def parse_pipeline(data: dict[str, Any]) -> CreatePipeline:
+    """A CreatePipeline from a request's JSON, or a 400 naming every wrong field."""
+    try:
+        return CreatePipeline.model_validate(data)
+    except ValidationError as error:
+        raise validation_error(error, "pipeline") from None
+
+
+class PipelinesAPI:
+    """Pipeline operations for identified callers; raises :class:`ApiError` and job errors."""
+
+    def __init__(self, jobs: JobsAPI, pipelines: Pipelines):
+        self.jobs = jobs
+        self.pipelines = pipelines
+
+    def _owner(self, caller: Caller, level: Access) -> str:
+        """The caller's name, when they may read (or change) their own pipelines."""
+        if not caller.holds(level) or not caller.is_user:
+            raise ApiError(
+                403,
+                "Pipelines are each user's own: use a token of the user whose pipelines these "
+                "are, with the scope on their own jobs.",
+                "users-only",
+            )
+        return caller.name
+
+    async def create_pipeline(self, caller: Caller, body: bytes) -> DescribePipeline:
+        """``POST api/pipelines``: CreatePipeline fields plus ``notebooks`` (each job's
+        notebook JSON by its ``input_path``)."""
+        self._owner(caller, Access.WRITE)
+        data = json_object(body)
+        notebooks = data.pop("notebooks", None)
+        if len(body) - len(json.dumps(data)) > self.jobs.max_notebook_bytes:
+            raise too_large("The notebooks", self.jobs.max_notebook_bytes)
+        request = parse_pipeline(data)
+        if not isinstance(notebooks, dict):
+            raise ApiError(
+                400,
+                "The request carries no notebooks: send each job's notebook as "
+                "'notebooks': {\"<input_path>\": <notebook JSON>}.",
+                "invalid",
+            )
+        checked: dict[str, dict[str, Any]] = {}
+        for stage in request.stages:
+            for job in stage.jobs:
+                if job.input_path not in notebooks:
+                    raise ApiError(
+                        400,
+                        f"The request carries no notebook for {job.input_path!r} (stage "
+                        f"{stage.name!r}); send it in 'notebooks'.",
+                        "invalid",
+                    )
+                checked[job.input_path] = check_notebook(notebooks[job.input_path], job.input_path)
+        return await self.create(caller, request, checked)
+
+    async def create(
+        self, caller: Caller, request: CreatePipeline, notebooks: dict[str, dict[str, Any]]
+    ) -> DescribePipeline:
+        """Check every job as a job create is checked, then save and start the pipeline."""
+        self._owner(caller, Access.WRITE)
+
+        def admit(job: CreateJob, stage_index: int, job_index: int) -> tuple[CreateJob, str | None]:
+            field = f"stages.{stage_index}.jobs.{job_index}"
+            stage = request.stages[stage_index]
+            label = stage.jobs[job_index].label
+            try:
+                return self.jobs.admitted_request(caller, job)
+            except ApiError as refusal:
+                where = f"{field}.{_REFUSED_FIELD.get(refusal.reason, 'flavor')}"
+                raise ApiError(
+                    refusal.status,
+                    f"Stage {stage.name!r}, job {label!r}: {refusal.message}",
+                    refusal.reason,
+                    errors=[FieldProblem(field=where, message=refusal.message)],
+                ) from None
+
+        return await self.pipelines.create(caller.name, request, notebooks=notebooks, admit=admit)
+
+    def list_pipelines(self, caller: Caller) -> ListPipelinesResponse:
+        """``GET api/pipelines``: the caller's pipelines, newest first."""
+        owner = self._owner(caller, Access.READ)
+        return ListPipelinesResponse(pipelines=self.pipelines.list_pipelines(owner))
+
+    def describe(self, caller: Caller, pipeline_id: str) -> DescribePipeline:
+        return self.pipelines.describe(pipeline_id, owner=self._owner(caller, Access.READ))
+
+    async def update(self, caller: Caller, pipeline_id: str, body: bytes) -> DescribePipeline:
+        """``PATCH api/pipelines/<id>``: ``{"status": "STOPPED"}`` stops it."""
+        owner = self._owner(caller, Access.WRITE)
+        self.pipelines.describe(pipeline_id, owner=owner)  # another's: 404 before the body
+        try:
+            UpdatePipeline.model_validate(json_object(body))
+        except ValidationError as error:
+            raise validation_error(error, "pipeline change") from None
+        return await self.pipelines.stop(pipeline_id, owner=owner)
+
+    def delete(self, caller: Caller, pipeline_id: str) -> None:
+        """``DELETE api/pipelines/<id>``: a finished pipeline goes; its jobs stay."""
+        self.pipelines.delete(pipeline_id, owner=self._owner(caller, Access.WRITE))
