@@ -450,6 +450,44 @@ class ApiServer:
             "code": 201,
         }
 
+    def evict(self, namespace: str, name: str, body: Any) -> Object:
+        """POST pods/{name}/eviction (policy/v1 Eviction), as the API server's eviction REST
+        does with no PodDisruptionBudget in the way (none are served here): a pod that has
+        not ended gets the condition DisruptionTarget (reason EvictionByEvictionAPI) and is
+        then deleted with the Eviction's deleteOptions; an ended pod is only deleted."""
+        eviction = body if isinstance(body, dict) else {}
+        meta = eviction.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise errors.ApiError(
+                400, "BadRequest", "name in URL does not match name in Eviction object", {}
+            )
+        pod = self.get(POD, namespace, name)
+        options = dict(eviction.get("deleteOptions") or {})
+        options.pop("kind", None)
+        options.pop("apiVersion", None)
+        terminal = pod["status"].get("phase") in ("Succeeded", "Failed")
+        if not terminal and not pod["metadata"].get("deletionTimestamp"):
+            marked = copy.deepcopy(pod)
+            conditions = [
+                c
+                for c in marked["status"].get("conditions") or []
+                if c["type"] != "DisruptionTarget"
+            ]
+            conditions.append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": rfc3339(),
+                    "reason": "EvictionByEvictionAPI",
+                    "message": "Eviction API: evicting",
+                }
+            )
+            marked["status"]["conditions"] = conditions
+            self._store_update(POD, marked)
+        self.delete(POD, namespace, name, options)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+
     # --- delete -------------------------------------------------------------------------
 
     def delete(

@@ -130,7 +130,12 @@ def prepare_for_create(kind: str, obj: dict[str, Any], uid: str) -> None:
         spec.setdefault("backoffLimit", 6)
         spec.setdefault("completionMode", "NonIndexed")
         spec.setdefault("suspend", False)
-        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        # Failed is the only value allowed with a pod failure policy, and its default then.
+        policy = spec.get("podFailurePolicy")
+        spec.setdefault("podReplacementPolicy", "Failed" if policy else "TerminatingOrFailed")
+        for rule in (policy or {}).get("rules") or []:
+            for pattern in rule.get("onPodConditions") or []:
+                pattern.setdefault("status", "True")
         if not spec.get("manualSelector"):
             spec.pop("manualSelector", None)
         template = spec.setdefault("template", {})

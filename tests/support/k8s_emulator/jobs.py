@@ -5,7 +5,12 @@ which the API server extended with job-name and controller-uid, an ownerReferenc
 controller=true and the ``batch.kubernetes.io/job-tracking`` finalizer), counts finished
 pods into status.succeeded/failed before releasing their finalizer, replaces failed pods
 until ``backoffLimit`` is exceeded, fails Jobs past ``activeDeadlineSeconds``, deletes the
-pods of suspended Jobs, sets the conditions of Kubernetes 1.31+ (SuccessCriteriaMet then
+pods of suspended Jobs, applies ``podFailurePolicy`` to each failed pod as Kubernetes does
+(:func:`match_pod_failure_policy`: rules in order, the first match wins; ``FailJob`` fails
+the Job at once with reason PodFailurePolicy, ``Ignore`` replaces the pod without counting
+it toward ``backoffLimit``, ``Count`` and no match count it) and, with a pod failure policy
+or ``podReplacementPolicy: Failed``, counts and replaces a deleted pod only once it has
+reached a terminal phase (so the policy sees its final state), sets the conditions of Kubernetes 1.31+ (SuccessCriteriaMet then
 Complete; FailureTarget then Failed, once no pod is still running), and deletes finished
 Jobs ``ttlSecondsAfterFinished`` after they finished (with Foreground propagation, as the
 real TTL controller does). It acts only through the API.
@@ -33,6 +38,69 @@ _MESSAGES = {
     "DeadlineExceeded": "Job was active longer than specified deadline",
     "CompletionsReached": "Reached expected number of succeeded pods",
 }
+
+
+def match_pod_failure_policy(
+    policy: Object | None, pod: Object
+) -> tuple[str | None, bool, str | None]:
+    """What a Job's ``podFailurePolicy`` says of a failed pod, as the Job controller's
+    ``matchPodFailurePolicy`` does: ``(message, count it as failed, action)``. The rules are
+    tried in order and the first that matches decides; no match counts the pod (action
+    None). ``onExitCodes`` looks at the terminated containers (init containers first) with
+    a non-zero exit code; ``onPodConditions`` at the pod's conditions, type and status."""
+    namespace, name = pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
+    status = pod.get("status") or {}
+    containers = (status.get("initContainerStatuses") or []) + (
+        status.get("containerStatuses") or []
+    )
+    for index, rule in enumerate((policy or {}).get("rules") or []):
+        action = rule.get("action")
+        message = None
+        if "onExitCodes" in rule and rule["onExitCodes"] is not None:
+            requirement = rule["onExitCodes"]
+            for container in containers:
+                terminated = (container.get("state") or {}).get("terminated")
+                if not terminated or terminated.get("exitCode", 0) == 0:
+                    continue
+                wanted = requirement.get("containerName")
+                if wanted and wanted != container["name"]:
+                    continue
+                code = terminated["exitCode"]
+                inside = code in (requirement.get("values") or [])
+                if inside == (requirement.get("operator") == "In"):
+                    message = (
+                        f"Container {container['name']} for pod {namespace}/{name} failed with "
+                        f"exit code {code} matching {action} rule at index {index}"
+                    )
+                    break
+        else:
+            for condition in status.get("conditions") or []:
+                if any(
+                    condition.get("type") == pattern.get("type")
+                    and condition.get("status") == pattern.get("status", "True")
+                    for pattern in rule.get("onPodConditions") or []
+                ):
+                    message = (
+                        f"Pod {namespace}/{name} has condition {condition['type']} matching "
+                        f"{action} rule at index {index}"
+                    )
+                    break
+        if message is None:
+            continue
+        if action == "FailJob":
+            return message, True, action
+        if action == "Ignore":
+            return None, False, action
+        if action == "Count":
+            return None, True, action
+        # Unknown actions are skipped, as clients are told to.
+    return None, True, None
+
+
+def replaces_only_failed(job: Object) -> bool:
+    """Whether the Job waits for a deleted pod to end before counting and replacing it."""
+    spec = job["spec"]
+    return spec.get("podReplacementPolicy") == "Failed" or bool(spec.get("podFailurePolicy"))
 
 
 def _controller_uid(pod: Object) -> str | None:
@@ -247,9 +315,13 @@ class JobController:
         counted = self._counted.setdefault(uid, set())
         uncounted = self._uncounted.setdefault(uid, {"succeeded": set(), "failed": set()})
         newly_counted = []
+        only_failed = replaces_only_failed(job)
+        policy_failure: str | None = None
         for pod in pods:
             pod_uid, phase = pod["metadata"]["uid"], pod["status"].get("phase")
-            finished = phase in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp")
+            finished = phase in ("Succeeded", "Failed") or (
+                not only_failed and pod["metadata"].get("deletionTimestamp")
+            )
             if (
                 not finished
                 or pod_uid in counted
@@ -261,7 +333,13 @@ class JobController:
             if phase == "Succeeded":
                 uncounted["succeeded"].add(pod_uid)
             elif pod_uid not in self._deleted_by_controller:
-                uncounted["failed"].add(pod_uid)
+                message, count, action = (None, True, None)
+                if phase == "Failed" and spec.get("podFailurePolicy"):
+                    message, count, action = match_pod_failure_policy(spec["podFailurePolicy"], pod)
+                if action == "FailJob" and policy_failure is None:
+                    policy_failure = message
+                if count:
+                    uncounted["failed"].add(pod_uid)
         succeeded = status.get("succeeded", 0) + len(uncounted["succeeded"])
         failed = status.get("failed", 0) + len(uncounted["failed"])
         active = [
@@ -276,6 +354,8 @@ class JobController:
             if p["status"].get("phase") not in ("Succeeded", "Failed")
             and p["metadata"].get("deletionTimestamp")
         ]
+        # Pods deleted but not ended yet: replaced only once they end, with only_failed.
+        replacing = len(terminating) if only_failed else 0
         conditions = list(status.get("conditions") or [])
         moment = rfc3339()
 
@@ -317,13 +397,17 @@ class JobController:
                 deadline = spec.get("activeDeadlineSeconds")
                 elapsed = (now() - parse(status["startTime"])).total_seconds()
                 reason = None
-                if failed > spec.get("backoffLimit", 6):
+                message = None
+                if policy_failure is not None:
+                    reason, message = "PodFailurePolicy", policy_failure
+                elif failed > spec.get("backoffLimit", 6):
                     reason = "BackoffLimitExceeded"
                 elif deadline is not None and elapsed >= deadline:
                     reason = "DeadlineExceeded"
                 if reason:
-                    add_condition("FailureTarget", reason, _MESSAGES[reason])
-                    events.append((reason, _MESSAGES[reason], "Warning"))
+                    message = message or _MESSAGES[reason]
+                    add_condition("FailureTarget", reason, message)
+                    events.append((reason, message, "Warning"))
                     to_delete = active
                 elif succeeded >= spec.get("completions", 1):
                     add_condition(
@@ -331,9 +415,11 @@ class JobController:
                     )
                     to_delete = active
                 else:
-                    wanted = min(
-                        spec.get("parallelism", 1), spec.get("completions", 1) - succeeded
-                    ) - len(active)
+                    wanted = (
+                        min(spec.get("parallelism", 1), spec.get("completions", 1) - succeeded)
+                        - len(active)
+                        - replacing
+                    )
                     if wanted > 0:
                         recently_failed = bool(newly_counted) and failed > status.get("failed", 0)
                         if recently_failed and self.backoff_delay:

@@ -94,7 +94,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         kind="Pod",
         namespaced=True,
         short_names=("po",),
-        subresources=("status", "log", "binding", "exec"),
+        subresources=("status", "log", "binding", "eviction", "exec"),
         field_labels=POD_FIELDS,
         returns_deleted_object=True,
         has_status=True,
@@ -329,6 +329,7 @@ _SUBRESOURCE_VERBS = {
     "status": (["get", "patch", "update"], None),
     "log": (["get"], None),
     "binding": (["create"], "Binding"),
+    "eviction": (["create"], "Eviction"),
     "exec": (["create", "get"], "PodExecOptions"),
     "finalize": (["update"], None),
 }

@@ -2,7 +2,7 @@
 
 Paths: discovery (/api, /apis, /apis/{group}, /api/v1, /apis/{group}/{version}, /version),
 collections (/api/v1/pods, /api/v1/namespaces/{ns}/pods, also under /watch/), objects and
-their subresources (status, binding, log, finalize). Authentication is not checked.
+their subresources (status, binding, eviction, log, finalize). Authentication is not checked.
 """
 
 from __future__ import annotations
@@ -274,6 +274,8 @@ class ApiHandler(web.RequestHandler):
             self._reply(self.api.create(rt, route.namespace, self._body(), self._dry_run()), 201)
         elif route.subresource == "binding" and rt is POD:
             self._reply(self.api.bind(route.namespace or "", route.name, self._body()), 201)
+        elif route.subresource == "eviction" and rt is POD:
+            self._reply(self.api.evict(route.namespace or "", route.name, self._body()), 201)
         else:
             raise errors.method_not_allowed(
                 f"the server does not allow this method on the requested resource (post {rt.plural})"

@@ -271,6 +271,140 @@ def _non_negative(spec: dict[str, Any], key: str, path: str, positive: bool = Fa
     return []
 
 
+_POLICY_ACTIONS = ("Count", "FailIndex", "FailJob", "Ignore")
+_EXIT_CODE_OPERATORS = ("In", "NotIn")
+_CONDITION_STATUSES = ("False", "True", "Unknown")
+
+
+def _one_of(value: Any, supported: tuple[str, ...], path: str) -> Causes:
+    """Required, and one of ``supported`` (the API server's Required / NotSupported)."""
+    if not value:
+        listed = " ".join(f'"{item}"' for item in supported)
+        return [(path, f"Required value: valid values: [{listed}]")]
+    if value not in supported:
+        listed = ", ".join(f'"{item}"' for item in supported)
+        return [(path, f'Unsupported value: "{value}": supported values: {listed}')]
+    return []
+
+
+def _validate_exit_codes(requirement: dict[str, Any], path: str, containers: set[str]) -> Causes:
+    causes = _one_of(requirement.get("operator"), _EXIT_CODE_OPERATORS, f"{path}.operator")
+    name = requirement.get("containerName")
+    if name is not None and name not in containers:
+        causes.append(
+            (
+                f"{path}.containerName",
+                f'Invalid value: "{name}": must be one of the container or initContainer names '
+                "in the pod template",
+            )
+        )
+    values = requirement.get("values") or []
+    if not values:
+        causes.append(
+            (f"{path}.values", "Invalid value: []int32(nil): at least one value is required")
+        )
+    elif len(values) > 255:
+        causes.append((f"{path}.values", f"Too many: {len(values)}: must have at most 255 items"))
+    else:
+        seen: set[int] = set()
+        for j, value in enumerate(values):
+            if requirement.get("operator") == "In" and value == 0:
+                causes.append(
+                    (f"{path}.values[{j}]", "Invalid value: 0: must not be 0 for the In operator")
+                )
+            if value in seen:
+                causes.append((f"{path}.values[{j}]", f"Duplicate value: {value}"))
+            seen.add(value)
+        if values != sorted(values):
+            listed = ", ".join(str(v) for v in values)
+            causes.append(
+                (f"{path}.values", f"Invalid value: []int32{{{listed}}}: must be ordered")
+            )
+    return causes
+
+
+def _validate_pod_failure_policy(spec: dict[str, Any], path: str) -> Causes:
+    """``spec.podFailurePolicy`` as the API server validates it (and what it requires of the
+    template and of ``podReplacementPolicy``)."""
+    policy = spec["podFailurePolicy"]
+    template = (spec.get("template") or {}).get("spec") or {}
+    containers = {
+        c.get("name", "")
+        for c in (template.get("containers") or []) + (template.get("initContainers") or [])
+    }
+    causes: Causes = []
+    rules = policy.get("rules") or []
+    if len(rules) > 20:
+        causes.append((f"{path}.rules", f"Too many: {len(rules)}: must have at most 20 items"))
+    for i, rule in enumerate(rules):
+        rule_path = f"{path}.rules[{i}]"
+        action = rule.get("action")
+        if action == "FailIndex" and spec.get("backoffLimitPerIndex") is None:
+            causes.append(
+                (
+                    f"{rule_path}.action",
+                    'Invalid value: "FailIndex": requires the backoffLimitPerIndex to be set',
+                )
+            )
+        else:
+            causes += _one_of(action, _POLICY_ACTIONS, f"{rule_path}.action")
+        exit_codes = rule.get("onExitCodes")
+        conditions = rule.get("onPodConditions") or []
+        if exit_codes is not None:
+            causes += _validate_exit_codes(exit_codes, f"{rule_path}.onExitCodes", containers)
+        if len(conditions) > 20:
+            causes.append(
+                (
+                    f"{rule_path}.onPodConditions",
+                    f"Too many: {len(conditions)}: must have at most 20 items",
+                )
+            )
+        for j, pattern in enumerate(conditions):
+            pattern_path = f"{rule_path}.onPodConditions[{j}]"
+            causes += _qualified_key(pattern.get("type") or "", f"{pattern_path}.type")
+            causes += _one_of(pattern.get("status"), _CONDITION_STATUSES, f"{pattern_path}.status")
+        if exit_codes is not None and conditions:
+            causes.append(
+                (
+                    rule_path,
+                    "Invalid value: specifying both OnExitCodes and OnPodConditions is not supported",
+                )
+            )
+        if exit_codes is None and not conditions:
+            causes.append(
+                (
+                    rule_path,
+                    "Invalid value: specifying one of OnExitCodes and OnPodConditions is required",
+                )
+            )
+    restart = template.get("restartPolicy")
+    if restart != "Never":
+        causes.append(
+            (
+                "spec.template.spec.restartPolicy",
+                f'Invalid value: "{restart}": only "Never" is supported when podFailurePolicy is '
+                "specified",
+            )
+        )
+    return causes
+
+
+def _validate_pod_replacement_policy(spec: dict[str, Any]) -> Causes:
+    value = spec.get("podReplacementPolicy")
+    if value is None:
+        return []
+    supported = ("Failed",) if spec.get("podFailurePolicy") else ("Failed", "TerminatingOrFailed")
+    if value not in supported:
+        listed = ", ".join(f'"{item}"' for item in supported)
+        return [
+            (
+                "spec.podReplacementPolicy",
+                f'Unsupported value: "{value}": supported values: {listed}',
+            )
+        ]
+    return []
+
+
 def validate(rt: ResourceType, obj: dict[str, Any]) -> Causes:
     """Validation on create (and again on update) for the kinds that have rules here."""
     causes = validate_metadata(rt, obj.get("metadata") or {})
@@ -293,6 +427,9 @@ def validate(rt: ResourceType, obj: dict[str, Any]) -> Causes:
         for key in ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"):
             causes += _non_negative(spec, key, "spec")
         causes += _non_negative(spec, "activeDeadlineSeconds", "spec", positive=True)
+        if spec.get("podFailurePolicy") is not None:
+            causes += _validate_pod_failure_policy(spec, "spec.podFailurePolicy")
+        causes += _validate_pod_replacement_policy(spec)
         if spec.get("completionMode", "NonIndexed") not in ("NonIndexed", "Indexed"):
             causes.append(
                 (
@@ -366,7 +503,7 @@ def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
     if rt.kind == "Pod":
         causes.extend(_only_deleted_scheduling_gates(old_spec, new_spec))
     if rt.kind == "Job":
-        for key in ("selector", "template", "completionMode"):
+        for key in ("selector", "template", "completionMode", "podFailurePolicy"):
             if old_spec.get(key) != new_spec.get(key):
                 causes.append((f"spec.{key}", "Invalid value: field is immutable"))
     return causes
