@@ -48,6 +48,7 @@ from .policy import (
     seats_left,
 )
 from .policy.entitlements import Entitlement
+from .policy.instructors import taught_courses
 from .spawn_page import ProfileCard, render_profile_cards
 
 STATE_VERSION = 1
@@ -455,6 +456,13 @@ class CourseProfilesMixin(LoggingConfigurable):
         self._allocation = None
         self._holder = None
         self._grant = None
+
+    def teaches_a_course(self) -> bool:
+        """True when this user teaches a course of the catalog in force (the catalog's
+        instructors and instructor groups, the user's groups now) or is an admin: the
+        hub's home page then links to the course page (``templates/home.html``)."""
+        catalog = self.admission.catalog_in_force()
+        return catalog is not None and bool(taught_courses(catalog, self.identity()))
 
     def running_server(self) -> RunningServer | None:
         """What the hub's home page says of this server (``templates/home.html``): its

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .policy.catalog import SoftwareEnvironment
+from .policy.course_overrides import course_overrides
 from .policy.entitlements import Entitlement, ProfileKind
 from .policy.environments import unmet_requirement
 from .policy.share import GPUDevice
@@ -81,6 +82,8 @@ class ProfileCard:
     """The time zone the card's times are in: "CET (Europe/Zurich)"; empty without times."""
     stops: str = ""
     """When a server started now is stopped (class end plus grace), as a clock time."""
+    course_notice: str = ""
+    """The notice the course's instructors posted on the course page, if any."""
     environments: tuple[EnvironmentOption, ...] = ()
     """The environments to choose from (the first is the default); empty: no choice."""
 
@@ -140,6 +143,7 @@ class ProfileCard:
             budget_exhausted=budget_exhausted,
             zone=_zone_of(entitlement),
             stops=_stop_time(entitlement),
+            course_notice=_course_notice(entitlement),
             environments=tuple(EnvironmentOption.build(e, matching) for e in profile.environments),
         )
 
@@ -166,6 +170,12 @@ def _stop_time(entitlement: Entitlement) -> str:
     if course is None or end is None or not entitlement.available:
         return ""
     return f"{end.astimezone(course.course_schedule.timezone):%H:%M}"
+
+
+def _course_notice(entitlement: Entitlement) -> str:
+    """The notice of a course card (posted by its instructors on the course page)."""
+    course = entitlement.profile.course
+    return course_overrides(course).notice if course is not None else ""
 
 
 def _in_class(card: ProfileCard) -> bool:

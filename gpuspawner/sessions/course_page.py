@@ -61,6 +61,11 @@ log = logging.getLogger("gpuspawner.sessions.course_page")
 
 DAYS_SHOWN = 14
 FLASH_COOKIE = "course-page-message"
+TIMING_HELP = {
+    "lead_time": "students may start their servers this long before class",
+    "grace": "servers keep running this long after class",
+    "prewarm": "the hub starts students' servers this long before class (0: it does not)",
+}
 ACTIONS = ("cancel", "restore", "extra", "remove-extra", "timing", "notice", "extend", "stop")
 
 
@@ -132,6 +137,7 @@ def course_view(
             {
                 "name": name,
                 "label": TIMING_WORDS[name].capitalize(),
+                "help": TIMING_HELP[name],
                 "minutes": int(value.total_seconds() // 60) if value else 0,
                 "changed": overrides.timing(name) is not None,
                 "min": int(allowed.min.total_seconds() // 60) if allowed else None,

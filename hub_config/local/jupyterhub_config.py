@@ -133,6 +133,8 @@ NO_ISOLATION = (
 c.JupyterHub.template_vars = {"announcement": NO_ISOLATION, "reclaim_service": "course-sessions"}
 # A link to the GPU map page on the home page (templates/home.html).
 c.JupyterHub.template_vars["gpu_map_service"] = "course-sessions"
+# ... and, for people who teach, to the course page (the service's courses).
+c.JupyterHub.template_vars["course_page_service"] = "course-sessions"
 
 # -- the spawner ----------------------------------------------------------------------------
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"

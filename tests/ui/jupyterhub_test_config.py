@@ -72,3 +72,37 @@ standing:
     reclaim: {idle_after: 1m, warning: 10m, keep_once: true}
 """
     )
+
+# The course page test (hub-tests/course-page.spec.ts): a course that meets on Mondays all
+# term, taught by `instructor` and taken by student1, and another course of `instructor2`,
+# who must not touch the first.
+if "UI_HUB_BASE_CONFIG" not in os.environ:
+    from datetime import UTC, datetime, timedelta
+
+    c.Authenticator.allowed_users.add("instructor2")
+    today = datetime.now(UTC).date()
+    (RUNTIME / "catalog" / "course-page.yaml").write_text(
+        f"""\
+courses:
+  - id: course-page-demo
+    title: Course page demo
+    instructors: [instructor]
+    enrolment: {{users: [student1]}}
+    gpu: {{fraction: 1/4, memory: 6GiB}}
+    max_gpu_servers: 4
+    schedule:
+      timezone: UTC
+      term: {{first_day: {today - timedelta(days=1)}, last_day: {today + timedelta(days=60)}}}
+      windows:
+        - {{day: Mon, start: "10:00", end: "11:00"}}
+  - id: other-course
+    title: Another instructor's course
+    instructors: [instructor2]
+    enrolment: {{users: [student2]}}
+    schedule:
+      timezone: UTC
+      term: {{first_day: {today - timedelta(days=1)}, last_day: {today + timedelta(days=60)}}}
+      windows:
+        - {{day: Tue, start: "10:00", end: "11:00"}}
+"""
+    )

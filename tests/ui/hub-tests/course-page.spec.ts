@@ -1,0 +1,169 @@
+/**
+ * The course page through the demo hub, in Chromium.
+ *
+ * Given the course "Course page demo" (Mondays 10:00-11:00 UTC, taught by `instructor`,
+ * taken by student1) and another course taught by `instructor2`:
+ * - the instructor finds the page from the hub's home page and cancels next Monday's
+ *   class; student1's spawn card then opens only for the Monday after, and the audit
+ *   log names the instructor;
+ * - a lead time outside the admins' bounds is refused with a sentence (400);
+ * - instructor2, who was never given a hub role for either course, sees their own course
+ *   and is refused the other (403 with a sentence).
+ *
+ * Screenshots of the page in the light and the dark theme go to $COURSE_PAGE_SHOTS
+ * (default /tmp/course-page-shots).
+ */
+import { Browser, BrowserContext, expect, Page, test } from '@playwright/test';
+import * as fs from 'fs';
+import * as path from 'path';
+
+const SHOTS = process.env.COURSE_PAGE_SHOTS || '/tmp/course-page-shots';
+const PAGE = '/services/course-sessions/courses';
+const COURSE = 'course-page-demo';
+const RUNTIME =
+  process.env.UI_HUB_RUNTIME ||
+  path.resolve(__dirname, '..', '..', '..', '.run', 'ui-hub-tests');
+const MONTHS = 'Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec'.split(' ');
+
+test.setTimeout(180 * 1000);
+
+async function signIn(
+  browser: Browser,
+  user: string,
+  colorScheme: 'light' | 'dark' = 'light'
+): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({ colorScheme });
+  const page = await context.newPage();
+  await page.goto('/hub/login?next=%2Fhub%2Fhome');
+  await page.locator('input[name=username]').fill(user);
+  await page.locator('input[name=password]').fill('any password');
+  await page.locator('#login_submit').click();
+  await expect(page).toHaveURL(/\/hub\/home/);
+  await page.waitForLoadState('networkidle');
+  return { context, page };
+}
+
+async function cardStatus(page: Page): Promise<string> {
+  await page.goto('/hub/spawn');
+  const status = page.locator(`[data-profile="${COURSE}"] .gpus-status`);
+  await expect(status).toBeVisible();
+  return (await status.innerText()).trim();
+}
+
+test('an instructor cancels next Monday on the course page; the student and the audit log see it', async ({
+  browser
+}) => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  const student = await signIn(browser, 'student1');
+  const before = await cardStatus(student.page);
+  expect(before).toMatch(/^Opens /);
+
+  const teacher = await signIn(browser, 'instructor');
+  await teacher.page.locator('#course-page-link').click();
+  await expect(teacher.page).toHaveURL(new RegExp(PAGE));
+  const card = teacher.page.locator(`#course-${COURSE}`);
+  await expect(card).toBeVisible();
+  await teacher.page.screenshot({
+    path: path.join(SHOTS, 'course-page-light.png'),
+    fullPage: true
+  });
+
+  // When: the instructor cancels the first Monday class still to come.
+  const monday = card
+    .locator('tr[data-kind=class]')
+    .filter({ has: teacher.page.getByRole('button', { name: /Cancel the class/ }) })
+    .first();
+  const day = (await monday.getAttribute('data-day')) as string;
+  await monday.getByRole('button', { name: /Cancel the class/ }).click();
+  await expect(teacher.page.locator('#course-message')).toContainText(
+    'instructor cancelled the class of'
+  );
+  await expect(card.locator(`tr[data-day="${day}"]`)).toContainText('Cancelled');
+  await expect(card.locator('[data-history]')).toContainText(
+    'instructor cancelled the class of'
+  );
+
+  // Then: the student's card opens only for the Monday after.
+  const following = new Date(`${day}T00:00:00Z`);
+  following.setUTCDate(following.getUTCDate() + 7);
+  const label = `Mon ${following.getUTCDate()} ${MONTHS[following.getUTCMonth()]}`;
+  const after = await cardStatus(student.page);
+  expect(after).not.toEqual(before);
+  expect(after).toContain(label);
+
+  // And the audit log names the instructor.
+  const lines = fs
+    .readFileSync(path.join(RUNTIME, 'course-sessions.jsonl'), 'utf-8')
+    .trim()
+    .split('\n')
+    .map(line => JSON.parse(line));
+  const entry = lines.find(
+    e => e.action === 'instructor-cancel' && e.course === COURSE
+  );
+  expect(entry?.by).toBe('instructor');
+
+  // When: a lead time outside the admins' bounds (0-30 minutes) is asked for.
+  await teacher.page.goto(PAGE);
+  const lead = card.locator('tr[data-timing=lead_time]');
+  await lead.locator('input[name=minutes]').fill('45');
+  const [refusal] = await Promise.all([
+    teacher.page.waitForResponse(r => r.request().method() === 'POST'),
+    lead.getByRole('button', { name: 'Set' }).click()
+  ]);
+  expect(refusal.status()).toBe(400);
+  await expect(teacher.page.getByRole('alert')).toContainText(
+    'The lead time must be between 0 minutes and 30 minutes'
+  );
+
+  // The dark theme, for the eye.
+  const dark = await signIn(browser, 'instructor', 'dark');
+  await dark.page.goto(PAGE);
+  await expect(dark.page.locator(`#course-${COURSE}`)).toBeVisible();
+  await dark.page.screenshot({
+    path: path.join(SHOTS, 'course-page-dark.png'),
+    fullPage: true
+  });
+  await Promise.all([student, teacher, dark].map(s => s.context.close()));
+});
+
+test('another instructor sees only their own course and is refused this one', async ({
+  browser
+}) => {
+  const other = await signIn(browser, 'instructor2');
+  await other.page.goto(PAGE);
+  await expect(other.page.locator('#course-other-course')).toBeVisible();
+  await expect(other.page.locator(`#course-${COURSE}`)).toHaveCount(0);
+
+  // When: they post a cancellation to the other course (with their own XSRF token).
+  const xsrf = await other.page
+    .locator('input[name=_xsrf]')
+    .first()
+    .inputValue();
+  const [refusal] = await Promise.all([
+    other.page.waitForResponse(r => r.request().method() === 'POST'),
+    other.page.evaluate(
+      ({ action, token }) => {
+        const form = document.createElement('form');
+        form.method = 'post';
+        form.action = action;
+        for (const [name, value] of [
+          ['_xsrf', token],
+          ['day', '2030-01-07']
+        ]) {
+          const input = document.createElement('input');
+          input.name = name;
+          input.value = value;
+          form.appendChild(input);
+        }
+        document.body.appendChild(form);
+        form.submit();
+      },
+      { action: `${PAGE}/${COURSE}/cancel`, token: xsrf }
+    )
+  ]);
+  expect(refusal.status()).toBe(403);
+  await expect(other.page.getByRole('alert')).toContainText(
+    'You do not teach Course page demo'
+  );
+  await other.context.close();
+});
