@@ -11,7 +11,9 @@ enrolment then come from the identity provider.
 
 import os
 import shutil
+import subprocess
 import sys
+import sysconfig
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -41,6 +43,60 @@ STUDENTS = ["student1", "student2", "student3"]
 INSTRUCTOR = "instructor"
 RESEARCHER = "researcher"
 ADMIN = "admin"
+
+
+def course_venv(folder: Path) -> Path:
+    """The demo's second Python environment, made once: a venv (with the system's
+    site-packages) that also sees the hub's packages through a ``.pth`` file, and the
+    ``jupyterhub-singleuser`` launcher an install would write. A real hub points the
+    catalog's ``python:`` at environments installed for the course instead."""
+    launcher = folder / "bin" / "jupyterhub-singleuser"
+    if launcher.is_file():
+        return folder
+    # Readable by every account: hub_config/workstation runs servers as their owners.
+    umask = os.umask(0o022)
+    try:
+        _make_course_venv(folder, launcher)
+    finally:
+        os.umask(umask)
+    return folder
+
+
+def _make_course_venv(folder: Path, launcher: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)],
+        check=True,
+    )
+    python = folder / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(site, "demo-hub-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    launcher.write_text(
+        f"#!{python}\nimport sys\nfrom jupyterhub.singleuser import main\nsys.exit(main())\n"
+    )
+    launcher.chmod(0o755)
+
+
+def demo_environments(venv: Path) -> str:
+    """Two environments the demo course offers: the hub's own Python (the default) and
+    the course venv, to choose between on its spawn card."""
+    return f"""\
+environments:
+  - id: standard
+    title: Standard Python
+    description: The hub's own Python environment.
+    contains: [JupyterLab 4, Run as Job]
+    python: {sys.prefix}
+  - id: course-venv
+    title: Course virtual environment
+    description: A separate venv for the course's exercises.
+    contains: [Its own Python, JupyterLab 4]
+    python: {venv}
+"""
 
 
 def demo_course(now: datetime, by_name: bool = True) -> str:
@@ -77,6 +133,7 @@ courses:
       lead_time: 10m
       grace: 10m
     reclaim: {{idle_after: 30m, warning: 10m, keep_once: true}}
+    environments: [standard, course-venv]
 flavors:
   - id: quarter-gpu
     title: A quarter GPU
@@ -92,6 +149,7 @@ flavors:
 CATALOG.mkdir(parents=True, exist_ok=True)
 shutil.copyfile(HERE / "catalog.yaml", CATALOG / "catalog.yaml")
 (CATALOG / "gpu-demo.yaml").write_text(demo_course(datetime.now(UTC), by_name=not SSO))
+(CATALOG / "environments.yaml").write_text(demo_environments(course_venv(RUNTIME / "course-venv")))
 
 # -- authentication: demo only --------------------------------------------------------
 if not SSO:
