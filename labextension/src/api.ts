@@ -21,6 +21,14 @@ import {
   IUpdateJob,
   OutputFormat
 } from './models';
+import {
+  ICreatePipeline,
+  IDescribePipeline,
+  IListPipelinesResponse,
+  IUpdatePipeline,
+  PipelineTemplateRun,
+  SavedPipelineTemplate
+} from './pipelineModels';
 import { IKeepAnswer, IReclaimAnswer } from './reclaim';
 import {
   ICreateSchedule,
@@ -283,6 +291,88 @@ export class JobsAPI {
     );
   }
 
+  /**
+   * The user's pipelines, newest first.
+   */
+  async listPipelines(): Promise<IDescribePipeline[]> {
+    const body = await this._get<IListPipelinesResponse | IDescribePipeline[]>(
+      'api/pipelines'
+    );
+    return Array.isArray(body) ? body : (body?.pipelines ?? []);
+  }
+
+  /**
+   * One pipeline.
+   */
+  getPipeline(pipelineId: string): Promise<IDescribePipeline> {
+    return this._get<IDescribePipeline>(pipelinePath(pipelineId));
+  }
+
+  /**
+   * Run notebooks as a pipeline (the server reads each `input_path` from the user's
+   * files), or run a saved template with new pipeline-wide values.
+   */
+  createPipeline(
+    request: ICreatePipeline | PipelineTemplateRun
+  ): Promise<IDescribePipeline> {
+    return requestAPI<IDescribePipeline>(
+      'api/pipelines',
+      { method: 'POST', body: JSON.stringify(request) },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * Stop a pipeline: its running jobs are stopped and the rest skipped.
+   */
+  stopPipeline(pipelineId: string): Promise<IDescribePipeline> {
+    const update: IUpdatePipeline = { status: 'STOPPED' };
+    return requestAPI<IDescribePipeline>(
+      pipelinePath(pipelineId),
+      { method: 'PATCH', body: JSON.stringify(update) },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * Delete a finished pipeline; its jobs stay.
+   */
+  async deletePipeline(pipelineId: string): Promise<void> {
+    await requestAPI<unknown>(
+      pipelinePath(pipelineId),
+      { method: 'DELETE' },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * The pipeline template at `path` (`x.pipeline.yaml`), as a create request.
+   */
+  getPipelineTemplate(path: string): Promise<ICreatePipeline> {
+    return this._get<ICreatePipeline>(
+      'api/pipeline-templates' + URLExt.objectToQueryString({ path })
+    );
+  }
+
+  /**
+   * Save `pipeline` as a template file at `path`; a 409 when it exists and
+   * `overwrite` is false.
+   */
+  savePipelineTemplate(
+    path: string,
+    pipeline: ICreatePipeline,
+    overwrite = false
+  ): Promise<SavedPipelineTemplate> {
+    return requestAPI<SavedPipelineTemplate>(
+      'api/pipeline-templates',
+      {
+        method: 'POST',
+        body: JSON.stringify({ path, pipeline, overwrite })
+      },
+      this.serverSettings
+    );
+  }
+
   private _get<T>(endPoint: string): Promise<T> {
     return requestAPI<T>(endPoint, { method: 'GET' }, this.serverSettings);
   }
@@ -352,6 +442,10 @@ export const UNREADABLE_JOB =
 
 function jobPath(jobId: string): string {
   return `api/jobs/${encodeURIComponent(jobId)}`;
+}
+
+function pipelinePath(pipelineId: string): string {
+  return `api/pipelines/${encodeURIComponent(pipelineId)}`;
 }
 
 function schedulePath(scheduleId: string): string {

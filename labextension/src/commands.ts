@@ -13,4 +13,15 @@ export namespace CommandIDs {
    * select that job.
    */
   export const openJobsPanel = 'jupyter-to-job:open-jobs-panel';
+
+  /**
+   * Open the pipeline builder over the open notebooks ("Run notebooks as a pipeline…").
+   */
+  export const runPipeline = 'jupyter-to-job:run-pipeline';
+
+  /**
+   * Run a saved pipeline template (`args.path`, or the file browser's selection)
+   * again with new pipeline-wide values.
+   */
+  export const runPipelineTemplate = 'jupyter-to-job:run-pipeline-template';
 }

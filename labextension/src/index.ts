@@ -167,7 +167,10 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
         serverSettings: app.serviceManager.serverSettings,
         docManager,
         contents: app.serviceManager.contents,
-        trans
+        trans,
+        newPipeline: app.commands.hasCommand(CommandIDs.runPipeline)
+          ? () => void app.commands.execute(CommandIDs.runPipeline)
+          : null
       });
       created.disposed.connect(() => {
         panel = null;
@@ -201,6 +204,10 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
             scheduleId: {
               type: 'string',
               description: trans.__('The schedule to show')
+            },
+            pipelineId: {
+              type: 'string',
+              description: trans.__('The pipeline to show')
             }
           }
         }
@@ -213,6 +220,8 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
           await opened.content.model.showJob(args.jobId);
         } else if (typeof args.scheduleId === 'string' && args.scheduleId) {
           await opened.content.showSchedule(args.scheduleId);
+        } else if (typeof args.pipelineId === 'string' && args.pipelineId) {
+          await opened.content.showPipeline(args.pipelineId);
         }
       }
     });

@@ -13,6 +13,9 @@ import { jobsIcon } from './icons';
 import { JobsModel } from './jobsModel';
 import { IJobActions, JobsView } from './jobsView';
 import { IDescribeJob, IJobServiceConfig, OutputFormat } from './models';
+import { IDescribePipeline } from './pipelineModels';
+import { PipelinesModel } from './pipelinesModel';
+import { IPipelineActions, PipelinesView } from './pipelinesView';
 import { ISchedule } from './scheduleModels';
 import { scheduleName } from './scheduleRule';
 import { SchedulesModel } from './schedulesModel';
@@ -31,7 +34,7 @@ export const JOBS_PANEL_ID = 'jp-JupyterToJob-jobsPanel';
 /**
  * The tabs of the Jobs panel.
  */
-export type JobsPanelTab = 'jobs' | 'schedules';
+export type JobsPanelTab = 'jobs' | 'schedules' | 'pipelines';
 
 /**
  * What the Jobs panel needs.
@@ -42,6 +45,14 @@ export interface IJobsPanelOptions {
    * The Schedules tab's model; without it the panel has no tabs.
    */
   schedules?: SchedulesModel | null;
+  /**
+   * The Pipelines tab's model; without it the panel has no Pipelines tab.
+   */
+  pipelines?: PipelinesModel | null;
+  /**
+   * Opens the pipeline builder (the Pipelines tab's "Run notebooks as a pipeline…").
+   */
+  newPipeline?: (() => void) | null;
   /**
    * Opens executed notebooks; without it the Open button only saves.
    */
@@ -67,6 +78,7 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     this.addClass('jp-JupyterToJob-JobsPanel-content');
     this.node.dataset.testid = 'jobs-panel';
     options.schedules?.stateChanged.connect(this._onSubmodelChanged, this);
+    options.pipelines?.stateChanged.connect(this._onSubmodelChanged, this);
   }
 
   /**
@@ -97,6 +109,14 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   }
 
   /**
+   * Show the Pipelines tab at `pipelineId`.
+   */
+  async showPipeline(pipelineId: string): Promise<void> {
+    this.showTab('pipelines');
+    await this._options.pipelines?.show(pipelineId);
+  }
+
+  /**
    * Use the server's config (read after the panel opened) for the buttons.
    */
   setConfig(config: IJobServiceConfig): void {
@@ -105,7 +125,7 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   }
 
   protected render(): JSX.Element {
-    const { trans, config, schedules } = this._options;
+    const { trans, config, schedules, pipelines } = this._options;
     const jobs = (
       <JobsView
         model={this.model}
@@ -114,19 +134,22 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
         trans={trans}
       />
     );
-    if (!schedules) {
+    if (!schedules && !pipelines) {
       return jobs;
     }
-    const tabs: [JobsPanelTab, string][] = [
-      ['jobs', trans.__('Jobs')],
-      ['schedules', trans.__('Schedules')]
-    ];
+    const tabs: [JobsPanelTab, string][] = [['jobs', trans.__('Jobs')]];
+    if (schedules) {
+      tabs.push(['schedules', trans.__('Schedules')]);
+    }
+    if (pipelines) {
+      tabs.push(['pipelines', trans.__('Pipelines')]);
+    }
     return (
       <div className="jp-JupyterToJob-tabbed">
         <div
           className="jp-JupyterToJob-tabs"
           role="tablist"
-          aria-label={trans.__('Jobs, schedules')}
+          aria-label={trans.__('Jobs, schedules and pipelines')}
         >
           {tabs.map(([tab, label]) => (
             <button
@@ -154,7 +177,15 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
           aria-labelledby={`jp-JupyterToJob-tab-${this._tab}`}
         >
           {this._tab === 'jobs' && jobs}
-          {this._tab === 'schedules' && (
+          {this._tab === 'pipelines' && pipelines && (
+            <PipelinesView
+              model={pipelines}
+              actions={this._pipelineActions}
+              trans={trans}
+              onNewPipeline={this._options.newPipeline ?? null}
+            />
+          )}
+          {this._tab === 'schedules' && schedules && (
             <SchedulesView
               model={schedules}
               actions={this._scheduleActions}
@@ -203,6 +234,10 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
       this._options.schedules.visible =
         this._shown && this._tab === 'schedules';
     }
+    if (this._options.pipelines) {
+      this._options.pipelines.visible =
+        this._shown && this._tab === 'pipelines';
+    }
   }
 
   private _onSubmodelChanged(): void {
@@ -214,10 +249,11 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
       return;
     }
     const model = this.model;
-    const schedules = this._options.schedules;
+    const { schedules, pipelines } = this._options;
     super.dispose();
     model.dispose();
     schedules?.dispose();
+    pipelines?.dispose();
   }
 
   private _actions: IJobActions = {
@@ -238,6 +274,49 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
       void this.model.showJob(jobId);
     }
   };
+
+  private _pipelineActions: IPipelineActions = {
+    stop: pipeline => void this._stopPipeline(pipeline),
+    remove: pipeline => void this._removePipeline(pipeline),
+    showJob: jobId => {
+      this.showTab('jobs');
+      void this.model.showJob(jobId);
+    }
+  };
+
+  private async _stopPipeline(pipeline: IDescribePipeline): Promise<void> {
+    const { trans, pipelines } = this._options;
+    const answer = await showDialog({
+      title: trans.__('Stop the pipeline “%1”?', pipeline.name),
+      body: trans.__(
+        'Its running jobs are stopped and the stages not started yet are skipped. Logs and outputs so far are kept.'
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Keep running') }),
+        Dialog.warnButton({ label: trans.__('Stop pipeline') })
+      ]
+    });
+    if (answer.button.accept) {
+      await pipelines?.stop(pipeline);
+    }
+  }
+
+  private async _removePipeline(pipeline: IDescribePipeline): Promise<void> {
+    const { trans, pipelines } = this._options;
+    const answer = await showDialog({
+      title: trans.__('Delete the pipeline “%1”?', pipeline.name),
+      body: trans.__(
+        'The pipeline leaves this list. Its jobs, their logs and outputs stay in the Jobs tab, and its shared folder stays in your files.'
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Cancel') }),
+        Dialog.warnButton({ label: trans.__('Delete pipeline') })
+      ]
+    });
+    if (answer.button.accept) {
+      await pipelines?.remove(pipeline);
+    }
+  }
 
   private async _removeSchedule(schedule: ISchedule): Promise<void> {
     const { trans, schedules } = this._options;
@@ -322,6 +401,10 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
  */
 export interface ICreateJobsPanelOptions {
   serverSettings: ServerConnection.ISettings;
+  /**
+   * Opens the pipeline builder.
+   */
+  newPipeline?: (() => void) | null;
   docManager: IDocumentManager | null;
   contents: Contents.IManager;
   trans: TranslationBundle;
@@ -338,6 +421,8 @@ export function createJobsPanel(
   const content = new JobsPanel({
     model: new JobsModel({ api }),
     schedules: new SchedulesModel({ api }),
+    pipelines: new PipelinesModel({ api }),
+    newPipeline: options.newPipeline ?? null,
     docManager: options.docManager,
     contents: options.contents,
     config: null,

@@ -183,13 +183,16 @@ function ScheduleCard(
           )}
         </div>
       </header>
-      <p className="jp-JupyterToJob-statusLine" data-testid="schedule-status">
-        {scheduleStatusLine(schedule, model.now)}
-      </p>
+      {(schedule.status !== 'ACTIVE' || schedule.status_message) && (
+        // An active schedule's news is its next run, in the facts below.
+        <p className="jp-JupyterToJob-statusLine" data-testid="schedule-status">
+          {scheduleStatusLine(schedule, model.now)}
+        </p>
+      )}
       <dl className="jp-JupyterToJob-facts">
         <dt>{trans.__('Notebook')}</dt>
         <dd data-testid="schedule-notebook">{schedule.job.input_path}</dd>
-        <dt>{trans.__('Runs')}</dt>
+        <dt>{trans.__('Repeats')}</dt>
         <dd data-testid="schedule-rule">{ruleText(schedule)}</dd>
         <dt>{trans.__('Next run')}</dt>
         <dd data-testid="schedule-next-run">

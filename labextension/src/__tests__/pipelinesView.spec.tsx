@@ -1,0 +1,248 @@
+/**
+ * The Pipelines tab of the Jobs panel as rendered: a failed pipeline shows which job
+ * failed where, which was stopped and which stage was skipped; Stop and Delete appear
+ * only when they make sense and the viewer may; a job opens its log in the Jobs tab;
+ * an unfinished pipeline is followed until it ends.
+ */
+import { Dialog } from '@jupyterlab/apputils';
+import { Contents } from '@jupyterlab/services';
+import { nullTranslator } from '@jupyterlab/translation';
+import { MessageLoop } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+import { act } from 'react';
+
+import { JobsAPI } from '../api';
+import { JobsModel } from '../jobsModel';
+import { JobsPanel } from '../jobsPanel';
+import { IDescribePipeline } from '../pipelineModels';
+import { PipelinesModel } from '../pipelinesModel';
+import { makeJob } from './jobs.fixture';
+import { makeFailedPipeline, makePipelineJob } from './pipelines.fixture';
+
+(globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
+
+class FakeServer {
+  constructor(public pipelines: IDescribePipeline[]) {}
+  readonly calls: string[] = [];
+  listCount = 0;
+
+  async listPipelines(): Promise<IDescribePipeline[]> {
+    this.listCount++;
+    return this.pipelines;
+  }
+  async stopPipeline(id: string): Promise<IDescribePipeline> {
+    this.calls.push(`STOP ${id}`);
+    const stopping = {
+      ...this.pipelines.find(item => item.pipeline_id === id)!,
+      status: 'STOPPING' as const
+    };
+    this.pipelines = this.pipelines.map(item =>
+      item.pipeline_id === id ? stopping : item
+    );
+    return stopping;
+  }
+  async deletePipeline(id: string): Promise<void> {
+    this.calls.push(`DELETE ${id}`);
+    this.pipelines = this.pipelines.filter(item => item.pipeline_id !== id);
+  }
+  async listRecentJobs() {
+    const jobs = ['job-prepare', 'job-eval-a', 'job-eval-b'].map(id =>
+      makeJob({ job_id: id })
+    );
+    return { jobs, next_token: null, total_count: jobs.length };
+  }
+  async getLog(jobId: string, offset: number) {
+    return {
+      job_id: jobId,
+      offset,
+      next_offset: offset,
+      size: 0,
+      data: '',
+      complete: true
+    };
+  }
+  get api(): JobsAPI {
+    return this as unknown as JobsAPI;
+  }
+}
+
+async function settle(work: () => void = () => undefined): Promise<void> {
+  await act(async () => {
+    work();
+    for (let turn = 0; turn < 10; turn++) {
+      await Promise.resolve();
+    }
+  });
+}
+
+async function openPipelinesTab(server: FakeServer, refreshInterval = 2000) {
+  const panel = new JobsPanel({
+    model: new JobsModel({ api: server.api }),
+    pipelines: new PipelinesModel({ api: server.api, refreshInterval }),
+    docManager: null,
+    contents: {} as Contents.IManager,
+    config: null,
+    trans: nullTranslator.load('jupyter_to_job')
+  });
+  await settle(() => {
+    Widget.attach(panel, document.body);
+    panel.showTab('pipelines');
+    MessageLoop.sendMessage(panel, Widget.Msg.UpdateRequest);
+  });
+  await settle();
+  const all = (selector: string, root: ParentNode = panel.node) => [
+    ...root.querySelectorAll<HTMLElement>(selector)
+  ];
+  return { panel, all };
+}
+
+afterEach(async () => {
+  await act(async () => Dialog.flush());
+  document.body.innerHTML = '';
+  jest.useRealTimers();
+});
+
+describe('The Pipelines tab of the Jobs panel', () => {
+  it('shows a failed pipeline: which job failed where, which was stopped, which stage was skipped', async () => {
+    const server = new FakeServer([makeFailedPipeline()]);
+    const { panel, all } = await openPipelinesTab(server);
+
+    // Then the pipeline says why it failed
+    expect(all('[data-testid="pipeline-status"]')[0].textContent).toContain(
+      "'eval-b.ipynb' failed in cell 3"
+    );
+    // And each stage has its status, in order
+    expect(
+      all('[data-testid="pipeline-stage"]').map(
+        stage => `${stage.dataset.stage}:${stage.dataset.status}`
+      )
+    ).toEqual(['prepare:COMPLETED', 'evaluate:FAILED', 'report:SKIPPED']);
+    // And each job says where it is and why
+    const why = all('[data-testid="pipeline-job"]').map(job => [
+      job.dataset.status,
+      job.querySelector('[data-testid="pipeline-job-why"]')?.textContent ?? ''
+    ]);
+    expect(why).toEqual([
+      ['COMPLETED', ''],
+      ['STOPPED', "Stopped because 'eval-b.ipynb' of stage 'evaluate' failed."],
+      ['FAILED', 'Failed in cell 3: ValueError: bad split'],
+      ['SKIPPED', "Skipped because 'eval-b.ipynb' of stage 'evaluate' failed."]
+    ]);
+    // And the skipped job, which never ran, has no log to open
+    expect(
+      all('[data-testid="pipeline-job-open"]').map(link => link.textContent)
+    ).toEqual(['prepare.ipynb', 'eval-a.ipynb', 'eval-b.ipynb']);
+    // And a finished pipeline offers Delete, not Stop
+    expect(all('[data-testid="pipeline-action-stop"]')).toHaveLength(0);
+    expect(all('[data-testid="pipeline-action-delete"]')).toHaveLength(1);
+
+    act(() => panel.dispose());
+  });
+
+  it('offers Stop on a running pipeline only to a viewer who may stop it, and asks first', async () => {
+    const running = makeFailedPipeline({
+      pipeline_id: 'mine',
+      status: 'RUNNING',
+      status_message: null,
+      end_time: null,
+      can_stop: true,
+      can_delete: false
+    });
+    const notMine = {
+      ...running,
+      pipeline_id: 'theirs',
+      own: false,
+      can_stop: false
+    };
+    const server = new FakeServer([running, notMine]);
+    const { panel, all } = await openPipelinesTab(server);
+    const card = (id: string) =>
+      panel.node.querySelector<HTMLElement>(`[data-pipeline-id="${id}"]`)!;
+
+    expect(
+      all('[data-testid="pipeline-action-stop"]', card('mine'))
+    ).toHaveLength(1);
+    expect(
+      all('[data-testid="pipeline-action-stop"]', card('theirs'))
+    ).toHaveLength(0);
+    expect(all('[data-testid="pipeline-action-delete"]')).toHaveLength(0);
+
+    // When the student clicks Stop and confirms
+    await settle(() =>
+      all('[data-testid="pipeline-action-stop"]', card('mine'))[0].click()
+    );
+    expect(document.querySelector('.jp-Dialog')?.textContent).toContain(
+      'Stop the pipeline “train and evaluate”?'
+    );
+    await settle(() =>
+      document.querySelector<HTMLElement>('.jp-Dialog .jp-mod-accept')!.click()
+    );
+    await settle();
+
+    // Then it is asked to stop, and shows as stopping, without a second Stop
+    expect(server.calls).toEqual(['STOP mine']);
+    expect(card('mine').dataset.status).toBe('STOPPING');
+    expect(
+      all('[data-testid="pipeline-action-stop"]', card('mine'))
+    ).toHaveLength(0);
+    act(() => panel.dispose());
+  });
+
+  it('opens a job’s log in the Jobs tab when the student clicks it', async () => {
+    const server = new FakeServer([makeFailedPipeline()]);
+    const { panel, all } = await openPipelinesTab(server);
+
+    await settle(() => all('[data-testid="pipeline-job-open"]')[2].click());
+    await settle();
+
+    expect(panel.tab).toBe('jobs');
+    expect(
+      panel.node
+        .querySelector('[data-testid="job-detail"]')
+        ?.getAttribute('data-job-id')
+    ).toBe('job-eval-b');
+    act(() => panel.dispose());
+  });
+
+  it('follows an unfinished pipeline until it ends, then stops asking', async () => {
+    jest.useFakeTimers();
+    // Given a pipeline whose second stage runs
+    const running = makeFailedPipeline({
+      status: 'RUNNING',
+      status_message: null,
+      current_stage: 1,
+      can_stop: true,
+      can_delete: false,
+      stages: [
+        makeFailedPipeline().stages[0],
+        {
+          name: 'evaluate',
+          status: 'RUNNING',
+          status_message: null,
+          jobs: [makePipelineJob({ status: 'RUNNING', cells_completed: 1 })]
+        }
+      ]
+    });
+    const server = new FakeServer([running]);
+    const { panel, all } = await openPipelinesTab(server, 1000);
+    const before = server.listCount;
+
+    // When time passes, the tab asks again, and shows the pipeline's end
+    server.pipelines = [
+      { ...running, status: 'COMPLETED', can_stop: false, can_delete: true }
+    ];
+    await act(async () => {
+      await jest.advanceTimersByTimeAsync(1500);
+    });
+    expect(server.listCount).toBeGreaterThan(before);
+    expect(all('[data-testid="pipeline"]')[0].dataset.status).toBe('COMPLETED');
+
+    // Then, with every pipeline finished, it asks no more
+    const after = server.listCount;
+    await act(async () => {
+      await jest.advanceTimersByTimeAsync(10000);
+    });
+    expect(server.listCount).toBe(after);
+    act(() => panel.dispose());
+  });
+});

@@ -1,0 +1,334 @@
+/**
+ * The Pipelines tab of the Jobs panel: each pipeline with its stages side by side and
+ * each stage's jobs, their status and why (failed where, stopped because, skipped);
+ * Stop and Delete when the viewer may; a job opens its log in the Jobs tab.
+ */
+import { TranslationBundle } from '@jupyterlab/translation';
+import * as React from 'react';
+
+import { formatTime } from './format';
+import {
+  IDescribePipeline,
+  IDescribePipelineJob,
+  IDescribeStage
+} from './pipelineModels';
+import {
+  hasJob,
+  pipelineActions,
+  pipelineJobName,
+  pipelineJobProgress,
+  pipelineJobWhy,
+  pipelineStatusLabel
+} from './pipelineStatus';
+import { PipelinesModel } from './pipelinesModel';
+
+/**
+ * What the panel does for the pipeline buttons (with confirmations) and jobs.
+ */
+export interface IPipelineActions {
+  stop(pipeline: IDescribePipeline): void;
+  remove(pipeline: IDescribePipeline): void;
+  showJob(jobId: string): void;
+}
+
+export interface IPipelinesViewProps {
+  model: PipelinesModel;
+  actions: IPipelineActions;
+  trans: TranslationBundle;
+  /**
+   * Opens the pipeline builder ("Run notebooks as a pipeline…"); none: no button.
+   */
+  onNewPipeline?: (() => void) | null;
+}
+
+/**
+ * A status as a coloured word, for pipelines, stages and their jobs.
+ */
+export function PipelineBadge(props: {
+  status: string;
+  testid?: string;
+}): JSX.Element {
+  return (
+    <span
+      className={`jp-JupyterToJob-badge jp-JupyterToJob-badge-${props.status.toLowerCase()}`}
+      data-testid={props.testid ?? 'pipeline-status-badge'}
+      data-status={props.status}
+    >
+      {pipelineStatusLabel(props.status)}
+    </span>
+  );
+}
+
+/**
+ * The list of the user's pipelines.
+ */
+export function PipelinesView(props: IPipelinesViewProps): JSX.Element {
+  const { model, trans, onNewPipeline } = props;
+  return (
+    <div className="jp-JupyterToJob-pipelines" data-testid="pipelines">
+      <div className="jp-JupyterToJob-toolbar">
+        {onNewPipeline && (
+          <button
+            type="button"
+            className="jp-JupyterToJob-button"
+            data-testid="pipelines-new"
+            onClick={onNewPipeline}
+          >
+            {trans.__('Run notebooks as a pipeline…')}
+          </button>
+        )}
+        <button
+          type="button"
+          className="jp-JupyterToJob-button"
+          data-testid="pipelines-refresh"
+          onClick={() => void model.refresh()}
+        >
+          {trans.__('Refresh')}
+        </button>
+        <span className="jp-JupyterToJob-count" data-testid="pipelines-count">
+          {model.loaded && !model.message
+            ? trans._n('%1 pipeline', '%1 pipelines', model.pipelines.length)
+            : ''}
+        </span>
+      </div>
+      {model.message && (
+        <div
+          className="jp-JupyterToJob-message"
+          role="alert"
+          data-testid="pipelines-message"
+        >
+          {model.message}
+        </div>
+      )}
+      {model.actionError && (
+        <div
+          className="jp-JupyterToJob-message"
+          role="alert"
+          data-testid="pipeline-action-error"
+        >
+          {model.actionError}
+        </div>
+      )}
+      {!model.loaded && (
+        <p className="jp-JupyterToJob-hint">
+          {trans.__('Loading your pipelines…')}
+        </p>
+      )}
+      {model.loaded && !model.message && model.pipelines.length === 0 && (
+        <p className="jp-JupyterToJob-empty" data-testid="pipelines-empty">
+          {trans.__(
+            'You have no pipelines. Open the notebooks to chain, then run “Run notebooks as a pipeline…” from the command palette.'
+          )}
+        </p>
+      )}
+      <ul className="jp-JupyterToJob-cards" aria-label={trans.__('Pipelines')}>
+        {model.pipelines.map(pipeline => (
+          <PipelineCard
+            key={pipeline.pipeline_id}
+            {...props}
+            pipeline={pipeline}
+          />
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+function PipelineCard(
+  props: IPipelinesViewProps & { pipeline: IDescribePipeline }
+): JSX.Element {
+  const { model, actions, trans, pipeline } = props;
+  const shown = pipelineActions(pipeline);
+  const busy = model.busyId !== null;
+  const highlighted = model.highlighted === pipeline.pipeline_id;
+  const ref = React.useRef<HTMLLIElement>(null);
+  React.useEffect(() => {
+    if (highlighted) {
+      ref.current?.scrollIntoView?.({ block: 'nearest' });
+    }
+  }, [highlighted]);
+  const parameters = Object.entries(pipeline.parameters ?? {});
+  return (
+    <li
+      ref={ref}
+      className={
+        'jp-JupyterToJob-card' + (highlighted ? ' jp-mod-selected' : '')
+      }
+      data-testid="pipeline"
+      data-pipeline-id={pipeline.pipeline_id}
+      data-status={pipeline.status}
+      aria-label={pipeline.name}
+    >
+      <header className="jp-JupyterToJob-cardHeader">
+        <h3 className="jp-JupyterToJob-cardTitle">{pipeline.name}</h3>
+        <PipelineBadge status={pipeline.status} />
+        <div className="jp-JupyterToJob-actions">
+          {shown.stop && (
+            <button
+              type="button"
+              className="jp-JupyterToJob-button jp-JupyterToJob-warn"
+              data-testid="pipeline-action-stop"
+              aria-label={trans.__('Stop “%1”', pipeline.name)}
+              disabled={busy}
+              onClick={() => actions.stop(pipeline)}
+            >
+              {trans.__('Stop')}
+            </button>
+          )}
+          {shown.delete && (
+            <button
+              type="button"
+              className="jp-JupyterToJob-button jp-JupyterToJob-danger"
+              data-testid="pipeline-action-delete"
+              aria-label={trans.__('Delete “%1”', pipeline.name)}
+              disabled={busy}
+              onClick={() => actions.remove(pipeline)}
+            >
+              {trans.__('Delete')}
+            </button>
+          )}
+        </div>
+      </header>
+      {pipeline.status_message && (
+        <p className="jp-JupyterToJob-statusLine" data-testid="pipeline-status">
+          {pipeline.status_message}
+        </p>
+      )}
+      <dl className="jp-JupyterToJob-facts">
+        <dt>{trans.__('Created')}</dt>
+        <dd>{formatTime(pipeline.create_time, model.now)}</dd>
+        <dt>{trans.__('Ended')}</dt>
+        <dd>{formatTime(pipeline.end_time, model.now)}</dd>
+        <dt>{trans.__('Shared folder')}</dt>
+        <dd data-testid="pipeline-shared-folder">
+          <code>{pipeline.shared_folder}</code>
+        </dd>
+        {pipeline.template_path && (
+          <>
+            <dt>{trans.__('Template')}</dt>
+            <dd data-testid="pipeline-template">{pipeline.template_path}</dd>
+          </>
+        )}
+        {parameters.length > 0 && (
+          <>
+            <dt className="jp-JupyterToJob-wideTerm">
+              {trans.__('Parameters')}
+            </dt>
+            <dd className="jp-JupyterToJob-wide">
+              <code>
+                {parameters
+                  .map(([name, value]) => `${name} = ${JSON.stringify(value)}`)
+                  .join(', ')}
+              </code>
+            </dd>
+          </>
+        )}
+      </dl>
+      <ol
+        className="jp-JupyterToJob-stages"
+        aria-label={trans.__('Stages of “%1”', pipeline.name)}
+      >
+        {pipeline.stages.map((stage, index) => (
+          <StageColumn
+            key={`${index}-${stage.name}`}
+            stage={stage}
+            index={index}
+            current={pipeline.current_stage === index}
+            actions={actions}
+            trans={trans}
+          />
+        ))}
+      </ol>
+    </li>
+  );
+}
+
+function StageColumn(props: {
+  stage: IDescribeStage;
+  index: number;
+  current: boolean;
+  actions: IPipelineActions;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { stage, index, current, actions, trans } = props;
+  return (
+    <li
+      className={'jp-JupyterToJob-stage' + (current ? ' jp-mod-current' : '')}
+      data-testid="pipeline-stage"
+      data-stage={stage.name}
+      data-status={stage.status}
+    >
+      <div className="jp-JupyterToJob-stageHeader">
+        <span className="jp-JupyterToJob-stageName">
+          {trans.__('%1. %2', index + 1, stage.name)}
+        </span>
+        <PipelineBadge status={stage.status} testid="stage-status-badge" />
+      </div>
+      {stage.status_message && (
+        <p className="jp-JupyterToJob-hint" data-testid="stage-status">
+          {stage.status_message}
+        </p>
+      )}
+      <ul className="jp-JupyterToJob-stageJobs">
+        {stage.jobs.map((job, jobIndex) => (
+          <PipelineJobItem
+            key={`${jobIndex}-${job.input_path}`}
+            job={job}
+            actions={actions}
+            trans={trans}
+          />
+        ))}
+      </ul>
+    </li>
+  );
+}
+
+function PipelineJobItem(props: {
+  job: IDescribePipelineJob;
+  actions: IPipelineActions;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { job, actions, trans } = props;
+  const name = pipelineJobName(job);
+  const why = pipelineJobWhy(job);
+  const progress = pipelineJobProgress(job);
+  return (
+    <li
+      className="jp-JupyterToJob-stageJob"
+      data-testid="pipeline-job"
+      data-status={job.status}
+      data-job-id={job.job_id ?? ''}
+    >
+      <div className="jp-JupyterToJob-stageJobHeader">
+        {hasJob(job) ? (
+          <button
+            type="button"
+            className="jp-JupyterToJob-link"
+            data-testid="pipeline-job-open"
+            title={trans.__('Show the job and its log')}
+            onClick={() => actions.showJob(job.job_id)}
+          >
+            {name}
+          </button>
+        ) : (
+          <span className="jp-JupyterToJob-stageJobName">{name}</span>
+        )}
+        <PipelineBadge status={job.status} testid="pipeline-job-status" />
+      </div>
+      <span className="jp-JupyterToJob-hint" title={job.input_path}>
+        {[job.flavor, progress].filter(Boolean).join(' · ')}
+      </span>
+      {why && (
+        <span
+          className={
+            'jp-JupyterToJob-stageJobWhy' +
+            (job.status === 'FAILED' ? ' jp-mod-error' : '')
+          }
+          data-testid="pipeline-job-why"
+        >
+          {why}
+        </span>
+      )}
+    </li>
+  );
+}
