@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import Field, JsonValue, ValidationError, field_validator
 
+from .models import WireModel
 from .pipelines import CreatePipeline, check_relative_folder
 
 TEMPLATE_SUFFIXES = (".pipeline.yaml", ".pipeline.yml", ".pipeline.json")
@@ -101,3 +102,33 @@ def with_parameters(pipeline: CreatePipeline, parameters: dict[str, Any]) -> Cre
             "parameters": {**pipeline.parameters, **parameters},
         }
     )
+
+
+class RunTemplate(WireModel):
+    """Run a saved template: ``{"template_path": "x.pipeline.yaml", "parameters": {...}}``."""
+
+    template_path: str = Field(description="The template file, relative to the user's root.")
+    parameters: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Values replacing the template's pipeline-wide ones."
+    )
+
+
+class SaveTemplate(WireModel):
+    """Save a pipeline as a template file beside the notebooks."""
+
+    path: str = Field(description="'train.pipeline.yaml' (or .pipeline.yml, .pipeline.json).")
+    pipeline: CreatePipeline
+    overwrite: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _template_path(cls, value: str) -> str:
+        try:
+            return check_template_path(value)
+        except TemplateError as error:
+            raise ValueError(str(error).rstrip(".")) from None
+
+
+class SavedTemplate(WireModel):
+    path: str
+    size: int

@@ -20,6 +20,8 @@ from gpuspawner.grant import GPUAdmission, moved_to_section
 
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
+from ..pipelines import Pipelines
+from ..pipelines_api import PipelinesAPI
 from ..rest import CREATE_BODY_SLACK
 from ..schedules import Scheduler
 from ..schedules_api import SchedulesAPI
@@ -169,7 +171,13 @@ class JobsExtensionApp(ExtensionApp):
             save_outputs=True,
         )
         scheduler = Scheduler(parent=self, manager=manager)
-        return EmbeddedJobs(api, getpass.getuser(), SchedulesAPI(api, scheduler))
+        pipelines = Pipelines(parent=self, manager=manager)
+        return EmbeddedJobs(
+            api,
+            getpass.getuser(),
+            SchedulesAPI(api, scheduler),
+            PipelinesAPI(api, pipelines),
+        )
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(extension_handlers())

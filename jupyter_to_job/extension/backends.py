@@ -25,6 +25,8 @@ from ..access import Caller
 from ..jobs_api import JobsAPI
 from ..manager import JobManager
 from ..models import CreateJob
+from ..pipelines import CreatePipeline
+from ..pipelines_api import PipelinesAPI
 from ..rest import ApiError
 from ..schedules import CreateSchedule
 from ..schedules_api import SchedulesAPI
@@ -80,6 +82,18 @@ class JobsBackend(Protocol):
     async def update_schedule(self, schedule_id: str, body: bytes) -> dict[str, Any]: ...
 
     async def delete_schedule(self, schedule_id: str) -> None: ...
+
+    async def list_pipelines(self) -> dict[str, Any]: ...
+
+    async def create_pipeline(
+        self, request: CreatePipeline, notebooks: dict[str, dict[str, Any]]
+    ) -> dict[str, Any]: ...
+
+    async def describe_pipeline(self, pipeline_id: str) -> dict[str, Any]: ...
+
+    async def update_pipeline(self, pipeline_id: str, body: bytes) -> dict[str, Any]: ...
+
+    async def delete_pipeline(self, pipeline_id: str) -> None: ...
 
     async def start(self) -> None: ...
 
@@ -280,6 +294,28 @@ class ServiceRelay:
     async def delete_schedule(self, schedule_id: str) -> None:
         await self._fetch("DELETE", self._schedule(schedule_id))
 
+    @staticmethod
+    def _pipeline(pipeline_id: str) -> str:
+        return "pipelines/" + quote(pipeline_id, safe="")
+
+    async def list_pipelines(self) -> dict[str, Any]:
+        return await self._json("GET", "pipelines")
+
+    async def create_pipeline(
+        self, request: CreatePipeline, notebooks: dict[str, dict[str, Any]]
+    ) -> dict[str, Any]:
+        payload = {**request.model_dump(mode="json", exclude_none=True), "notebooks": notebooks}
+        return await self._json("POST", "pipelines", body=json.dumps(payload).encode())
+
+    async def describe_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return await self._json("GET", self._pipeline(pipeline_id))
+
+    async def update_pipeline(self, pipeline_id: str, body: bytes) -> dict[str, Any]:
+        return await self._json("PATCH", self._pipeline(pipeline_id), body=body)
+
+    async def delete_pipeline(self, pipeline_id: str) -> None:
+        await self._fetch("DELETE", self._pipeline(pipeline_id))
+
     async def config(self) -> dict[str, Any]:
         config = await self._json("GET", "config")
         config.setdefault("features", {})["save_outputs"] = True  # this extension's own
@@ -319,10 +355,22 @@ class EmbeddedJobs:
 
     mode = "standalone"
 
-    def __init__(self, api: JobsAPI, owner: str, schedules: SchedulesAPI | None = None):
+    def __init__(
+        self,
+        api: JobsAPI,
+        owner: str,
+        schedules: SchedulesAPI | None = None,
+        pipelines: PipelinesAPI | None = None,
+    ):
         self.api = api
         self.caller = local_caller(owner)
         self.schedules = schedules
+        self.pipelines = pipelines
+
+    def _pipelines(self) -> PipelinesAPI:
+        if self.pipelines is None:
+            raise ApiError(404, "This server runs no pipelines.", "not-found")
+        return self.pipelines
 
     def _schedules(self) -> SchedulesAPI:
         if self.schedules is None:
@@ -396,6 +444,25 @@ class EmbeddedJobs:
     async def delete_schedule(self, schedule_id: str) -> None:
         self._schedules().delete(self.caller, schedule_id)
 
+    async def list_pipelines(self) -> dict[str, Any]:
+        return self._pipelines().list_pipelines(self.caller).model_dump(mode="json")
+
+    async def create_pipeline(
+        self, request: CreatePipeline, notebooks: dict[str, dict[str, Any]]
+    ) -> dict[str, Any]:
+        created = await self._pipelines().create(self.caller, request, notebooks)
+        return created.model_dump(mode="json")
+
+    async def describe_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self._pipelines().describe(self.caller, pipeline_id).model_dump(mode="json")
+
+    async def update_pipeline(self, pipeline_id: str, body: bytes) -> dict[str, Any]:
+        updated = await self._pipelines().update(self.caller, pipeline_id, body)
+        return updated.model_dump(mode="json")
+
+    async def delete_pipeline(self, pipeline_id: str) -> None:
+        self._pipelines().delete(self.caller, pipeline_id)
+
     async def start(self) -> None:
         report = await self.manager.start()
         log.info(
@@ -405,9 +472,13 @@ class EmbeddedJobs:
         )
         if self.schedules is not None:
             self.schedules.scheduler.start()
+        if self.pipelines is not None:
+            self.pipelines.pipelines.start()
 
     async def close(self) -> None:
         if self.schedules is not None:
             await self.schedules.scheduler.stop()
+        if self.pipelines is not None:
+            await self.pipelines.pipelines.close()
         if not self.manager.closed:
             await self.manager.shutdown(stop_jobs=False)

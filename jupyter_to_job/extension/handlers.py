@@ -34,6 +34,18 @@ from ..models import (
     SaveOutput,
     ServerSession,
 )
+from ..pipeline_templates import (
+    RunTemplate,
+    SavedTemplate,
+    SaveTemplate,
+    TemplateError,
+    check_template_path,
+    parse_template,
+    template_text,
+    with_parameters,
+)
+from ..pipelines import CreatePipeline
+from ..pipelines_api import parse_pipeline
 from ..rest import (
     CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
@@ -60,6 +72,7 @@ AUTH_RESOURCE = "jupyter_to_job"
 URL_PREFIX = "jupyter-to-job/api"
 JOB_ID = r"(?P<job_id>[^/]+)"
 SCHEDULE_ID = r"(?P<schedule_id>[^/]+)"
+PIPELINE_ID = r"(?P<pipeline_id>[^/]+)"
 FORMAT = r"(?P<fmt>ipynb|html)"
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -386,6 +399,149 @@ class ScheduleHandler(JobsBodyHandler):
         self.finish()
 
 
+class TemplateFiles(JobsBodyHandler):
+    """Handlers that read pipeline templates from the user's files."""
+
+    async def read_template(self, path: str) -> CreatePipeline:
+        """The template at ``path`` as a CreatePipeline; a 4xx with a sentence otherwise."""
+        try:
+            path = check_template_path(path)
+        except TemplateError as error:
+            raise ApiError(400, str(error), "not-a-template") from None
+        try:
+            model = await ensure_async(
+                self.contents_manager.get(path, content=True, type="file", format="text")
+            )
+        except web.HTTPError as error:
+            if error.status_code == 404:
+                raise ApiError(
+                    404, f"There is no pipeline template {path!r} in your files.", "no-such-file"
+                ) from None
+            raise ApiError(
+                400,
+                f"The file {path!r} cannot be read as a pipeline template ({error.log_message}).",
+                "not-a-template",
+            ) from None
+        try:
+            return parse_template(model.get("content") or "", path)
+        except TemplateError as error:
+            raise ApiError(400, str(error), "not-a-template") from None
+
+
+class PipelinesHandler(TemplateFiles):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "POST":
+            return None
+        return CREATE_BODY_SLACK, body_too_large(
+            CREATE_BODY_SLACK,
+            "Send only the pipeline's fields: the notebooks are read from your files.",
+        )
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json(await self.backend.list_pipelines())
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        """Run a pipeline: the body is a CreatePipeline, or ``{"template_path", "parameters"}``
+        to run a saved template with new pipeline-wide values. The notebooks are read from
+        the user's files (saved versions)."""
+        data = json_object(self.request_body())
+        if "stages" not in data and "template_path" in data:
+            try:
+                run = RunTemplate.model_validate(data)
+            except ValidationError as error:
+                raise validation_error(error, "template run") from None
+            template = await self.read_template(run.template_path)
+            try:
+                request = with_parameters(template, run.parameters)
+            except ValidationError as error:
+                raise validation_error(error, "pipeline") from None
+        else:
+            request = parse_pipeline(data)
+        notebooks: dict[str, dict[str, Any]] = {}
+        for stage in request.stages:
+            for job in stage.jobs:
+                if job.input_path not in notebooks:
+                    notebooks[job.input_path] = await self.read_notebook(job.input_path)
+        self.write_json(await self.backend.create_pipeline(request, notebooks), 201)
+
+
+class PipelineHandler(JobsBodyHandler):
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PATCH":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+
+    @web.authenticated
+    @authorized
+    async def get(self, pipeline_id: str) -> None:
+        self.write_json(await self.backend.describe_pipeline(pipeline_id))
+
+    @web.authenticated
+    @authorized
+    async def patch(self, pipeline_id: str) -> None:
+        self.write_json(await self.backend.update_pipeline(pipeline_id, self.request_body()))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, pipeline_id: str) -> None:
+        await self.backend.delete_pipeline(pipeline_id)
+        self.set_status(204)
+        self.finish()
+
+
+class PipelineTemplatesHandler(TemplateFiles):
+    """``GET ?path=x.pipeline.yaml``: the template; ``POST``: save a pipeline as one."""
+
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "POST":
+            return None
+        return CREATE_BODY_SLACK, body_too_large(
+            CREATE_BODY_SLACK, 'Send {"path": ..., "pipeline": {...}, "overwrite": false}.'
+        )
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        path = self.params().get("path")
+        if not path:
+            raise ApiError(400, "Say which template to read: ?path=train.pipeline.yaml.", "invalid")
+        self.write_json(await self.read_template(path))
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        try:
+            request = SaveTemplate.model_validate(json_object(self.request_body()))
+        except ValidationError as error:
+            raise validation_error(error, "template") from None
+        contents = self.contents_manager
+        if await ensure_async(contents.exists(request.path)) and not request.overwrite:
+            raise ApiError(
+                409,
+                f"The file {request.path!r} already exists. Choose another name, or save "
+                "with overwrite.",
+                "already-exists",
+            )
+        model = {
+            "type": "file",
+            "format": "text",
+            "content": template_text(request.pipeline, request.path),
+        }
+        try:
+            saved = await ensure_async(contents.save(model, request.path))
+        except web.HTTPError as error:
+            raise ApiError(
+                400 if error.status_code < 500 else 500,
+                f"The file {request.path!r} cannot be written ({error.log_message}).",
+                "cannot-save",
+            ) from None
+        self.write_json(SavedTemplate(path=saved["path"], size=saved.get("size") or 0), 201)
+
+
 class FlavorsHandler(JobsExtensionHandler):
     @web.authenticated
     @authorized
@@ -466,6 +622,9 @@ def extension_handlers() -> list[tuple[str, type]]:
         (f"{jobs}/{JOB_ID}/outputs/{FORMAT}/save", SaveOutputHandler),
         (f"{URL_PREFIX}/schedules", SchedulesHandler),
         (f"{URL_PREFIX}/schedules/{SCHEDULE_ID}", ScheduleHandler),
+        (f"{URL_PREFIX}/pipelines", PipelinesHandler),
+        (f"{URL_PREFIX}/pipelines/{PIPELINE_ID}", PipelineHandler),
+        (f"{URL_PREFIX}/pipeline-templates", PipelineTemplatesHandler),
         (f"{URL_PREFIX}/flavors", FlavorsHandler),
         (f"{URL_PREFIX}/config", ConfigHandler),
         (f"{URL_PREFIX}/parameters", ParametersHandler),

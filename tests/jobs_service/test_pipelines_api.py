@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+from jupyter_to_job.extension.backends import ServiceRelay
+from jupyter_to_job.pipelines import CreatePipeline
+from jupyter_to_job.rest import ApiError
+
 from ..support.job_hub import JOB_TIMEOUT, JobHub, JobService
 from ..support.notebooks import notebook_json
 from ..support.pipeline_scenes import notebooks_json, pipeline_request
@@ -178,3 +182,25 @@ def test_bad_input_is_a_400_naming_the_field(
     assert sentence in answer.json()["message"]
     assert field in [problem["field"] for problem in answer.json()["errors"]]
     assert field in answer.json()["message"] or "Stage 'two'" in answer.json()["message"]
+
+
+async def test_a_users_server_relays_pipelines_to_the_job_service(job_hub: JobHub) -> None:
+    # Given alice's and bob's servers, each relaying with its own server token
+    service = job_hub.service_url.removesuffix("api/")
+    alice = ServiceRelay(service, job_hub.tokens["alice"])
+    bob = ServiceRelay(service, job_hub.tokens["bob"])
+    request = CreatePipeline.model_validate(
+        {"name": "Relayed", "stages": [{"name": "one", "jobs": [{"input_path": "hi.ipynb"}]}]}
+    )
+
+    # When alice runs a pipeline from her server
+    created = await alice.create_pipeline(request, {"hi.ipynb": notebook_json("print('hi')")})
+
+    # Then the service keeps it as hers; bob's server gets the service's 404 sentence
+    assert (created["owner"], created["name"]) == ("alice", "Relayed")
+    listed = await alice.list_pipelines()
+    assert created["pipeline_id"] in [p["pipeline_id"] for p in listed["pipelines"]]
+    with pytest.raises(ApiError) as refused:
+        await bob.describe_pipeline(created["pipeline_id"])
+    assert refused.value.status == 404
+    assert refused.value.message.startswith("There is no pipeline")

@@ -30,6 +30,7 @@ from jupyter_to_job.extension.handlers import extension_handlers
 from ..support.hubprocess import free_loopback_ports
 from ..support.job_processes import kill_leftovers
 from ..support.notebooks import notebook_json
+from ..support.pipeline_scenes import NOTEBOOKS, TEMPLATE_YAML
 
 VENV_BIN = Path(sys.executable).parent
 MAX_NOTEBOOK_BYTES = 50_000
@@ -142,6 +143,7 @@ def test_no_endpoint_answers_without_the_servers_token(server):
         path = (
             pattern.replace("(?P<job_id>[^/]+)", "some-job")
             .replace("(?P<schedule_id>[^/]+)", "some-schedule")
+            .replace("(?P<pipeline_id>[^/]+)", "some-pipeline")
             .replace("(?P<fmt>ipynb|html)", "ipynb")
         )
         path = path.removeprefix("jupyter-to-job/api/")
@@ -272,3 +274,79 @@ def test_a_saved_notebook_is_scheduled_paused_and_deleted_in_the_server(server):
     )
     assert bad.status_code == 400
     assert "an interval of 5 seconds is too short" in bad.json()["message"]
+
+
+def test_a_saved_pipeline_template_runs_again_with_other_values_in_the_server(server):
+    # Given the pipeline scene's notebooks and its template (mode: fail) in the user's files
+    for path, nb in NOTEBOOKS.items():
+        server.put_notebook(path, json.loads(nbformat.writes(nb)))
+    saved = server.request(
+        "PUT",
+        "api/contents/evaluate.pipeline.yaml",
+        json={"type": "file", "format": "text", "content": TEMPLATE_YAML},
+    )
+    assert saved.status_code in (200, 201), saved.text
+
+    # The Jobs panel reads the template back as a pipeline
+    template = server.jobs_api(
+        "GET", "pipeline-templates", params={"path": "evaluate.pipeline.yaml"}
+    )
+    assert template.status_code == 200, template.text
+    assert template.json()["parameters"] == {"mode": "fail"}
+    assert template.json()["template_path"] == "evaluate.pipeline.yaml"
+    assert [stage["name"] for stage in template.json()["stages"]] == [
+        "prepare",
+        "evaluate",
+        "report",
+    ]
+
+    # When the user runs the template with mode 'pass' (its notebooks read from their files)
+    created = server.jobs_api(
+        "POST",
+        "pipelines",
+        json={"template_path": "evaluate.pipeline.yaml", "parameters": {"mode": "pass"}},
+    )
+    assert created.status_code == 201, created.text
+    path = f"pipelines/{created.json()['pipeline_id']}"
+    deadline = time.monotonic() + JOB_TIMEOUT
+    pipeline = created.json()
+    while pipeline["status"] not in ("COMPLETED", "FAILED", "STOPPED"):
+        assert time.monotonic() < deadline, pipeline
+        time.sleep(0.2)
+        pipeline = server.jobs_api("GET", path).json()
+
+    # Then every stage completed, and stage 3 read stage 1's file from the shared folder
+    assert pipeline["status"] == "COMPLETED", pipeline["status_message"]
+    assert (pipeline["template_path"], pipeline["parameters"]) == (
+        "evaluate.pipeline.yaml",
+        {"mode": "pass"},
+    )
+    assert (server.root / "report.txt").read_text() == "made by stage 1, read by stage 3"
+    assert (server.root / "pipelines/evaluate-the-model/data.txt").is_file()
+    listed = server.jobs_api("GET", "pipelines").json()["pipelines"]
+    assert pipeline["pipeline_id"] in [p["pipeline_id"] for p in listed]
+    assert server.jobs_api("DELETE", path).status_code == 204
+
+    # And a pipeline is saved as a template once, then only with overwrite
+    request = {"path": "copy.pipeline.json", "pipeline": template.json()}
+    first = server.jobs_api("POST", "pipeline-templates", json=request)
+    assert first.status_code == 201, first.text
+    assert first.json()["path"] == "copy.pipeline.json"
+    again = server.jobs_api("POST", "pipeline-templates", json=request)
+    assert again.status_code == 409
+    assert "already exists" in again.json()["message"]
+    copy = server.jobs_api("GET", "pipeline-templates", params={"path": "copy.pipeline.json"})
+    assert copy.json()["stages"] == template.json()["stages"]
+
+    # And a file that is not a template is a 400 with a sentence
+    server.request(
+        "PUT",
+        "api/contents/broken.pipeline.yaml",
+        json={"type": "file", "format": "text", "content": "name: x\nstages: []\n"},
+    )
+    broken = server.jobs_api("GET", "pipeline-templates", params={"path": "broken.pipeline.yaml"})
+    assert broken.status_code == 400
+    assert "a pipeline needs at least one stage" in broken.json()["message"]
+    wrong = server.jobs_api("GET", "pipeline-templates", params={"path": "train.ipynb"})
+    assert wrong.status_code == 400
+    assert "is not a pipeline template" in wrong.json()["message"]
