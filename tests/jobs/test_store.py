@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import inspect, text
 
 from jupyter_to_job.errors import InvalidJobRequest
 from jupyter_to_job.models import JobStatus, ListJobsQuery
@@ -160,3 +161,31 @@ def test_a_listing_can_be_limited_to_the_owners_a_caller_may_read(store: JobStor
     assert [row.owner for row in page.rows + following.rows] == ["bob", "carl", "bob"]
     assert store.list(ListJobsQuery(), owners=set()).total_count == 0
     assert store.list(ListJobsQuery(owner="alice"), owners={"bob"}).total_count == 0
+
+
+def test_a_store_made_before_pipelines_gains_their_columns_and_keeps_its_jobs(
+    store: JobStore,
+) -> None:
+    # Given a store whose jobs table predates pipeline_id, schedule_id and environment
+    old = store.add(new_job(name="old"))
+    with store.engine.begin() as connection:
+        for column in ("pipeline_id", "schedule_id"):
+            connection.execute(text(f"DROP INDEX ix_jobs_{column}"))
+        for column in ("pipeline_id", "schedule_id", "environment"):
+            connection.execute(text(f"ALTER TABLE jobs DROP COLUMN {column}"))
+    assert "pipeline_id" not in {c["name"] for c in inspect(store.engine).get_columns("jobs")}
+
+    # When the job service starts on it
+    store.create_tables()
+
+    # Then its jobs are there, and new jobs record their pipeline and environment
+    loaded = store.get(old.job_id)
+    assert loaded is not None and loaded.name == "old" and loaded.pipeline_id is None
+    made = store.add(
+        new_job(name="new", pipeline_id="p-1", schedule_id="s-1", environment={"A": "1"})
+    )
+    again = store.get(made.job_id)
+    assert again is not None
+    assert (again.pipeline_id, again.schedule_id, again.environment) == ("p-1", "s-1", {"A": "1"})
+    indexes = {index["name"] for index in inspect(store.engine).get_indexes("jobs")}
+    assert {"ix_jobs_pipeline_id", "ix_jobs_schedule_id"} <= indexes
