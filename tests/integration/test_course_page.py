@@ -1,0 +1,172 @@
+"""The course page on a real hub: an instructor extends a student's server.
+
+Given a class that ends in two minutes with no grace, an instructor (named in the catalog,
+with no hub role for the course: the service decides who teaches) and a student whose
+course server runs, with the Run as Job server extension that feeds the lab's countdown.
+The instructor extends the server by 15 minutes on the course page; the page, the
+service's owner API and the student's own server (``jupyter-to-job/api/session``, what the
+countdown reads) all tell the new end, the audit log names the instructor, and the
+service does not stop the server at the planned end. (That it does stop it 15 minutes
+later is tests/sessions/test_course_extension.py, on a clock the test moves.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime, timedelta
+
+import pytest
+
+from ..support.course_catalogs import minute, now, spawner_config, write_catalog
+from ..support.hubprocess import free_loopback_ports
+
+pytestmark = pytest.mark.integration
+
+SERVICE = "/services/course-sessions"
+TWO_GPUS = '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
+
+
+def course_catalog(start: datetime, end: datetime) -> str:
+    first_day = (start - timedelta(days=1)).date()
+    return f"""\
+settings:
+  instructor_bounds:
+    overrides_file: overrides.json
+    extension: 30m
+standing:
+  - id: cpu
+    title: CPU only
+    default: true
+courses:
+  - id: ml101
+    title: Machine Learning 101
+    instructors: [teacher]
+    enrolment: {{users: [pia]}}
+    gpu: {{fraction: 1/4}}
+    max_gpu_servers: 4
+    schedule:
+      timezone: UTC
+      term: {{first_day: {first_day}, last_day: {first_day + timedelta(days=30)}}}
+      windows:
+        - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+      lead_time: 10m
+      grace: 0m
+  - id: cv201
+    title: Computer Vision 201
+    instructors: [ines]
+    enrolment: {{users: [quinn]}}
+    schedule:
+      timezone: UTC
+      term: {{first_day: {first_day}, last_day: {first_day + timedelta(days=30)}}}
+      windows:
+        - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+"""
+
+
+def hub_config(catalog_dir, audit) -> str:
+    (port,) = free_loopback_ports(1)
+    return spawner_config(
+        catalog_dir,
+        TWO_GPUS,
+        f"""
+from gpuspawner.sessions import course_sessions_service, sessions_service_role
+from gpuspawner.sessions.registration import reclaim_access_scopes
+c.JupyterHub.services.append(course_sessions_service(
+    {str(catalog_dir)!r}, interval=1, port={port}, audit_log={str(audit)!r}))
+c.JupyterHub.load_roles.append(sessions_service_role())
+c.JupyterHub.load_roles.append({{"name": "user", "scopes": ["self", *reclaim_access_scopes()]}})
+c.Spawner.server_token_scopes = reclaim_access_scopes()
+# A server with the Run as Job extension may take longer than the hub's 10 s to start on a
+# loaded machine: answer the start at once (202) instead.
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}
+c.Spawner.args.append("--ServerApp.jpserver_extensions=jupyter_to_job=True")
+c.Spawner.environment.update(
+    {{"COURSE_SESSIONS_SERVICE_URL": "http://127.0.0.1:{port}/services/course-sessions/"}}
+)
+""",
+    )
+
+
+def form_xsrf(page_text: str) -> str:
+    return re.search(r'name="_xsrf" value="([^"]+)"', page_text).group(1)
+
+
+def audit_entries(path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_an_instructor_extends_a_students_server_by_15_minutes(
+    start_hub, browserless_user, tmp_path
+):
+    t = minute(now())
+    start, end = t - timedelta(minutes=30), t + timedelta(minutes=2)
+    catalog_dir, audit = tmp_path / "catalog", tmp_path / "audit.jsonl"
+    write_catalog(catalog_dir, course_catalog(start, end))
+    hub = start_hub(hub_config(catalog_dir, audit))
+    pia = browserless_user(hub, "pia")
+    assert pia.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
+    pia.wait_ready()
+    planned = end.strftime("%H:%M")
+    later = (end + timedelta(minutes=15)).strftime("%H:%M")
+
+    # Given the instructor on the course page, which shows pia's server stopping at class end
+    teacher = browserless_user(hub, "teacher")
+    teacher.login()
+    page = teacher.session.get(f"{hub.url}{SERVICE}/courses", timeout=60)
+    assert page.status_code == 200, page.text[:500]
+    assert 'data-server-user="pia"' in page.text
+    assert f"<td data-stops>{planned}" in page.text
+
+    # When the instructor extends it by 15 minutes
+    done = teacher.session.post(
+        f"{hub.url}{SERVICE}/courses/ml101/extend",
+        data={"_xsrf": form_xsrf(page.text), "user": "pia", "server": "", "minutes": "15"},
+        timeout=60,
+    )
+
+    # Then the page says so and shows the new end
+    assert done.status_code == 200, done.text[:500]
+    assert "teacher extended pia&#39;s Machine Learning 101 server by 15 minutes" in done.text
+    assert f"<td data-stops>{later}" in done.text
+    # And the audit log names the instructor
+    entry = next(e for e in audit_entries(audit) if e["action"] == "instructor-extend")
+    assert (entry["by"], entry["user"], entry["course"]) == ("teacher", "pia", "ml101")
+    # And the student's server tells the lab's countdown the new end
+    session = pia.get_from_server("jupyter-to-job/api/session")
+    assert session.status_code == 200, session.text
+    assert session.json()["session_end"].startswith(
+        (end + timedelta(minutes=15)).strftime("%Y-%m-%dT%H:%M")
+    )
+
+    # When a second extension would pass the admins' 30 minutes, it is refused with a sentence
+    refused = teacher.session.post(
+        f"{hub.url}{SERVICE}/courses/ml101/extend",
+        data={"_xsrf": form_xsrf(done.text), "user": "pia", "server": "", "minutes": "20"},
+        timeout=60,
+    )
+    assert refused.status_code == 400
+    assert "at most 30 minutes in all" in refused.text
+
+    # And another course's instructor may not extend it (403, with a sentence)
+    ines = browserless_user(hub, "ines")
+    ines.login()
+    own = ines.session.get(f"{hub.url}{SERVICE}/courses", timeout=60)
+    assert "Computer Vision 201" in own.text and "Machine Learning 101" not in own.text
+    foreign = ines.session.post(
+        f"{hub.url}{SERVICE}/courses/ml101/extend",
+        data={"_xsrf": form_xsrf(own.text), "user": "pia", "server": "", "minutes": "5"},
+        timeout=60,
+    )
+    assert foreign.status_code == 403
+    assert "You do not teach Machine Learning 101" in foreign.text
+
+    # And the service lets the planned end pass without stopping the server
+    while now() < end + timedelta(seconds=5):
+        time.sleep(1)
+    time.sleep(3)  # a few of the service's one-second rounds
+    assert "" in pia.model()["servers"]
+    assert not [e for e in audit_entries(audit) if e["action"] == "reclaim"]
