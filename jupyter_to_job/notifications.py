@@ -23,6 +23,10 @@ private, link-local or otherwise non-public address is not called (one log line 
 so), so a user's webhook cannot make the job service post to the hub's or the campus's
 internal services; ``c.JobNotifier.webhook_allowed_networks`` lets an admin allow some.
 The connection goes to the very address that was checked (no second lookup).
+
+A pipeline (:mod:`jupyter_to_job.pipelines`) is told about once, when it ends
+(:meth:`JobNotifier.pipeline_ended`), by the same channels, with its own ``notify`` or its
+owner's default; its jobs send nothing of their own.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import secrets
 import smtplib
 import socket
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
 from pathlib import Path
@@ -50,7 +55,7 @@ from traitlets import Bool, Float, Integer, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from .logs import LogStore
-from .models import JobNotify
+from .models import JobNotify, JobStatus
 from .store import JobRow, JobStore
 
 SIGNATURE_HEADER = "X-Jupyter-To-Job-Signature"
@@ -114,6 +119,20 @@ def _duration_words(seconds: float | None) -> str:
     if minutes:
         return f"{minutes} min {secs:02d} s"
     return f"{secs} s"
+
+
+@dataclass(frozen=True)
+class PipelineEnd:
+    """What the owner of a pipeline that ended is told."""
+
+    pipeline_id: str
+    name: str
+    owner: str
+    status: str
+    """COMPLETED, FAILED or STOPPED."""
+    reason: str | None
+    create_time: datetime
+    end_time: datetime
 
 
 class JobNotifier(LoggingConfigurable):
@@ -275,6 +294,102 @@ class JobNotifier(LoggingConfigurable):
             self._spawn(self._mail(row))
         if settings.webhook_url is not None:
             self._spawn(self._webhook(row, settings.webhook_url))
+
+    def owner_default(self, owner: str) -> JobNotify | None:
+        """The owner's default settings (None: nothing)."""
+        settings = self.store.owner_notify(owner)
+        if settings is not None and settings.settings:
+            return JobNotify.model_validate(settings.settings)
+        return None
+
+    def pipeline_ended(self, end: PipelineEnd, own: JobNotify | None) -> None:
+        """Tell the owner that a pipeline ended, as ``own`` (its ``notify``) or else their
+        default says; returns at once, never raises."""
+        try:
+            settings = own or self.owner_default(end.owner)
+        except Exception:
+            self.log.exception("Could not read the notification settings of %s", end.owner)
+            return
+        if settings is None or not settings.wants(JobStatus(end.status)):
+            return
+        if settings.email:
+            self._spawn(self._pipeline_mail(end))
+        if settings.webhook_url is not None:
+            self._spawn(self._pipeline_webhook(end, settings.webhook_url))
+
+    def pipeline_links(self, end: PipelineEnd) -> dict[str, str]:
+        hub = self.hub_url.rstrip("/")
+        api = f"{hub}/{self.service_prefix.strip('/')}/api/pipelines/{end.pipeline_id}"
+        return {"lab": f"{hub}/user/{end.owner}/lab", "pipeline": api}
+
+    def pipeline_payload(self, end: PipelineEnd) -> dict[str, Any]:
+        return {
+            "pipeline_id": end.pipeline_id,
+            "name": end.name,
+            "owner": end.owner,
+            "status": end.status,
+            "reason": end.reason,
+            "start_time": _iso(end.create_time),
+            "end_time": _iso(end.end_time),
+            "duration_seconds": round((end.end_time - end.create_time).total_seconds(), 3),
+            "links": self.pipeline_links(end),
+        }
+
+    def pipeline_message(self, end: PipelineEnd, address: str) -> EmailMessage:
+        status = end.status.lower()
+        links = self.pipeline_links(end)
+        seconds = (end.end_time - end.create_time).total_seconds()
+        lines = [
+            f"Your pipeline {end.name!r} {status}.",
+            "",
+            f"Status:   {end.status}",
+            f"Reason:   {end.reason or '-'}",
+            f"Duration: {_duration_words(seconds)}",
+            "",
+            f"Open JupyterLab (Jobs panel): {links['lab']}",
+            f"Pipeline: {links['pipeline']}",
+            "",
+            f"Pipeline id: {end.pipeline_id}",
+        ]
+        mail = EmailMessage()
+        mail["Subject"] = f"Pipeline {end.name} {status}"
+        mail["From"] = self.mail_from
+        mail["To"] = address
+        mail.set_content("\n".join(lines) + "\n")
+        return mail
+
+    def _pipeline_failed(self, end: PipelineEnd, channel: str, error: BaseException) -> None:
+        NOTIFICATIONS_FAILED.labels(channel=channel).inc()
+        self.log.warning(
+            "Could not send the %s of pipeline %s: %s",
+            channel,
+            end.pipeline_id,
+            str(error) or type(error).__name__,
+        )
+
+    async def _pipeline_mail(self, end: PipelineEnd) -> None:
+        try:
+            if not self.smtp_host or not self.address_template:
+                raise RuntimeError("no mail server or address is set up (c.JobNotifier.smtp_host)")
+            address = self.address_template.format(username=end.owner)
+            await asyncio.to_thread(self._send_mail, self.pipeline_message(end, address))
+        except Exception as error:
+            self._pipeline_failed(end, "mail", error)
+
+    async def _pipeline_webhook(self, end: PipelineEnd, url: str) -> None:
+        try:
+            owner = self.store.owner_notify(end.owner)
+            if owner is None or not owner.webhook_secret:
+                raise RuntimeError("its owner has no webhook secret yet")
+            body = json.dumps(self.pipeline_payload(end), separators=(",", ":")).encode()
+            host, address = await self._webhook_address(url)
+            client = SimpleAsyncHTTPClient(force_instance=True, hostname_mapping={host: address})
+            try:
+                await self._post(client, url, body, owner.webhook_secret)
+            finally:
+                client.close()
+        except Exception as error:
+            self._pipeline_failed(end, "webhook", error)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)

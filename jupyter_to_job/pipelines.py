@@ -39,10 +39,21 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, JsonValue, field_validator
-from sqlalchemy import JSON, Integer, String, Table, Text, UniqueConstraint, delete, select, update
+from sqlalchemy import (
+    JSON,
+    CursorResult,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    delete,
+    select,
+    update,
+)
 from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 from traitlets import Float, Instance
 from traitlets.config import LoggingConfigurable
@@ -66,6 +77,7 @@ from .models import (
     _check_parameters,
     _check_relative_notebook_path,
 )
+from .notifications import PipelineEnd
 from .runfiles import PIPELINE_DIR_VARIABLE
 from .snapshot import notebook_snapshot
 from .store import Base, JobRow
@@ -763,7 +775,9 @@ class Pipelines(LoggingConfigurable):
             request = CreateJob.model_validate(entry.request).model_copy(
                 update={
                     "idempotency_token": f"pipeline:{row.pipeline_id}:"
-                    f"{entry.stage_index}:{entry.job_index}"
+                    f"{entry.stage_index}:{entry.job_index}",
+                    # The pipeline is told about once, as a whole (see _notify).
+                    "notify": JobNotify(),
                 }
             )
             try:
@@ -814,9 +828,8 @@ class Pipelines(LoggingConfigurable):
             message = f"Stage {stage!r} failed: {detail}. The rest was stopped or skipped."
             stop_reason = f"Stopped because {label!r} of stage {stage!r} failed."
             skip_reason = f"Skipped because stage {stage!r} failed."
-        self._update(row.pipeline_id, status=status.value, status_message=message)
         await self._wind_down(row.pipeline_id, stop_reason=stop_reason, skip_reason=skip_reason)
-        self._finish(row.pipeline_id, status)
+        self._finish(row.pipeline_id, status, message)
         self.log.info("Pipeline %s: %s", row.pipeline_id, message)
 
     async def _wind_down(self, pipeline_id: str, *, stop_reason: str, skip_reason: str) -> None:
@@ -833,13 +846,46 @@ class Pipelines(LoggingConfigurable):
             except JobError:  # it ended meanwhile, or was deleted
                 pass
 
-    def _finish(self, pipeline_id: str, status: PipelineStatus) -> None:
+    def _finish(self, pipeline_id: str, status: PipelineStatus, message: str | None = None) -> None:
+        """End the pipeline (once: a conditional update) and tell its owner."""
         now = utcnow()
-        values: dict[str, Any] = {"status": status.value, "end_time": now}
+        values: dict[str, Any] = {"status": status.value, "end_time": now, "update_time": now}
         if status is PipelineStatus.COMPLETED:
             values["current_stage"] = None
             values["status_message"] = "Every stage completed."
-        self._update(pipeline_id, **values)
+        elif message is not None:
+            values["status_message"] = message
+        with self._sessions.begin() as session:
+            result = session.execute(
+                update(PipelineRow)
+                .where(
+                    PipelineRow.pipeline_id == pipeline_id,
+                    PipelineRow.status.in_(
+                        [PipelineStatus.RUNNING.value, PipelineStatus.STOPPING.value]
+                    ),
+                )
+                .values(**values)
+            )
+            ended = cast(CursorResult[Any], result).rowcount == 1
+        if ended:
+            self._notify(pipeline_id)
+
+    def _notify(self, pipeline_id: str) -> None:
+        with self._sessions() as session:
+            row = session.get(PipelineRow, pipeline_id)
+        if row is None or row.end_time is None:
+            return
+        spec = CreatePipeline.model_validate(row.spec)
+        end = PipelineEnd(
+            pipeline_id=row.pipeline_id,
+            name=row.name,
+            owner=row.owner,
+            status=row.status,
+            reason=row.status_message,
+            create_time=row.create_time,
+            end_time=row.end_time,
+        )
+        self.manager.notifier.pipeline_ended(end, spec.notify)
 
     def _update(self, pipeline_id: str, **values: Any) -> None:
         values["update_time"] = utcnow()

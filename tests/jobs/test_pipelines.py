@@ -23,6 +23,7 @@ from jupyter_to_job.store import JobStore
 from ..support import eventually
 from ..support.job_managers import ManagerFactory
 from ..support.notebooks import notebook, wait_for_file
+from ..support.notification_receivers import MailSink, mail_sink_fixture
 from ..support.pipeline_scenes import (
     SHARED_FOLDER,
     TEMPLATE_YAML,
@@ -33,6 +34,8 @@ from ..support.pipeline_scenes import (
 HANG_GUARD = 120  # a broken test fails instead of hanging; never a timing assertion
 
 PipelinesFactory = Callable[..., Awaitable[Pipelines]]
+
+mail_sink = mail_sink_fixture()
 
 
 @pytest.fixture
@@ -234,3 +237,47 @@ def test_the_scene_request_matches_its_template() -> None:
     assert template.model_dump(exclude={"template_path"}) == CreatePipeline.model_validate(
         pipeline_request("fail")
     ).model_dump(exclude={"template_path"})
+
+
+async def test_the_owner_is_told_once_when_the_pipeline_ends_not_per_job(
+    make_pipelines: PipelinesFactory, mail_sink: MailSink, tmp_path: Path
+) -> None:
+    # Given alice, whose default is a mail when anything of hers ends
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "one.ipynb").write_text(_nb("print('one')"))
+    (home / "two.ipynb").write_text(_nb("x = 1", "raise ValueError('no data')"))
+    pipelines = await make_pipelines()
+    notifier = pipelines.manager.notifier
+    notifier.smtp_host, notifier.smtp_port = mail_sink.host, mail_sink.port
+    notifier.address_template = "{username}@campus.test"
+    notifier.hub_url = "https://gpu-hub.campus.test"
+    pipelines.manager.store.set_owner_notify("alice", {"email": True}, None)
+    request = CreatePipeline.model_validate(
+        {
+            "name": "Nightly",
+            "stages": [
+                {
+                    "name": "first",
+                    "jobs": [{"input_path": "one.ipynb"}, {"input_path": "one.ipynb"}],
+                },
+                {"name": "second", "jobs": [{"input_path": "two.ipynb"}]},
+            ],
+        }
+    )
+
+    # When her three-job pipeline fails in its second stage
+    created = await pipelines.create("alice", request, source_root=home)
+    pipeline = await ended(pipelines, created.pipeline_id)
+    await notifier.drain()
+
+    # Then she gets one mail, about the pipeline, with the reason and its link
+    assert pipeline.status == "FAILED"
+    (mail,) = await eventually(lambda: mail_sink.to("alice@campus.test"), what="the mail")
+    await notifier.drain()
+    assert mail_sink.to("alice@campus.test") == [mail]
+    assert mail["Subject"] == "Pipeline Nightly failed"
+    text = mail.get_content()
+    assert f"Reason:   {pipeline.status_message}" in text
+    assert "cell 2 raised ValueError: no data" in text
+    assert f"api/pipelines/{created.pipeline_id}" in text
