@@ -193,8 +193,12 @@ async def test_the_owner_reads_the_warning_and_keeps_the_server_once_through_the
             assert warning["stop_at"] == "2025-03-03T09:30:00Z"
             assert warning["seconds_left"] == 480
             assert "its GPU has not been used for 30 min" in warning["message"]
-            # bob, whose GPU is busy, has none; a service's token reads nobody's.
-            assert await call("bob-server-token") == (200, {"warnings": []})
+            # bob, whose GPU is busy, has none (his server stops at class end plus grace,
+            # for the lab's countdown); a service's token reads nobody's.
+            assert await call("bob-server-token") == (
+                200,
+                {"warnings": [], "session_ends": {"": "2025-03-03T11:15:00Z"}},
+            )
             status, body = await call("jobs-service-token")
             assert status == 403
 
