@@ -40,6 +40,7 @@ from .policy.catalog import (
     SoftwareEnvironment,
     StandingProfile,
 )
+from .policy.course_overrides import describe_overrides
 from .policy.schedule import ClassSession, GapClash, WeeklyWindow, gap_clashes
 from .policy.share import GPUShare
 from .policy.units import SIZE_HINT, format_mib, parse_size_mib
@@ -152,6 +153,8 @@ def check(args: argparse.Namespace) -> int:
         print(f"{noun}: fix the catalog and run gpuspawner check again.", file=sys.stderr)
         return 1
     print_warnings(catalog_warnings(catalog, max(args.gpu_memory, default=None)))
+    for problem in catalog.override_problems:
+        print(f"warning: an instructor's change is left out: {problem}", file=sys.stderr)
     zone = ZoneInfo(catalog.settings.timezone)
     if args.user is not None:
         user = UserIdentity(args.user, args.groups, args.admin)
@@ -443,6 +446,9 @@ def _print_course(catalog: Catalog, course: Course, start: datetime, source: Pat
     timing = f"lead time {_span(schedule.lead_time)}, grace {_span(schedule.grace)}"
     timing += f", pre-warm {_span(schedule.prewarm)}" if schedule.prewarm else ", no pre-warm"
     _line("Timing", timing)
+    changes = describe_overrides(course)
+    if changes:
+        _line("Instructors", "changed on the course page: " + "; ".join(changes))
     sessions = schedule.week(start)
     if sessions:
         print("    Classes:")

@@ -438,6 +438,23 @@ def forget_extensions(overrides: CourseOverrides, before: datetime) -> CourseOve
     return overrides.model_copy(update={"extensions": kept})
 
 
+def describe_overrides(course: Course) -> list[str]:
+    """Instructors' changes in force for ``course``, in words (``gpuspawner check``)."""
+    overrides = course_overrides(course)
+    found = [f"cancelled {day:%a %d %b %Y}" for day in overrides.cancelled]
+    found += [f"extra session {extra.describe()}" for extra in overrides.extra]
+    for name in TIMINGS:
+        value = overrides.timing(name)
+        if value is not None:
+            found.append(f"{TIMING_WORDS[name]} {_minutes(value)}")
+    if overrides.notice:
+        found.append(f"notice {overrides.notice!r}")
+    if overrides.extensions:
+        count = len({(e.user, e.server, e.started) for e in overrides.extensions})
+        found.append(f"{count} server{'s' if count != 1 else ''} extended")
+    return found
+
+
 def classes_between(course: Course, first: date, last: date) -> list[tuple[date, list]]:
     """Each day from ``first`` to ``last`` with the course's classes that day as planned by
     the catalog (``(session, cancelled)``) and its extra sessions (``(session, None)``)."""

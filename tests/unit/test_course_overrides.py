@@ -146,3 +146,23 @@ def test_changes_the_narrowed_bounds_no_longer_allow_are_left_out_and_reported(
     narrowed = load_catalog(folder)
     assert narrowed.courses_by_id["ml101"].course_schedule.lead_time == timedelta(minutes=10)
     assert narrowed.override_problems == ["ml101: the lead time of 25 min is outside the bounds"]
+
+
+def test_gpuspawner_check_lists_the_instructors_changes(folder: Path, capsys) -> None:
+    from gpuspawner.cli import main
+
+    catalog = load_catalog(folder)
+    course = catalog.courses_by_id["ml101"]
+    bounds = catalog.settings.instructor_bounds
+    cancelled = cancel_change(course, bounds, course_overrides(course), MONDAY, NOW)
+    save(folder, "ml101", notice_change(bounds, cancelled, "Bring your charger."))
+
+    assert main(["check", str(folder), "--from", "2026-11-30T00:00"]) == 0
+
+    out = capsys.readouterr().out
+    assert (
+        "Instructors: changed on the course page: cancelled Mon 30 Nov 2026; "
+        "notice 'Bring your charger.'" in out
+    )
+    assert "Mon 30 Nov 2026 10:15" not in out  # no longer among the week's classes
+    assert "Wed 02 Dec 2026 10:15-12:00" in out
