@@ -18,7 +18,9 @@ comes from the catalog (research allocations and courses by user or group). Admi
 admins (``admin_groups``) and hold every scope.
 
 JupyterHub loads roles at start-up: after adding a course, restart the hub so its
-instructors get their role (the spawn page follows the catalog at once).
+instructors get their role. The spawn page and the course-sessions service's course page
+(which decides who teaches from the catalog and the hub's current groups at each request)
+follow the catalog at once, without this role.
 
 Pure: plain dictionaries for ``c.JupyterHub.load_roles``, no JupyterHub import.
 """
