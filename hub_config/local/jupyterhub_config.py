@@ -47,8 +47,9 @@ ADMIN = "admin"
 
 def course_venv(folder: Path) -> Path:
     """The demo's second Python environment, made once: a venv (with the system's
-    site-packages) that also sees the hub's packages through a ``.pth`` file, and the
-    ``jupyterhub-singleuser`` launcher an install would write. A real hub points the
+    site-packages) that also sees the hub's packages through a ``.pth`` file, with the
+    ``jupyterhub-singleuser`` launcher and JupyterLab's data and settings folders (links to
+    the hub's) an install would give it. A real hub points the
     catalog's ``python:`` at environments installed for the course instead."""
     launcher = folder / "bin" / "jupyterhub-singleuser"
     if launcher.is_file():
@@ -79,6 +80,10 @@ def _make_course_venv(folder: Path, launcher: Path) -> None:
         f"#!{python}\nimport sys\nfrom jupyterhub.singleuser import main\nsys.exit(main())\n"
     )
     launcher.chmod(0o755)
+    # JupyterLab's pages and its server extension's settings, as an install would put them.
+    for shared in ("share/jupyter", "etc/jupyter"):
+        (folder / shared).parent.mkdir(parents=True, exist_ok=True)
+        (folder / shared).symlink_to(Path(sys.prefix, shared), target_is_directory=True)
 
 
 def demo_environments(venv: Path) -> str:
@@ -94,7 +99,7 @@ environments:
   - id: course-venv
     title: Course virtual environment
     description: A separate venv for the course's exercises.
-    contains: [Its own Python, JupyterLab 4]
+    contains: [Python 3, JupyterLab 4]
     python: {venv}
 """
 

@@ -31,7 +31,8 @@ def course_venv(folder: Path) -> Path:
     """A real venv for the course: made by ``venv`` with the system site-packages, and given
     the hub's packages (JupyterHub, JupyterLab) through a ``.pth`` file instead of an install
     (the test machine has no package index), with the ``jupyterhub-singleuser`` launcher pip
-    would write. Its own ``bin/python`` runs it, so ``sys.prefix`` is the venv."""
+    would write and JupyterLab's data and settings folders (links to the hub's). Its own
+    ``bin/python`` runs it, so ``sys.prefix`` is the venv."""
     subprocess.run(
         [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)],
         check=True,
@@ -49,6 +50,10 @@ def course_venv(folder: Path) -> Path:
         f"#!{python}\nimport sys\nfrom jupyterhub.singleuser import main\nsys.exit(main())\n"
     )
     launcher.chmod(0o755)
+    # JupyterLab's pages and its server extension's settings, as an install would put them.
+    for shared in ("share/jupyter", "etc/jupyter"):
+        (folder / shared).parent.mkdir(parents=True, exist_ok=True)
+        (folder / shared).symlink_to(Path(sys.prefix, shared), target_is_directory=True)
     return folder
 
 
@@ -119,6 +124,9 @@ def test_a_student_picks_the_second_environment_and_the_server_runs_its_python(
     ]
     printed = run_in_kernel(ana.server_url(), ana.token, "import sys; print(sys.prefix)")
     assert printed.strip() == str(venv)
+    # And it serves JupyterLab
+    lab = ana.get_from_server("lab")
+    assert lab.status_code == 200 and "JupyterLab" in lab.text
     # And the hub recorded the choice with the server
     assert (
         hub.api("GET", "/users/ana").json()["servers"][""]["state"]["gpuspawner"]["environment"]
