@@ -6,6 +6,7 @@
  * - the instructor finds the page from the hub's home page and cancels next Monday's
  *   class; student1's spawn card then opens only for the Monday after, and the audit
  *   log names the instructor;
+ * - a notice the instructor posts shows on the student's card;
  * - a lead time outside the admins' bounds is refused with a sentence (400);
  * - instructor2, who was never given a hub role for either course, sees their own course
  *   and is refused the other (403 with a sentence).
@@ -71,14 +72,18 @@ test('an instructor cancels next Monday on the course page; the student and the 
   // When: the instructor cancels the first Monday class still to come.
   const monday = card
     .locator('tr[data-kind=class]')
-    .filter({ has: teacher.page.getByRole('button', { name: /Cancel the class/ }) })
+    .filter({
+      has: teacher.page.getByRole('button', { name: /Cancel the class/ })
+    })
     .first();
   const day = (await monday.getAttribute('data-day')) as string;
   await monday.getByRole('button', { name: /Cancel the class/ }).click();
   await expect(teacher.page.locator('#course-message')).toContainText(
     'instructor cancelled the class of'
   );
-  await expect(card.locator(`tr[data-day="${day}"]`)).toContainText('Cancelled');
+  await expect(card.locator(`tr[data-day="${day}"]`)).toContainText(
+    'Cancelled'
+  );
   await expect(card.locator('[data-history]')).toContainText(
     'instructor cancelled the class of'
   );
@@ -101,6 +106,19 @@ test('an instructor cancels next Monday on the course page; the student and the 
     e => e.action === 'instructor-cancel' && e.course === COURSE
   );
   expect(entry?.by).toBe('instructor');
+
+  // When: the instructor posts a notice, the student's card shows it.
+  await card
+    .locator('textarea[name=notice]')
+    .fill('Bring your laptop charger.');
+  await card.getByRole('button', { name: 'Post notice' }).click();
+  await expect(teacher.page.locator('#course-message')).toContainText(
+    'instructor posted a notice'
+  );
+  await student.page.goto('/hub/spawn');
+  await expect(
+    student.page.locator(`[data-profile="${COURSE}"] [data-course-notice]`)
+  ).toHaveText('Notice from your instructor: Bring your laptop charger.');
 
   // When: a lead time outside the admins' bounds (0-30 minutes) is asked for.
   await teacher.page.goto(PAGE);
