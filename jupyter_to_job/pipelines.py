@@ -98,6 +98,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def home_of(working_dir: str, input_path: str) -> str:
+    """The owner's root folder, from the folder a job of notebook ``input_path`` runs in
+    (its notebook's folder under that root)."""
+    home = Path(working_dir)
+    for _ in PurePosixPath(input_path).parent.parts:
+        home = home.parent
+    return os.fspath(home)
+
+
 def slug(name: str) -> str:
     """A folder name for ``name``: lower case letters, digits, ``-`` and ``_``."""
     text = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
@@ -677,6 +686,18 @@ class Pipelines(LoggingConfigurable):
             session.execute(delete(PipelineRow).where(PipelineRow.pipeline_id == pipeline_id))
         shutil.rmtree(self.folder / pipeline_id, ignore_errors=True)
 
+    def refusal(self, pipeline_id: str) -> str | None:
+        """Why a job of the pipeline was refused outright by the admission (a grant that
+        expired, a flavor no longer the owner's); None when none was."""
+        for entry in self._entries(pipeline_id):
+            error = entry.error
+            if error is None and entry.job_id is not None:
+                job = self.manager.store.get(entry.job_id)
+                error = job.error if job is not None else None
+            if error and error.get("ename") == "JobRefused":
+                return str(error.get("evalue") or "")
+        return None
+
     # -- moving on --------------------------------------------------------------------------
 
     async def advance(self, pipeline_id: str) -> None:
@@ -755,9 +776,7 @@ class Pipelines(LoggingConfigurable):
             # A pod: the home's mount path is the executor's; the runner resolves it.
             shared = posixpath.relpath(spec.folder, input_path.parent.as_posix())
         elif entry.working_dir:
-            home = Path(entry.working_dir)
-            for _ in input_path.parent.parts:
-                home = home.parent
+            home = Path(home_of(entry.working_dir, input_path.as_posix()))
             shared = os.fspath(home.joinpath(*PurePosixPath(spec.folder).parts))
         else:  # no home folder here: one of the pipeline's own
             shared = os.fspath(self.folder / row.pipeline_id / "shared")

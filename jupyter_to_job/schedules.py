@@ -28,18 +28,25 @@ its number of runs reached, or as many failed runs in a row as it allows. A run 
 as failed when its job ends ``FAILED`` (or could not be created); a job stopped by its
 owner is neither a success nor a failure.
 
+A schedule may run a pipeline instead of a job (``pipeline``, a
+:class:`~jupyter_to_job.pipelines.CreatePipeline`, with a snapshot of each of its
+notebooks): each slot starts one pipeline through :class:`~jupyter_to_job.pipelines.Pipelines`
+(its jobs admitted as each stage starts), the run row names the pipeline, and the run's
+outcome is the pipeline's (a job refused outright ends the schedule, as for a job run).
+
 All times come from the scheduler's ``clock``, so tests move time by hand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -56,8 +63,9 @@ from gpuspawner.databases import UTCDateTime
 from .errors import InvalidJobRequest, JobError, JobRefused
 from .manager import JobManager
 from .models import CreateJob, JobStatus, WireModel
+from .pipelines import CreatePipeline, Pipelines
 from .snapshot import notebook_snapshot
-from .store import Base
+from .store import Base, add_missing_columns
 
 MIN_INTERVAL_SECONDS = 60
 """The shortest interval between runs: a schedule is for work that takes minutes."""
@@ -102,13 +110,20 @@ class ScheduleWindow(WireModel):
 
 
 class CreateSchedule(WireModel):
-    """A notebook job to run on a cron expression or every ``interval_seconds``."""
+    """A notebook job, or a pipeline, to run on a cron expression or every
+    ``interval_seconds``; exactly one of ``job`` and ``pipeline``."""
 
-    job: CreateJob = Field(description="The job each run creates, as for a one-off job.")
+    job: CreateJob | None = Field(
+        default=None, description="The job each run creates, as for a one-off job."
+    )
+    pipeline: CreatePipeline | None = Field(
+        default=None, description="The pipeline each run starts (instead of a job)."
+    )
     name: str | None = Field(
         default=None,
         max_length=MAX_NAME_LENGTH,
-        description="A name for the schedule list; defaults to the job's name or notebook.",
+        description="A name for the schedule list; defaults to the job's name or notebook, "
+        "or the pipeline's name.",
     )
     cron: str | None = Field(
         default=None, description="Five cron fields, in the time zone: '0 9 * * 1-5'."
@@ -176,6 +191,8 @@ class CreateSchedule(WireModel):
 
     @model_validator(mode="after")
     def _one_rhythm(self) -> CreateSchedule:
+        if (self.job is None) == (self.pipeline is None):
+            raise ValueError("give either a job or a pipeline to run, not both")
         if (self.cron is None) == (self.interval_seconds is None):
             raise ValueError("give either a cron expression (cron) or an interval, not both")
         if self.start_time and self.end_time and self.end_time <= self.start_time:
@@ -192,6 +209,9 @@ class ScheduleRun(WireModel):
 
     slot_time: datetime
     job_id: str | None = Field(default=None, description="None: no job could be created.")
+    pipeline_id: str | None = Field(
+        default=None, description="The pipeline a pipeline schedule's run started."
+    )
     outcome: JobStatus | None = Field(default=None, description="None while its job runs.")
     message: str | None = None
 
@@ -201,6 +221,7 @@ class Schedule(CreateSchedule):
 
     schedule_id: str
     owner: str
+    pipeline_name: str | None = Field(default=None, description="The pipeline it runs, if any.")
     status: ScheduleStatus
     status_message: str | None = Field(
         default=None, description="Why it is paused or ended, in a sentence."
@@ -283,6 +304,8 @@ class ScheduleRunRow(Base):
     schedule_id: Mapped[str] = mapped_column(String(64), index=True)
     slot_time: Mapped[datetime] = mapped_column(UTCDateTime)
     job_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    pipeline_id: Mapped[str | None] = mapped_column(String(64))
+    """The pipeline of a pipeline schedule's run (its job_id stays None)."""
     outcome: Mapped[str | None] = mapped_column(String(16))
     """None while its job runs; then COMPLETED, FAILED or STOPPED."""
     message: Mapped[str | None] = mapped_column(Text)
@@ -355,9 +378,18 @@ class Scheduler(LoggingConfigurable):
 
     manager = Instance(JobManager)
 
-    def __init__(self, *, manager: JobManager, clock: Clock | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        manager: JobManager,
+        clock: Clock | None = None,
+        pipelines: Pipelines | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(manager=manager, **kwargs)
         self.clock: Clock = clock or utcnow
+        self.pipelines = pipelines
+        """Where pipeline schedules start their runs (None: pipeline schedules are refused)."""
         self._sessions = sessionmaker(manager.store.engine, expire_on_commit=False)
         self._task: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()
@@ -366,7 +398,9 @@ class Scheduler(LoggingConfigurable):
     # -- lifecycle ------------------------------------------------------------------------
 
     def create_tables(self) -> None:
-        Base.metadata.create_all(self.manager.store.engine, tables=TABLES)
+        engine = self.manager.store.engine
+        Base.metadata.create_all(engine, tables=TABLES)
+        add_missing_columns(engine, ScheduleRunRow.__table__)  # type: ignore[arg-type]
 
     def start(self) -> None:
         """Create the tables and start the loop (one round every ``tick_seconds``)."""
@@ -395,27 +429,51 @@ class Scheduler(LoggingConfigurable):
     def _notebook_path(self, schedule_id: str) -> Path:
         return self.folder / f"{schedule_id}.ipynb"
 
+    def _notebooks_path(self, schedule_id: str) -> Path:
+        """A pipeline schedule's notebooks: a JSON object by ``input_path``."""
+        return self.folder / f"{schedule_id}.notebooks.json"
+
     def create(
         self,
         owner: str,
         request: CreateSchedule,
         *,
         notebook: dict[str, Any] | str | bytes | None = None,
+        notebooks: Mapping[str, dict[str, Any] | str | bytes] | None = None,
         source_root: str | os.PathLike[str] | None = None,
         working_dir: str | os.PathLike[str] | None = None,
     ) -> Schedule:
         """Save a schedule for ``owner`` with a snapshot of its notebook (``notebook``, or
-        the file ``source_root/request.job.input_path``)."""
-        content = notebook_snapshot(
-            request.job.input_path,
-            notebook,
-            source_root,
-            max_bytes=self.manager.max_notebook_bytes,
-        )
+        the file ``source_root/request.job.input_path``); a pipeline schedule with a
+        snapshot of each of its notebooks (``notebooks`` by input path, or read from
+        ``source_root``), its jobs running beside their notebooks under ``working_dir`` (the
+        owner's root folder)."""
+        if request.pipeline is not None and self.pipelines is None:
+            raise InvalidJobRequest("This job service runs no pipelines, so none can be scheduled.")
         now = self.clock()
         schedule_id = str(uuid.uuid4())
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._notebook_path(schedule_id).write_bytes(content)
+        if request.job is not None:
+            content = notebook_snapshot(
+                request.job.input_path,
+                notebook,
+                source_root,
+                max_bytes=self.manager.max_notebook_bytes,
+            )
+            self._notebook_path(schedule_id).write_bytes(content)
+        else:
+            assert request.pipeline is not None
+            snapshots = {
+                job.input_path: notebook_snapshot(
+                    job.input_path,
+                    (notebooks or {}).get(job.input_path),
+                    source_root,
+                    max_bytes=self.manager.max_notebook_bytes,
+                ).decode()
+                for stage in request.pipeline.stages
+                for job in stage.jobs
+            }
+            self._notebooks_path(schedule_id).write_text(json.dumps(snapshots))
         anchor = request.start_time or now
         row = ScheduleRow(
             schedule_id=schedule_id,
@@ -456,6 +514,7 @@ class Scheduler(LoggingConfigurable):
                 {
                     "slot_time": run.slot_time,
                     "job_id": run.job_id,
+                    "pipeline_id": run.pipeline_id,
                     "outcome": run.outcome,
                     "message": run.message,
                 }
@@ -470,6 +529,7 @@ class Scheduler(LoggingConfigurable):
                 **row.spec,
                 "schedule_id": row.schedule_id,
                 "owner": row.owner,
+                "pipeline_name": (row.spec.get("pipeline") or {}).get("name"),
                 "status": row.status,
                 "status_message": row.status_message,
                 "runs": row.runs,
@@ -547,6 +607,7 @@ class Scheduler(LoggingConfigurable):
             session.execute(delete(ScheduleRunRow).where(ScheduleRunRow.schedule_id == schedule_id))
             session.execute(delete(ScheduleRow).where(ScheduleRow.schedule_id == schedule_id))
         self._notebook_path(schedule_id).unlink(missing_ok=True)
+        self._notebooks_path(schedule_id).unlink(missing_ok=True)
 
     def _update(self, schedule_id: str, **values: Any) -> None:
         with self._sessions.begin() as session:
@@ -585,9 +646,30 @@ class Scheduler(LoggingConfigurable):
                     await self._round(row, now)
                 except Exception:
                     self.log.exception("Schedule %s: this round failed", row.schedule_id)
+            # An ended schedule's last runs: their outcomes are still recorded.
+            with self._sessions() as session:
+                ended = session.scalars(
+                    select(ScheduleRow).where(
+                        ScheduleRow.status == ScheduleStatus.ENDED.value,
+                        ScheduleRow.schedule_id.in_(
+                            select(ScheduleRunRow.schedule_id).where(
+                                ScheduleRunRow.outcome.is_(None)
+                            )
+                        ),
+                    )
+                ).all()
+            for row in ended:
+                try:
+                    self._settle(row, CreateSchedule.model_validate(row.spec))
+                except Exception:
+                    self.log.exception(
+                        "Schedule %s: its runs could not be settled", row.schedule_id
+                    )
 
     def _settle(self, row: ScheduleRow, spec: CreateSchedule) -> bool:
-        """Record the outcome of runs whose jobs have ended; False when that ends it."""
+        """Record the outcome of runs whose jobs have ended; False when that ends it (an
+        ended schedule only gets its outcomes recorded)."""
+        over = row.status == ScheduleStatus.ENDED.value
         with self._sessions() as session:
             pending = session.scalars(
                 select(ScheduleRunRow)
@@ -601,6 +683,21 @@ class Scheduler(LoggingConfigurable):
         for run in pending:
             job = self.manager.store.get(run.job_id) if run.job_id else None
             message: str | None
+            if spec.pipeline is not None:
+                settled = self._pipeline_outcome(run)
+                if settled is None:
+                    continue
+                outcome, message, refusal = settled
+                self._record_outcome(run.id, outcome, message)
+                if refusal is not None and not over:
+                    self._update(row.schedule_id, failures_in_a_row=failures + 1)
+                    self._end(row.schedule_id, self._refused_sentence(refusal))
+                    return False
+                if outcome == JobStatus.COMPLETED.value:
+                    failures = 0
+                elif outcome == JobStatus.FAILED.value:
+                    failures += 1
+                continue
             if run.job_id is None:
                 outcome = JobStatus.STOPPED.value
                 message = "The job service stopped before this run's job was created."
@@ -616,7 +713,12 @@ class Scheduler(LoggingConfigurable):
                     .where(ScheduleRunRow.id == run.id)
                     .values(outcome=outcome, message=message)
                 )
-            if job is not None and job.error and job.error.get("ename") == "JobRefused":
+            if (
+                job is not None
+                and job.error
+                and job.error.get("ename") == "JobRefused"
+                and not over
+            ):
                 self._update(row.schedule_id, failures_in_a_row=failures + 1)
                 self._end(row.schedule_id, self._refused_sentence(job.error.get("evalue", "")))
                 return False
@@ -628,7 +730,7 @@ class Scheduler(LoggingConfigurable):
             self._update(row.schedule_id, failures_in_a_row=failures)
             row.failures_in_a_row = failures
         limit = spec.max_failures_in_a_row
-        if limit is not None and failures >= limit:
+        if limit is not None and failures >= limit and not over:
             runs = "run" if limit == 1 else "runs"
             self._end(
                 row.schedule_id,
@@ -637,6 +739,35 @@ class Scheduler(LoggingConfigurable):
             )
             return False
         return True
+
+    def _pipeline_outcome(self, run: ScheduleRunRow) -> tuple[str, str | None, str | None] | None:
+        """How a pipeline run ended: (outcome, message, refusal); None while it runs."""
+        if run.pipeline_id is None:
+            return (
+                JobStatus.STOPPED.value,
+                "The job service stopped before this run's pipeline was created.",
+                None,
+            )
+        assert self.pipelines is not None
+        try:
+            pipeline = self.pipelines.describe(run.pipeline_id)
+        except JobError:
+            return JobStatus.STOPPED.value, "Its pipeline was deleted.", None
+        if not pipeline.status.is_final:
+            return None
+        return (
+            pipeline.status.value,
+            pipeline.status_message,
+            self.pipelines.refusal(run.pipeline_id),
+        )
+
+    def _record_outcome(self, run_id: int, outcome: str, message: str | None) -> None:
+        with self._sessions.begin() as session:
+            session.execute(
+                update(ScheduleRunRow)
+                .where(ScheduleRunRow.id == run_id)
+                .values(outcome=outcome, message=message)
+            )
 
     @staticmethod
     def _refused_sentence(reason: str) -> str:
@@ -688,6 +819,10 @@ class Scheduler(LoggingConfigurable):
             self._end(row.schedule_id, "It reached its end date.")
 
     async def _submit(self, row: ScheduleRow, spec: CreateSchedule, slot: datetime) -> None:
+        if spec.pipeline is not None:
+            await self._submit_pipeline(row, spec, slot)
+            return
+        assert spec.job is not None
         request = spec.job.model_copy(
             update={
                 "name": spec.job.name or spec.name,
@@ -722,6 +857,48 @@ class Scheduler(LoggingConfigurable):
             self._update(row.schedule_id, failures_in_a_row=ScheduleRow.failures_in_a_row + 1)
         else:
             # A refusal at dispatch fails the job at once: end the schedule in this round.
+            self._settle(self._row(row.schedule_id, None), spec)
+
+    async def _submit_pipeline(
+        self, row: ScheduleRow, spec: CreateSchedule, slot: datetime
+    ) -> None:
+        """Start the slot's pipeline; its jobs are admitted as each stage starts."""
+        assert spec.pipeline is not None and self.pipelines is not None
+        root = row.working_dir
+
+        def beside(job: CreateJob, stage: int, index: int) -> tuple[CreateJob, str | None]:
+            if not root:
+                return job, None
+            return job, os.path.join(root, *PurePosixPath(job.input_path).parent.parts)
+
+        pipeline_id: str | None = None
+        outcome: str | None = None
+        message: str | None = None
+        try:
+            notebooks = json.loads(self._notebooks_path(row.schedule_id).read_text())
+            created = await self.pipelines.create(
+                row.owner, spec.pipeline, notebooks=notebooks, admit=beside
+            )
+            pipeline_id = created.pipeline_id
+        except (JobError, OSError, ValueError) as error:
+            outcome = JobStatus.FAILED.value
+            message = getattr(error, "message", None) or str(error)
+            self.log.warning(
+                "Schedule %s: the run of %s failed: %s", row.schedule_id, slot, message
+            )
+        with self._sessions.begin() as session:
+            session.execute(
+                update(ScheduleRunRow)
+                .where(
+                    ScheduleRunRow.schedule_id == row.schedule_id,
+                    ScheduleRunRow.slot_time == slot,
+                )
+                .values(pipeline_id=pipeline_id, outcome=outcome, message=message)
+            )
+        if outcome == JobStatus.FAILED.value:
+            self._update(row.schedule_id, failures_in_a_row=ScheduleRow.failures_in_a_row + 1)
+        else:
+            # A refusal as the first stage starts ends the schedule in this round.
             self._settle(self._row(row.schedule_id, None), spec)
 
     def _record_run(

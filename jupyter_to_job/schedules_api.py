@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from .access import Access, Caller
 from .jobs_api import JobsAPI
+from .pipelines import CreatePipeline, home_of
 from .rest import ApiError, check_notebook, json_object, too_large, validation_error
 from .schedules import CreateSchedule, ListSchedulesResponse, Schedule, Scheduler, UpdateSchedule
 
@@ -49,13 +50,38 @@ class SchedulesAPI:
         return caller.name
 
     async def create_schedule(self, caller: Caller, body: bytes) -> Schedule:
-        """``POST api/schedules``: CreateSchedule fields plus ``notebook`` (its JSON content)."""
+        """``POST api/schedules``: CreateSchedule fields plus ``notebook`` (its JSON content),
+        or, for a pipeline, ``notebooks`` (each by its ``input_path``)."""
         limit = self.jobs.max_notebook_bytes
         data = json_object(body)
         notebook = data.pop("notebook", None)
+        notebooks = data.pop("notebooks", None)
         if len(body) - len(json.dumps(data)) > limit:
             raise too_large("The notebook", limit)
         request = parse_schedule(data)
+        if request.pipeline is not None:
+            if not isinstance(notebooks, dict):
+                raise ApiError(
+                    400,
+                    "The request carries no notebooks: send each job's notebook as "
+                    "'notebooks': {\"<input_path>\": <notebook JSON>}.",
+                    "invalid",
+                )
+            checked = {}
+            for stage in request.pipeline.stages:
+                for job in stage.jobs:
+                    if job.input_path not in notebooks:
+                        raise ApiError(
+                            400,
+                            f"The request carries no notebook for {job.input_path!r}; send "
+                            "it in 'notebooks'.",
+                            "invalid",
+                        )
+                    checked[job.input_path] = check_notebook(
+                        notebooks[job.input_path], job.input_path
+                    )
+            return await self.create(caller, request, notebooks=checked)
+        assert request.job is not None
         if notebook is None:
             raise ApiError(
                 400, "The request carries no notebook: send its content as 'notebook'.", "invalid"
@@ -63,9 +89,24 @@ class SchedulesAPI:
         return await self.create(caller, request, check_notebook(notebook, request.job.input_path))
 
     async def create(
-        self, caller: Caller, request: CreateSchedule, notebook: dict[str, Any]
+        self,
+        caller: Caller,
+        request: CreateSchedule,
+        notebook: dict[str, Any] | None = None,
+        *,
+        notebooks: dict[str, dict[str, Any]] | None = None,
     ) -> Schedule:
-        """Check the job as a job create is checked, then save the schedule for ``caller``."""
+        """Check the job (or each job of the pipeline) as a job create is checked, then save
+        the schedule for ``caller``."""
+        if request.pipeline is not None:
+            pipeline, home = self._admitted_pipeline(caller, request.pipeline)
+            return self.scheduler.create(
+                caller.name,
+                request.model_copy(update={"pipeline": pipeline}),
+                notebooks=notebooks,
+                working_dir=home,
+            )
+        assert request.job is not None
         job, working_dir = self.jobs.admitted_request(caller, request.job)
         return self.scheduler.create(
             caller.name,
@@ -73,6 +114,24 @@ class SchedulesAPI:
             notebook=notebook,
             working_dir=working_dir,
         )
+
+    def _admitted_pipeline(
+        self, caller: Caller, pipeline: CreatePipeline
+    ) -> tuple[CreatePipeline, str | None]:
+        """The pipeline with each job's flavor and deadline as admitted now, and the owner's
+        root folder its jobs run under."""
+        data = pipeline.model_dump(mode="json")
+        home: str | None = None
+        for stage_index, stage in enumerate(data["stages"]):
+            for job_index, job in enumerate(stage["jobs"]):
+                admitted, working_dir = self.jobs.admitted_request(
+                    caller, pipeline.job_request(stage_index, job_index)
+                )
+                job["flavor"] = admitted.flavor
+                job["deadline_seconds"] = admitted.deadline_seconds
+                if working_dir is not None and home is None:
+                    home = home_of(working_dir, admitted.input_path)
+        return CreatePipeline.model_validate(data), home
 
     def list_schedules(self, caller: Caller) -> ListSchedulesResponse:
         """``GET api/schedules``: the caller's schedules, newest first."""

@@ -170,8 +170,8 @@ class JobsExtensionApp(ExtensionApp):
             working_dir=working_dir_beside(server_root),
             save_outputs=True,
         )
-        scheduler = Scheduler(parent=self, manager=manager)
         pipelines = Pipelines(parent=self, manager=manager)
+        scheduler = Scheduler(parent=self, manager=manager, pipelines=pipelines)
         return EmbeddedJobs(
             api,
             getpass.getuser(),

@@ -74,8 +74,13 @@ class JobsBackend(Protocol):
     async def list_schedules(self) -> dict[str, Any]: ...
 
     async def create_schedule(
-        self, request: CreateSchedule, notebook: dict[str, Any]
-    ) -> dict[str, Any]: ...
+        self,
+        request: CreateSchedule,
+        notebook: dict[str, Any] | None,
+        notebooks: dict[str, dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """``notebook`` for a job schedule, ``notebooks`` (by input path) for a pipeline's."""
+        ...
 
     async def describe_schedule(self, schedule_id: str) -> dict[str, Any]: ...
 
@@ -280,9 +285,16 @@ class ServiceRelay:
         return await self._json("GET", "schedules")
 
     async def create_schedule(
-        self, request: CreateSchedule, notebook: dict[str, Any]
+        self,
+        request: CreateSchedule,
+        notebook: dict[str, Any] | None,
+        notebooks: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        payload = {**request.model_dump(mode="json", exclude_none=True), "notebook": notebook}
+        payload = request.model_dump(mode="json", exclude_none=True)
+        if request.pipeline is not None:
+            payload["notebooks"] = notebooks
+        else:
+            payload["notebook"] = notebook
         return await self._json("POST", "schedules", body=json.dumps(payload).encode())
 
     async def describe_schedule(self, schedule_id: str) -> dict[str, Any]:
@@ -429,9 +441,14 @@ class EmbeddedJobs:
         return self._schedules().list_schedules(self.caller).model_dump(mode="json")
 
     async def create_schedule(
-        self, request: CreateSchedule, notebook: dict[str, Any]
+        self,
+        request: CreateSchedule,
+        notebook: dict[str, Any] | None,
+        notebooks: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        created = await self._schedules().create(self.caller, request, notebook)
+        created = await self._schedules().create(
+            self.caller, request, notebook, notebooks=notebooks
+        )
         return created.model_dump(mode="json")
 
     async def describe_schedule(self, schedule_id: str) -> dict[str, Any]:

@@ -369,8 +369,19 @@ class SchedulesHandler(JobsBodyHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        """Schedule a saved notebook: the body is CreateSchedule (``job.input_path``)."""
+        """Schedule a saved notebook (the body is CreateSchedule with ``job.input_path``) or a
+        pipeline (with ``pipeline``); the notebooks are read from the user's files."""
         request = parse_schedule(json_object(self.request_body()))
+        if request.pipeline is not None:
+            notebooks: dict[str, dict[str, Any]] = {}
+            for stage in request.pipeline.stages:
+                for job in stage.jobs:
+                    if job.input_path not in notebooks:
+                        notebooks[job.input_path] = await self.read_notebook(job.input_path)
+            created = await self.backend.create_schedule(request, None, notebooks)
+            self.write_json(created, 201)
+            return
+        assert request.job is not None
         notebook = await self.read_notebook(request.job.input_path)
         self.write_json(await self.backend.create_schedule(request, notebook), 201)
 

@@ -451,11 +451,11 @@ class JobServiceApp(Application):
         )
         # Schedules start with the manager and stop before it (slots due meanwhile run at
         # the next start: see jupyter_to_job.schedules).
-        scheduler = Scheduler(parent=self, manager=manager)
-        scheduler.start()
         # Pipelines too: unfinished ones go on from where the database says they are.
         pipelines = Pipelines(parent=self, manager=manager)
         pipelines.start()
+        scheduler = Scheduler(parent=self, manager=manager, pipelines=pipelines)
+        scheduler.start()
         web_app = self.make_web_app(
             api, hub_auth, SchedulesAPI(api, scheduler), PipelinesAPI(api, pipelines)
         )

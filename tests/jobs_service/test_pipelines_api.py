@@ -204,3 +204,33 @@ async def test_a_users_server_relays_pipelines_to_the_job_service(job_hub: JobHu
         await bob.describe_pipeline(created["pipeline_id"])
     assert refused.value.status == 404
     assert refused.value.message.startswith("There is no pipeline")
+
+
+def test_a_pipeline_is_scheduled_with_each_job_checked_now(job_hub: JobHub) -> None:
+    alice = job_hub.as_("alice")
+    schedule = {"cron": "0 3 * * *", "timezone": "UTC", "notebooks": notebooks_json()}
+
+    # When alice schedules the pipeline every night at 3
+    created = alice.request(
+        "POST", "schedules", json={**schedule, "pipeline": pipeline_request("pass")}
+    )
+
+    # Then the schedule names the pipeline, each job with the flavor and deadline admitted
+    assert created.status_code == 201, created.text
+    saved = created.json()
+    assert (saved["pipeline_name"], saved["job"], saved["status"]) == (
+        "Evaluate the model",
+        None,
+        "ACTIVE",
+    )
+    jobs = [job for stage in saved["pipeline"]["stages"] for job in stage["jobs"]]
+    assert all(job["flavor"] and job["deadline_seconds"] for job in jobs)
+    assert alice.request("DELETE", f"schedules/{saved['schedule_id']}").status_code == 204
+
+    # And a job with a flavor that is not hers is refused before anything is saved
+    wrong = pipeline_request("pass")
+    wrong["stages"][1]["jobs"][0]["flavor"] = "research-gpu"
+    refused = alice.request("POST", "schedules", json={**schedule, "pipeline": wrong})
+    assert refused.status_code == 403, refused.text
+    assert "Choose another flavor" in refused.json()["message"]
+    assert alice.request("GET", "schedules").json()["schedules"] == []

@@ -1,0 +1,131 @@
+"""Scenarios: a pipeline on a schedule, driven round by round with a hand-moved clock.
+
+Each round (``Scheduler.tick``) is called at a chosen time; the pipelines it starts are
+real (tiny notebooks run by the local executor, passing a file from stage to stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from jupyter_to_job.pipelines import DescribePipeline, Pipelines
+from jupyter_to_job.schedules import CreateSchedule, Scheduler, ScheduleStatus
+
+from ..support import eventually
+from ..support.job_managers import ManagerFactory
+from ..support.notebooks import notebook
+
+HANG_GUARD = 120  # a broken test fails instead of hanging; never a timing assertion
+SHARED = "import os, pathlib\nshared = pathlib.Path(os.environ['JUPYTER_TO_JOB_PIPELINE_DIR'])"
+
+
+def at(hh_mm: str) -> datetime:
+    hour, minute = (int(part) for part in hh_mm.split(":"))
+    return datetime(2026, 11, 25, hour, minute, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, now: datetime):
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+async def pipelines(make_manager: ManagerFactory) -> AsyncIterator[Pipelines]:
+    made = Pipelines(manager=await make_manager())
+    made.start()
+    yield made
+    await made.close()
+
+
+async def ended(pipelines: Pipelines, pipeline_id: str) -> DescribePipeline:
+    def final() -> DescribePipeline | None:
+        pipeline = pipelines.describe(pipeline_id)
+        return pipeline if pipeline.status.is_final else None
+
+    return await eventually(final, what=f"pipeline {pipeline_id} to end", timeout=HANG_GUARD)
+
+
+async def test_a_pipeline_runs_at_each_slot_and_the_schedule_ends_after_its_runs(
+    pipelines: Pipelines, tmp_path: Path
+) -> None:
+    # Given an hourly schedule of a two-stage pipeline, at most two runs, in alice's home
+    home = tmp_path / "home"
+    home.mkdir()
+    clock = Clock(at("08:30"))
+    scheduler = Scheduler(manager=pipelines.manager, clock=clock, pipelines=pipelines)
+    scheduler.create_tables()
+    request = CreateSchedule.model_validate(
+        {
+            "name": "Hourly report",
+            "pipeline": {
+                "name": "Report",
+                "parameters": {"label": "hourly"},
+                "stages": [
+                    {"name": "collect", "jobs": [{"input_path": "collect.ipynb"}]},
+                    {"name": "publish", "jobs": [{"input_path": "publish.ipynb"}]},
+                ],
+            },
+            "cron": "0 * * * *",
+            "max_runs": 2,
+        }
+    )
+    collect = notebook(
+        ("label = 'none'", ["parameters"]),
+        SHARED,
+        "(shared / 'count.txt').write_text(str(len(list(shared.iterdir()))) + label)",
+    )
+    publish = notebook(
+        SHARED,
+        "with open('published.txt', 'a') as out:\n"
+        "    out.write((shared / 'count.txt').read_text() + '\\n')",
+    )
+    schedule = scheduler.create(
+        "alice",
+        request,
+        notebooks={"collect.ipynb": collect, "publish.ipynb": publish},
+        working_dir=str(home),
+    )
+    assert (schedule.pipeline_name, schedule.next_run_time) == ("Report", at("09:00"))
+
+    # When rounds run at 08:59 (nothing due), 09:00 and 10:00
+    await scheduler.tick(at("08:59"))
+    assert scheduler.describe(schedule.schedule_id).recent_runs == []
+    runs = []
+    for slot in ("09:00", "10:00"):
+        clock.now = at(slot)
+        await scheduler.tick(at(slot))
+        run = scheduler.describe(schedule.schedule_id).recent_runs[0]
+        assert run.pipeline_id is not None and run.job_id is None
+        pipeline = await ended(pipelines, run.pipeline_id)
+        assert pipeline.status == "COMPLETED", pipeline.status_message
+        runs.append(run.pipeline_id)
+    clock.now = at("10:01")
+    await scheduler.tick(at("10:01"))
+
+    # Then the pipeline ran at 09:00 and 10:00, each run's stage 2 read stage 1's file,
+    # each run is listed with its pipeline, and the schedule ended after its two runs
+    assert (home / "published.txt").read_text().splitlines() == ["0hourly", "1hourly"]
+    after = scheduler.describe(schedule.schedule_id)
+    assert [(run.pipeline_id, run.outcome) for run in after.recent_runs] == [
+        (runs[1], "COMPLETED"),
+        (runs[0], "COMPLETED"),
+    ]
+    assert after.status is ScheduleStatus.ENDED
+    assert after.status_message == "It ran 2 times, as many as it was set to."
+
+
+def test_a_schedule_runs_a_job_or_a_pipeline_not_both() -> None:
+    job = {"input_path": "a.ipynb"}
+    pipeline = {"name": "P", "stages": [{"name": "s", "jobs": [job]}]}
+
+    with pytest.raises(ValueError, match="give either a job or a pipeline to run, not both"):
+        CreateSchedule.model_validate({"job": job, "pipeline": pipeline, "cron": "0 * * * *"})
+    with pytest.raises(ValueError, match="give either a job or a pipeline to run, not both"):
+        CreateSchedule.model_validate({"cron": "0 * * * *"})
