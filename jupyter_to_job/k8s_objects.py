@@ -9,6 +9,30 @@ Choices, from the reference's Kubernetes Job checklist:
 
 - ``restartPolicy: Never`` and ``backoffLimit: 0``: a failed pod and its log stay, and a
   notebook's side effects are not repeated behind the user's back.
+- A job with a checkpoint (:class:`PodCheckpoint`) is the exception: the cluster itself
+  starts it again when a pod is taken away, so it resumes even while the job service is
+  down. Its Job gets ``backoffLimit`` = its retries and :func:`pod_failure_policy`:
+
+  1. ``Count`` on the pod condition ``DisruptionTarget`` (set by the scheduler's
+     preemption, the Eviction API, the taint manager and the pod garbage collector after
+     node loss, the kubelet under node pressure): the pod is replaced, and counted.
+  2. ``FailJob`` on the runner container's exit codes ``NotIn [0]``: a notebook that failed
+     by itself (an exception, a dead kernel, out of memory, a pod deleted by hand) ends the
+     Job at once, never retried.
+
+  Rules match in order, so a disrupted runner (exit 143 after SIGTERM) meets rule 1 first.
+  ``Count``, not the docs' usual ``Ignore``: an ignored pod never counts toward
+  ``backoffLimit``, so a Job whose pods keep being evicted would run without end, and the
+  retry limit would rest on the job service watching (it may be down). With ``Count`` and
+  only disruptions reaching rule 1, ``status.failed`` counts exactly the disruptions and
+  the Job fails with ``BackoffLimitExceeded`` after ``retries + 1`` of them: as many runs
+  as a local job gets. ``podReplacementPolicy: Failed`` (the only value allowed with a pod
+  failure policy, written out to say why): the next pod starts only once the disrupted one
+  has ended, so two runners never write one checkpoint folder at once.
+  The runner gets ``--checkpoint-dir`` (the folder in the owner's home, as the pod mounts
+  it): it gives the notebook ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` and counts its attempt in
+  that folder for ``$JUPYTER_TO_JOB_ATTEMPT`` (a pod's environment is its Job's template,
+  the same for every pod, so the count must live where every pod of the job sees it).
 - ``activeDeadlineSeconds`` is the job's whole-run deadline, enforced by the Job controller
   even while the job service is down.
 - ``ttlSecondsAfterFinished`` is deliberately *not* set here. The TTL controller deletes a
@@ -79,6 +103,8 @@ RUNNER_COMMAND = (
 
 UPLOAD_TOKEN_DIR = "/var/run/secrets/jupyter-to-job"
 UPLOAD_TOKEN_KEY = "upload-token"
+
+DISRUPTION_CONDITION = "DisruptionTarget"
 
 MAX_JOB_FILES_BYTES = 900 * 1024
 """What a job's ConfigMap may carry: under the API server's 1 MiB object limit, with room
@@ -178,6 +204,37 @@ class UserFiles:
     mounts: tuple[Mapping[str, Any], ...] = ()
     root: str | None = None
     notebook_folder: str = "."
+
+
+@dataclass(frozen=True)
+class PodCheckpoint:
+    """A job's checkpoint in its pod: the folder (an absolute path in the pod, on the owner's
+    home volume) and how many times a disrupted pod is replaced."""
+
+    path: str
+    retries: int
+
+
+def pod_failure_policy() -> dict[str, Any]:
+    """The Job's ``podFailurePolicy`` for a job with a checkpoint: a disruption is counted
+    toward ``backoffLimit`` and replaced, the notebook's own failure fails the Job at once
+    (the module docstring says why ``Count`` and not ``Ignore``)."""
+    return {
+        "rules": [
+            {
+                "action": "Count",
+                "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
+            },
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": CONTAINER_NAME,
+                    "operator": "NotIn",
+                    "values": [0],
+                },
+            },
+        ]
+    }
 
 
 def upload_secret_name(job_id: str) -> str:
@@ -312,6 +369,7 @@ def make_job(
     files: UserFiles | None = None,
     upload_url: str | None = None,
     pod_labels: Mapping[str, str] | None = None,
+    checkpoint: PodCheckpoint | None = None,
 ) -> dict[str, Any]:
     """The ``batch/v1`` Job that runs job ``job_id`` for ``owner``; pure.
 
@@ -328,7 +386,8 @@ def make_job(
     user's volumes and where the runner starts (none: the runner starts in the job's own
     folder). ``upload_url``: the runner sends its outputs there, with the token of the
     Secret :func:`make_upload_secret` makes. ``pod_labels``: more labels on the pod (the
-    job's own and the plan's win).
+    job's own and the plan's win). ``checkpoint``: the job resumes from that folder when
+    the cluster takes its pod away, up to its retries (``backoff_limit`` is then ignored).
     """
     name = job_object_name(job_id)
     user = user or PodUser()
@@ -370,6 +429,8 @@ def make_job(
     if upload_url:
         token_file = f"{UPLOAD_TOKEN_DIR}/{UPLOAD_TOKEN_KEY}"
         argv += ["--upload-url", upload_url, "--upload-token-file", token_file]
+    if checkpoint is not None:
+        argv += ["--checkpoint-dir", checkpoint.path]
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": image,
@@ -456,6 +517,10 @@ def make_job(
 
     job_labels = dict(labels)
     spec: dict[str, Any] = {"backoffLimit": backoff_limit}
+    if checkpoint is not None:
+        spec["backoffLimit"] = checkpoint.retries
+        spec["podFailurePolicy"] = pod_failure_policy()
+        spec["podReplacementPolicy"] = "Failed"
     if queue_name:
         job_labels[QUEUE_LABEL] = queue_name
         spec["suspend"] = True

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -685,6 +686,34 @@ def _report_final_status(status: RunnerStatus, path: Path, log: JobLog) -> None:
     log.job(STATUS_MARKER.removeprefix("[job] ") + text)
 
 
+CHECKPOINT_VARIABLE = "JUPYTER_TO_JOB_CHECKPOINT_DIR"
+ATTEMPT_VARIABLE = "JUPYTER_TO_JOB_ATTEMPT"
+ATTEMPT_FILE = ".jupyter-to-job-attempt.json"
+"""Where a Kubernetes job's runs count themselves, in its checkpoint folder."""
+
+
+def count_attempt(folder: Path) -> int:
+    """This run's attempt number (from 1), counted in ``folder``: one more than the last
+    run of the same job (``$JUPYTER_TO_JOB_ID``) recorded there, 1 for another job's.
+
+    A job's pods share only its checkpoint folder (their environment is their Job's
+    template), so a pod started again after a disruption learns its attempt there.
+    """
+    job_id = os.environ.get("JUPYTER_TO_JOB_ID", "")
+    record = folder / ATTEMPT_FILE
+    try:
+        previous = json.loads(record.read_text(encoding="utf-8"))
+        attempt = int(previous["attempt"]) + 1 if previous.get("job_id") == job_id else 1
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        attempt = 1
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(record, json.dumps({"job_id": job_id, "attempt": attempt}) + "\n")
+    except OSError:
+        pass  # the notebook finds out for itself when it writes its checkpoint
+    return attempt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_to_job.runner",
@@ -716,6 +745,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the file holding the job's upload token (with --upload-url)",
     )
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help="in a Kubernetes pod of a job with a checkpoint: its folder (made if missing), "
+        "given to the notebook as $JUPYTER_TO_JOB_CHECKPOINT_DIR, with the attempt counted "
+        "there as $JUPYTER_TO_JOB_ATTEMPT",
+    )
     warm = parser.add_argument_group(
         "warm start", "start ahead and wait for one job (see jupyter_to_job.warm_start)"
     )
@@ -743,6 +780,9 @@ def main(argv: list[str] | None = None) -> int:
 
         folder = args.warm_dir or Path.cwd()
         return asyncio.run(serve_one_job(args.warm_control, folder, args.warm_kernel))
+    if args.checkpoint_dir is not None:
+        os.environ[CHECKPOINT_VARIABLE] = str(args.checkpoint_dir)
+        os.environ[ATTEMPT_VARIABLE] = str(count_attempt(args.checkpoint_dir))
     return asyncio.run(
         run_job(
             args.job_dir,

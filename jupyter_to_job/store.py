@@ -430,6 +430,30 @@ class JobStore:
             attempts.attempt += 1
             return attempts.attempt
 
+    def count_attempt(self, job_id: str, reason: str, ended: str) -> int | None:
+        """Count a new attempt of a job that goes on by itself (a Kubernetes Job that the
+        cluster starts again): the attempt ``ended`` (a pod's uid, or which of the Job's
+        failed pods) ended for ``reason``.
+        Returns the new attempt's number, or None (no checkpoint, no attempt left, or
+        ``ended`` counted already: a job service following the job again after a restart)."""
+        with self._sessions.begin() as session:
+            attempts = session.get(JobAttemptsRow, job_id, with_for_update=True)
+            if attempts is None or attempts.attempt >= attempts.max_attempts:
+                return None
+            if any(entry.get("ended") == ended for entry in attempts.history):
+                return None
+            attempts.history = [
+                *attempts.history,
+                {
+                    "attempt": attempts.attempt,
+                    "reason": reason,
+                    "time": utcnow().isoformat(),
+                    "ended": ended,
+                },
+            ]
+            attempts.attempt += 1
+            return attempts.attempt
+
     # -- notifications ----------------------------------------------------------------------
 
     def set_job_notify(self, job_id: str, settings: dict[str, Any]) -> None:

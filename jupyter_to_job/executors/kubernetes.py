@@ -57,6 +57,24 @@
   garbage collector after node loss, the kubelet under node pressure) ends the job as
   FAILED with a message that it was preempted and why (``Preempted``, or ``NodeLost``),
   keeping its log and the outputs it sent.
+- **Checkpoint and automatic resume** (``CreateJob.checkpoint``): the folder is in the
+  owner's home as the pod mounts it (``<notebook_dir>/<notebook's folder>/<folder>``; a job
+  asking for one where jobs get no home volume is refused with a sentence). The Job
+  carries the retries itself (``k8s_objects.pod_failure_policy``: a disrupted pod is
+  replaced and counted toward ``backoffLimit`` = the retries, the notebook's own failure
+  fails the Job at once), so the cluster starts the job again even while this service is
+  down. The executor follows each new pod: before it copies a new pod's log it counts the
+  attempts that ended before it (``JobStore.count_attempt``, once per pod, so a restarted
+  service following the job again counts none twice) and writes the separator line of
+  :func:`jupyter_to_job.retries.separator` with the reason, as for a local job. The pods
+  it saw give the reasons (their ``DisruptionTarget``); a pod taken away and gone while the
+  service was down is known only from the Job's ``status.failed``, which with the policy
+  below counts exactly the disruptions, so the count is made up to it. A job whose
+  last allowed attempt is taken away ends FAILED (``BackoffLimitExceeded``) with
+  :func:`~jupyter_to_job.retries.exhausted`'s sentence. In the pod, the runner gives the
+  notebook ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` and ``$JUPYTER_TO_JOB_ATTEMPT``, the number of
+  the notebook's runs counted in that folder (a pod taken away before its runner started
+  counts for the retries and the Jobs panel, but runs nothing).
 """
 
 from __future__ import annotations
@@ -66,6 +84,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import posixpath
 import time
 from pathlib import Path
 from typing import Any
@@ -77,6 +96,7 @@ from ..k8s_objects import (
     CONTAINER_NAME,
     MAX_JOB_FILES_BYTES,
     JobFilesTooLarge,
+    PodCheckpoint,
     PodUser,
     UserFiles,
     job_object_name,
@@ -92,8 +112,9 @@ from ..k8s_objects import (
 )
 from ..models import JobErrorInfo, JobStatus
 from ..output_uploads import issue_upload_token, revoke_upload_token
+from ..retries import exhausted, separator
 from ..runfiles import RunnerStatus, atomic_write_text, parse_compact_status, read_spec
-from ..store import ACTIVE, utcnow
+from ..store import ACTIVE, JobAttemptsRow, utcnow
 from .base import FinalState, JobExecutor, JobOutcome, StopReason, _progress
 from .kube_client import KubeClient, KubeError, connect, sleep_or_event
 from .pod_log import PodLogCursor, RunProgress
@@ -254,7 +275,8 @@ class KubernetesExecutor(JobExecutor):
     backoff_limit = Integer(
         0,
         help="""Retries of a failed pod. 0: a notebook runs at most once, side effects
-        included: ``c.KubernetesExecutor.backoff_limit = 1``.""",
+        included: ``c.KubernetesExecutor.backoff_limit = 1``. A job with a checkpoint has
+        its own retries instead (``c.JobManager.max_job_retries`` bounds them).""",
     ).tag(config=True)
 
     ttl_seconds_after_finished = Integer(
@@ -424,6 +446,9 @@ class KubernetesExecutor(JobExecutor):
         self._verdict: FinalState | None = None
         self._cursor_saved_at = 0.0
         self._disrupted: dict[str, tuple[str, str]] = {}
+        self._attempts: JobAttemptsRow | None = None
+        """The job's checkpoint and attempts (None: no checkpoint), read as it starts."""
+        self._checkpoint: PodCheckpoint | None = None
 
     # -- paths and the client -------------------------------------------------------------
 
@@ -499,6 +524,7 @@ class KubernetesExecutor(JobExecutor):
         files = self.user_files()
         # The kernel's folder, relative to the container's (the server's root folder).
         working_dir = files.notebook_folder if files.root else None
+        checkpoint = self._checkpoint = self.pod_checkpoint(files)
         spec = read_spec(self.files).model_copy(update={"working_dir": working_dir})
         notebook = self.files.input_notebook.read_bytes()
         spec_text = spec.model_dump_json()
@@ -540,8 +566,28 @@ class KubernetesExecutor(JobExecutor):
             files=files,
             pod_labels=self.pod_labels,
             upload_url=self.job_upload_url,
+            checkpoint=checkpoint,
         )
         return configmap, job, plan
+
+    def pod_checkpoint(self, files: UserFiles) -> PodCheckpoint | None:
+        """The job's checkpoint folder in its pod, below the notebook's folder in the home the
+        pod mounts, and its retries; None for a job without a checkpoint. Raises
+        :class:`JobNotStartable` where jobs get no home to keep a checkpoint in."""
+        attempts = self._attempts = self.store.job_attempts(self.job_id)
+        if attempts is None:
+            return None
+        if files.root is None:
+            raise JobNotStartable(
+                "This job asks for a checkpoint folder, but jobs on this cluster get no home "
+                "volume to keep it in, so it would be lost with the job's pod. Submit it "
+                "without a checkpoint, or ask the hub admins to give jobs the users' homes "
+                "(KubernetesExecutor.home_pvc_name_template)."
+            )
+        path = posixpath.normpath(
+            posixpath.join(files.root, files.notebook_folder, attempts.checkpoint_folder)
+        )
+        return PodCheckpoint(path=path, retries=attempts.max_attempts - 1)
 
     def _for_owner(self, value: Any) -> Any:
         return value(self.job.owner) if callable(value) else value
@@ -654,6 +700,16 @@ class KubernetesExecutor(JobExecutor):
             )
         where = f" in the queue {self.queue_name}" if self.queue_name else ""
         self.log_line(f"Kubernetes Job {namespace}/{self.name} created{where}")
+        attempts = self._attempts
+        checkpoint = self._checkpoint
+        if attempts is not None and checkpoint is not None:
+            # The path the runner gets is the pod's, not one of this service's folders.
+            self.store.set_job_checkpoint(
+                self.job_id, attempts.checkpoint_folder, checkpoint.path, attempts.max_attempts
+            )
+            self.log_line(
+                f"checkpoint folder {checkpoint.path}; attempt 1 of {attempts.max_attempts}"
+            )
         if self.stop_reason is not None:  # a stop that came before the Job existed
             self._start_deleting()
         return await self._follow()
@@ -708,6 +764,7 @@ class KubernetesExecutor(JobExecutor):
             )
         self._job_exists = True
         self._job, self._job_read_at = job, time.monotonic()
+        self._attempts = self.store.job_attempts(self.job_id)
         self.log_line(f"the job service restarted; following Kubernetes Job {self.name} again")
         if stopping:
             await self.stop(StopReason.REQUEST)
@@ -821,6 +878,9 @@ class KubernetesExecutor(JobExecutor):
                     if self.cursor.pod_uid == pod["metadata"]["uid"]:  # after a restart
                         self.log_line(f"reading the log of pod {pod_name} on from where it was")
                     else:
+                        if followed:  # a new attempt: its runner reports afresh
+                            self.progress = RunProgress(self.job_id)
+                        await self._count_attempts(pod)
                         self.log_line(f"pod {pod_name} started on {node}")
                     return pod
                 reason = None if self.stop_reason else pending_reason(pod)
@@ -860,9 +920,58 @@ class KubernetesExecutor(JobExecutor):
         self._start_deleting()
         return FinalState(JobStatus.FAILED, message, JobErrorInfo(ename=ename, evalue=reason))
 
+    async def _count_attempts(self, pod: dict[str, Any]) -> None:
+        """Count the attempts of a job with a checkpoint that ended before ``pod``, each once,
+        with a separator line in the log: the Job's earlier pods this service saw (oldest
+        first, with their reasons), then as many more as the Job counted failed pods (those
+        it replaced while this service was down, gone since)."""
+        attempts = self._attempts
+        if attempts is None:
+            return
+        created = pod["metadata"]["creationTimestamp"]
+        earlier = sorted(
+            (p for p in self._pods.values() if p["metadata"]["creationTimestamp"] < created),
+            key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]),
+        )
+        ended: list[tuple[str, str]] = []
+        for before in earlier:
+            uid = before["metadata"]["uid"]
+            disrupted = self._disrupted.get(uid) or disruption(before)
+            ended.append(
+                (disrupted[1] if disrupted else "its pod ended before its notebook did", uid)
+            )
+        status = ((await self._read_job(fresh=True)) or {}).get("status") or {}
+        failed = int(status.get("failed") or 0) + len(
+            (status.get("uncountedTerminatedPods") or {}).get("failed") or []
+        )
+        if (pod.get("status") or {}).get("phase") == "Failed":
+            failed -= 1  # this pod's own failure, found after a restart, is no earlier attempt
+        unseen = "the cluster took its pod away while the job service was not following it"
+        ended += [(unseen, f"failed pod {n}") for n in range(len(ended) + 1, failed + 1)]
+        for reason, key in ended:
+            counted = self.store.job_attempts(self.job_id)
+            if key.startswith("failed pod ") and counted and counted.attempt > failed:
+                break  # the Job's count is reached (its pods were counted by uid)
+            attempt = self.store.count_attempt(self.job_id, reason, key)
+            if attempt is not None:
+                self.log_line(separator(attempt, attempts.max_attempts, reason))
+
+    def _retries_used_up(self, job: dict[str, Any] | None) -> bool:
+        """A job with retries whose Job failed because its last allowed attempt was taken
+        away (the disruptions counted past ``backoffLimit``)."""
+        attempts = self._attempts
+        return (
+            attempts is not None
+            and attempts.max_attempts > 1
+            and job_failure_reason(job) == "BackoffLimitExceeded"
+        )
+
     async def _another_attempt(self, followed: set[str]) -> bool:
-        """After a pod ended: will the Job run another (``backoff_limit`` > 0)?"""
-        if self.backoff_limit == 0 or self.stop_reason is not None:
+        """After a pod ended: will the Job run another (``backoff_limit`` > 0, or a job with
+        a checkpoint: the cluster replaces a disrupted pod)?"""
+        if self.stop_reason is not None:
+            return False
+        if self.backoff_limit == 0 and self._attempts is None:
             return False
         while True:
             if any(uid not in followed and uid not in self._gone for uid in self._pods):
@@ -1012,10 +1121,15 @@ class KubernetesExecutor(JobExecutor):
             disrupted = next(reversed(self._disrupted.values()), None)
         if disrupted is not None:
             reason, words = disrupted
+            attempts = self._attempts
+            again = "Run the job again."
+            if attempts is not None and self._retries_used_up(job):
+                again = exhausted(attempts.max_attempts)
+                self.log_line(again)
             return FinalState(
                 JobStatus.FAILED,
                 f"The job was preempted: {words}. It stopped {_progress(status)}; the log and "
-                "the output notebook keep what it did until then. Run the job again.",
+                f"the output notebook keep what it did until then. {again}",
                 JobErrorInfo(
                     cell_index=cell,
                     ename="NodeLost" if reason in NODE_LOSS else "Preempted",

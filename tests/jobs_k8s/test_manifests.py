@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import kubernetes_validate
 import pytest
 from kubespawner.slugs import safe_slug as kubespawners
 
@@ -10,6 +11,7 @@ from gpuspawner.policy.catalog import JobFlavor
 from jupyter_to_job.executors.pod_status import disruption
 from jupyter_to_job.k8s_objects import (
     JobFilesTooLarge,
+    PodCheckpoint,
     PodUser,
     UserFiles,
     job_object_name,
@@ -458,3 +460,56 @@ def test_a_pod_marked_for_disruption_says_why(reason: str, expected: str) -> Non
     found = disruption(pod)
     assert found is not None and found[0] == reason and found[1].startswith(expected)
     assert disruption({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}) is None
+
+
+def test_a_job_with_a_checkpoint_is_started_again_by_the_cluster_when_disrupted() -> None:
+    # Given a job with a checkpoint folder in its owner's home and two retries
+    home = {"name": "home", "persistentVolumeClaim": {"claimName": "claim-rhea"}}
+    job = make_job(
+        job_id=JOB_ID,
+        owner="rhea",
+        image="jobs:1",
+        plan=cpu_only_plan(),
+        backoff_limit=0,
+        files=UserFiles(
+            volumes=(home,),
+            mounts=({"name": "home", "mountPath": "/home/jovyan"},),
+            root="/home/jovyan",
+            notebook_folder="project",
+        ),
+        checkpoint=PodCheckpoint(path="/home/jovyan/project/checkpoints/train", retries=2),
+    )
+
+    # Then the Job counts disruptions toward its retries, and fails at once by itself
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 2
+    assert spec["podReplacementPolicy"] == "Failed"
+    assert spec["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "Count",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            },
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "notebook", "operator": "NotIn", "values": [0]},
+            },
+        ]
+    }
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    # and the runner finds its checkpoint folder on the home volume
+    [container] = spec["template"]["spec"]["containers"]
+    assert container["command"] == [
+        *RUNNER,
+        "--checkpoint-dir",
+        "/home/jovyan/project/checkpoints/train",
+    ]
+    # and the manifest is valid Kubernetes, for every release the hub supports
+    for version in ("1.32", "1.33", "1.34"):
+        kubernetes_validate.validate(job, version, strict=True)
+
+
+def test_a_job_without_a_checkpoint_has_no_pod_failure_policy() -> None:
+    job = make_job(job_id=JOB_ID, owner="rhea", image="jobs:1", plan=cpu_only_plan())
+    assert "podFailurePolicy" not in job["spec"] and "podReplacementPolicy" not in job["spec"]
+    assert job["spec"]["backoffLimit"] == 0
