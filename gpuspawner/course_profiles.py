@@ -478,6 +478,11 @@ class CourseProfilesMixin(LoggingConfigurable):
             session_end=grant.session_end
             if grant
             else (allocation.session_end if allocation else None),
+            owner=self.user.name,
+            server_name=self.name or "",
+            started=self.orm_spawner.started.replace(tzinfo=UTC)
+            if self.orm_spawner is not None and self.orm_spawner.started
+            else None,
         )
 
     # -- state -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from .policy import Allocation, Catalog
+from .policy.course_overrides import course_overrides
 from .policy.schedule import parse_timezone
 from .policy.share import WHOLE
 
@@ -54,10 +55,15 @@ def running_server(
     allocation: Allocation | None,
     share_description: str | None,
     session_end: datetime | None,
+    owner: str = "",
+    server_name: str = "",
+    started: datetime | None = None,
 ) -> RunningServer:
     """The home page's view of a server of ``profile_id`` (a course, research or standing
     profile); ``share_description`` is the Grant's words for the share when the hub
-    granted it in this process, else the share is told from the saved allocation."""
+    granted it in this process, else the share is told from the saved allocation.
+    ``owner``'s server ``server_name`` started at ``started`` stops later than
+    ``session_end`` when an instructor extended it on the course page."""
     title, course = profile_id, False
     zone: tzinfo = UTC
     if catalog is not None:
@@ -65,6 +71,8 @@ def running_server(
         if profile_id in catalog.courses_by_id:
             found = catalog.courses_by_id[profile_id]
             title, zone, course = found.title, found.course_schedule.timezone, True
+            if session_end is not None:
+                session_end += course_overrides(found).extension_for(owner, server_name, started)
         elif profile_id in catalog.research_by_id:
             title = catalog.research_by_id[profile_id].title
         elif profile_id in catalog.standing_by_id:

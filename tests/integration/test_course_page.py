@@ -6,7 +6,8 @@ course server runs, with the Run as Job server extension that feeds the lab's co
 The instructor extends the server by 15 minutes on the course page; the page, the
 service's owner API and the student's own server (``jupyter-to-job/api/session``, what the
 countdown reads) all tell the new end, the audit log names the instructor, and the
-service does not stop the server at the planned end. (That it does stop it 15 minutes
+service does not stop the server at the planned end; the student's home page on the hub
+shows the new stop time too. (That it does stop it 15 minutes
 later is tests/sessions/test_course_extension.py, on a clock the test moves.)
 """
 
@@ -81,6 +82,9 @@ c.Spawner.server_token_scopes = reclaim_access_scopes()
 # A server with the Run as Job extension may take longer than the hub's 10 s to start on a
 # loaded machine: answer the start at once (202) instead.
 c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}
+# The hub's home page with the server's stop time (gpuspawner's templates).
+import gpuspawner
+c.JupyterHub.template_paths = [str(Path(gpuspawner.__file__).parent / "templates")]
 c.Spawner.args.append("--ServerApp.jpserver_extensions=jupyter_to_job=True")
 c.Spawner.environment.update(
     {{"COURSE_SESSIONS_SERVICE_URL": "http://127.0.0.1:{port}/services/course-sessions/"}}
@@ -141,6 +145,9 @@ def test_an_instructor_extends_a_students_server_by_15_minutes(
     assert session.json()["session_end"].startswith(
         (end + timedelta(minutes=15)).strftime("%Y-%m-%dT%H:%M")
     )
+    # And so does her home page on the hub
+    home = pia.login()
+    assert f"The hub stops it at {later} UTC" in home.text
 
     # When a second extension would pass the admins' 30 minutes, it is refused with a sentence
     refused = teacher.session.post(
