@@ -23,6 +23,19 @@ const JOBS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16"
 </svg>`;
 
 /**
+ * Three boxes joined left to right, two side by side in the middle: a pipeline.
+ */
+const PIPELINE_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <rect x="1" y="9" width="6" height="6" rx="1"/>
+    <rect x="9" y="3" width="6" height="6" rx="1"/>
+    <rect x="9" y="15" width="6" height="6" rx="1"/>
+    <rect x="17" y="9" width="6" height="6" rx="1"/>
+    <path d="M7 11.2h2v1.6H7zM15 11.2h2v1.6h-2zM11.2 9h1.6v6h-1.6z"/>
+  </g>
+</svg>`;
+
+/**
  * The icon of the Run as Job command (notebook toolbar, menus, palette).
  */
 export const runAsJobIcon = new LabIcon({
@@ -36,4 +49,12 @@ export const runAsJobIcon = new LabIcon({
 export const jobsIcon = new LabIcon({
   name: 'jupyter-to-job:jobs',
   svgstr: JOBS_SVG
+});
+
+/**
+ * The icon of the pipeline commands.
+ */
+export const pipelineIcon = new LabIcon({
+  name: 'jupyter-to-job:pipeline',
+  svgstr: PIPELINE_SVG
 });

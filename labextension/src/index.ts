@@ -16,8 +16,9 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { CommandIDs } from './commands';
-import { runAsJobIcon } from './icons';
+import { pipelineIcon, runAsJobIcon } from './icons';
 import type { JobsPanel } from './jobsPanel';
+import type { IOpenNotebook } from './runPipeline';
 
 /**
  * The translation domain of the extension (its Python package name).
@@ -125,6 +126,93 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
 
     palette?.addItem({
       command: CommandIDs.runAsJob,
+      category: trans.__('Run as Job')
+    });
+
+    const context = {
+      serverSettings: app.serviceManager.serverSettings,
+      docManager,
+      trans
+    };
+
+    app.commands.addCommand(CommandIDs.runPipeline, {
+      label: trans.__('Run notebooks as a pipeline…'),
+      caption: trans.__(
+        'Arrange the open notebooks into stages and run them as a pipeline of jobs'
+      ),
+      icon: pipelineIcon,
+      describedBy: { args: { type: 'object', properties: {} } },
+      isEnabled: () => (notebooks?.size ?? 0) > 0,
+      execute: async () => {
+        const open: IOpenNotebook[] = [];
+        notebooks?.forEach(panel => {
+          open.push({
+            path: panel.context.path,
+            dirty: panel.context.model.dirty,
+            save: () => panel.context.save()
+          });
+        });
+        const { runPipelineBuilder } = await import('./runPipeline');
+        const pipeline = await runPipelineBuilder(context, open);
+        if (pipeline) {
+          await app.commands.execute(CommandIDs.openJobsPanel, {
+            pipelineId: pipeline.pipeline_id
+          });
+        }
+      }
+    });
+    notebooks?.widgetAdded.connect(() =>
+      app.commands.notifyCommandChanged(CommandIDs.runPipeline)
+    );
+
+    // The template a call is about: args.path, or the file browser's selection.
+    const templatePath = (args: ReadonlyPartialJSONObject): string | null => {
+      if (typeof args.path === 'string' && args.path) {
+        return args.path;
+      }
+      for (const item of fileBrowser?.selectedItems() ?? []) {
+        if (/\.pipeline\.(ya?ml|json)$/i.test(item.path)) {
+          return item.path;
+        }
+      }
+      return null;
+    };
+    app.commands.addCommand(CommandIDs.runPipelineTemplate, {
+      label: trans.__('Run Pipeline Template…'),
+      caption: trans.__(
+        'Run this saved pipeline again, with new pipeline-wide values'
+      ),
+      icon: pipelineIcon,
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: {
+            path: {
+              type: 'string',
+              description: trans.__('The .pipeline.yaml or .pipeline.json file')
+            }
+          }
+        }
+      },
+      isVisible: args => templatePath(args) !== null,
+      isEnabled: args => templatePath(args) !== null,
+      execute: async args => {
+        const path = templatePath(args);
+        if (!path) {
+          return;
+        }
+        const { runPipelineTemplate } = await import('./runPipeline');
+        const pipeline = await runPipelineTemplate(context, path);
+        if (pipeline) {
+          await app.commands.execute(CommandIDs.openJobsPanel, {
+            pipelineId: pipeline.pipeline_id
+          });
+        }
+      }
+    });
+
+    palette?.addItem({
+      command: CommandIDs.runPipeline,
       category: trans.__('Run as Job')
     });
   }

@@ -272,7 +272,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     showJob: jobId => {
       this.showTab('jobs');
       void this.model.showJob(jobId);
-    }
+    },
+    showPipeline: pipelineId => void this.showPipeline(pipelineId)
   };
 
   private _pipelineActions: IPipelineActions = {

@@ -20,7 +20,8 @@ import {
   IJobServiceConfig,
   INotebookParameter
 } from './models';
-import { changedParameters, editableText, parameterKind } from './parameters';
+import { ParameterEditor } from './parameterEditor';
+import { changedParameters, editableText } from './parameters';
 import { retryTransient } from './retry';
 import { ScheduleFields } from './scheduleFields';
 import { ISchedule } from './scheduleModels';
@@ -344,7 +345,6 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
     (flavors ? defaultFlavor(flavors) : null);
   const deadline =
     deadlineText ?? (flavor ? String(deadlineMinutes(flavor).initial) : '');
-  const parameterProblems = changedParameters(parameters ?? [], texts).problems;
   const canSubmit = flavor !== null && parameters !== null && !submitting;
 
   React.useEffect(() => {
@@ -546,66 +546,15 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       )}
 
       {features.parameters && (
-        <fieldset
-          className="jp-JupyterToJob-parameters"
-          data-testid="parameters"
-        >
-          <legend className="jp-JupyterToJob-fieldLabel">
-            {trans.__('Parameters')}
-          </legend>
-          {parameters === null && (
-            <p className="jp-JupyterToJob-hint">
-              {trans.__('Reading the notebook’s parameters…')}
-            </p>
-          )}
-          {parametersError && (
-            <p className="jp-JupyterToJob-hint">{parametersError}</p>
-          )}
-          {parameters !== null &&
-            parameters.length === 0 &&
-            !parametersError && (
-              <p className="jp-JupyterToJob-hint">
-                {trans.__(
-                  'This notebook has no cell tagged “parameters”. Tag one (Property Inspector → Cell Tags) to change its values per job.'
-                )}
-              </p>
-            )}
-          {(parameters ?? []).map(parameter => {
-            const kind = parameterKind(parameter);
-            const problem = parameterProblems[parameter.name];
-            return (
-              <label
-                key={parameter.name}
-                className="jp-JupyterToJob-parameter"
-                title={parameter.help || undefined}
-              >
-                <span className="jp-JupyterToJob-parameterName">
-                  {parameter.name}
-                </span>
-                <input
-                  className={
-                    'jp-mod-styled jp-JupyterToJob-input' +
-                    (problem ? ' jp-mod-error' : '')
-                  }
-                  data-testid="parameter-input"
-                  data-parameter={parameter.name}
-                  value={texts[parameter.name] ?? ''}
-                  onChange={event => {
-                    const value = event.target.value;
-                    setTexts(current => ({
-                      ...current,
-                      [parameter.name]: value
-                    }));
-                  }}
-                />
-                <span className="jp-JupyterToJob-parameterKind">{kind}</span>
-                {problem && (
-                  <span className="jp-JupyterToJob-fieldError">{problem}</span>
-                )}
-              </label>
-            );
-          })}
-        </fieldset>
+        <ParameterEditor
+          parameters={parameters}
+          error={parametersError}
+          texts={texts}
+          onChange={(parameterName, value) =>
+            setTexts(current => ({ ...current, [parameterName]: value }))
+          }
+          trans={trans}
+        />
       )}
 
       {features.html_output && (

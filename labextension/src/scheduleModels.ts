@@ -6,6 +6,7 @@
  * schedule's time zone.
  */
 import { ICreateJob, JobStatus } from './models';
+import { ICreatePipeline } from './pipelineModels';
 
 /**
  * Where a schedule is: running its slots, paused by its owner, or over for good.
@@ -27,11 +28,16 @@ export interface IScheduleWindow {
 }
 
 /**
- * A notebook job to run on a cron expression or every `interval_seconds`
- * (`CreateSchedule`): exactly one of the two is given.
+ * A notebook job, or a pipeline, to run on a cron expression or every
+ * `interval_seconds` (`CreateSchedule`): exactly one of `job` and `pipeline`, and
+ * exactly one of `cron` and `interval_seconds`.
  */
 export interface ICreateSchedule {
-  job: ICreateJob;
+  job?: ICreateJob | null;
+  /**
+   * The pipeline each run starts (instead of a job).
+   */
+  pipeline?: ICreatePipeline | null;
   name?: string | null;
   /**
    * Five cron fields, in the time zone: "0 9 * * 1-5".
@@ -61,9 +67,13 @@ export interface ICreateSchedule {
 export interface IScheduleRun {
   slot_time: string;
   /**
-   * Null: no job could be created.
+   * Null: no job could be created (or the run started a pipeline).
    */
   job_id: string | null;
+  /**
+   * The pipeline a pipeline schedule's run started.
+   */
+  pipeline_id?: string | null;
   /**
    * Null while its job runs.
    */
@@ -75,7 +85,8 @@ export interface IScheduleRun {
  * A schedule as its owner sees it (`Schedule`).
  */
 export interface ISchedule {
-  job: ICreateJob;
+  job: ICreateJob | null;
+  pipeline?: ICreatePipeline | null;
   name: string | null;
   cron: string | null;
   interval_seconds: number | null;
@@ -87,6 +98,10 @@ export interface ISchedule {
   max_failures_in_a_row: number | null;
   schedule_id: string;
   owner: string;
+  /**
+   * The pipeline it runs, if any.
+   */
+  pipeline_name?: string | null;
   status: ScheduleStatus;
   /**
    * Why it is paused or ended, in a sentence.

@@ -185,9 +185,31 @@ export function scheduleActions(schedule: Pick<ISchedule, 'status'>): {
  * The display name of a schedule: its own, the job's, or the notebook's.
  */
 export function scheduleName(
-  schedule: Pick<ISchedule, 'name' | 'job'>
+  schedule: Pick<ISchedule, 'name' | 'job' | 'pipeline_name'>
 ): string {
-  return schedule.name || schedule.job.name || schedule.job.input_path;
+  return (
+    schedule.name ||
+    schedule.job?.name ||
+    schedule.job?.input_path ||
+    schedule.pipeline_name ||
+    ''
+  );
+}
+
+/**
+ * What a schedule runs, in words: the notebook, or "pipeline “nightly” (3 stages)".
+ */
+export function scheduleTarget(
+  schedule: Pick<ISchedule, 'job' | 'pipeline' | 'pipeline_name'>
+): string {
+  if (schedule.job) {
+    return schedule.job.input_path;
+  }
+  const name = schedule.pipeline?.name ?? schedule.pipeline_name ?? '';
+  const stages = schedule.pipeline?.stages.length ?? 0;
+  return stages
+    ? `pipeline “${name}” (${stages} ${stages === 1 ? 'stage' : 'stages'})`
+    : `pipeline “${name}”`;
 }
 
 /**

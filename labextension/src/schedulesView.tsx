@@ -14,6 +14,7 @@ import {
   scheduleActions,
   scheduleName,
   scheduleStatusLine,
+  scheduleTarget,
   stopText
 } from './scheduleRule';
 import { SchedulesModel } from './schedulesModel';
@@ -26,6 +27,7 @@ export interface IScheduleActions {
   resume(schedule: ISchedule): void;
   remove(schedule: ISchedule): void;
   showJob(jobId: string): void;
+  showPipeline(pipelineId: string): void;
 }
 
 export interface ISchedulesViewProps {
@@ -190,8 +192,8 @@ function ScheduleCard(
         </p>
       )}
       <dl className="jp-JupyterToJob-facts">
-        <dt>{trans.__('Notebook')}</dt>
-        <dd data-testid="schedule-notebook">{schedule.job.input_path}</dd>
+        <dt>{schedule.job ? trans.__('Notebook') : trans.__('Runs')}</dt>
+        <dd data-testid="schedule-notebook">{scheduleTarget(schedule)}</dd>
         <dt>{trans.__('Repeats')}</dt>
         <dd data-testid="schedule-rule">{ruleText(schedule)}</dd>
         <dt>{trans.__('Next run')}</dt>
@@ -212,7 +214,7 @@ function ScheduleCard(
             <dd data-testid="schedule-stops">{stops}</dd>
           </>
         )}
-        {schedule.job.flavor && (
+        {schedule.job?.flavor && (
           <>
             <dt>{trans.__('Flavor')}</dt>
             <dd>{schedule.job.flavor}</dd>
@@ -253,7 +255,7 @@ function ScheduleRunItem(props: {
       </span>
       {run.outcome ? (
         <StatusBadge status={run.outcome} />
-      ) : run.job_id ? (
+      ) : run.job_id || run.pipeline_id ? (
         <span className="jp-JupyterToJob-hint">{trans.__('running')}</span>
       ) : null}
       {run.job_id && (
@@ -265,6 +267,17 @@ function ScheduleRunItem(props: {
           onClick={() => actions.showJob(run.job_id!)}
         >
           {trans.__('Show job')}
+        </button>
+      )}
+      {run.pipeline_id && (
+        <button
+          type="button"
+          className="jp-JupyterToJob-link"
+          data-testid="schedule-run-pipeline"
+          data-pipeline-id={run.pipeline_id}
+          onClick={() => actions.showPipeline(run.pipeline_id!)}
+        >
+          {trans.__('Show pipeline')}
         </button>
       )}
       {run.message && (

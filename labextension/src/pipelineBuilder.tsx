@@ -1,0 +1,663 @@
+/**
+ * "Run notebooks as a pipeline…": the open notebooks arranged into stages (several
+ * in a stage run in parallel), a flavor and parameters per job, pipeline-wide
+ * parameters; then Run, or Save as Template (a `.pipeline.yaml` file beside them).
+ */
+import { Dialog, ReactWidget } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
+import * as React from 'react';
+
+import { JobsAPI } from './api';
+import { errorSentence, JobAPIError } from './errors';
+import { FlavorPicker, useFlavorList } from './flavorPicker';
+import { availableFlavors, defaultFlavor } from './flavors';
+import { IFieldProblem, INotebookParameter } from './models';
+import { ParameterEditor } from './parameterEditor';
+import { defaultTexts } from './pipelineDraft';
+import {
+  defaultTemplatePath,
+  findJob,
+  IDraftParameter,
+  initialDraft,
+  IPipelineDraft,
+  MAX_STAGES,
+  moveNotebook,
+  moveToNewStage,
+  pipelineRequest,
+  renameStage,
+  stageOf,
+  updateJob
+} from './pipelineDraft';
+import { IDescribePipeline } from './pipelineModels';
+import { retryTransient } from './retry';
+
+/**
+ * What the builder needs.
+ */
+export interface IPipelineBuilderOptions {
+  api: JobsAPI;
+  /**
+   * The open notebooks, relative to the server root, in the order they opened.
+   */
+  notebooks: string[];
+  trans: TranslationBundle;
+}
+
+/**
+ * The builder dialog: Cancel, Save as Template (stays open), Run (closes on the
+ * pipeline the server made).
+ */
+export class PipelineBuilderDialog extends Dialog<IDescribePipeline | null> {
+  constructor(options: IPipelineBuilderOptions) {
+    const { trans } = options;
+    const body = new PipelineBuilderBody(options);
+    const buttons = [
+      Dialog.cancelButton({ label: trans.__('Cancel') }),
+      Dialog.createButton({
+        label: trans.__('Save as Template'),
+        className: 'jp-JupyterToJob-saveTemplate',
+        accept: false,
+        actions: ['save-template']
+      }),
+      Dialog.okButton({
+        label: trans.__('Run'),
+        className: 'jp-JupyterToJob-submit'
+      })
+    ];
+    super({
+      title: trans.__('Run notebooks as a pipeline'),
+      body,
+      buttons,
+      hasClose: true,
+      focusNodeSelector: 'input[name="pipeline-name"]'
+    });
+    this.addClass('jp-JupyterToJob-dialog');
+    this.addClass('jp-JupyterToJob-builderDialog');
+    this._builder = body;
+    this._buttonList = buttons;
+  }
+
+  resolve(index?: number): void {
+    const button = this._buttonList[index ?? this._buttonList.length - 1];
+    if (button?.actions.includes('save-template')) {
+      void this._builder.saveTemplate();
+      return;
+    }
+    if (!button?.accept) {
+      super.resolve(index);
+      return;
+    }
+    void this._run(index);
+  }
+
+  /**
+   * See RunAsJobDialog.handleEvent: the form checks itself.
+   */
+  handleEvent(event: Event): void {
+    if (event.type === 'input') {
+      return;
+    }
+    super.handleEvent(event);
+  }
+
+  private async _run(index?: number): Promise<void> {
+    if (this._running) {
+      return;
+    }
+    this._running = true;
+    try {
+      if (await this._builder.run()) {
+        super.resolve(index);
+      }
+    } finally {
+      this._running = false;
+    }
+  }
+
+  private _builder: PipelineBuilderBody;
+  private _buttonList: Dialog.IButton[];
+  private _running = false;
+}
+
+/**
+ * The body of the builder dialog.
+ */
+export class PipelineBuilderBody extends ReactWidget {
+  constructor(options: IPipelineBuilderOptions) {
+    super();
+    this.addClass('jp-JupyterToJob-formBody');
+    this._options = options;
+  }
+
+  /**
+   * Send the pipeline; true once the server made it.
+   */
+  async run(): Promise<boolean> {
+    const made = (await this._bound?.run()) ?? null;
+    this._pipeline = made ?? this._pipeline;
+    return made !== null;
+  }
+
+  /**
+   * Save the pipeline as a template file; the dialog stays open.
+   */
+  async saveTemplate(): Promise<void> {
+    await this._bound?.saveTemplate();
+  }
+
+  getValue(): IDescribePipeline | null {
+    return this._pipeline;
+  }
+
+  protected render(): JSX.Element {
+    return (
+      <PipelineBuilderView
+        {...this._options}
+        bind={bound => {
+          this._bound = bound;
+        }}
+      />
+    );
+  }
+
+  private _options: IPipelineBuilderOptions;
+  private _bound: IBuilderActions | null = null;
+  private _pipeline: IDescribePipeline | null = null;
+}
+
+interface IBuilderActions {
+  run(): Promise<IDescribePipeline | null>;
+  saveTemplate(): Promise<void>;
+}
+
+type ParameterRead = {
+  list: INotebookParameter[] | null;
+  error: string | null;
+};
+
+/**
+ * The parameters of each notebook, read once when the builder opens.
+ */
+function useNotebookParameters(
+  api: JobsAPI,
+  paths: readonly string[]
+): { [path: string]: ParameterRead } {
+  const [read, setRead] = React.useState<{ [path: string]: ParameterRead }>({});
+  React.useEffect(() => {
+    const abandoned = new AbortController();
+    for (const path of paths) {
+      retryTransient(() => api.getParameters(path), undefined, abandoned.signal)
+        .then(
+          list => ({ list, error: null }),
+          reason => ({ list: [], error: errorSentence(reason) })
+        )
+        .then(result => {
+          if (!abandoned.signal.aborted) {
+            setRead(current => ({ ...current, [path]: result }));
+          }
+        });
+    }
+    return () => abandoned.abort();
+  }, [api]);
+  return read;
+}
+
+/**
+ * The select that moves a notebook: to a stage, to a new stage, or out.
+ */
+function StagePicker(props: {
+  draft: IPipelineDraft;
+  path: string;
+  onMove: (to: number | 'new') => void;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { draft, path, onMove, trans } = props;
+  const at = stageOf(draft, path);
+  const name = path.split('/').pop() ?? path;
+  return (
+    <select
+      className="jp-mod-styled jp-JupyterToJob-stagePicker"
+      aria-label={trans.__('Stage of %1', name)}
+      data-testid="builder-stage-picker"
+      data-path={path}
+      value={String(at)}
+      onChange={event => {
+        const value = event.target.value;
+        onMove(value === 'new' ? 'new' : Number(value));
+      }}
+    >
+      {draft.stages.map((stage, index) => (
+        <option key={index} value={String(index)}>
+          {trans.__('Stage %1: %2', index + 1, stage.name)}
+        </option>
+      ))}
+      {draft.stages.length < MAX_STAGES && (
+        <option value="new">{trans.__('A new stage')}</option>
+      )}
+      <option value="-1">{trans.__('Leave out')}</option>
+    </select>
+  );
+}
+
+function PipelineBuilderView(
+  props: IPipelineBuilderOptions & { bind: (actions: IBuilderActions) => void }
+): JSX.Element {
+  const { api, notebooks, trans } = props;
+  const [draft, setDraft] = React.useState(() => initialDraft(notebooks));
+  const [selected, setSelected] = React.useState<string | null>(
+    notebooks[0] ?? null
+  );
+  const [templatePath, setTemplatePath] = React.useState<string | null>(null);
+  const [overwrite, setOverwrite] = React.useState<string | null>(null);
+  const [busy, setBusy] = React.useState<string | null>(null);
+  const [error, setError] = React.useState<string[]>([]);
+  const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
+  const [saved, setSaved] = React.useState<string | null>(null);
+  const { list: flavorList, retry: retryFlavors } = useFlavorList(api);
+  const read = useNotebookParameters(api, notebooks);
+
+  const flavors = flavorList.status === 'loaded' ? flavorList.flavors : null;
+  const fallback = flavors ? defaultFlavor(flavors) : null;
+  const path = templatePath ?? defaultTemplatePath(draft);
+  const job = selected ? findJob(draft, selected) : null;
+
+  const request = () =>
+    pipelineRequest(
+      draft,
+      notebook => read[notebook]?.list ?? null,
+      fallback?.id ?? null
+    );
+
+  const failed = (reason: unknown) => {
+    setError([errorSentence(reason)]);
+    setProblems(reason instanceof JobAPIError ? reason.problems : []);
+  };
+
+  const run = async (): Promise<IDescribePipeline | null> => {
+    const built = request();
+    if (!built.ok) {
+      setError(built.problems);
+      return null;
+    }
+    setBusy(trans.__('Starting the pipeline…'));
+    setError([]);
+    setProblems([]);
+    try {
+      return await api.createPipeline(built.request);
+    } catch (reason) {
+      failed(reason);
+      return null;
+    } finally {
+      setBusy(null);
+    }
+  };
+
+  const saveTemplate = async (): Promise<void> => {
+    const built = request();
+    if (!built.ok) {
+      setError(built.problems);
+      return;
+    }
+    setBusy(trans.__('Saving the template…'));
+    setError([]);
+    setProblems([]);
+    setSaved(null);
+    try {
+      const answer = await api.savePipelineTemplate(
+        path,
+        built.request,
+        overwrite === path
+      );
+      setSaved(answer?.path || path);
+      setOverwrite(null);
+    } catch (reason) {
+      if (reason instanceof JobAPIError && reason.status === 409) {
+        setOverwrite(path);
+        setError([
+          trans.__(
+            '%1 exists already. Press Save as Template again to replace it, or change the path.',
+            path
+          )
+        ]);
+      } else {
+        failed(reason);
+      }
+    } finally {
+      setBusy(null);
+    }
+  };
+  const actions = React.useRef<IBuilderActions>({ run, saveTemplate });
+  actions.current.run = run;
+  actions.current.saveTemplate = saveTemplate;
+  React.useEffect(() => {
+    props.bind({
+      run: () => actions.current.run(),
+      saveTemplate: () => actions.current.saveTemplate()
+    });
+  }, []);
+
+  const move = (notebook: string, to: number | 'new') => {
+    setDraft(current =>
+      to === 'new'
+        ? moveToNewStage(current, notebook)
+        : moveNotebook(current, notebook, to)
+    );
+    setSaved(null);
+  };
+
+  const setWide = (rows: IDraftParameter[]) =>
+    setDraft(current => ({ ...current, parameters: rows }));
+
+  if (notebooks.length === 0) {
+    return (
+      <p className="jp-JupyterToJob-hint" data-testid="builder-no-notebooks">
+        {trans.__(
+          'Open the notebooks to chain first: the builder lists the open notebooks.'
+        )}
+      </p>
+    );
+  }
+
+  return (
+    <div
+      className="jp-JupyterToJob-form jp-JupyterToJob-builder"
+      data-testid="pipeline-builder"
+    >
+      <p className="jp-JupyterToJob-formNote">
+        {trans.__(
+          'Stages run one after another; the notebooks of a stage run side by side. When a job fails, the rest stops. Jobs share files through $JUPYTER_TO_JOB_PIPELINE_DIR.'
+        )}
+      </p>
+      <label className="jp-JupyterToJob-field">
+        <span className="jp-JupyterToJob-fieldLabel">
+          {trans.__('Pipeline name')}
+        </span>
+        <input
+          name="pipeline-name"
+          data-testid="builder-name"
+          className="jp-mod-styled jp-JupyterToJob-input"
+          maxLength={255}
+          value={draft.name}
+          onChange={event => {
+            const name = event.target.value;
+            setDraft(current => ({ ...current, name }));
+          }}
+        />
+      </label>
+
+      <ol
+        className="jp-JupyterToJob-stages jp-JupyterToJob-builderStages"
+        aria-label={trans.__('Stages')}
+      >
+        {draft.stages.map((stage, index) => (
+          <li
+            key={index}
+            className="jp-JupyterToJob-stage"
+            data-testid="builder-stage"
+            data-stage-index={index}
+          >
+            <label className="jp-JupyterToJob-stageHeader">
+              <span className="jp-JupyterToJob-stageName">{index + 1}.</span>
+              <input
+                className="jp-mod-styled jp-JupyterToJob-input"
+                aria-label={trans.__('Name of stage %1', index + 1)}
+                data-testid="builder-stage-name"
+                maxLength={100}
+                value={stage.name}
+                onChange={event => {
+                  const name = event.target.value;
+                  setDraft(current => renameStage(current, index, name));
+                }}
+              />
+            </label>
+            <ul className="jp-JupyterToJob-stageJobs">
+              {stage.jobs.map(item => (
+                <li
+                  key={item.path}
+                  className={
+                    'jp-JupyterToJob-stageJob' +
+                    (item.path === selected ? ' jp-mod-selected' : '')
+                  }
+                  data-testid="builder-job"
+                  data-path={item.path}
+                >
+                  <button
+                    type="button"
+                    className="jp-JupyterToJob-link"
+                    aria-pressed={item.path === selected}
+                    data-testid="builder-job-select"
+                    title={trans.__(
+                      'Set the flavor and parameters of %1',
+                      item.path
+                    )}
+                    onClick={() => setSelected(item.path)}
+                  >
+                    {item.path.split('/').pop()}
+                  </button>
+                  <span className="jp-JupyterToJob-hint">
+                    {item.flavor ??
+                      (fallback ? trans.__('%1 (default)', fallback.id) : '')}
+                  </span>
+                  <StagePicker
+                    draft={draft}
+                    path={item.path}
+                    onMove={to => move(item.path, to)}
+                    trans={trans}
+                  />
+                </li>
+              ))}
+            </ul>
+          </li>
+        ))}
+      </ol>
+      {draft.unused.length > 0 && (
+        <div className="jp-JupyterToJob-field" data-testid="builder-unused">
+          <span className="jp-JupyterToJob-fieldLabel">
+            {trans.__('Open notebooks left out')}
+          </span>
+          <ul className="jp-JupyterToJob-stageJobs">
+            {draft.unused.map(notebook => (
+              <li
+                key={notebook}
+                className="jp-JupyterToJob-stageJob"
+                data-testid="builder-unused-job"
+                data-path={notebook}
+              >
+                <span>{notebook}</span>
+                <StagePicker
+                  draft={draft}
+                  path={notebook}
+                  onMove={to => move(notebook, to)}
+                  trans={trans}
+                />
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
+
+      {job && selected && (
+        <fieldset
+          className="jp-JupyterToJob-schedule"
+          data-testid="builder-job-settings"
+          data-path={selected}
+        >
+          <legend className="jp-JupyterToJob-fieldLabel">
+            {trans.__('Job “%1”', selected)}
+          </legend>
+          <FlavorPicker
+            list={flavorList}
+            selected={
+              (flavors &&
+                availableFlavors(flavors).find(
+                  flavor => flavor.id === job.flavor
+                )) ||
+              fallback
+            }
+            onPick={flavor =>
+              setDraft(current =>
+                updateJob(current, selected, { flavor: flavor.id })
+              )
+            }
+            onRetry={retryFlavors}
+            trans={trans}
+          />
+          <ParameterEditor
+            parameters={read[selected]?.list ?? null}
+            error={read[selected]?.error ?? null}
+            texts={{
+              ...defaultTexts(read[selected]?.list ?? []),
+              ...job.texts
+            }}
+            onChange={(name, text) =>
+              setDraft(current =>
+                updateJob(current, selected, {
+                  texts: {
+                    ...(findJob(current, selected)?.texts ?? {}),
+                    [name]: text
+                  }
+                })
+              )
+            }
+            trans={trans}
+          />
+        </fieldset>
+      )}
+
+      <fieldset
+        className="jp-JupyterToJob-parameters"
+        data-testid="builder-wide-parameters"
+      >
+        <legend className="jp-JupyterToJob-fieldLabel">
+          {trans.__('Pipeline-wide parameters')}
+        </legend>
+        <p className="jp-JupyterToJob-hint">
+          {trans.__(
+            'Given to every job, over its own values. A value is read as JSON (3, true, [1, 2]) or else as text.'
+          )}
+        </p>
+        <WideParameterRows
+          rows={draft.parameters}
+          onChange={setWide}
+          trans={trans}
+        />
+      </fieldset>
+
+      <label className="jp-JupyterToJob-field">
+        <span className="jp-JupyterToJob-fieldLabel">
+          {trans.__('Template file (for Save as Template)')}
+        </span>
+        <input
+          data-testid="builder-template-path"
+          className="jp-mod-styled jp-JupyterToJob-input"
+          value={path}
+          onChange={event => {
+            setTemplatePath(event.target.value);
+            setSaved(null);
+          }}
+        />
+      </label>
+
+      {busy && <p className="jp-JupyterToJob-hint">{busy}</p>}
+      {saved && (
+        <p
+          className="jp-JupyterToJob-hint"
+          role="status"
+          data-testid="builder-saved"
+        >
+          {trans.__(
+            'Saved as %1. Run it again later from its context menu in the file browser.',
+            saved
+          )}
+        </p>
+      )}
+      {error.length > 0 && (
+        <div
+          className="jp-JupyterToJob-formError"
+          role="alert"
+          data-testid="builder-error"
+        >
+          {error.map(sentence => (
+            <p key={sentence}>{sentence}</p>
+          ))}
+          {problems.length > 0 && (
+            <ul>
+              {problems.map(problem => (
+                <li key={problem.field}>
+                  <code>{problem.field}</code>: {problem.message}
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
+      )}
+    </div>
+  );
+}
+
+/**
+ * Rows of name and value, with Add and Remove.
+ */
+export function WideParameterRows(props: {
+  rows: IDraftParameter[];
+  onChange: (rows: IDraftParameter[]) => void;
+  trans: TranslationBundle;
+  /**
+   * Names the user may not change (a template's own parameters).
+   */
+  fixedNames?: boolean;
+}): JSX.Element {
+  const { rows, onChange, trans, fixedNames } = props;
+  const change = (index: number, changes: Partial<IDraftParameter>) =>
+    onChange(
+      rows.map((row, at) => (at === index ? { ...row, ...changes } : row))
+    );
+  return (
+    <>
+      {rows.map((row, index) => (
+        <div
+          key={index}
+          className="jp-JupyterToJob-wideParameter"
+          data-testid="wide-parameter"
+        >
+          <input
+            className="jp-mod-styled jp-JupyterToJob-input jp-JupyterToJob-parameterName"
+            aria-label={trans.__('Name of parameter %1', index + 1)}
+            data-testid="wide-parameter-name"
+            readOnly={fixedNames}
+            value={row.name}
+            onChange={event => change(index, { name: event.target.value })}
+          />
+          <input
+            className="jp-mod-styled jp-JupyterToJob-input"
+            aria-label={trans.__('Value of %1', row.name || index + 1)}
+            data-testid="wide-parameter-value"
+            data-parameter={row.name}
+            value={row.value}
+            onChange={event => change(index, { value: event.target.value })}
+          />
+          {!fixedNames && (
+            <button
+              type="button"
+              className="jp-JupyterToJob-button"
+              aria-label={trans.__('Remove %1', row.name || index + 1)}
+              onClick={() => onChange(rows.filter((_, at) => at !== index))}
+            >
+              {trans.__('Remove')}
+            </button>
+          )}
+        </div>
+      ))}
+      {!fixedNames && (
+        <button
+          type="button"
+          className="jp-JupyterToJob-button jp-JupyterToJob-addRow"
+          data-testid="wide-parameter-add"
+          onClick={() => onChange([...rows, { name: '', value: '' }])}
+        >
+          {trans.__('Add a parameter')}
+        </button>
+      )}
+    </>
+  );
+}

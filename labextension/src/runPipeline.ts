@@ -1,0 +1,95 @@
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { ServerConnection } from '@jupyterlab/services';
+import { TranslationBundle } from '@jupyterlab/translation';
+
+import { JobsAPI } from './api';
+import { unavailableSentence } from './errors';
+import { PipelineBuilderDialog } from './pipelineBuilder';
+import { IDescribePipeline } from './pipelineModels';
+import { PipelineTemplateDialog } from './pipelineTemplateDialog';
+
+/**
+ * What running notebooks as a pipeline needs.
+ */
+export interface IRunPipelineContext {
+  serverSettings: ServerConnection.ISettings;
+  docManager: IDocumentManager;
+  trans: TranslationBundle;
+}
+
+/**
+ * An open notebook, as the builder lists it.
+ */
+export interface IOpenNotebook {
+  /**
+   * As the document manager names it (a drive prefix is dropped for the server).
+   */
+  path: string;
+  dirty: boolean;
+  save(): Promise<void>;
+}
+
+/**
+ * Open the pipeline builder over the open notebooks: check that the server offers
+ * Run as Job, have unsaved notebooks saved (jobs run them as saved), then show it.
+ *
+ * @returns The pipeline made; null when cancelled or not available (a notification
+ * says why).
+ */
+export async function runPipelineBuilder(
+  context: IRunPipelineContext,
+  notebooks: IOpenNotebook[]
+): Promise<IDescribePipeline | null> {
+  const { docManager, trans } = context;
+  const api = new JobsAPI(context.serverSettings);
+  try {
+    await api.getConfig();
+  } catch (error) {
+    Notification.error(unavailableSentence(error), { autoClose: false });
+    return null;
+  }
+  const dirty = notebooks.filter(notebook => notebook.dirty);
+  if (dirty.length > 0) {
+    const answer = await showDialog({
+      title: trans.__('Save the notebooks first?'),
+      body: trans.__(
+        'A pipeline runs the notebooks as saved, and these have unsaved changes: %1.',
+        dirty.map(notebook => notebook.path.split('/').pop()).join(', ')
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Cancel') }),
+        Dialog.okButton({ label: trans.__('Save and Continue') })
+      ]
+    });
+    if (!answer.button.accept) {
+      return null;
+    }
+    await Promise.all(dirty.map(notebook => notebook.save()));
+  }
+  const dialog = new PipelineBuilderDialog({
+    api,
+    notebooks: notebooks.map(notebook =>
+      docManager.services.contents.localPath(notebook.path)
+    ),
+    trans
+  });
+  const result = await dialog.launch();
+  return result.button.accept ? result.value : null;
+}
+
+/**
+ * Run the template at `path` again, with its pipeline-wide parameters to change.
+ */
+export async function runPipelineTemplate(
+  context: IRunPipelineContext,
+  path: string
+): Promise<IDescribePipeline | null> {
+  const dialog = new PipelineTemplateDialog({
+    api: new JobsAPI(context.serverSettings),
+    path: context.docManager.services.contents.localPath(path),
+    trans: context.trans
+  });
+  const result = await dialog.launch();
+  return result.button.accept ? result.value : null;
+}
