@@ -478,6 +478,7 @@ class Pipelines(LoggingConfigurable):
         self._follow_ups: set[asyncio.Future[None]] = set()
         self.folder = Path(manager.root_dir) / "pipelines"
         self._listening = False
+        self._closed = True
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -488,6 +489,7 @@ class Pipelines(LoggingConfigurable):
         """Create the tables, follow job ends, and look at every unfinished pipeline now
         and every ``tick_seconds`` (call it after the manager's ``start``)."""
         self.create_tables()
+        self._closed = False
         if not self._listening:
             self.manager.add_end_listener(self._job_ended)
             self._listening = True
@@ -496,6 +498,7 @@ class Pipelines(LoggingConfigurable):
     async def close(self) -> None:
         """Stop following (before the manager shuts down); the pipelines go on at the next
         start."""
+        self._closed = True
         tasks = [task for task in (self._task, *self._follow_ups) if task is not None]
         for task in tasks:
             task.cancel()
@@ -530,7 +533,7 @@ class Pipelines(LoggingConfigurable):
                 self.log.exception("Pipeline %s: this round failed", pipeline_id)
 
     def _job_ended(self, row: JobRow) -> None:
-        if row.pipeline_id is None or self.manager.closed:
+        if row.pipeline_id is None or self._closed or self.manager.closed:
             return
         task = asyncio.ensure_future(self.advance(row.pipeline_id))
         self._follow_ups.add(task)
