@@ -42,6 +42,7 @@ from .gpu_pools import GPUPoolSource, pool_source
 from .hub_client import HubClient
 from .reclaim_api import reclaim_page_handlers, reclaim_token_handlers
 from .service import SessionsService, courses_with_prewarm
+from .student_jobs import StudentJobs
 from .watched_catalog import WatchedCatalog
 
 ENV_PREFIX = "GPUSPAWNER_SESSIONS_"
@@ -118,6 +119,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "usage_db_url), for the course API's usage reports",
     )
     parser.add_argument(
+        "--job-service-url",
+        default=env("job-service-url"),
+        help="the hub's job service (Run as Job), for the course page's list of students' "
+        "jobs; the service's role needs its read scope",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         default=(env("dry-run") or "").lower() in TRUE_WORDS,
@@ -171,6 +178,7 @@ def course_api_server(
     token: str,
     usage_db: str | None = None,
     gpu_pools: GPUPoolSource | None = None,
+    job_service_url: str | None = None,
 ) -> tuple[HTTPServer, str, int] | None:
     """The instructors' course API for the service's own URL, if the hub gave it one.
 
@@ -199,7 +207,13 @@ def course_api_server(
         + reclaim_token_handlers(prefix, api)
         + reclaim_page_handlers(prefix, api, hub_auth)
         + gpu_map_handlers(prefix, GPUMap(api, gpu_pools), hub_auth)
-        + course_page_handlers(prefix, api, hub_auth, CourseChanges(service.audit)),
+        + course_page_handlers(
+            prefix,
+            api,
+            hub_auth,
+            CourseChanges(service.audit),
+            StudentJobs(job_service_url, token) if job_service_url else None,
+        ),
         # Signs the OAuth cookie of the embedded page; a new one per process only means
         # signing in again (invisibly, through the hub) after a restart.
         cookie_secret=secrets.token_bytes(32),
@@ -285,6 +299,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                         simulated=args.simulated_gpus,
                         namespace=args.kubernetes_namespace,
                     ),
+                    args.job_service_url,
                 ),
             )
         )

@@ -56,6 +56,7 @@ from .course_api import CourseAPI, identity_of
 from .course_changes import CourseChanges
 from .hub_time import parse_hub_time
 from .service import session_end_of
+from .student_jobs import JobsUnavailable, StudentJob, StudentJobs
 
 log = logging.getLogger("gpuspawner.sessions.course_page")
 
@@ -95,6 +96,9 @@ class CourseView:
     servers: list[ServerRow]
     gpu_hours: str | None
     history: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[StudentJob] | None = None
+    """The students' latest jobs; None: not read (no job service, or it failed)."""
+    jobs_note: str = ""
 
 
 def _clock(moment: datetime, zone: Any) -> str:
@@ -211,7 +215,11 @@ def _minutes(text: str, what: str) -> int:
 
 
 def course_page_handlers(
-    prefix: str, api: CourseAPI, hub_auth: Any, changes: CourseChanges
+    prefix: str,
+    api: CourseAPI,
+    hub_auth: Any,
+    changes: CourseChanges,
+    jobs: StudentJobs | None = None,
 ) -> list[tuple]:
     """The page and its form actions, under ``prefix`` (OAuth callback: the reclaim page's)."""
     from jupyterhub.services.auth import HubOAuthenticated
@@ -275,6 +283,8 @@ def course_page_handlers(
                 )
                 for course in courses
             ]
+            for view in views:
+                await self._jobs(catalog, view)
             message = self.get_signed_cookie(FLASH_COOKIE)
             if message:
                 self.clear_cookie(FLASH_COOKIE, path=base)
@@ -291,6 +301,22 @@ def course_page_handlers(
                     xsrf=self.xsrf_token.decode(),
                 )
             )
+
+        async def _jobs(self, catalog: Catalog, view: CourseView) -> None:
+            """The latest jobs of the course's students (enrolment users and the members
+            of its student groups now)."""
+            if jobs is None:
+                view.jobs_note = (
+                    "This hub's course page does not read Run as Job jobs (the "
+                    "course-sessions service has no job_service_url)."
+                )
+                return
+            groups = await service.client.group_members(list(catalog.student_groups(view.course)))
+            students = set(catalog.students_of(view.course, groups))
+            try:
+                view.jobs = await jobs.recent(students)
+            except JobsUnavailable as error:
+                view.jobs_note = str(error)
 
         def _history(self, course: Course) -> list[dict[str, Any]]:
             found = [

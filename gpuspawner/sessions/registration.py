@@ -48,7 +48,17 @@ SCOPE_REASONS = {
 }
 
 
-def sessions_service_role(name: str = SERVICE_NAME) -> dict:
+JOB_SCOPE_REASONS = {
+    "custom:jupyter-to-job:read:jobs": (
+        "GET /services/<job service>/api/jobs: the course page lists the Run as Job jobs of "
+        "the students of the courses its viewer teaches (read only; the job service's "
+        "custom scope, defined where the job service runs)."
+    ),
+    "access:services": "calling the job service at all (filtered to that service).",
+}
+
+
+def sessions_service_role(name: str = SERVICE_NAME, *, job_service: str | None = None) -> dict:
     """The least-privilege role of the service, for ``c.JupyterHub.load_roles``.
 
     Scopes, and why each is needed (evidence from JupyterHub 6.1's REST handlers):
@@ -67,11 +77,18 @@ def sessions_service_role(name: str = SERVICE_NAME) -> dict:
     expands to; they are listed separately so each can be justified. Not needed:
     ``list:groups`` (groups are read by name), ``read:users`` (roles and activity are unused), ``admin:server_state`` (spawner state is never read), ``access:servers``
     (the service never talks to a user's server), ``admin:users`` (it never creates users).
+
+    ``job_service``: the job service's name (``"jupyter-to-job"``), on a hub that runs one
+    and passes ``job_service_url`` to :func:`course_sessions_service`: the course page then
+    lists students' jobs, which needs ``JOB_SCOPE_REASONS``.
     """
+    scopes = list(SCOPE_REASONS)
+    if job_service is not None:
+        scopes += ["custom:jupyter-to-job:read:jobs", f"access:services!service={job_service}"]
     return {
         "name": f"{name}-service",
         "description": "Pre-warm course servers before class; warn and reclaim them after.",
-        "scopes": list(SCOPE_REASONS),
+        "scopes": scopes,
         "services": [name],
     }
 
@@ -91,6 +108,7 @@ def course_sessions_service(
     usage_db_url: str | None = None,
     simulated_gpus: list[dict] | None = None,
     kubernetes_namespace: str | None = None,
+    job_service_url: str | None = None,
 ) -> dict:
     """The hub-managed service entry for ``c.JupyterHub.services``.
 
@@ -107,7 +125,9 @@ def course_sessions_service(
     holds which slice, from ``allocation_ledger`` over this machine's GPUs (NVML's, else
     ``simulated_gpus``: the hub's ``c.GPUAdmission.simulated_gpus``), or on Kubernetes from
     the GPU nodes and the pods of ``kubernetes_namespace``; with either, the service is
-    listed in the hub's Services menu.
+    listed in the hub's Services menu. ``job_service_url`` (the job service's own address,
+    ``jupyter_to_job.hub.job_service_url(port)``): the course page lists students' jobs
+    (give the role ``sessions_service_role(job_service=...)``).
 
     The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
     service, so the pre-warm secret travels there rather than on the command line, where
@@ -126,6 +146,8 @@ def course_sessions_service(
         command += ["--simulated-gpus", json.dumps(list(simulated_gpus))]
     if kubernetes_namespace is not None:
         command += ["--kubernetes-namespace", kubernetes_namespace]
+    if job_service_url is not None:
+        command += ["--job-service-url", job_service_url]
     if dry_run:
         command.append("--dry-run")
     service: dict = {"name": name, "command": command}

@@ -228,6 +228,8 @@ prewarm_secret = os.environ.get("GPUSPAWNER_PREWARM_SECRET") or persistent_secre
 c.GPUAdmission.prewarm_secret = prewarm_secret
 # It also answers the instructors' course API (list and stop their course's servers).
 SESSIONS_PORT = int(os.environ.get("GPUSPAWNER_DEMO_SESSIONS_PORT", "8767"))
+# The job service's port (Run as Job, below): the course page lists students' jobs.
+JOB_SERVICE_PORT = int(os.environ.get("GPUSPAWNER_DEMO_JOBS_PORT", "8766"))
 # Lists a wrapping configuration may have begun (hub_config/workstation, a test harness).
 for listed in ("services", "load_roles"):
     if not isinstance(c.JupyterHub[listed], list):
@@ -246,9 +248,10 @@ SESSIONS_SERVICE = course_sessions_service(
     gpu_readings=GPU_READINGS,
     # ... and shows who holds which slice: the GPU map page, in the Services menu.
     simulated_gpus=c.GPUAdmission.simulated_gpus,
+    job_service_url=job_service_url(JOB_SERVICE_PORT),
 )
 c.JupyterHub.services.append(SESSIONS_SERVICE)
-c.JupyterHub.load_roles.append(sessions_service_role())
+c.JupyterHub.load_roles.append(sessions_service_role(job_service="jupyter-to-job"))
 # Reclaim warnings on the home page (templates/home.html) and in JupyterLab.
 c.JupyterHub.template_paths = [str(Path(gpuspawner.__file__).parent / "templates")]
 
@@ -256,7 +259,6 @@ c.JupyterHub.template_paths = [str(Path(gpuspawner.__file__).parent / "templates
 # The service owns the job store and runs jobs as local processes, apart from the servers:
 # jobs survive their owner's server being stopped. It shares the spawner's GPUs and
 # allocation ledger, so a job never gets a slice a server holds.
-JOB_SERVICE_PORT = int(os.environ.get("GPUSPAWNER_DEMO_JOBS_PORT", "8766"))
 c.JupyterHub.custom_scopes = hub_custom_scopes()
 JOB_SERVICE = job_service(
     port=JOB_SERVICE_PORT,
