@@ -51,7 +51,7 @@ from .policy.catalog import JobFlavor, SoftwareEnvironment, is_protected_variabl
 from .policy.entitlements import Entitlement, Profile, entitlement_for
 from .policy.local_share import local_share_environment
 from .policy.prewarm import verify_prewarm_token
-from .policy.storage import Mount, kubernetes_volumes, parse_mounts
+from .policy.storage import Mount, kubernetes_volumes, parse_mounts, parse_storage_source
 from .telemetry import DeviceTelemetry, telemetry_from_config
 
 SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
@@ -292,6 +292,23 @@ class GPUAdmission(LoggingConfigurable):
         """,
     )
 
+    experimental_root = Unicode(
+        "",
+        config=True,
+        help="""
+        One machine: the experimental zone's folder (``settings.experimental_zone`` in the
+        catalog), holding a folder per user; a profile's ``source: experimental`` storage
+        is ``<root>/<user>/<entry name>``, linked into the home. The course-sessions
+        service wipes it every day (give it the same folder: ``course_sessions_service(
+        experimental_root=...)``). Make it a folder of its own, outside every home and
+        every production storage. Empty: profiles with experimental storage are refused.
+
+        Example::
+
+            c.GPUAdmission.experimental_root = "/srv/experimental"
+        """,
+    )
+
     gpu_inventory = Enum(
         ["auto", "nvml", "simulated"],
         "auto",
@@ -496,7 +513,20 @@ class GPUAdmission(LoggingConfigurable):
             return grant
         if self.target == "local":
             return replace(grant, storage=mounts)
-        volumes, volume_mounts = kubernetes_volumes(mounts, expand or (lambda text: text))
+        zone = catalog.settings.experimental_zone
+        try:
+            volumes, volume_mounts = kubernetes_volumes(
+                mounts,
+                expand or (lambda text: text),
+                parse_storage_source(zone.volume) if zone and zone.volume else None,
+            )
+        except ValueError as error:
+            pool.release(key)
+            raise Refusal(
+                "storage",
+                f"{profile.title} cannot start: {error}. Tell the hub admins.",
+                status=503,
+            ) from None
         return replace(
             grant, storage=mounts, volumes=tuple(volumes), volume_mounts=tuple(volume_mounts)
         )

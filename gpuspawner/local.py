@@ -145,6 +145,8 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             if kind == "scratch":
                 target = os.path.join(self.scratch_dir, mount.name)
                 self._make_scratch(target, uid, gid)
+            elif kind == "experimental":
+                target = self._experimental_folder(mount.name, uid, gid)
             else:
                 target = self.expand_storage(mount.source.path)
                 if not os.path.isdir(target):
@@ -178,6 +180,33 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         if uid is not None:
             for path in (self.scratch_dir, target):
                 os.chown(path, uid, gid if gid is not None else -1)
+
+    def _experimental_folder(self, name: str, uid: int | None, gid: int | None) -> str:
+        """The user's folder ``name`` in the experimental zone (kept between servers, wiped
+        daily by the course-sessions service), made private to them."""
+        root = self.admission.experimental_root
+        if not root:
+            raise refusal_exception(
+                "storage",
+                "This profile keeps files in the experimental zone, which this hub has no "
+                "folder for; tell the hub admins (c.GPUAdmission.experimental_root).",
+                503,
+            )
+        os.makedirs(root, 0o711, exist_ok=True)
+        mine = os.path.join(root, self.user.name)
+        target = os.path.join(mine, name)
+        for folder in (mine, target):
+            os.makedirs(folder, 0o700, exist_ok=True)
+            if os.path.islink(folder):
+                raise refusal_exception(
+                    "storage",
+                    "Your experimental-zone folder cannot be used safely (it is a link); "
+                    "tell the hub admins.",
+                    503,
+                )
+            if uid is not None:
+                os.chown(folder, uid, gid if gid is not None else -1)
+        return target
 
     def _remove_scratch(self) -> None:
         if os.path.isdir(self.scratch_dir) and not os.path.islink(self.scratch_dir):

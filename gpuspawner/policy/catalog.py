@@ -25,7 +25,7 @@ from datetime import date, timedelta
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -431,11 +431,25 @@ class ProfileSection(CatalogEntry):
     reclaim: ReclaimPolicy = Field(default_factory=ReclaimPolicy)
     """When the course-sessions service reclaims this profile's servers (default: never
     for idleness; see :class:`ReclaimPolicy`)."""
+    zone: Literal["production", "experimental"] = "production"
+    """``experimental``: a place to try code, whose ``source: experimental`` storage is
+    wiped every day (``settings.experimental_zone``); ``production`` storage persists."""
     environments: list[Identifier] = Field(default_factory=list)
     """Ids of the catalog's ``environments`` its users choose among on the spawn card (the
     first is the default). Empty: the profile's own ``environment`` runs, no choice."""
 
     _offered: tuple[SoftwareEnvironment, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _experimental_storage_in_its_zone(self) -> ProfileSection:
+        for mount in self.storage:
+            if mount.source == "experimental" and self.zone != "experimental":
+                raise ValueError(
+                    f"the storage {mount.name!r} is in the experimental zone, which is wiped "
+                    "every day, but this profile is in production; add zone: experimental, "
+                    "or use persistent storage"
+                )
+        return self
 
     @field_validator("environments")
     @classmethod
@@ -568,6 +582,44 @@ class CourseGroups(CatalogModel):
     instructors: GroupTemplate = "course-{course}-instructors"
 
 
+class ExperimentalZone(CatalogModel):
+    """The experimental zone: where people check that their code runs before moving it to
+    production. Its storage (``source: experimental``) is wiped every day at ``wipe_at`` in
+    the catalog's time zone, by the course-sessions service, after a ``warning`` to the
+    people who hold data there; nothing else (homes, production storage) is ever wiped.
+    """
+
+    wipe_at: Annotated[Any, BeforeValidator(parse_clock)] = Field(
+        default_factory=lambda: parse_clock("03:00")
+    )
+    """The time of day of the wipe (``"03:00"``)."""
+    warning: Duration = timedelta(hours=2)
+    """How long before the wipe the people who hold data there are warned."""
+    volume: str | None = None
+    """Kubernetes: the volume holding every user's folder (``pvc:CLAIM`` or
+    ``nfs:SERVER:/EXPORT``), mounted into servers at ``<user>/<entry name>``. One machine:
+    the folder is ``c.GPUAdmission.experimental_root``."""
+
+    @field_validator("warning")
+    @classmethod
+    def _within_a_day(cls, value: timedelta) -> timedelta:
+        if not timedelta(0) < value < timedelta(days=1):
+            raise ValueError(
+                "expected a warning longer than zero and shorter than a day, such as 2h"
+            )
+        return value
+
+    @field_validator("volume")
+    @classmethod
+    def _shared_volume(cls, value: str | None) -> str | None:
+        if value is not None and parse_storage_source(value).kind not in ("pvc", "nfs"):
+            raise ValueError(
+                f"expected a claim (pvc:CLAIM) or an NFS export (nfs:SERVER:/EXPORT) that "
+                f"holds every user's folder, got {value!r}"
+            )
+        return value
+
+
 class Settings(CatalogModel):
     """Catalog-wide defaults."""
 
@@ -578,6 +630,9 @@ class Settings(CatalogModel):
     course_groups: CourseGroups = Field(default_factory=CourseGroups)
     terms: list[NamedTerm] = Field(default_factory=list)
     """Named terms for GPU-hour usage reports (``gpuspawner usage --term NAME``)."""
+    experimental_zone: ExperimentalZone | None = None
+    """The experimental zone and its daily wipe; None: there is none (every profile is
+    in production)."""
     instructor_bounds: InstructorBounds = Field(default_factory=InstructorBounds)
     """What instructors may change of their courses on the course page, and where their
     changes are kept (:mod:`.instructor_bounds`)."""
@@ -1093,6 +1148,28 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
             )
         )
     settings = settings or Settings()
+    if settings.experimental_zone is None:
+        for file, content, lines in parsed:
+            for section, entries in (
+                ("standing", content.standing),
+                ("courses", content.courses),
+                ("research", content.research),
+            ):
+                for index, entry in enumerate(entries):
+                    for position, mount in enumerate(entry.storage):
+                        if mount.source != "experimental":
+                            continue
+                        zone_loc = (section, index, "storage", position, "source")
+                        problems.append(
+                            CatalogProblem(
+                                file,
+                                line_for(lines, zone_loc),
+                                _field_name(zone_loc),
+                                "the catalog has no experimental zone to mount; add "
+                                "settings.experimental_zone (wipe_at, warning, and on "
+                                "Kubernetes its volume)",
+                            )
+                        )
     if problems:
         raise CatalogError(problems)
     for course in courses:

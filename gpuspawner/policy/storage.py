@@ -13,7 +13,11 @@ Sources:
 - ``pvc:CLAIM[/SUB/PATH]``: a PersistentVolumeClaim (optionally one folder of it);
 - ``nfs:SERVER:/EXPORT/PATH``: an NFS export;
 - ``path:/HOST/PATH``: a folder of the host (one machine; on Kubernetes a ``hostPath``);
-- ``scratch``: an empty folder that lives as long as the server (always writable).
+- ``scratch``: an empty folder that lives as long as the server (always writable);
+- ``experimental``: the user's own folder in the experimental zone (``settings.
+  experimental_zone``; always writable), kept between servers but wiped every day at the
+  zone's hour by the course-sessions service. Only profiles with ``zone: experimental``
+  may mount it.
 
 ``{username}`` (and ``{servername}``) in a claim, sub-path or path are the server's; the
 spawner expands them (KubeSpawner's escaping on Kubernetes). ``read_only`` defaults to true.
@@ -28,10 +32,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-SourceKind = Literal["pvc", "nfs", "path", "scratch"]
+SourceKind = Literal["pvc", "nfs", "path", "scratch", "experimental"]
 
 _CLAIM = re.compile(r"^[a-z0-9{]([-a-z0-9.{}]*[a-z0-9}])?$")
 
@@ -50,11 +54,11 @@ class StorageSource:
 def parse_storage_source(text: str) -> StorageSource:
     """The source ``text`` means; raises ValueError with the forms it accepts."""
     forms = (
-        'use "pvc:CLAIM" or "pvc:CLAIM/SUB/PATH", "nfs:SERVER:/EXPORT/PATH", "path:/HOST/PATH" '
-        'or "scratch"'
+        'use "pvc:CLAIM" or "pvc:CLAIM/SUB/PATH", "nfs:SERVER:/EXPORT/PATH", "path:/HOST/PATH", '
+        '"scratch" or "experimental"'
     )
-    if text == "scratch":
-        return StorageSource("scratch")
+    if text in ("scratch", "experimental"):
+        return StorageSource(text)  # type: ignore[arg-type]
     kind, _, rest = text.partition(":")
     if kind == "pvc":
         claim, _, sub = rest.partition("/")
@@ -84,7 +88,7 @@ class Mount:
 
     @property
     def writable(self) -> bool:
-        return self.source.kind == "scratch" or not self.read_only
+        return self.source.kind in ("scratch", "experimental") or not self.read_only
 
     def describe(self, *, local: bool) -> str:
         """For the spawn card: "course-data at /data (read-only)"."""
@@ -102,16 +106,33 @@ def parse_mounts(entries: Any) -> tuple[Mount, ...]:
 
 
 def kubernetes_volumes(
-    mounts: tuple[Mount, ...], expand: Callable[[str], str]
+    mounts: tuple[Mount, ...],
+    expand: Callable[[str], str],
+    experimental: StorageSource | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Pod ``volumes`` and container ``volumeMounts`` for ``mounts`` (``expand`` fills in
-    ``{username}``)."""
+    ``{username}``). ``experimental``: the experimental zone's volume (a claim or an NFS
+    export holding every user's folder); an ``experimental`` entry mounts the user's
+    folder of it (``{username}/<entry name>``)."""
     volumes: list[dict[str, Any]] = []
     volume_mounts: list[dict[str, Any]] = []
     for mount in mounts:
         source, read_only = mount.source, not mount.writable
         volume: dict[str, Any] = {"name": mount.name}
         volume_mount: dict[str, Any] = {"name": mount.name, "mountPath": mount.mount}
+        zone_folder = ""
+        if source.kind == "experimental":
+            if experimental is None:
+                raise ValueError(
+                    f"{mount.name} mounts the experimental zone, which has no volume; set "
+                    "settings.experimental_zone.volume in the catalog"
+                )
+            # The user's folder of the zone's volume, as a sub-path (claims and exports alike).
+            inside = experimental.path if experimental.kind == "pvc" else ""
+            zone_folder = "/".join(p for p in (inside, expand("{username}"), mount.name) if p)
+            source = replace(
+                experimental, path="" if experimental.kind == "pvc" else experimental.path
+            )
         if source.kind == "pvc":
             volume["persistentVolumeClaim"] = {
                 "claimName": expand(source.claim),
@@ -125,6 +146,8 @@ def kubernetes_volumes(
             volume["hostPath"] = {"path": expand(source.path), "type": "Directory"}
         else:
             volume["emptyDir"] = {}
+        if zone_folder:
+            volume_mount["subPath"] = zone_folder
         if read_only:
             volume_mount["readOnly"] = True
         volumes.append(volume)

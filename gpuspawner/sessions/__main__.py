@@ -44,6 +44,7 @@ from .reclaim_api import reclaim_page_handlers, reclaim_token_handlers
 from .service import SessionsService, courses_with_prewarm
 from .student_jobs import StudentJobs
 from .watched_catalog import WatchedCatalog
+from .zone_wipe import ExperimentalZoneWiper
 
 ENV_PREFIX = "GPUSPAWNER_SESSIONS_"
 TRUE_WORDS = {"1", "true", "yes", "on"}
@@ -123,6 +124,14 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env("job-service-url"),
         help="the hub's job service (Run as Job), for the course page's list of students' "
         "jobs; the service's role needs its read scope",
+    )
+    parser.add_argument(
+        "--experimental-root",
+        default=env("experimental-root"),
+        help="the experimental zone's folder, holding a folder per user (one machine: the "
+        "hub's c.GPUAdmission.experimental_root; Kubernetes: where the zone's volume is "
+        "mounted in the service): warned about and wiped daily as the catalog's "
+        "settings.experimental_zone says",
     )
     parser.add_argument(
         "--dry-run",
@@ -282,6 +291,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         interval=args.interval,
         secret=secret,
         dry_run=args.dry_run,
+        zone_wiper=(
+            ExperimentalZoneWiper(args.experimental_root, audit) if args.experimental_root else None
+        ),
         **gpu_inputs(args),
     )
     try:

@@ -109,6 +109,7 @@ def course_sessions_service(
     simulated_gpus: list[dict] | None = None,
     kubernetes_namespace: str | None = None,
     job_service_url: str | None = None,
+    experimental_root: str | Path | None = None,
 ) -> dict:
     """The hub-managed service entry for ``c.JupyterHub.services``.
 
@@ -127,7 +128,9 @@ def course_sessions_service(
     the GPU nodes and the pods of ``kubernetes_namespace``; with either, the service is
     listed in the hub's Services menu. ``job_service_url`` (the job service's own address,
     ``jupyter_to_job.hub.job_service_url(port)``): the course page lists students' jobs
-    (give the role ``sessions_service_role(job_service=...)``).
+    (give the role ``sessions_service_role(job_service=...)``). ``experimental_root`` (the
+    hub's ``c.GPUAdmission.experimental_root``, or where the zone's volume is mounted on
+    Kubernetes): the service warns about and wipes the experimental zone daily.
 
     The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
     service, so the pre-warm secret travels there rather than on the command line, where
@@ -148,6 +151,8 @@ def course_sessions_service(
         command += ["--kubernetes-namespace", kubernetes_namespace]
     if job_service_url is not None:
         command += ["--job-service-url", job_service_url]
+    if experimental_root is not None:
+        command += ["--experimental-root", str(experimental_root)]
     if dry_run:
         command.append("--dry-run")
     service: dict = {"name": name, "command": command}

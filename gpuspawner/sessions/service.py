@@ -51,6 +51,7 @@ from .reclaim import (
     warn_from,
 )
 from .watched_catalog import WatchedCatalog
+from .zone_wipe import ExperimentalZoneWiper
 
 log = logging.getLogger("gpuspawner.sessions")
 
@@ -599,6 +600,7 @@ class SessionsService:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         telemetry: DeviceTelemetry | None = None,
         allocations: Callable[[], Iterable[Allocation]] | None = None,
+        zone_wiper: ExperimentalZoneWiper | None = None,
     ):
         self.client = client
         self.catalog = catalog
@@ -615,6 +617,8 @@ class SessionsService:
         allocation annotations on Kubernetes."""
         self.watches: dict[ServerKey, ServerWatch] = {}
         self._utilisation_error: str | None = None
+        self.zone_wiper = zone_wiper
+        """Warns about and wipes the experimental zone's folder (None: not on this service)."""
 
     def utilisation(self) -> dict[str, float]:
         """This round's GPU utilisation by allocation key (empty without telemetry)."""
@@ -682,7 +686,8 @@ class SessionsService:
         catalog = self.catalog.current(now)
         if catalog is None:
             return []
-        return await run_once(
+        wiped = self._zone_round(catalog, now)
+        return wiped + await run_once(
             self.client,
             catalog,
             now=now,
@@ -693,6 +698,16 @@ class SessionsService:
             watches=self.watches,
             utilisation=self.utilisation(),
         )
+
+    def _zone_round(self, catalog: Catalog, now: datetime) -> list[dict]:
+        """The experimental zone's warning or wipe, if one is due (never in a dry run)."""
+        if self.zone_wiper is None or self.dry_run:
+            return []
+        try:
+            return self.zone_wiper.round(catalog, now)
+        except OSError:
+            log.exception("The experimental zone's round failed; the next round tries again")
+            return []
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set, which also cuts a round short.
