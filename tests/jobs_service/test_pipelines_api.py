@@ -7,7 +7,6 @@ stays as it was. Bad input is a 400 whose sentence names the field.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -16,28 +15,9 @@ from jupyter_to_job.extension.backends import ServiceRelay
 from jupyter_to_job.pipelines import CreatePipeline
 from jupyter_to_job.rest import ApiError
 
-from ..support.job_hub import JOB_TIMEOUT, JobHub, JobService
+from ..support.job_hub import JobHub
 from ..support.notebooks import notebook_json
-from ..support.pipeline_scenes import notebooks_json, pipeline_request
-
-ACTIVE = ("CREATED", "QUEUED", "RUNNING", "STOPPING")
-
-
-def settled(service: JobService, pipeline_id: str) -> dict[str, Any]:
-    """The pipeline once it has ended and none of its jobs runs any more."""
-    deadline = time.monotonic() + JOB_TIMEOUT
-    pipeline: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        answer = service.request("GET", f"pipelines/{pipeline_id}")
-        assert answer.status_code == 200, answer.text
-        pipeline = answer.json()
-        jobs = [job for stage in pipeline["stages"] for job in stage["jobs"]]
-        if pipeline["status"] in ("COMPLETED", "FAILED", "STOPPED") and not any(
-            job["status"] in ACTIVE for job in jobs
-        ):
-            return pipeline
-        time.sleep(0.2)
-    raise AssertionError(f"pipeline {pipeline_id} never settled: {pipeline}")
+from ..support.pipeline_scenes import notebooks_json, pipeline_request, settled_pipeline
 
 
 def test_a_failing_job_stops_its_sibling_and_skips_the_last_stage(job_hub: JobHub) -> None:
@@ -49,7 +29,7 @@ def test_a_failing_job_stops_its_sibling_and_skips_the_last_stage(job_hub: JobHu
     )
     assert created.status_code == 201, created.text
     pipeline_id = created.json()["pipeline_id"]
-    pipeline = settled(alice, pipeline_id)
+    pipeline = settled_pipeline(alice, pipeline_id)
 
     # Then the API says which job failed in which cell, that its sibling was stopped for
     # it, and that the last stage was skipped without a job
@@ -126,7 +106,7 @@ def test_stopping_a_pipeline_stops_its_running_job_and_skips_the_rest(job_hub: J
     stopping = alice.request("PATCH", path, json={"status": "STOPPED"})
     assert stopping.status_code == 200, stopping.text
     assert stopping.json()["status"] in ("STOPPING", "STOPPED")
-    stopped = settled(alice, pipeline["pipeline_id"])
+    stopped = settled_pipeline(alice, pipeline["pipeline_id"])
 
     # Then its job stopped, the next stage never started, and it says why
     assert stopped["status"] == "STOPPED"

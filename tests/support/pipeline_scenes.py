@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
+from .job_hub import JOB_TIMEOUT, JobService
 from .notebooks import notebook
 
 SHARED = "import os, pathlib\nshared = pathlib.Path(os.environ['JUPYTER_TO_JOB_PIPELINE_DIR'])"
@@ -93,3 +95,21 @@ def write_home(home: Path) -> Path:
         nbformat.write(nb, home / path)
     (home / "evaluate.pipeline.yaml").write_text(TEMPLATE_YAML)
     return home
+
+
+def settled_pipeline(service: JobService, pipeline_id: str) -> dict[str, Any]:
+    """The pipeline (through the job service's API) once it has ended and none of its jobs
+    runs any more."""
+    deadline = time.monotonic() + JOB_TIMEOUT
+    pipeline: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        answer = service.request("GET", f"pipelines/{pipeline_id}")
+        assert answer.status_code == 200, answer.text
+        pipeline = answer.json()
+        jobs = [job for stage in pipeline["stages"] for job in stage["jobs"]]
+        if pipeline["status"] in ("COMPLETED", "FAILED", "STOPPED") and not any(
+            job["status"] in ("CREATED", "QUEUED", "RUNNING", "STOPPING") for job in jobs
+        ):
+            return pipeline
+        time.sleep(0.2)
+    raise AssertionError(f"pipeline {pipeline_id} never settled: {pipeline}")
