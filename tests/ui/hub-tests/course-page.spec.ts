@@ -185,3 +185,58 @@ test('another instructor sees only their own course and is refused this one', as
   );
   await other.context.close();
 });
+
+test("an instructor extends a student's server by 15 minutes; the student's server tells the new end", async ({
+  browser
+}) => {
+  // Given student2 runs the GPU demo course (open now) from the spawn page
+  const student = await signIn(browser, 'student2');
+  await student.page.goto('/hub/home');
+  if (!(await student.page.locator('#stop').isVisible())) {
+    await student.page.goto('/hub/spawn');
+    await student.page.locator('input[name=profile][value=gpu-demo]').check();
+    await student.page.getByRole('button', { name: 'Start' }).click();
+    await expect(student.page).toHaveURL(/\/user\/student2\/lab/, {
+      timeout: 90 * 1000
+    });
+  }
+  const before = await (
+    await student.page.request.get('/user/student2/jupyter-to-job/api/session')
+  ).json();
+
+  // When the instructor extends it by 15 minutes on the course page
+  const teacher = await signIn(browser, 'instructor');
+  await teacher.page.goto(PAGE);
+  const row = teacher.page.locator(
+    '#course-gpu-demo tr[data-server-user=student2]'
+  );
+  const planned = (await row.locator('td[data-stops]').innerText()).slice(0, 5);
+  await row.locator('input[name=minutes]').fill('15');
+  await row.getByRole('button', { name: 'Extend' }).click();
+
+  // Then the page shows the new stop time, 15 minutes later
+  await expect(teacher.page.locator('#course-message')).toContainText(
+    'instructor extended student2'
+  );
+  const [hours, minutes] = planned.split(':').map(Number);
+  const later = new Date(Date.UTC(2000, 0, 1, hours, minutes + 15));
+  const expected = later.toISOString().slice(11, 16);
+  await expect(row.locator('td[data-stops]')).toContainText(expected);
+  await expect(row.locator('td[data-stops]')).toContainText('+15 min');
+  for (const scheme of ['light', 'dark'] as const) {
+    await teacher.page.emulateMedia({ colorScheme: scheme });
+    await teacher.page.locator('#course-gpu-demo').screenshot({
+      path: path.join(SHOTS, `course-servers-${scheme}.png`)
+    });
+  }
+
+  // And the student's server tells the lab's countdown the new end
+  const after = await (
+    await student.page.request.get('/user/student2/jupyter-to-job/api/session')
+  ).json();
+  const moved =
+    new Date(after.session_end).getTime() -
+    new Date(before.session_end).getTime();
+  expect(moved).toBe(15 * 60 * 1000);
+  await Promise.all([student, teacher].map(s => s.context.close()));
+});
