@@ -435,3 +435,35 @@ async def test_a_pod_failure_policy_is_validated_as_the_api_server_does(
     assert refused.value.status == 422
     causes = json.loads(refused.value.body)["details"]["causes"]
     assert (field, message) in {(cause["field"], cause["message"]) for cause in causes}
+
+
+async def test_a_pending_pod_evicted_before_it_was_placed_is_failed_and_replaced(
+    apis: Any, k8s_api: Any
+) -> None:
+    # Given a Job whose pod waits for a node that does not exist
+    core, batch = apis
+    manifest = policy_job(
+        "waiting",
+        [sys.executable, "-c", "pass"],
+        backoffLimit=1,
+        podFailurePolicy=DISRUPTION_COUNTS,
+    )
+    manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "gone"}
+    await batch.create_namespaced_job("default", manifest)
+    (pending,) = await wait_for(lambda: job_pods(core, "waiting"), what="its pod")
+
+    # When it is evicted before it was ever placed
+    code, _ = await evict(k8s_api, pending["metadata"]["name"])
+    assert code == 201
+
+    # Then the pod garbage collector fails it (no kubelet will), and the Job counts the
+    # disruption and replaces it
+    async def replaced() -> dict[str, Any] | None:
+        current = await read_job(batch, "waiting")
+        names = [p["metadata"]["name"] for p in await job_pods(core, "waiting")]
+        if current["status"].get("failed") == 1 and pending["metadata"]["name"] not in names:
+            return current
+        return None
+
+    current = await wait_for(replaced, timeout=30, what="the evicted pod counted and replaced")
+    assert current["status"].get("active") == 1 and condition(current, "Failed") is None

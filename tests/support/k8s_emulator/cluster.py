@@ -27,6 +27,7 @@ from .jobs import JobController
 from .kubelet import Kubelet, KubeletTimings
 from .kueue import PREEMPTED_MESSAGE, KueueController
 from .nodes import gpu_node
+from .podgc import PodGarbageCollector
 from .resources import NAMESPACE, dra_version, lookup, minor_of
 from .scheduler import Scheduler
 from .server import ServerSettings, make_app
@@ -157,6 +158,7 @@ class KubernetesEmulator:
         self.kubelet.serve_ports = self.serve_ports
         self.jobs = JobController(job_client, backoff_delay=self.job_backoff_delay)
         self.kueue = KueueController(client, pods)
+        self.podgc = PodGarbageCollector(client)
         self.api.mutating_admission.append(self.kueue.gate_on_create)
         self._server = HTTPServer(
             make_app(self.api, self.kubelet.logs, self.settings, self.kubelet)
@@ -190,6 +192,7 @@ class KubernetesEmulator:
         self.scheduler.on_pod(kind, pod, old)
         self.kubelet.on_pod(kind, pod, old)
         self.kueue.on_pod(kind, pod, old)
+        self.podgc.on_pod(kind, pod, old)
 
     async def stop(self) -> None:
         """Stop everything started so far (also after a failed start)."""
@@ -200,6 +203,8 @@ class KubernetesEmulator:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if jobs := getattr(self, "jobs", None):
             await jobs.stop()
+        if podgc := getattr(self, "podgc", None):
+            await podgc.stop()
         if api := getattr(self, "api", None):
             await api.stop()
         if self._server is not None:
