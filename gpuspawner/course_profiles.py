@@ -254,6 +254,8 @@ class CourseProfilesMixin(LoggingConfigurable):
                     local=self.admission_target == "local",
                     budget=budget.line() if budget else "",
                     budget_exhausted=bool(budget and budget.exhausted),
+                    experimental_zone=catalog.settings.experimental_zone,
+                    timezone=catalog.settings.timezone,
                 )
             )
         return cards

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from .policy.catalog import SoftwareEnvironment
+from .policy.catalog import ExperimentalZone, SoftwareEnvironment
 from .policy.course_overrides import course_overrides
 from .policy.entitlements import Entitlement, ProfileKind
 from .policy.environments import unmet_requirement
@@ -86,6 +86,8 @@ class ProfileCard:
     """The notice the course's instructors posted on the course page, if any."""
     environments: tuple[EnvironmentOption, ...] = ()
     """The environments to choose from (the first is the default); empty: no choice."""
+    wipe: str = ""
+    """For a profile in the experimental zone: what is wiped, and when."""
 
     @classmethod
     def build(
@@ -97,6 +99,8 @@ class ProfileCard:
         local: bool = False,
         budget: str = "",
         budget_exhausted: bool = False,
+        experimental_zone: ExperimentalZone | None = None,
+        timezone: str = "UTC",
     ) -> ProfileCard:
         """The card of one entitlement; ``local``: storage shows where it appears on one
         machine (folders in the home); ``budget``: its budget line, if one applies."""
@@ -145,7 +149,25 @@ class ProfileCard:
             stops=_stop_time(entitlement),
             course_notice=_course_notice(entitlement),
             environments=tuple(EnvironmentOption.build(e, matching) for e in profile.environments),
+            wipe=_wipe_note(entitlement, experimental_zone, timezone, local=local),
         )
+
+
+def _wipe_note(
+    entitlement: Entitlement, zone: ExperimentalZone | None, timezone: str, *, local: bool
+) -> str:
+    """ "Experimental zone: ~/scratch is wiped every day at 03:00 (Europe/Zurich)..." for a
+    profile in the experimental zone; empty otherwise."""
+    profile = entitlement.profile
+    if profile.zone != "experimental" or zone is None:
+        return ""
+    wiped = [m for m in parse_mounts(profile.storage) if m.source.kind == "experimental"]
+    where = " and ".join((f"~/{m.name}" if local else m.mount) for m in wiped)
+    what = f"{where} {'is' if len(wiped) == 1 else 'are'}" if wiped else "its storage is"
+    return (
+        f"Experimental zone: {what} wiped every day at {zone.wipe_at:%H:%M} ({timezone}), "
+        "after a warning. Keep what matters in your home or a production profile."
+    )
 
 
 def _zone_of(entitlement: Entitlement) -> str:

@@ -74,6 +74,8 @@ class Profile:
     environments: tuple[SoftwareEnvironment, ...] = ()
     """The environments it offers to choose from (the first is the default); empty: its
     own ``environment`` runs."""
+    zone: str = "production"
+    """``experimental``: its ``source: experimental`` storage is wiped every day."""
 
     @property
     def course_id(self) -> str | None:
@@ -110,6 +112,7 @@ def _profile(kind: ProfileKind, section: ProfileSection, **own: Any) -> Profile:
         environment=section.environment,
         storage=tuple(section.storage),
         environments=section.offered_environments,
+        zone=section.zone,
         **own,
     )
 
