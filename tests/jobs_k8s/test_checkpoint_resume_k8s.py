@@ -284,3 +284,27 @@ async def test_a_checkpoint_needs_a_home_to_keep_it_in(
         "This job asks for a checkpoint folder, but jobs on this cluster get no home volume"
     )
     assert "Submit it without a checkpoint" in job.status_message
+
+
+async def test_a_job_run_again_after_it_was_taken_away_continues_from_the_checkpoint(
+    manager: JobManager, project: Path, k8s_api: Any
+) -> None:
+    # Given a job without retries, taken away at step 5
+    first = await submit(manager, training_cell(hold_at=5), retries=0, folder="checkpoints/b")
+    folder = project / "checkpoints" / "b"
+    await eventually(lambda: (folder / "held-1").exists(), what="the job at step 5")
+    await evict_running_pod(k8s_api, first)
+    ended = await finished(manager, first)
+    assert ended.status is JobStatus.FAILED
+    assert ended.status_message is not None and ended.status_message.endswith("Run the job again.")
+
+    # When its owner runs it again with the same checkpoint folder
+    again = await submit(manager, training_cell(hold_at=5), retries=0, folder="checkpoints/b")
+    job = await finished(manager, again)
+
+    # Then the new job is its own first attempt, and it goes on from step 5 to the end
+    assert job.status is JobStatus.COMPLETED, job.status_message
+    assert (job.attempt, job.max_attempts) == (1, 1)
+    log = manager.read_log(again).data
+    assert "attempt 1 starts after step 5" in log and "total 210" in log
+    assert (folder / "steps.txt").read_text().split() == [str(n) for n in range(1, 21)]
