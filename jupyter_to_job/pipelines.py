@@ -60,6 +60,7 @@ from traitlets.config import LoggingConfigurable
 
 from gpuspawner.databases import UTCDateTime
 
+from .capacity import JobTicket
 from .describe import iso_utc
 from .errors import JobError
 from .executors import LocalExecutor
@@ -564,8 +565,10 @@ class Pipelines(LoggingConfigurable):
         ``source_root/input_path``, snapshot now (later edits do not change the pipeline).
         ``admit`` checks each job as a job create is checked (the job service's
         :meth:`JobsAPI.admitted_request`) and gives the folder it runs in; without it, each
-        job runs beside its notebook under ``source_root``. Raises a job error (400 for a
-        missing notebook, or the admission's refusal) before anything is saved.
+        job runs beside its notebook under ``source_root``. Each job's flavor is also checked
+        by the manager's capacity hook (``validate``: could it ever start here?). Raises a
+        job error (400 for a missing notebook, 409 for a refusal, or the admission's own)
+        before anything is saved.
         """
         pipeline_id = str(uuid.uuid4())
         entries: list[PipelineJobRow] = []
@@ -580,6 +583,11 @@ class Pipelines(LoggingConfigurable):
                     working_dir = os.path.join(os.fspath(source_root), *parent)
                 else:
                     working_dir = None
+                # A flavor that could never start here (too large, budget used up) is
+                # refused now, as a job create is, rather than when its stage starts.
+                self.manager.capacity.validate(
+                    JobTicket(f"{pipeline_id}-{stage_index}-{job_index}", owner, job_request.flavor)
+                )
                 content = notebook_snapshot(
                     job.input_path,
                     (notebooks or {}).get(job.input_path),

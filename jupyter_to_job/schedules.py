@@ -880,6 +880,10 @@ class Scheduler(LoggingConfigurable):
                 row.owner, spec.pipeline, notebooks=notebooks, admit=beside
             )
             pipeline_id = created.pipeline_id
+        except JobRefused as refusal:
+            self._record_run(row.schedule_id, slot, None, JobStatus.FAILED.value, refusal.message)
+            self._end(row.schedule_id, self._refused_sentence(refusal.message))
+            return
         except (JobError, OSError, ValueError) as error:
             outcome = JobStatus.FAILED.value
             message = getattr(error, "message", None) or str(error)

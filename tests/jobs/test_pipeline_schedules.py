@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from gpuspawner.grant import GPUAdmission
+from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.pipelines import DescribePipeline, Pipelines
 from jupyter_to_job.schedules import CreateSchedule, Scheduler, ScheduleStatus
+from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
 from ..support import eventually
 from ..support.job_managers import ManagerFactory
@@ -129,3 +132,76 @@ def test_a_schedule_runs_a_job_or_a_pipeline_not_both() -> None:
         CreateSchedule.model_validate({"job": job, "pipeline": pipeline, "cron": "0 * * * *"})
     with pytest.raises(ValueError, match="give either a job or a pipeline to run, not both"):
         CreateSchedule.model_validate({"cron": "0 * * * *"})
+
+
+LAB_CATALOG = """
+research:
+  - id: lab
+    title: Vision lab
+    users: [alice]
+    expires: 2026-11-25
+flavors:
+  - id: lab-cpu
+    title: Lab CPU
+    access: {research: [lab]}
+"""
+
+
+async def test_a_pipeline_run_refused_because_the_grant_expired_stops_the_schedule(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    # Given alice's research allocation, which ends on 25 November, and a daily pipeline
+    # on its flavor
+    (tmp_path / "catalog.yaml").write_text(LAB_CATALOG)
+    clock = Clock(at("09:59"))
+    identities = IdentityBook(tmp_path / "identities.json")
+    identities.remember(UserIdentity("alice"))
+    capacity = FlavorCapacity(
+        admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
+        devices=[],
+        identities=identities,
+        clock=clock,
+    )
+    manager = await make_manager(capacity=capacity)
+    pipelines = Pipelines(manager=manager)
+    pipelines.start()
+    try:
+        scheduler = Scheduler(manager=manager, clock=clock, pipelines=pipelines)
+        scheduler.create_tables()
+        job = {"input_path": "daily.ipynb", "flavor": "lab-cpu"}
+        request = CreateSchedule.model_validate(
+            {
+                "pipeline": {"name": "Daily", "stages": [{"name": "only", "jobs": [job]}]},
+                "cron": "0 10 * * *",
+            }
+        )
+        schedule = scheduler.create(
+            "alice", request, notebooks={"daily.ipynb": notebook("print('daily')")}
+        )
+        clock.now = at("10:00")
+        await scheduler.tick(at("10:00"))
+        first = scheduler.describe(schedule.schedule_id).recent_runs[0].pipeline_id
+        assert first is not None
+        assert (await ended(pipelines, first)).status == "COMPLETED"
+
+        # When the next day's run comes, after the allocation ended
+        next_day = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+        clock.now = next_day
+        await scheduler.tick(next_day)
+
+        # Then that run was refused, and the schedule stopped with the admission's sentence
+        reason = (
+            "You cannot run jobs on 'lab-cpu': Lab CPU came with a course term or research "
+            "allocation that is not active now."
+        )
+        stopped = scheduler.describe(schedule.schedule_id)
+        assert stopped.status is ScheduleStatus.ENDED
+        assert stopped.status_message == f"A run was refused, so the schedule stopped: {reason}"
+        refused = stopped.recent_runs[0]
+        assert refused.pipeline_id is not None and refused.outcome == "FAILED"
+        assert refused.message == (
+            f"Stage 'only' failed: in 'daily.ipynb', {reason[0].lower()}{reason[1:-1]}. "
+            "The rest was stopped or skipped."
+        )
+    finally:
+        await pipelines.close()
