@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +31,7 @@ from tornado import web
 
 from .course_api import CourseAPI, CourseHandler, Refused
 from .service import KeepRefused, ReclaimWarning, SessionsService, session_end_of
+from .zone_wipe import ZoneWarning
 
 REASON_TITLES = {
     "idle": "Idle GPU",
@@ -126,8 +128,15 @@ def reclaim_token_handlers(prefix: str, api: CourseAPI) -> list[tuple[str, type,
     ]
 
 
-def render_warnings(warnings: list[ReclaimWarning], now: datetime, xsrf: str, action: str) -> str:
-    """The home page's part: one Bootstrap alert per warning, a keep form where allowed."""
+def render_warnings(
+    warnings: list[ReclaimWarning],
+    now: datetime,
+    xsrf: str,
+    action: str,
+    zone: Sequence[ZoneWarning] = (),
+) -> str:
+    """The home page's part: one Bootstrap alert per warning, a keep form where allowed;
+    ``zone``: the experimental zone's coming wipe, for someone who holds data there."""
     items = []
     for warning in warnings:
         data = warning.to_json(now)
@@ -148,6 +157,16 @@ def render_warnings(warnings: list[ReclaimWarning], now: datetime, xsrf: str, ac
             f'<span class="reclaim-message">{html.escape(warning.message)}</span> '
             f'<span class="reclaim-left" data-seconds-left="{data["seconds_left"]}"></span>'
             f"{form}</div>"
+        )
+    for coming in zone:
+        seconds = max(0, int((coming.wipe_at - now).total_seconds()))
+        items.append(
+            '<div class="alert alert-warning d-flex flex-wrap align-items-center gap-2" '
+            'role="alert" data-reason="experimental-zone" '
+            f'data-wipe-at="{coming.wipe_at.astimezone(UTC).isoformat()}">'
+            "<strong>Experimental zone:</strong> "
+            f'<span class="reclaim-message">{html.escape(coming.message)}</span> '
+            f'<span class="reclaim-left" data-seconds-left="{seconds}"></span></div>'
         )
     return '<div id="reclaim-warnings">' + "".join(items) + "</div>"
 
@@ -182,6 +201,7 @@ def reclaim_page_handlers(prefix: str, api: CourseAPI, hub_auth: Any) -> list[tu
                 now,
                 self.xsrf_token.decode(),
                 self.request.path,
+                api.service.zone_warnings_for(model["name"]),
             )
             self.set_header("Cache-Control", "no-store")
             self.finish(f"<!doctype html><html><body>{body}</body></html>")

@@ -51,7 +51,7 @@ from .reclaim import (
     warn_from,
 )
 from .watched_catalog import WatchedCatalog
-from .zone_wipe import ExperimentalZoneWiper
+from .zone_wipe import ExperimentalZoneWiper, ZoneWarning
 
 log = logging.getLogger("gpuspawner.sessions")
 
@@ -645,6 +645,14 @@ class SessionsService:
     def warnings_for(self, catalog: Catalog, user: dict) -> list[ReclaimWarning]:
         """The warnings the owner of ``user``'s servers sees now (the API and the lab)."""
         return user_warnings(catalog, user, self.watches, self.clock())
+
+    def zone_warnings_for(self, name: str) -> list[ZoneWarning]:
+        """The experimental zone's coming wipe, if ``name`` holds data there and was
+        warned (the hub's home page shows it)."""
+        if self.zone_wiper is None:
+            return []
+        warning = self.zone_wiper.warnings.get(name)
+        return [warning] if warning is not None and self.clock() < warning.wipe_at else []
 
     def keep(self, catalog: Catalog, user: dict, server_name: str) -> ReclaimWarning:
         """The owner's "I'm still using it": postpone the reclaim of one server once.

@@ -21,6 +21,7 @@ from gpuspawner.policy import CatalogError, load_catalog
 from gpuspawner.policy.zones import wipe_schedule
 from gpuspawner.sessions.audit import AuditLog
 from gpuspawner.sessions.hub_client import HubClient
+from gpuspawner.sessions.reclaim_api import render_warnings
 from gpuspawner.sessions.service import SessionsService
 from gpuspawner.sessions.watched_catalog import WatchedCatalog
 from gpuspawner.sessions.zone_wipe import NOTICE, ExperimentalZoneWiper
@@ -120,6 +121,14 @@ async def test_the_zone_is_warned_about_then_wiped_at_the_set_hour_and_nothing_e
         assert "copy what you want to keep to your home or production storage" in notice
         assert not (places["root"] / "ben" / NOTICE).exists()
         assert service.zone_wiper.warnings["ana"].wipe_at == zurich(10, 3, 0)
+        # And the hub's home page (the service's reclaim page it embeds) shows Ana the
+        # warning with the time left; Ben sees none
+        page = render_warnings([], clock.now, "xsrf", "/reclaim", service.zone_warnings_for("ana"))
+        assert 'data-reason="experimental-zone"' in page
+        assert "<strong>Experimental zone:</strong>" in page
+        assert "Your experimental-zone folders will be wiped at 03:00" in page
+        assert 'data-seconds-left="7200"' in page
+        assert service.zone_warnings_for("ben") == []
 
         # When rounds go on until just before the hour: no second warning, nothing wiped
         clock.now = zurich(10, 2, 59)
@@ -131,7 +140,8 @@ async def test_the_zone_is_warned_about_then_wiped_at_the_set_hour_and_nothing_e
         clock.now = zurich(10, 3, 0)
         await service.tick()
 
-        # Then Ana's folder is emptied (the notice too), audited, once
+        # Then Ana's folder is emptied (the notice too), audited, once, and her warning ends
+        assert service.zone_warnings_for("ana") == []
         (wiped,) = [e for e in audit(log_path) if e["action"] == "zone-wipe"]
         assert wiped["user"] == "ana"
         assert wiped["detail"] == f"Wiped {places['root'] / 'ana'}: 2 items removed."
