@@ -362,6 +362,19 @@ def print_summary(catalog: Catalog, path: Path, start: datetime) -> None:
     print(f"{path} is a valid catalog: {counts}.")
     local = start.astimezone(zone)
     print(f"Classes are listed for the 7 days from {local:%a %d %b %Y %H:%M} ({zone.key}).")
+    experimental = catalog.settings.experimental_zone
+    if experimental is not None:
+        in_zone = [
+            p.id
+            for p in (*catalog.courses, *catalog.research, *catalog.standing)
+            if p.zone == "experimental"
+        ]
+        volume = f", volume {experimental.volume} on Kubernetes" if experimental.volume else ""
+        print(
+            f"Experimental zone: wiped every day at {experimental.wipe_at:%H:%M} ({zone.key}), "
+            f"warning {_span(experimental.warning)} before{volume}; profiles: "
+            f"{', '.join(in_zone) or 'none yet'}."
+        )
     show_sources = path.is_dir()
     if catalog.courses:
         print("\nCourses")

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from gpuspawner.cli import main
 from gpuspawner.policy import CatalogError, load_catalog
 from gpuspawner.policy.zones import wipe_schedule
 from gpuspawner.sessions.audit import AuditLog
@@ -236,3 +237,13 @@ def test_zone_mistakes_in_the_catalog_are_located_and_explained(tmp_path, text, 
     (problem,) = error.value.problems
     assert problem.field == field
     assert words in problem.message
+
+
+def test_check_shows_the_zone_its_hour_and_its_profiles(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(catalog_text(tmp_path))
+    assert main(["check", str(path)]) == 0
+    assert (
+        "Experimental zone: wiped every day at 03:00 (Europe/Zurich), warning 2 h before; "
+        "profiles: try-out."
+    ) in capsys.readouterr().out
