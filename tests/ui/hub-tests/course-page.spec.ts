@@ -238,5 +238,21 @@ test("an instructor extends a student's server by 15 minutes; the student's serv
     new Date(after.session_end).getTime() -
     new Date(before.session_end).getTime();
   expect(moved).toBe(15 * 60 * 1000);
+
+  // When the instructor stops it from the page (which leaves the hub as the other tests
+  // expect it), it leaves the list, and the student has no server any more
+  await teacher.page.emulateMedia({ colorScheme: 'light' });
+  await row.getByRole('button', { name: 'Stop' }).click();
+  await expect(teacher.page.locator('#course-message')).toContainText(
+    "instructor stopped student2's GPU demo course server"
+  );
+  await expect(row).toHaveCount(0);
+  const serversLeft = async (): Promise<number> => {
+    const reply = await student.page.request.get('/hub/api/user');
+    return reply.ok()
+      ? Object.keys((await reply.json()).servers ?? {}).length
+      : -1;
+  };
+  await expect.poll(serversLeft, { timeout: 60 * 1000 }).toBe(0);
   await Promise.all([student, teacher].map(s => s.context.close()));
 });
