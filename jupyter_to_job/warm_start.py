@@ -39,16 +39,19 @@ if TYPE_CHECKING:
 
 JOB_ID_VARIABLE = "JUPYTER_TO_JOB_ID"
 """The one variable a job's environment has and its warm runner's cannot."""
+PIPELINE_PREFIX = "JUPYTER_TO_JOB_PIPELINE_"
+"""A pipeline job's variables (:mod:`jupyter_to_job.pipelines`)."""
 
 
 def set_late(name: str) -> bool:
     """Whether variable ``name`` may be given to a kernel already running, before the job's
-    first cell: the job's id and the hub's ``GPUSPAWNER_*`` descriptions of its share and
+    first cell: the job's id, a pipeline job's ``JUPYTER_TO_JOB_PIPELINE_*`` (its shared
+    folder, pipeline and stage) and the hub's ``GPUSPAWNER_*`` descriptions of its share and
     times, which code reads only when it asks (the PyTorch memory hook on import, too).
     Everything else (the GPU's ``CUDA_*`` and ``NVIDIA_*``, ``LD_PRELOAD``,
     ``PYTHONPATH``, ``PATH``) takes effect when a process starts, so a kernel is kept only
     where all of it is the job's."""
-    return name == JOB_ID_VARIABLE or name.startswith("GPUSPAWNER_")
+    return name == JOB_ID_VARIABLE or name.startswith(("GPUSPAWNER_", PIPELINE_PREFIX))
 
 
 READY = b"ready\n"

@@ -281,3 +281,34 @@ async def test_the_owner_is_told_once_when_the_pipeline_ends_not_per_job(
     assert f"Reason:   {pipeline.status_message}" in text
     assert "cell 2 raised ValueError: no data" in text
     assert f"api/pipelines/{created.pipeline_id}" in text
+
+
+async def test_a_pipeline_job_starts_warm_and_finds_its_shared_folder(
+    make_pipelines: PipelinesFactory, tmp_path: Path
+) -> None:
+    # Given alice opened the Run as Job dialog, so a runner and kernel were started ahead
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "one.ipynb").write_text(
+        _nb("import os\nopen('seen.txt', 'w').write(os.environ['JUPYTER_TO_JOB_PIPELINE_DIR'])")
+    )
+    pipelines = await make_pipelines()
+    manager = pipelines.manager
+    assert manager.prewarm("alice") == 1
+    assert manager.warm_pool is not None
+    assert await manager.warm_pool.wait_ready("alice", None) == 1
+
+    # When she runs a one-job pipeline
+    request = CreatePipeline.model_validate(
+        {"name": "Warm", "stages": [{"name": "only", "jobs": [{"input_path": "one.ipynb"}]}]}
+    )
+    created = await pipelines.create("alice", request, source_root=home)
+    pipeline = await ended(pipelines, created.pipeline_id)
+
+    # Then its job ran in the kernel started ahead, which was given the shared folder
+    assert pipeline.status == "COMPLETED", pipeline.status_message
+    job_id = pipeline.stages[0].jobs[0].job_id
+    assert job_id is not None
+    log = manager.log_store.path(job_id).read_text()
+    assert "the kernel was started ahead of the job (a warm start)" in log
+    assert (home / "seen.txt").read_text() == str(home / "pipelines" / "warm")
