@@ -300,8 +300,8 @@ class GPUAdmission(LoggingConfigurable):
         catalog), holding a folder per user; a profile's ``source: experimental`` storage
         is ``<root>/<user>/<entry name>``, linked into the home. The course-sessions
         service wipes it every day (give it the same folder: ``course_sessions_service(
-        experimental_root=...)``). Make it a folder of its own, outside every home and
-        every production storage. Empty: profiles with experimental storage are refused.
+        experimental_root=...)``). Make it a folder of its own that holds no home and
+        no production storage. Empty: profiles with experimental storage are refused.
 
         Example::
 

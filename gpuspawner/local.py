@@ -193,6 +193,7 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
                 503,
             )
         os.makedirs(root, 0o711, exist_ok=True)
+        os.chmod(root, 0o711)  # crossed by every owner, listed by none (whatever the umask)
         mine = os.path.join(root, self.user.name)
         target = os.path.join(mine, name)
         for folder in (mine, target):

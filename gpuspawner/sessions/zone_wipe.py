@@ -4,12 +4,12 @@ The zone's storage is one folder (``experimental_root``: a host folder on one ma
 zone's shared volume mounted into the service on Kubernetes) holding a folder per user,
 ``<root>/<user>/<entry>``. At ``settings.experimental_zone.wipe_at`` every user's folder is
 emptied; ``warning`` before that, each person whose folder holds data is warned: an audit
-line and a notice file at the top of their folder, which their server shows as
-``~/<entry>/../`` and in the zone's own folder (both go with the wipe).
+line and a notice file at the top of their folder, which goes with the wipe;
+the hub's home page shows the warning too (the service's reclaim page).
 
 Only what is inside the root is ever removed, without following a link out of it; a root
-that is, holds or lies inside a home folder, or that holds a production ``path:`` storage
-of the catalog, is refused (audited) and nothing is wiped.
+that is or holds a home folder, or that overlaps a production ``path:`` storage of the
+catalog, is refused (audited) and nothing is wiped.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ class ExperimentalZoneWiper:
         for home in homes:
             if home == Path("/"):
                 continue
-            if _inside(resolved, home) or _inside(home, resolved):
-                return f"{resolved} is, holds or lies inside the home folder {home}"
+            if _inside(home, resolved):
+                return f"{resolved} is or holds the home folder {home}"
         for section in (*catalog.courses, *catalog.research, *catalog.standing):
             for mount in section.storage:
                 source = parse_storage_source(mount.source)

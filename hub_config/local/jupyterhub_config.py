@@ -210,6 +210,9 @@ c.GPUAdmission.allocation_ledger = str(RUNTIME / "gpu-allocations.json")
 # GPU-hours of every server and job, for `gpuspawner usage`, the course API's api/usage and
 # the catalog's budgets; the job service and the course-sessions service get it below.
 c.GPUAdmission.usage_db_url = f"sqlite:///{RUNTIME / 'gpu-usage.sqlite'}"
+# The experimental zone's folder (the catalog's try-out profile links ~/experimental into
+# it); the course-sessions service wipes it every day.
+c.GPUAdmission.experimental_root = str(RUNTIME / "experimental")
 c.SimpleLocalGPUSpawner.home_dir_template = str(RUNTIME / "homes" / "{username}")
 # The single-user server from the hub's own environment, whatever PATH says.
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
@@ -249,6 +252,7 @@ SESSIONS_SERVICE = course_sessions_service(
     # ... and shows who holds which slice: the GPU map page, in the Services menu.
     simulated_gpus=c.GPUAdmission.simulated_gpus,
     job_service_url=job_service_url(JOB_SERVICE_PORT),
+    experimental_root=c.GPUAdmission.experimental_root,
 )
 c.JupyterHub.services.append(SESSIONS_SERVICE)
 c.JupyterHub.load_roles.append(sessions_service_role(job_service="jupyter-to-job"))
