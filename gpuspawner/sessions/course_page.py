@@ -61,6 +61,8 @@ from .student_jobs import JobsUnavailable, StudentJob, StudentJobs
 log = logging.getLogger("gpuspawner.sessions.course_page")
 
 DAYS_SHOWN = 14
+MAX_MINUTES = 7 * 24 * 60
+"""Minutes beyond a week are refused before any arithmetic (a bound no admin would set)."""
 FLASH_COOKIE = "course-page-message"
 TIMING_HELP = {
     "lead_time": "students may start their servers this long before class",
@@ -206,12 +208,12 @@ def _time(text: str, what: str) -> time:
 
 
 def _minutes(text: str, what: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
+    minutes = int(text) if text.strip().lstrip("-").isdigit() else None
+    if minutes is None or abs(minutes) > MAX_MINUTES:
         raise OverrideRefused(
-            f"Give the {what} as a whole number of minutes, such as 15."
-        ) from None
+            f"Give the {what} as a whole number of minutes, such as 15 (at most a week)."
+        )
+    return minutes
 
 
 def course_page_handlers(
@@ -245,7 +247,8 @@ def course_page_handlers(
         def write_error(self, status_code: int, **kwargs: Any) -> None:
             error = kwargs.get("exc_info", (None, None))[1]
             message = getattr(error, "log_message", None) or (
-                "You may not use the course page."
+                "The form was refused: it came from an old page or another site (its XSRF "
+                "token did not match). Reload the course page and try again."
                 if status_code == 403
                 else "The course page failed; the hub admins see why in the service's log."
             )

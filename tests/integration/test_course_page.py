@@ -158,6 +158,20 @@ def test_an_instructor_extends_a_students_server_by_15_minutes(
     assert refused.status_code == 400
     assert "at most 30 minutes in all" in refused.text
 
+    # And a tampered number, or a form without the page's XSRF token, is refused with a sentence
+    huge = teacher.session.post(
+        f"{hub.url}{SERVICE}/courses/ml101/extend",
+        data={"_xsrf": form_xsrf(done.text), "user": "pia", "minutes": "9" * 30},
+        timeout=60,
+    )
+    assert huge.status_code == 400 and "whole number of minutes" in huge.text
+    forged = teacher.session.post(
+        f"{hub.url}{SERVICE}/courses/ml101/extend",
+        data={"user": "pia", "minutes": "5"},
+        timeout=60,
+    )
+    assert forged.status_code == 403 and "XSRF token did not match" in forged.text
+
     # And another course's instructor may not extend it (403, with a sentence)
     ines = browserless_user(hub, "ines")
     ines.login()
