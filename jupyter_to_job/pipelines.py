@@ -935,11 +935,12 @@ class Pipelines(LoggingConfigurable):
     def _model(self, row: PipelineRow) -> DescribePipeline:
         spec = CreatePipeline.model_validate(row.spec)
         entries = self._entries(row.pipeline_id)
+        made = self._jobs([entry.job_id for entry in entries if entry.job_id])
         status = PipelineStatus(row.status)
         stages = []
         for stage_index, stage in enumerate(spec.stages):
             jobs = [
-                self._job_model(stage.jobs[entry.job_index], entry)
+                self._job_model(stage.jobs[entry.job_index], entry, made.get(entry.job_id or ""))
                 for entry in entries
                 if entry.stage_index == stage_index
             ]
@@ -964,9 +965,19 @@ class Pipelines(LoggingConfigurable):
             can_rerun=True,
         )
 
-    def _job_model(self, job: PipelineJob, entry: PipelineJobRow) -> DescribePipelineJob:
+    def _jobs(self, job_ids: list[str]) -> dict[str, JobRow]:
+        """The jobs made so far, in one query."""
+        if not job_ids:
+            return {}
+        with self._sessions() as session:
+            rows = session.scalars(select(JobRow).where(JobRow.job_id.in_(job_ids)))
+            return {row.job_id: row for row in rows}
+
+    @staticmethod
+    def _job_model(
+        job: PipelineJob, entry: PipelineJobRow, found: JobRow | None
+    ) -> DescribePipelineJob:
         request = entry.request
-        found = self.manager.store.get(entry.job_id) if entry.job_id else None
         model = DescribePipelineJob(
             input_path=job.input_path,
             name=job.name,
