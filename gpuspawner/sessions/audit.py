@@ -17,6 +17,7 @@ LEVELS = {
     "prewarm-skipped": logging.WARNING,
     "reclaim-failed": logging.ERROR,
     "catalog-error": logging.ERROR,
+    "zone-wipe-refused": logging.ERROR,
 }
 
 

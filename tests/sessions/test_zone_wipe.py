@@ -20,6 +20,8 @@ import pytest
 from gpuspawner.cli import main
 from gpuspawner.policy import CatalogError, load_catalog
 from gpuspawner.policy.zones import wipe_schedule
+from gpuspawner.sessions import course_sessions_service
+from gpuspawner.sessions.__main__ import build_parser
 from gpuspawner.sessions.audit import AuditLog
 from gpuspawner.sessions.hub_client import HubClient
 from gpuspawner.sessions.reclaim_api import render_warnings
@@ -247,3 +249,14 @@ def test_check_shows_the_zone_its_hour_and_its_profiles(tmp_path, capsys):
         "Experimental zone: wiped every day at 03:00 (Europe/Zurich), warning 2 h before; "
         "profiles: try-out."
     ) in capsys.readouterr().out
+
+
+def test_the_hub_hands_the_zone_folder_to_the_service_and_it_wipes_there(tmp_path):
+    service = course_sessions_service(tmp_path / "c.yaml", experimental_root="/srv/experimental")
+    command = service["command"]
+    assert command[command.index("--experimental-root") + 1] == "/srv/experimental"
+    args = build_parser({}).parse_args(command[3:])
+    assert args.experimental_root == "/srv/experimental"
+    # And from the environment, as every flag of the service
+    env = {"GPUSPAWNER_SESSIONS_EXPERIMENTAL_ROOT": "/srv/zone"}
+    assert build_parser(env).parse_args(["--catalog", "c.yaml"]).experimental_root == "/srv/zone"
