@@ -8,7 +8,8 @@ service's owner API and the student's own server (``jupyter-to-job/api/session``
 countdown reads) all tell the new end, the audit log names the instructor, and the
 service does not stop the server at the planned end; the student's home page on the hub
 shows the new stop time too. (That it does stop it 15 minutes
-later is tests/sessions/test_course_extension.py, on a clock the test moves.)
+later is tests/sessions/test_course_extension.py, on a clock the test moves.) Someone added
+to the course's instructor group while the hub runs uses the page at once.
 """
 
 from __future__ import annotations
@@ -184,6 +185,17 @@ def test_an_instructor_extends_a_students_server_by_15_minutes(
     )
     assert foreign.status_code == 403
     assert "You do not teach Machine Learning 101" in foreign.text
+
+    # And someone put in the course's instructor group while the hub runs (no hub restart,
+    # no hub role) teaches it at once
+    tess = browserless_user(hub, "tess")
+    tess.login()
+    refused_before = tess.session.get(f"{hub.url}{SERVICE}/courses", timeout=60)
+    assert refused_before.status_code == 403 and "You teach no course" in refused_before.text
+    added = hub.api("POST", "/groups/course-ml101-instructors", json={"users": ["tess"]})
+    assert added.status_code in (200, 201), added.text
+    hers = tess.session.get(f"{hub.url}{SERVICE}/courses", timeout=60)
+    assert hers.status_code == 200 and 'id="course-ml101"' in hers.text
 
     # And the service lets the planned end pass without stopping the server
     while now() < end + timedelta(seconds=5):
