@@ -107,6 +107,22 @@ test('an instructor cancels next Monday on the course page; the student and the 
   );
   expect(entry?.by).toBe('instructor');
 
+  // When: the instructor adds an extra session on the Tuesday after, it is listed as one.
+  const tuesday = new Date(`${day}T00:00:00Z`);
+  tuesday.setUTCDate(tuesday.getUTCDate() + 1);
+  const extraDay = tuesday.toISOString().slice(0, 10);
+  const extra = card.getByRole('form', { name: 'Add an extra session' });
+  await extra.locator('input[name=day]').fill(extraDay);
+  await extra.locator('input[name=start]').fill('14:00');
+  await extra.locator('input[name=end]').fill('15:30');
+  await extra.getByRole('button', { name: 'Add extra session' }).click();
+  await expect(teacher.page.locator('#course-message')).toContainText(
+    'instructor added an extra session of Course page demo'
+  );
+  const added = card.locator(`tr[data-day="${extraDay}"][data-kind=extra]`);
+  await expect(added).toContainText('14:00–15:30');
+  await expect(added).toContainText('Extra session');
+
   // When: the instructor posts a notice, the student's card shows it.
   await card
     .locator('textarea[name=notice]')
