@@ -429,7 +429,7 @@ def course_page_handlers(
                 text = argument("notice", "")
                 cleaned = " ".join(text.split())
                 detail = (
-                    f"{by} posted a notice for {course.title}: {cleaned!r}."
+                    f"{by} posted a notice for {course.title}: “{cleaned}”"
                     if cleaned
                     else f"{by} took down the notice of {course.title}."
                 )

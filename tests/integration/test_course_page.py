@@ -7,9 +7,9 @@ The instructor extends the server by 15 minutes on the course page; the page, th
 service's owner API and the student's own server (``jupyter-to-job/api/session``, what the
 countdown reads) all tell the new end, the audit log names the instructor, and the
 service does not stop the server at the planned end; the student's home page on the hub
-shows the new stop time too. (That it does stop it 15 minutes
-later is tests/sessions/test_course_extension.py, on a clock the test moves.) Someone added
-to the course's instructor group while the hub runs uses the page at once.
+shows the new stop time too. (That it does stop it 15 minutes later is
+tests/sessions/test_course_extension.py, on a clock the test moves.) Someone added to the
+course's instructor group while the hub runs uses the page at once.
 """
 
 from __future__ import annotations
