@@ -89,6 +89,9 @@ class Grant:
     environment_title: str | None = None
     default_url: str | None = None
     limits: ResourceLimits = field(default_factory=ResourceLimits)
+    oom_retry_memory: int | None = None
+    """A job flavor's ``oom_retry_memory`` in bytes: the memory of the next attempt of a job
+    with a checkpoint that ran out of ``limits.memory_bytes`` (None: such a job ends)."""
     variables: dict[str, str] = field(default_factory=dict)
     """The catalog's own variables for the profile or flavor (no protected one)."""
     environment: dict[str, str] = field(default_factory=dict)
@@ -786,6 +789,7 @@ class GPUAdmission(LoggingConfigurable):
             environment_title=software.title if software else None,
             default_url=environment.default_url,
             limits=ResourceLimits(cpu=resources.cpu, memory_bytes=resources.memory),
+            oom_retry_memory=granted.oom_retry_memory if isinstance(granted, JobFlavor) else None,
             variables={
                 k: v for k, v in environment.variables.items() if not is_protected_variable(k)
             },

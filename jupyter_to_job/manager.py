@@ -28,7 +28,9 @@ a conditional QUEUED → RUNNING update, so none runs twice.
 Checkpoint and automatic resume: a job created with ``checkpoint`` (a folder relative to
 the notebook's folder, and up to ``max_job_retries`` retries) that is killed from outside
 goes back to QUEUED for its next attempt (same snapshot, same folder) instead of failing;
-a job that failed by itself, was stopped or ran out of memory is not retried. "Killed from
+a job that failed by itself or was stopped is not retried, nor one that ran out of memory
+unless its flavor sets ``oom_retry_memory`` (then its next attempts get that memory, once
+the queue admits it again as any job). "Killed from
 outside" means: its runner ended without writing a final status (a signal it could not
 handle, or a process found gone after a restart of the job service, here in ``reconcile``),
 or it reported STOPPED although no stop was asked of the service. The decision is

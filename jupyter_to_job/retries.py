@@ -16,9 +16,16 @@ or was stopped. The two are told apart by the runner's final status file:
   machine shutting down) is killed from outside too.
 - Never started again: a final COMPLETED or FAILED status (its own result, however it
   ended), a stop by its owner or an admin (the manager's stop: ``StopReason.REQUEST``,
-  or a job already STOPPING in the store), its deadline, an out-of-memory kill by the
-  flavor's control group (the same flavor would run out again), and a runner that exited
-  with an error code of its own without a status (a broken runner, not a disruption).
+  or a job already STOPPING in the store), its deadline, and a runner that exited with an
+  error code of its own without a status (a broken runner, not a disruption).
+- An out-of-memory kill (the flavor's control group locally, ``OOMKilled`` on Kubernetes)
+  is started again only when the job's flavor sets ``oom_retry_memory`` and the attempt ran
+  with less: :func:`oom_retry` says so, with that memory, and the retry is counted against
+  the job's retries like any other. The memory is kept with the attempt (the history entry's
+  ``memory_bytes``), so every later attempt of the job gets it too (:func:`attempt_memory`);
+  the next attempt is queued and admitted again as any job is. Without the setting, or when
+  the larger memory ran out as well, the job ends FAILED as out of memory, and
+  :func:`no_more_memory` tells its owner what to do.
 
 Each new attempt is logged with a separator line and the reason, counted in the store
 (``job_attempts``: attempt, max_attempts, history) and shown as "attempt 2 of 3". When the
@@ -27,12 +34,24 @@ retries are used up the job ends FAILED as any killed job does, with a sentence 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpuspawner.policy.units import format_bytes
 
 from .models import JobStatus
 
 if TYPE_CHECKING:
     from .executors.base import JobOutcome
+
+
+@dataclass(frozen=True)
+class OomRetry:
+    """Start a job that ran out of memory again, with ``memory_bytes``, for ``reason``."""
+
+    reason: str
+    memory_bytes: int
 
 
 def retry_reason(outcome: JobOutcome) -> str | None:
@@ -51,11 +70,48 @@ def retry_reason(outcome: JobOutcome) -> str | None:
     return None
 
 
-def separator(attempt: int, max_attempts: int, reason: str) -> str:
-    """The log line that opens a new attempt."""
+def oom_retry(outcome: JobOutcome, retry_memory: int | None) -> OomRetry | None:
+    """Whether a job killed for running out of memory starts again with ``retry_memory``
+    (its flavor's ``oom_retry_memory``, in bytes): only when the attempt ran with less and
+    did not complete nor was stopped or past its deadline. None otherwise."""
+    if not outcome.oom_killed or outcome.stop_reason is not None:
+        return None
+    status = outcome.status
+    if status is not None and status.final and status.state is JobStatus.COMPLETED:
+        return None
+    limit = outcome.memory_limit
+    if retry_memory is None or limit is None or retry_memory <= limit:
+        return None
+    return OomRetry(f"the job ran out of its {format_bytes(limit)} of memory", retry_memory)
+
+
+def attempt_memory(history: Iterable[Mapping[str, Any]]) -> int | None:
+    """The memory, in bytes, that a job's attempts get from now on: the largest an
+    out-of-memory retry recorded in its attempt ``history`` (None: the flavor's own)."""
+    memories = [int(entry["memory_bytes"]) for entry in history if entry.get("memory_bytes")]
+    return max(memories, default=None)
+
+
+def no_more_memory(retry_memory: int | None) -> str:
+    """The sentence added to the message of a job with a checkpoint that ran out of memory
+    and is not started again."""
+    if retry_memory is None:
+        return (
+            "Its flavor does not start a job again with more memory; choose a flavor with "
+            "more memory and run it again to continue from its checkpoint."
+        )
+    return (
+        f"It ran out of the {format_bytes(retry_memory)} its flavor allows for a retry too; "
+        "choose a flavor with more memory and run it again to continue from its checkpoint."
+    )
+
+
+def separator(attempt: int, max_attempts: int, reason: str, memory_bytes: int | None = None) -> str:
+    """The log line that opens a new attempt (``memory_bytes``: it gets that much memory)."""
+    more = f" with {format_bytes(memory_bytes)}" if memory_bytes else ""
     return (
         f"---- attempt {attempt} of {max_attempts}: {reason}; "
-        "starting again from its checkpoint ----"
+        f"starting again{more} from its checkpoint ----"
     )
 
 

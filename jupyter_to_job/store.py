@@ -398,10 +398,19 @@ class JobStore:
             )
             return {row.job_id: row for row in rows}
 
-    def start_again(self, job_id: str, from_: Iterable[JobStatus], reason: str) -> int | None:
+    def start_again(
+        self,
+        job_id: str,
+        from_: Iterable[JobStatus],
+        reason: str,
+        *,
+        memory_bytes: int | None = None,
+    ) -> int | None:
         """Queue an active job for its next attempt, in one transaction: the job goes back to
         QUEUED only if it is in ``from_`` and has attempts left. Returns the new attempt's
-        number, or None (not in ``from_``, no checkpoint, or no attempt left)."""
+        number, or None (not in ``from_``, no checkpoint, or no attempt left).
+        ``memory_bytes``: the memory its attempts get from now on (an out-of-memory retry),
+        kept in the history entry."""
         now = utcnow()
         with self._sessions.begin() as session:
             attempts = session.get(JobAttemptsRow, job_id, with_for_update=True)
@@ -423,10 +432,14 @@ class JobStore:
             )
             if cast(CursorResult[Any], result).rowcount != 1:
                 return None
-            attempts.history = [
-                *attempts.history,
-                {"attempt": attempts.attempt, "reason": reason, "time": now.isoformat()},
-            ]
+            entry: dict[str, Any] = {
+                "attempt": attempts.attempt,
+                "reason": reason,
+                "time": now.isoformat(),
+            }
+            if memory_bytes is not None:
+                entry["memory_bytes"] = memory_bytes
+            attempts.history = [*attempts.history, entry]
             attempts.attempt += 1
             return attempts.attempt
 

@@ -53,7 +53,13 @@ from .schedule import (
 )
 from .share import GPUShare
 from .storage import parse_storage_source
-from .units import parse_duration, parse_fraction, parse_size_bytes, parse_size_mib
+from .units import (
+    format_bytes,
+    parse_duration,
+    parse_fraction,
+    parse_size_bytes,
+    parse_size_mib,
+)
 from .yaml_source import LineMap, YAMLSourceError, field_name, line_for, load_with_lines
 
 ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -663,6 +669,27 @@ class JobFlavor(CatalogEntry):
     max_deadline: Duration = timedelta(hours=24)
     max_running_per_user: int = Field(default=1, ge=1)
     access: FlavorAccess = Field(default_factory=FlavorAccess)
+    oom_retry_memory: SizeBytes | None = None
+    """Memory for the next attempt of a job with a checkpoint that ran out of the flavor's
+    ``resources.memory`` (one retry per out-of-memory kill, counted against the job's
+    retries); without it such a job is not started again. Larger than that memory."""
+
+    @model_validator(mode="after")
+    def _oom_retry_memory(self) -> JobFlavor:
+        if self.oom_retry_memory is None:
+            return self
+        if self.resources.memory is None:
+            raise ValueError(
+                "oom_retry_memory needs resources.memory: a job can only run out of a memory "
+                "limit it has; set the flavor's memory, or remove oom_retry_memory"
+            )
+        if self.oom_retry_memory <= self.resources.memory:
+            raise ValueError(
+                f"oom_retry_memory ({format_bytes(self.oom_retry_memory)}) must be larger "
+                f"than the flavor's memory ({format_bytes(self.resources.memory)}), or a job "
+                "that ran out would run out again; raise it, or remove it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _deadlines(self) -> JobFlavor:

@@ -26,7 +26,10 @@
   ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` (created for it, owned by its owner when jobs run as
   their owners) and its attempt number in ``$JUPYTER_TO_JOB_ATTEMPT``; when it is killed
   from outside and has retries left it is queued again for its next attempt instead of
-  failing (:mod:`jupyter_to_job.retries` says when).
+  failing (:mod:`jupyter_to_job.retries` says when). One that its cgroup killed for
+  running out of memory is queued again only when its flavor sets ``oom_retry_memory``
+  (the Grant's): its next attempts get a cgroup with that ``memory.max`` (a cold runner:
+  no warm one has those limits), after being admitted again by the queue as any job.
 - The end of the runner is noticed as it happens (a pidfd, :mod:`.process_exit`);
   progress, stop requests and the deadline are looked at every ``poll_interval``.
 """
@@ -42,7 +45,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +56,14 @@ from gpuspawner.accounts import UserAccount
 from gpuspawner.cgroups import Cgroup, CgroupLimits, child_setup
 
 from ..models import JobStatus
-from ..retries import exhausted, retry_reason, separator
+from ..retries import (
+    attempt_memory,
+    exhausted,
+    no_more_memory,
+    oom_retry,
+    retry_reason,
+    separator,
+)
 from ..store import JobAttemptsRow
 from ..warm_start import JOB_ID_VARIABLE
 from .base import JobExecutor, JobOutcome, StopReason
@@ -355,25 +365,43 @@ class LocalExecutor(JobExecutor):
                     os.chown(path, account.uid, account.gid)
         if attempts.attempt == 1:
             self.log_line(f"checkpoint folder {folder}; attempt 1 of {attempts.max_attempts}")
+        memory = attempt_memory(attempts.history)
+        if memory is not None and memory > (self.limits.memory_bytes or 0):
+            # An earlier attempt ran out of the flavor's memory: this one gets more.
+            self.limits = replace(self.limits, memory_bytes=memory)
 
     async def on_complete(self, outcome: JobOutcome) -> None:
         """Record how the job ended; a job killed from outside with retries left is queued
-        again for its next attempt instead (see :mod:`jupyter_to_job.retries`)."""
-        reason = retry_reason(outcome)
+        again for its next attempt instead, and one that ran out of memory too when its
+        flavor allows a retry with more (see :mod:`jupyter_to_job.retries`)."""
+        retry_memory = self.grant.oom_retry_memory if self.grant else None
+        more_memory = oom_retry(outcome, retry_memory)
+        reason = more_memory.reason if more_memory else retry_reason(outcome)
+        sentence = None
         if reason is None:
+            if outcome.oom_killed and self.store.job_attempts(self.job_id) is not None:
+                sentence = no_more_memory(retry_memory)
+                self.log_line(sentence)
             await super().on_complete(outcome)
+            self._add_to_message(sentence)
             return
-        attempt = self.store.start_again(self.job_id, (JobStatus.RUNNING,), reason)
+        memory = more_memory.memory_bytes if more_memory else None
+        attempt = self.store.start_again(
+            self.job_id, (JobStatus.RUNNING,), reason, memory_bytes=memory
+        )
         attempts = self.store.job_attempts(self.job_id)
         if attempt is not None and attempts is not None:
             self.files.status.unlink(missing_ok=True)  # the next runner reports afresh
-            self.log_line(separator(attempt, attempts.max_attempts, reason))
+            self.log_line(separator(attempt, attempts.max_attempts, reason, memory))
             return
-        sentence = None
         if attempts is not None and attempts.max_attempts > 1:
             sentence = exhausted(attempts.max_attempts)
             self.log_line(sentence)
         await super().on_complete(outcome)
+        self._add_to_message(sentence)
+
+    def _add_to_message(self, sentence: str | None) -> None:
+        """Add ``sentence`` to the message of the job, now FAILED."""
         row = self.store.get(self.job_id)
         if sentence and row is not None and row.job_status is JobStatus.FAILED:
             self.store.update(
