@@ -81,7 +81,7 @@ from .models import (
 from .notifications import PipelineEnd
 from .runfiles import PIPELINE_DIR_VARIABLE
 from .snapshot import notebook_snapshot
-from .store import Base, JobRow
+from .store import Base, JobRow, add_missing_columns
 
 MAX_STAGES = 10
 MAX_JOBS_PER_STAGE = 10
@@ -417,6 +417,8 @@ class PipelineRow(Base):
     status_message: Mapped[str | None] = mapped_column(Text)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     current_stage: Mapped[int | None] = mapped_column(Integer)
+    schedule_id: Mapped[str | None] = mapped_column(String(64))
+    """The schedule whose run started it (its jobs say so too); None: started by hand."""
     create_time: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     update_time: Mapped[datetime] = mapped_column(UTCDateTime)
     end_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -485,6 +487,7 @@ class Pipelines(LoggingConfigurable):
 
     def create_tables(self) -> None:
         Base.metadata.create_all(self.manager.store.engine, tables=TABLES)
+        add_missing_columns(self.manager.store.engine, PipelineRow.__table__)  # type: ignore[arg-type]
 
     def start(self) -> None:
         """Create the tables, follow job ends, and look at every unfinished pipeline now
@@ -558,6 +561,7 @@ class Pipelines(LoggingConfigurable):
         notebooks: Mapping[str, dict[str, Any] | str | bytes] | None = None,
         source_root: str | os.PathLike[str] | None = None,
         admit: Admit | None = None,
+        schedule_id: str | None = None,
     ) -> DescribePipeline:
         """Save a pipeline for ``owner`` and start its first stage.
 
@@ -568,7 +572,7 @@ class Pipelines(LoggingConfigurable):
         job runs beside its notebook under ``source_root``. Each job's flavor is also checked
         by the manager's capacity hook (``validate``: could it ever start here?). Raises a
         job error (400 for a missing notebook, 409 for a refusal, or the admission's own)
-        before anything is saved.
+        before anything is saved. ``schedule_id``: the schedule whose run this is.
         """
         pipeline_id = str(uuid.uuid4())
         entries: list[PipelineJobRow] = []
@@ -617,6 +621,7 @@ class Pipelines(LoggingConfigurable):
             status=PipelineStatus.RUNNING.value,
             spec=request.model_dump(mode="json"),
             current_stage=0,
+            schedule_id=schedule_id,
             create_time=now,
             update_time=now,
         )
@@ -820,6 +825,7 @@ class Pipelines(LoggingConfigurable):
                     notebook=notebook,
                     working_dir=entry.working_dir,
                     pipeline_id=row.pipeline_id,
+                    schedule_id=row.schedule_id,
                     environment=self._environment(row, spec, entry),
                 )
             except (JobError, OSError) as error:

@@ -877,7 +877,11 @@ class Scheduler(LoggingConfigurable):
         try:
             notebooks = json.loads(self._notebooks_path(row.schedule_id).read_text())
             created = await self.pipelines.create(
-                row.owner, spec.pipeline, notebooks=notebooks, admit=beside
+                row.owner,
+                spec.pipeline,
+                notebooks=notebooks,
+                admit=beside,
+                schedule_id=row.schedule_id,
             )
             pipeline_id = created.pipeline_id
         except JobRefused as refusal:

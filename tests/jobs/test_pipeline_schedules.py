@@ -109,6 +109,10 @@ async def test_a_pipeline_runs_at_each_slot_and_the_schedule_ends_after_its_runs
         pipeline = await ended(pipelines, run.pipeline_id)
         assert pipeline.status == "COMPLETED", pipeline.status_message
         runs.append(run.pipeline_id)
+        for job_id in (job.job_id for stage in pipeline.stages for job in stage.jobs):
+            assert job_id is not None
+            job = pipelines.manager.describe(job_id)
+            assert (job.pipeline_id, job.schedule_id) == (run.pipeline_id, schedule.schedule_id)
     clock.now = at("10:01")
     await scheduler.tick(at("10:01"))
 

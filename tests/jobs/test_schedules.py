@@ -117,7 +117,8 @@ async def test_runs_exactly_the_slots_inside_the_daily_window(
     for run in scheduler.runs_of(schedule.schedule_id):
         assert run.job_id is not None
         assert scheduler.schedule_of(run.job_id) == schedule.schedule_id
-        assert scheduler.manager.describe(run.job_id).status is JobStatus.COMPLETED
+        job = scheduler.manager.describe(run.job_id)
+        assert (job.status, job.schedule_id) == (JobStatus.COMPLETED, schedule.schedule_id)
 
 
 async def test_a_schedule_stops_after_its_number_of_runs(
