@@ -763,7 +763,7 @@ class Pipelines(LoggingConfigurable):
     def _refresh(self, entries: list[PipelineJobRow]) -> None:
         """Copy each made job's status into its entry (a deleted job counts as failed)."""
         for entry in entries:
-            if entry.job_id is None or entry.status in (SKIPPED,):
+            if entry.job_id is None or entry.status == SKIPPED:
                 continue
             job = self.manager.store.get(entry.job_id)
             if job is None:
