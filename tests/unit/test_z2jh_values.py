@@ -310,6 +310,8 @@ def test_the_job_service_and_course_sessions_are_registered(hub_config):
         "/srv/jupyterhub/course-sessions.jsonl",
         "--kubernetes-namespace",
         "campus",
+        "--job-service-url",
+        "http://jupyter-to-job:8766/services/jupyter-to-job/",
     ]
     assert sessions["url"] == "http://stand-in-for-pod_ip:8767"
     # It shows the GPU map of the hub's namespace, so it is in the hub's Services menu.
@@ -335,7 +337,7 @@ def test_the_roles_are_the_ones_the_services_document(hub_config, catalog_mount)
     assert [role["services"] for role in culler] == [[CULLER]]
     expected = [
         *culler,
-        sessions_service_role(),
+        sessions_service_role(job_service=JOB_SERVICE),
         # Every user may also read and answer their own reclaim warnings.
         *with_reclaim_access(job_service_roles()),
         *course_roles(gpuspawner.policy.load_catalog(catalog_mount)),
@@ -368,6 +370,36 @@ def test_user_servers_relay_run_as_job_to_the_job_services_kubernetes_service(hu
     )
     assert services_by_name(hub_config)[JOB_SERVICE]["url"] == (
         f"http://{service['metadata']['name']}:{port['port']}"
+    )
+
+
+def test_the_course_page_reads_students_jobs_from_the_job_services_kubernetes_service(
+    hub_config,
+):
+    # Given the shipped values, the course-sessions service in the hub pod
+    command = services_by_name(hub_config)[SESSIONS_SERVICE]["command"]
+    # then it is told where the job service answers: its Kubernetes Service's name and
+    # port (job-service.yaml), under the job service's hub prefix; without it the course
+    # page says it reads no Run as Job jobs.
+    docs = manifests("job-service.yaml")
+    [service] = [d for d in docs if d["kind"] == "Service"]
+    [port] = service["spec"]["ports"]
+    assert "--job-service-url" in command, command
+    url = command[command.index("--job-service-url") + 1]
+    assert url == job_service_url(port["port"], host=service["metadata"]["name"], name=JOB_SERVICE)
+    # and its token may read the students' jobs there (and nothing more of it) ...
+    [role] = [
+        r for r in hub_config.JupyterHub.load_roles if r.get("services") == [SESSIONS_SERVICE]
+    ]
+    assert set(role["scopes"]) - set(sessions_service_role()["scopes"]) == {
+        "custom:jupyter-to-job:read:jobs",
+        f"access:services!service={JOB_SERVICE}",
+    }
+    # ... and the job service's network policy admits the hub pod it runs in.
+    [rule] = one(docs, "NetworkPolicy", JOB_SERVICE)["spec"]["ingress"]
+    hub_pod = {"component": "hub", "app": "jupyterhub"}
+    assert any(
+        peer["podSelector"]["matchLabels"].items() <= hub_pod.items() for peer in rule["from"]
     )
 
 
