@@ -16,7 +16,7 @@ from datetime import datetime
 from .capacity import Allocation, CapacityPool, Refusal, Reservation
 from .catalog import Catalog, JobFlavor, SoftwareEnvironment
 from .entitlements import Entitlement, Role, UserIdentity, entitlement_for
-from .environments import choose_environment, requirement_refusal
+from .environments import choose_environment, devices_that_cannot_run, requirement_refusal
 from .flavors import flavor_for
 from .wording import when
 
@@ -148,6 +148,14 @@ def admit(
             f"All {seats} GPU seats of {profile.title} are taken. Try again when a classmate "
             "stops their server, or start a profile without a GPU.",
         )
+    avoid: frozenset[str] = frozenset()
+    if chosen is not None and chosen.requires is not None:
+        # Only GPUs whose driver can run the chosen environment, where that is known.
+        matching = [d for d in pool.devices if d.matches_model(share.models)]
+        refusal = requirement_refusal(chosen, profile.title, matching, given=False)
+        if refusal is not None:
+            raise refusal
+        avoid = devices_that_cannot_run(chosen, matching)
     allocation = pool.allocate(
         key,
         owner=user.name,
@@ -156,6 +164,7 @@ def admit(
         share=share,
         reservations=active_reservations(catalog, now),
         session_end=session_end if entitlement.role is Role.STUDENT else None,
+        avoid=avoid,
     )
     if chosen is not None:
         held = {d.id: d for d in pool.devices}

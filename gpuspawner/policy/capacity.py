@@ -314,11 +314,14 @@ class CapacityPool:
         reservations: tuple[Reservation, ...] = (),
         session_end: datetime | None = None,
         queued: bool = False,
+        avoid: frozenset[str] = frozenset(),
     ) -> Allocation:
         """Place ``share`` and record it under ``key``; raises :class:`Refusal` if it cannot.
 
         ``queued``: the asker waits in a queue and starts by itself (a job), so a full
-        pool's sentence says so instead of "try again"."""
+        pool's sentence says so instead of "try again". ``avoid``: ids of devices it must
+        not go to (their driver cannot run the chosen environment); the caller makes sure
+        some matching device is left."""
         if key in self.allocations:
             raise Refusal("duplicate", f"{key} already holds a GPU share; stop it first.")
         candidates = [d for d in self.devices if d.matches_model(share.models)]
@@ -332,6 +335,7 @@ class CapacityPool:
                 "Please tell your instructor or the hub admins.",
                 status=409,
             )
+        candidates = [d for d in candidates if d.id not in avoid] or candidates
         largest = max(candidates, key=lambda d: d.memory_mib)
         if share.is_whole:
             unsplit = [d for d in candidates if not d.mig]

@@ -71,21 +71,37 @@ def unmet_requirement(environment: SoftwareEnvironment, device: GPUDevice) -> st
 
 
 def requirement_refusal(
-    environment: SoftwareEnvironment, profile_title: str, devices: Iterable[GPUDevice]
+    environment: SoftwareEnvironment,
+    profile_title: str,
+    devices: Iterable[GPUDevice],
+    *,
+    given: bool = True,
 ) -> Refusal | None:
-    """The refusal of a start whose GPU (``devices``, those it was given) is known not to
-    meet ``environment``'s requirement; None when every device meets it or is unknown."""
-    for device in devices:
-        why = unmet_requirement(environment, device)
-        if why is None:
-            continue
-        assert environment.requires is not None
-        return Refusal(
-            "environment-requirement",
-            f"The environment {environment.title} needs {environment.requires.describe()}, "
-            f"and the GPU {profile_title} was given ({device.label}) cannot run it: {why}. "
-            "Choose another environment on the start page, or ask the hub admins which GPUs "
-            "have a newer driver.",
-            status=409,
-        )
-    return None
+    """The refusal of a start whose GPU (``devices``: those it was ``given``, or else all
+    it could get) is known not to meet ``environment``'s requirement; None when some device
+    meets it or its versions are unknown (``given``: when every device does)."""
+    reasons = [(d, unmet_requirement(environment, d)) for d in devices]
+    unmet = [(d, why) for d, why in reasons if why is not None]
+    if not unmet or (not given and len(unmet) < len(reasons)):
+        return None
+    device, why = unmet[0]
+    assert environment.requires is not None
+    which = (
+        f"the GPU {profile_title} was given ({device.label}) cannot run it: {why}"
+        if given
+        else f"none of the GPUs {profile_title} can use here can run it ({device.label}: {why})"
+    )
+    return Refusal(
+        "environment-requirement",
+        f"The environment {environment.title} needs {environment.requires.describe()}, "
+        f"and {which}. Choose another environment on the start page, or ask the hub admins "
+        "which GPUs have a newer driver.",
+        status=409,
+    )
+
+
+def devices_that_cannot_run(
+    environment: SoftwareEnvironment, devices: Iterable[GPUDevice]
+) -> frozenset[str]:
+    """Ids of the devices known not to meet ``environment``'s requirement."""
+    return frozenset(d.id for d in devices if unmet_requirement(environment, d) is not None)

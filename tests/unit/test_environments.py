@@ -4,6 +4,7 @@ and a pick the course does not offer, or one its GPU cannot run, is refused with
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from gpuspawner.cli import main
 from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import (
+    Allocation,
     CapacityPool,
     CatalogError,
     GPUDevice,
@@ -233,19 +235,41 @@ def test_a_tampered_environment_is_refused_with_a_sentence_and_holds_nothing(
     assert not pool.held_by("ana")
 
 
-def test_an_environment_its_gpu_cannot_run_is_refused_and_frees_the_gpu(catalog):
+def test_an_environment_no_gpu_here_can_run_is_refused_before_anything_is_booked(catalog):
     pool = CapacityPool([gpu(cuda="12.2", driver="535.104.05")])
     refused = refusal(catalog, pool, environment="tensorflow")
 
     assert refused.status == 409
-    assert refused.message.startswith(
+    assert refused.message == (
         "The environment TensorFlow 2.17 needs CUDA 12.3 or newer, NVIDIA driver 535.104 or "
-        "newer, and the GPU Machine Learning 101 was given (GPU 0 (RTX 4090, 24 GiB)) cannot "
-        "run it: its driver supports CUDA 12.2."
+        "newer, and none of the GPUs Machine Learning 101 can use here can run it (GPU 0 "
+        "(RTX 4090, 24 GiB): its driver supports CUDA 12.2). Choose another environment on "
+        "the start page, or ask the hub admins which GPUs have a newer driver."
     )
     assert not pool.held_by("ana")
     # The other environment runs on the same GPU
     assert start(catalog, pool, environment="pytorch").allocation is not None
+
+
+def test_the_pick_goes_to_a_gpu_whose_driver_can_run_it(catalog):
+    # Given a GPU with an old driver, half used by Ben (where a quarter would pack best),
+    # and an idle one with a newer driver
+    old = GPUDevice("GPU-old", 0, "RTX 4090", 24 * 1024, cuda="12.2")
+    new = GPUDevice("GPU-new", 1, "RTX 4090", 24 * 1024, cuda="12.4")
+    pool = CapacityPool([old, new])
+    bens = Allocation(
+        "server:ben/", "ben", "ml101", "ml101", ("GPU-old",), Fraction(1, 2), 12 * 1024, 0
+    )
+    assert pool.restore(bens) == []
+    # (a quarter without a requirement goes next to Ben's half)
+    assert start(catalog, pool, environment="pytorch").allocation.device_ids == ("GPU-old",)
+    pool.release("server:ana/")
+
+    # When Ana picks TensorFlow (CUDA 12.3)
+    tensorflow = start(catalog, pool, environment="tensorflow")
+
+    # Then it goes to the newer GPU, where it can run
+    assert tensorflow.allocation.device_ids == ("GPU-new",)
 
 
 def test_a_gpu_that_meets_the_requirement_or_whose_versions_are_unknown_runs_it(catalog):
