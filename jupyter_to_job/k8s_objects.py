@@ -33,6 +33,14 @@ Choices, from the reference's Kubernetes Job checklist:
   it): it gives the notebook ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` and counts its attempt in
   that folder for ``$JUPYTER_TO_JOB_ATTEMPT`` (a pod's environment is its Job's template,
   the same for every pod, so the count must live where every pod of the job sees it).
+- A job that ran out of memory (its container ``OOMKilled``, exit 137) meets rule 2: its
+  Job fails at once, as it must, since a replacement pod would have the same limit (a pod
+  template cannot change). When its flavor allows a retry with more memory, the executor
+  starts the next attempt as a **new Job**, ``run`` = 1, 2... (:func:`job_object_name`:
+  ``j2j-<job id>-r<run>``, with a ConfigMap of that name): the same job-id label, the same
+  checkpoint folder, the larger memory as request and limit, and ``backoffLimit`` = the
+  retries left. Its pods are told from the earlier Job's by the label the Job controller
+  puts on them, ``batch.kubernetes.io/job-name`` (:func:`run_pod_selector`).
 - ``activeDeadlineSeconds`` is the job's whole-run deadline, enforced by the Job controller
   even while the job service is down.
 - ``ttlSecondsAfterFinished`` is deliberately *not* set here. The TTL controller deletes a
@@ -78,6 +86,8 @@ from gpuspawner.backends.protect import merge_environment
 MANAGED_BY = "jupyter-to-job"
 COMPONENT = "notebook-job"
 JOB_ID_LABEL = "jupyter-to-job/job-id"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""What the Job controller labels each pod of a Job with: the Job's name."""
 USERNAME_LABEL = "hub.jupyter.org/username"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_ID_ANNOTATION = "jupyter-to-job/job-id"
@@ -256,9 +266,11 @@ def make_upload_secret(
     }
 
 
-def job_object_name(job_id: str) -> str:
-    """The name of the job's Job and ConfigMap: ``j2j-<job id>``, made DNS-safe."""
-    return _NAME_PREFIX + safe_slug(job_id, _MAX_NAME - len(_NAME_PREFIX))
+def job_object_name(job_id: str, run: int = 0) -> str:
+    """The name of the job's Job and ConfigMap: ``j2j-<job id>``, made DNS-safe; for a later
+    ``run`` (a new Job after an out-of-memory kill) ``j2j-<job id>-r<run>``."""
+    suffix = f"-r{run}" if run else ""
+    return _NAME_PREFIX + safe_slug(job_id, _MAX_NAME - len(_NAME_PREFIX) - len(suffix)) + suffix
 
 
 def job_id_label(job_id: str) -> str:
@@ -269,6 +281,12 @@ def job_id_label(job_id: str) -> str:
 def job_selector(job_id: str) -> str:
     """The label selector of the job's objects (the Job, its pods and its ConfigMap)."""
     return f"{JOB_ID_LABEL}={job_id_label(job_id)}"
+
+
+def run_pod_selector(job_id: str, run: int = 0) -> str:
+    """The label selector of the pods of one Job of the job (``run``): the job's own label
+    and the ``batch.kubernetes.io/job-name`` label the Job controller gives its pods."""
+    return f"{job_selector(job_id)},{JOB_NAME_LABEL}={job_object_name(job_id, run)}"
 
 
 def cpu_quantity(cores: float) -> str:
@@ -315,8 +333,9 @@ def make_configmap(
     spec: str,
     namespace: str | None = None,
     max_bytes: int = MAX_JOB_FILES_BYTES,
+    run: int = 0,
 ) -> dict[str, Any]:
-    """The ConfigMap with the job's ``input.ipynb`` and ``job.json``.
+    """The ConfigMap with the job's ``input.ipynb`` and ``job.json`` (for its Job of ``run``).
 
     Raises :class:`JobFilesTooLarge` beyond ``max_bytes``. A notebook that is not UTF-8
     text travels as ``binaryData``.
@@ -330,7 +349,7 @@ def make_configmap(
             "save, and submit the job again; or ask the hub admins to give jobs shared "
             "(ReadWriteMany) storage for larger notebooks."
         )
-    metadata = _job_part_metadata(job_object_name(job_id), job_id, owner, namespace)
+    metadata = _job_part_metadata(job_object_name(job_id, run), job_id, owner, namespace)
     configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
     try:
         configmap["data"] = {"job.json": spec, "input.ipynb": notebook.decode("utf-8")}
@@ -370,6 +389,7 @@ def make_job(
     upload_url: str | None = None,
     pod_labels: Mapping[str, str] | None = None,
     checkpoint: PodCheckpoint | None = None,
+    run: int = 0,
 ) -> dict[str, Any]:
     """The ``batch/v1`` Job that runs job ``job_id`` for ``owner``; pure.
 
@@ -388,8 +408,10 @@ def make_job(
     Secret :func:`make_upload_secret` makes. ``pod_labels``: more labels on the pod (the
     job's own and the plan's win). ``checkpoint``: the job resumes from that folder when
     the cluster takes its pod away, up to its retries (``backoff_limit`` is then ignored).
+    ``run``: which of the job's Jobs this is (0: the first; 1, 2... after out-of-memory
+    kills); it names the Job and the ConfigMap it mounts.
     """
-    name = job_object_name(job_id)
+    name = job_object_name(job_id, run)
     user = user or PodUser()
     files = files or UserFiles()
     labels = common_labels(job_id, owner)

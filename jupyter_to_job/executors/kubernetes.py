@@ -75,6 +75,22 @@
   notebook ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` and ``$JUPYTER_TO_JOB_ATTEMPT``, the number of
   the notebook's runs counted in that folder (a pod taken away before its runner started
   counts for the retries and the Jobs panel, but runs nothing).
+- **Out of memory, retried with more** (a flavor's ``oom_retry_memory``, carried by the
+  Grant): an ``OOMKilled`` container fails its Job at once (the pod failure policy's
+  ``FailJob`` on a non-zero exit: a replacement pod of the same Job would get the same
+  limit, since a Job's pod template cannot change). When :func:`jupyter_to_job.retries.oom_retry`
+  allows it and retries are left, the job goes back to QUEUED (``JobStore.start_again``,
+  the larger memory kept in the attempt history) instead of failing, and the queue admits
+  it again as any job; its executor then starts the next attempt as a new Job
+  (``k8s_objects.job_object_name(job_id, run)``: ``-r1``, ``-r2``... after the first), with
+  the same job-id label and checkpoint folder, that memory as request and limit (so the
+  scheduler places it only where it fits: until then it waits, "Waiting for room in the
+  cluster"), and ``backoffLimit`` = the retries left. It follows only that Job's pods
+  (``run_pod_selector``); the earlier Job, its log stored, expires by its TTL. A new Job
+  rather than a changed one: the Job's pod template is immutable, and the Job controller
+  would count the OOM kill as a failure anyway. Without the setting, or out of the larger
+  memory too, the job ends FAILED as out of memory with
+  :func:`~jupyter_to_job.retries.no_more_memory`'s sentence.
 """
 
 from __future__ import annotations
@@ -100,19 +116,19 @@ from ..k8s_objects import (
     PodUser,
     UserFiles,
     job_object_name,
-    job_selector,
     make_configmap,
     make_job,
     make_upload_secret,
     notebook_folder,
     owner_reference,
+    run_pod_selector,
     strip_outputs,
     upload_secret_name,
     user_volume_names,
 )
 from ..models import JobErrorInfo, JobStatus
 from ..output_uploads import issue_upload_token, revoke_upload_token
-from ..retries import exhausted, separator
+from ..retries import attempt_memory, exhausted, no_more_memory, oom_retry, separator
 from ..runfiles import RunnerStatus, atomic_write_text, parse_compact_status, read_spec
 from ..store import ACTIVE, JobAttemptsRow, utcnow
 from .base import FinalState, JobExecutor, JobOutcome, StopReason, _progress
@@ -431,7 +447,17 @@ class KubernetesExecutor(JobExecutor):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self.name = job_object_name(self.job_id)
+        known = self.store.job_attempts(self.job_id)
+        # Each entry that queued the job again (no ``ended`` pod of its own) started a new
+        # Job: an out-of-memory retry (see the module docstring).
+        again = [e for e in (known.history if known else ()) if "ended" not in e]
+        self.run = len(again)
+        """Which of the job's Kubernetes Jobs this executor runs (0: its first)."""
+        self.first_attempt = int(again[-1]["attempt"]) + 1 if again else 1
+        """The job's attempt that this Job's first pod is."""
+        self.name = job_object_name(self.job_id, self.run)
+        self._memory_limit: int | None = None
+        self._out_of_memory = False
         self.kube: KubeClient | None = None
         self.cursor = PodLogCursor()
         self.progress = RunProgress(self.job_id)
@@ -525,6 +551,11 @@ class KubernetesExecutor(JobExecutor):
         # The kernel's folder, relative to the container's (the server's root folder).
         working_dir = files.notebook_folder if files.root else None
         checkpoint = self._checkpoint = self.pod_checkpoint(files)
+        memory = (limits.memory_bytes if limits else None) or parse_size_bytes(self.default_memory)
+        more = attempt_memory(self._attempts.history) if self._attempts else None
+        if more is not None and more > (memory or 0):
+            memory = more  # an earlier attempt ran out of the flavor's memory
+        self._memory_limit = memory
         spec = read_spec(self.files).model_copy(update={"working_dir": working_dir})
         notebook = self.files.input_notebook.read_bytes()
         spec_text = spec.model_dump_json()
@@ -538,6 +569,7 @@ class KubernetesExecutor(JobExecutor):
                 spec=spec_text,
                 namespace=self.namespace,
                 max_bytes=self.max_job_files_bytes,
+                run=self.run,
             )
         except JobFilesTooLarge as error:
             raise JobNotStartable(error.message) from None
@@ -548,8 +580,7 @@ class KubernetesExecutor(JobExecutor):
             plan=plan,
             flavor=self.job.flavor,
             cpu=(limits.cpu if limits else None) or self.default_cpu,
-            memory_bytes=(limits.memory_bytes if limits else None)
-            or parse_size_bytes(self.default_memory),
+            memory_bytes=memory,
             deadline_seconds=self.job.deadline_seconds,
             environment={**(grant.variables if grant else {}), **self.environment},
             allocation=allocation,
@@ -567,6 +598,7 @@ class KubernetesExecutor(JobExecutor):
             pod_labels=self.pod_labels,
             upload_url=self.job_upload_url,
             checkpoint=checkpoint,
+            run=self.run,
         )
         return configmap, job, plan
 
@@ -587,7 +619,8 @@ class KubernetesExecutor(JobExecutor):
         path = posixpath.normpath(
             posixpath.join(files.root, files.notebook_folder, attempts.checkpoint_folder)
         )
-        return PodCheckpoint(path=path, retries=attempts.max_attempts - 1)
+        # A later Job (after an out-of-memory kill) gets the retries left.
+        return PodCheckpoint(path=path, retries=attempts.max_attempts - attempts.attempt)
 
     def _for_owner(self, value: Any) -> Any:
         return value(self.job.owner) if callable(value) else value
@@ -702,7 +735,7 @@ class KubernetesExecutor(JobExecutor):
         self.log_line(f"Kubernetes Job {namespace}/{self.name} created{where}")
         attempts = self._attempts
         checkpoint = self._checkpoint
-        if attempts is not None and checkpoint is not None:
+        if attempts is not None and checkpoint is not None and self.run == 0:
             # The path the runner gets is the pod's, not one of this service's folders.
             self.store.set_job_checkpoint(
                 self.job_id, attempts.checkpoint_folder, checkpoint.path, attempts.max_attempts
@@ -793,7 +826,7 @@ class KubernetesExecutor(JobExecutor):
     async def _watch_pods(self) -> None:
         """Keep ``_pods`` current: list, then watch from the list's resourceVersion."""
         assert self.kube is not None
-        selector = [("labelSelector", job_selector(self.job_id))]
+        selector = [("labelSelector", run_pod_selector(self.job_id, self.run))]
         version: str | None = None
         while True:
             try:
@@ -947,10 +980,12 @@ class KubernetesExecutor(JobExecutor):
         if (pod.get("status") or {}).get("phase") == "Failed":
             failed -= 1  # this pod's own failure, found after a restart, is no earlier attempt
         unseen = "the cluster took its pod away while the job service was not following it"
-        ended += [(unseen, f"failed pod {n}") for n in range(len(ended) + 1, failed + 1)]
+        of_job = f" of {self.name}" if self.run else ""  # the first Job's keys as they were
+        ended += [(unseen, f"failed pod {n}{of_job}") for n in range(len(ended) + 1, failed + 1)]
         for reason, key in ended:
             counted = self.store.job_attempts(self.job_id)
-            if key.startswith("failed pod ") and counted and counted.attempt > failed:
+            this_job = counted.attempt - self.first_attempt + 1 if counted else 0
+            if key.startswith("failed pod ") and this_job > failed:
                 break  # the Job's count is reached (its pods were counted by uid)
             attempt = self.store.count_attempt(self.job_id, reason, key)
             if attempt is not None:
@@ -1106,6 +1141,7 @@ class KubernetesExecutor(JobExecutor):
                 and not pod.get("metadata", {}).get("deletionTimestamp")
             )
             if oom:
+                self._out_of_memory = True
                 return FinalState(
                     JobStatus.FAILED,
                     f"The job ran {OUT_OF_MEMORY} {_progress(status)}; the log keeps its "
@@ -1165,6 +1201,10 @@ class KubernetesExecutor(JobExecutor):
         if verdict is None:
             await super().on_complete(outcome)
             return
+        if self._out_of_memory and self._attempts is not None:
+            verdict = self._after_out_of_memory(outcome, verdict)
+            if verdict is None:
+                return
         self.report_progress(outcome.status)
         self.log_line(f"{verdict.status.value.lower()}: {verdict.message}")
         self.store.transition(
@@ -1177,6 +1217,32 @@ class KubernetesExecutor(JobExecutor):
             current_cell=None,
             end_time=utcnow(),
         )
+
+    def _after_out_of_memory(self, outcome: JobOutcome, verdict: FinalState) -> FinalState | None:
+        """A job with a checkpoint that ran out of memory: queued again for its next attempt,
+        a new Job with the larger memory its flavor allows (None), or ``verdict`` with a
+        sentence saying what to do."""
+        attempts = self._attempts
+        assert attempts is not None
+        retry_memory = self.grant.oom_retry_memory if self.grant else None
+        ran_out = dataclasses.replace(outcome, oom_killed=True, memory_limit=self._memory_limit)
+        more = oom_retry(ran_out, retry_memory)
+        if more is None:
+            sentence = no_more_memory(retry_memory)
+        else:
+            attempt = self.store.start_again(
+                self.job_id, (JobStatus.RUNNING,), more.reason, memory_bytes=more.memory_bytes
+            )
+            if attempt is not None:
+                self.log_line(
+                    separator(attempt, attempts.max_attempts, more.reason, more.memory_bytes)
+                )
+                return None
+            if attempts.max_attempts <= 1:
+                return verdict  # it asked for no retry
+            sentence = exhausted(attempts.max_attempts)
+        self.log_line(sentence)
+        return dataclasses.replace(verdict, message=f"{verdict.message} {sentence}")
 
     async def on_failure(self, error: Exception) -> None:
         revoke_upload_token(self.files)
