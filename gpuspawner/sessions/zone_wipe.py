@@ -56,7 +56,7 @@ class ExperimentalZoneWiper:
         self.root = Path(root)
         self.audit = audit
         self.warned_for: datetime | None = None
-        """The wipe moment this service has warned about."""
+        """The wipe moment the warnings in ``warnings`` are about."""
         self.wiped: datetime | None = None
         """The last wipe moment carried out (or found refused)."""
         self.warnings: dict[str, ZoneWarning] = {}
@@ -123,16 +123,17 @@ class ExperimentalZoneWiper:
         if schedule.wipe_due(now) and self.wiped != schedule.previous:
             self.wiped = schedule.previous
             done += self._wipe(catalog, now, schedule.previous)
-        if schedule.warning_due(now) and self.warned_for != schedule.next:
-            self.warned_for = schedule.next
-            done += self._warn(catalog, now, schedule.next, zone)
+        if schedule.warning_due(now):
+            if self.warned_for != schedule.next:
+                self.warned_for, self.warnings = schedule.next, {}
+            # Every round of the warning period: whoever holds data and was not warned yet.
+            done += self._warn(now, schedule.next, zone)
         return done
 
-    def _warn(self, catalog: Catalog, now: datetime, wipe_at: datetime, zone: ZoneInfo) -> list:
+    def _warn(self, now: datetime, wipe_at: datetime, zone: ZoneInfo) -> list:
         entries = []
-        self.warnings = {}
         for folder in self.user_folders():
-            if not self._holds_data(folder):
+            if folder.name in self.warnings or not self._holds_data(folder):
                 continue
             user = folder.name
             message = (

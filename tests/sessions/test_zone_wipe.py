@@ -2,10 +2,11 @@
 
 The catalog's experimental zone is wiped every day at 03:00 Europe/Zurich with a 2-hour
 warning. Ana keeps files in her experimental folder (and a link out of it to her home);
-Ben's folder is empty. The service's rounds run through a night: Ana, and only Ana, is
-warned at 01:00 (an audit line and a notice in her folder), her folder is emptied at
-03:00, once, and her home, the production storage and the zone's folders themselves are
-untouched. The hub is the REST stand-in of fake_hub.py.
+Ben's folder holds only an empty folder. The service's rounds run through a night: Ana is
+warned at 01:00 (an audit line, a notice in her folder, the home page's alert), Ben once
+he writes a file at 02:00, their folders are emptied at 03:00, once, and Ana's home, the
+production storage and the zone's folders themselves are untouched. The hub is the REST
+stand-in of fake_hub.py.
 """
 
 from __future__ import annotations
@@ -133,22 +134,30 @@ async def test_the_zone_is_warned_about_then_wiped_at_the_set_hour_and_nothing_e
         assert 'data-seconds-left="7200"' in page
         assert service.zone_warnings_for("ben") == []
 
-        # When rounds go on until just before the hour: no second warning, nothing wiped
+        # When Ben writes a file at 02:00, the next round warns him too (once)
+        (places["root"] / "ben" / "scratch" / "draft.py").write_text("print(1)")
+        clock.now = zurich(10, 2, 0)
+        await service.tick()
+        assert [e["user"] for e in audit(log_path)] == ["ana", "ben"]
+
+        # When rounds go on until just before the hour: no more warnings, nothing wiped
         clock.now = zurich(10, 2, 59)
         await service.tick()
-        assert len(audit(log_path)) == 1
+        assert len(audit(log_path)) == 2
         assert (scratch / "run-1" / "model.pt").read_bytes() == b"weights"
 
         # When the round at 03:00 comes
         clock.now = zurich(10, 3, 0)
         await service.tick()
 
-        # Then Ana's folder is emptied (the notice too), audited, once, and her warning ends
+        # Then their folders are emptied (the notices too), audited, once, and the
+        # warnings end
         assert service.zone_warnings_for("ana") == []
-        (wiped,) = [e for e in audit(log_path) if e["action"] == "zone-wipe"]
-        assert wiped["user"] == "ana"
-        assert wiped["detail"] == f"Wiped {places['root'] / 'ana'}: 2 items removed."
+        wiped = [e for e in audit(log_path) if e["action"] == "zone-wipe"]
+        assert [e["user"] for e in wiped] == ["ana", "ben"]
+        assert wiped[0]["detail"] == f"Wiped {places['root'] / 'ana'}: 2 items removed."
         assert list((places["root"] / "ana").iterdir()) == []
+        assert list((places["root"] / "ben").iterdir()) == []
         # And the zone's folders stay, so links from homes to them still work
         assert (places["root"] / "ana").is_dir() and (places["root"] / "ben").is_dir()
         # And the home the link pointed to, and the production storage, are untouched
@@ -161,12 +170,13 @@ async def test_the_zone_is_warned_about_then_wiped_at_the_set_hour_and_nothing_e
         clock.now = zurich(10, 3, 5)
         await service.tick()
         assert (scratch / "after.txt").exists()
-        assert len([e for e in audit(log_path) if e["action"] == "zone-wipe"]) == 1
+        assert len([e for e in audit(log_path) if e["action"] == "zone-wipe"]) == 2
 
         # And the next night Ana is warned again, as she holds data again
         clock.now = zurich(11, 1, 0)
         await service.tick()
-        assert [e["user"] for e in audit(log_path) if e["action"] == "zone-warn"] == ["ana"] * 2
+        warned = [e["user"] for e in audit(log_path) if e["action"] == "zone-warn"]
+        assert warned == ["ana", "ben", "ana"]  # Ben holds nothing since the wipe
 
 
 def test_a_root_that_holds_a_home_or_production_storage_is_never_wiped(places, tmp_path):
