@@ -438,21 +438,70 @@ def forget_extensions(overrides: CourseOverrides, before: datetime) -> CourseOve
     return overrides.model_copy(update={"extensions": kept})
 
 
-def describe_overrides(course: Course) -> list[str]:
-    """Instructors' changes in force for ``course``, in words (``gpuspawner check``)."""
+@dataclasses.dataclass(frozen=True)
+class ChangeInForce:
+    """One of the instructors' changes in force: what it is, its value (JSON-ready), and
+    the same in words."""
+
+    kind: str
+    """``cancelled``, ``extra``, ``lead_time``, ``grace``, ``prewarm``, ``notice`` or
+    ``extended``."""
+    value: object
+    """A day (``"2026-11-30"``), an extra session (``{day, start, end}``), minutes, the
+    notice, or the extended servers (``[{user, server, started, minutes}]``)."""
+    text: str
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def changes_in_force(course: Course) -> list[ChangeInForce]:
+    """Instructors' changes in force for ``course`` (``gpuspawner check``, the course API)."""
     overrides = course_overrides(course)
-    found = [f"cancelled {day:%a %d %b %Y}" for day in overrides.cancelled]
-    found += [f"extra session {extra.describe()}" for extra in overrides.extra]
+    found = [
+        ChangeInForce("cancelled", day.isoformat(), f"cancelled {day:%a %d %b %Y}")
+        for day in overrides.cancelled
+    ]
+    found += [
+        ChangeInForce(
+            "extra",
+            {
+                "day": extra.day.isoformat(),
+                "start": f"{extra.start:%H:%M}",
+                "end": f"{extra.end:%H:%M}",
+            },
+            f"extra session {extra.describe()}",
+        )
+        for extra in overrides.extra
+    ]
     for name in TIMINGS:
         value = overrides.timing(name)
         if value is not None:
-            found.append(f"{TIMING_WORDS[name]} {_minutes(value)}")
+            minutes = getattr(overrides, name)
+            found.append(ChangeInForce(name, minutes, f"{TIMING_WORDS[name]} {_minutes(value)}"))
     if overrides.notice:
-        found.append(f"notice {overrides.notice!r}")
-    if overrides.extensions:
-        count = len({(e.user, e.server, e.started) for e in overrides.extensions})
-        found.append(f"{count} server{'s' if count != 1 else ''} extended")
+        found.append(ChangeInForce("notice", overrides.notice, f"notice {overrides.notice!r}"))
+    servers: dict[tuple[str, str, datetime], int] = {}
+    for extension in overrides.extensions:
+        key = (extension.user, extension.server, extension.started)
+        servers[key] = servers.get(key, 0) + extension.minutes
+    if servers:
+        extended = [
+            {"user": user, "server": server, "started": started.isoformat(), "minutes": minutes}
+            for (user, server, started), minutes in servers.items()
+        ]
+        count = len(extended)
+        found.append(
+            ChangeInForce(
+                "extended", extended, f"{count} server{'s' if count != 1 else ''} extended"
+            )
+        )
     return found
+
+
+def describe_overrides(course: Course) -> list[str]:
+    """Instructors' changes in force for ``course``, in words (``gpuspawner check``)."""
+    return [change.text for change in changes_in_force(course)]
 
 
 def classes_between(course: Course, first: date, last: date) -> list[tuple[date, list]]:

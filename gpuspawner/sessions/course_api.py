@@ -7,7 +7,10 @@ found"). This API decides by the course a server runs (its ``profile`` user opti
 by who teaches it (the catalog's instructors and the course's instructor group), and
 answers a refusal with a 403 that says why:
 
-- ``GET  api/courses``: the courses the caller teaches (every course for hub admins);
+- ``GET  api/courses``: the courses the caller teaches (every course for hub admins), each
+  with the instructors' changes in force (``changes``: cancelled classes, extra sessions,
+  lead time, grace, pre-warming, the notice, extended servers; ``kind``, ``value`` and
+  ``text``, the words ``gpuspawner check`` prints);
 - ``GET  api/courses/<course>/servers``: the servers running that course now;
 - ``DELETE api/courses/<course>/servers/<user>[/<server>]``: stop one of them;
 - ``GET  api/usage?from=DATE&to=DATE|term=NAME&by=user&format=json|csv[&course=ID]``: the
@@ -35,6 +38,7 @@ from tornado import web
 from gpuspawner.accounting.store import UsageStore
 from gpuspawner.accounting.usage_command import UsageCommandError, build_report
 from gpuspawner.policy import Catalog, UserIdentity
+from gpuspawner.policy.course_overrides import changes_in_force
 from gpuspawner.policy.instructors import InstructorRefusal as Refused
 from gpuspawner.policy.instructors import (
     course_to_manage,
@@ -158,7 +162,19 @@ class CoursesHandler(CourseHandler):
     async def get(self) -> None:
         catalog = self.api.current_catalog()
         courses = taught_courses(catalog, self.caller)
-        self.write_json(200, {"courses": [{"id": c.id, "title": c.title} for c in courses]})
+        self.write_json(
+            200,
+            {
+                "courses": [
+                    {
+                        "id": course.id,
+                        "title": course.title,
+                        "changes": [change.to_json() for change in changes_in_force(course)],
+                    }
+                    for course in courses
+                ]
+            },
+        )
 
 
 class CourseServersHandler(CourseHandler):

@@ -390,7 +390,7 @@ def test_the_course_api_refuses_another_courses_server_with_a_403_that_says_why(
 ):
     ines = campus.sign_in("ines")
     assert campus.courses(ines, "GET", "").json()["courses"] == [
-        {"id": "ml101", "title": "Machine Learning 101"}
+        {"id": "ml101", "title": "Machine Learning 101", "changes": []}
     ]
     servers = campus.courses(ines, "GET", "/ml101/servers")
     assert servers.status_code == 200, servers.text
