@@ -9,6 +9,7 @@ subtree); elsewhere they are skipped with the reason.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.retries import no_more_memory
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
 
-from ..support.notebooks import notebook
+from ..support.notebooks import notebook, wait_for_file
 
 MiB = 1024**2
 CATALOG = """
@@ -35,6 +37,12 @@ flavors:
   - id: small
     title: Small
     resources: {memory: 256MiB}
+    access: {everyone: true}
+  - id: gpu-retry
+    title: One GPU, retried with more memory
+    gpu: {count: 1}
+    resources: {memory: 256MiB}
+    oom_retry_memory: 1GiB
     access: {everyone: true}
 """
 
@@ -81,6 +89,7 @@ async def manager(make_manager: ManagerFactory, tmp_path: Path) -> JobManager:
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     identities = IdentityBook(tmp_path / "identities.json")
     identities.remember(UserIdentity("alice"))
+    identities.remember(UserIdentity("bob"))
     capacity = FlavorCapacity(
         admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
         devices=[GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)],
@@ -89,7 +98,7 @@ async def manager(make_manager: ManagerFactory, tmp_path: Path) -> JobManager:
     return await make_manager(capacity=capacity, executor={"warm_pool_size": 0})
 
 
-async def run(manager: JobManager, flavor: str) -> str:
+async def run(manager: JobManager, flavor: str, *before: str) -> str:
     created = await manager.create(
         "alice",
         CreateJob(
@@ -98,7 +107,7 @@ async def run(manager: JobManager, flavor: str) -> str:
             output_formats=["ipynb"],
             checkpoint=JobCheckpoint(folder="ckpt", retries=2),
         ),
-        notebook=notebook(PREPARE, READ_LIMIT, ALLOCATE),
+        notebook=notebook(PREPARE, *before, READ_LIMIT, ALLOCATE),
     )
     return created.job_id
 
@@ -145,3 +154,41 @@ async def test_without_oom_retry_memory_a_job_out_of_memory_fails_once_saying_wh
     assert done.status_message.endswith(no_more_memory(None))
     assert "choose a flavor with more memory" in done.status_message
     assert "---- attempt 2" not in manager.read_log(job_id).data
+
+
+async def test_a_retry_with_more_memory_waits_in_the_queue_for_the_gpu_as_any_job(
+    manager: JobManager, tmp_path: Path
+) -> None:
+    # Given alice's job on the machine's only GPU, which will run out of its 256 MiB once
+    # bob's job, for the same GPU, waits in the queue behind it
+    alice_goes_on, bob_goes_on = tmp_path / "alice-goes-on", tmp_path / "bob-goes-on"
+    hold_first = f"if attempt == 1:\n{textwrap.indent(wait_for_file(alice_goes_on), '    ')}"
+    alice = await run(manager, "gpu-retry", hold_first)
+    assert manager.describe(alice).status is JobStatus.RUNNING
+    bob = await manager.create(
+        "bob",
+        CreateJob(input_path="wait.ipynb", flavor="gpu-retry", output_formats=["ipynb"]),
+        notebook=notebook(wait_for_file(bob_goes_on)),
+    )
+    assert manager.describe(bob.job_id).status is JobStatus.QUEUED
+
+    # When alice's job runs out of memory
+    alice_goes_on.touch()
+
+    # Then bob's job gets the GPU, and her retry waits for it, as any job would
+    def alice_waits() -> bool:
+        job = manager.describe(alice)
+        return (
+            job.status is JobStatus.QUEUED
+            and job.attempt == 2
+            and (job.status_message or "").startswith("Waiting for GPU capacity")
+        )
+
+    await eventually(alice_waits, what="alice's retry waiting for the GPU")
+    assert manager.describe(bob.job_id).status is JobStatus.RUNNING
+    # and once bob's job is done, hers completes with 1 GiB from its checkpoint
+    bob_goes_on.touch()
+    done = await finished(manager, alice)
+    assert done.status is JobStatus.COMPLETED, done.status_message
+    assert (await finished(manager, bob.job_id)).status is JobStatus.COMPLETED
+    assert f"memory limit {1024 * MiB}" in manager.read_log(alice).data
