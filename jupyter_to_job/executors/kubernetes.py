@@ -1201,7 +1201,9 @@ class KubernetesExecutor(JobExecutor):
         if verdict is None:
             await super().on_complete(outcome)
             return
-        if self._out_of_memory and self._attempts is not None:
+        # Without a Grant (a job followed again after a restart) the flavor's setting is not
+        # known here: the usual out-of-memory verdict stands.
+        if self._out_of_memory and self._attempts is not None and self.grant is not None:
             verdict = self._after_out_of_memory(outcome, verdict)
             if verdict is None:
                 return

@@ -379,7 +379,10 @@ class LocalExecutor(JobExecutor):
         reason = more_memory.reason if more_memory else retry_reason(outcome)
         sentence = None
         if reason is None:
-            if outcome.oom_killed and self.store.job_attempts(self.job_id) is not None:
+            # Without a Grant (standalone, or a job watched again after a restart) the
+            # flavor's setting is not known here: the usual out-of-memory message stands.
+            has_checkpoint = self.store.job_attempts(self.job_id) is not None
+            if outcome.oom_killed and self.grant is not None and has_checkpoint:
                 sentence = no_more_memory(retry_memory)
                 self.log_line(sentence)
             await super().on_complete(outcome)
