@@ -305,8 +305,9 @@ def extra_change(
     session: ExtraSession,
     now: datetime,
 ) -> CourseOverrides:
-    """Add an extra session: in the term, still to come, short enough, and within the
-    week's number of extra sessions."""
+    """Add an extra session: in the term, still to come, short enough, within the week's
+    number of extra sessions, and sharing no time with a class held or another extra
+    session of the course."""
     _refuse_unless_enabled(bounds)
     schedule = course.course_schedule
     if session.end <= session.start:
@@ -339,9 +340,53 @@ def extra_change(
         )
     if session in overrides.extra:
         raise OverrideRefused(f"The extra session {session.describe()} is there already.", 409)
+    _refuse_overlap(course, overrides, session)
     return overrides.model_copy(
         update={"extra": tuple(sorted((*overrides.extra, session), key=_extra_key))}
     )
+
+
+def _refuse_overlap(course: Course, overrides: CourseOverrides, session: ExtraSession) -> None:
+    """Refuse ``session`` when it shares time with a class of the course still held (not
+    cancelled) or with one of its extra sessions: the schedule would merge them into one
+    longer class without saying so. Touching (one ends when the other starts) is allowed."""
+    planned = catalog_schedule(course)
+    held = dataclasses.replace(planned, no_class=planned.no_class | frozenset(overrides.cancelled))
+    [wanted] = _as_class(planned, session)
+    zone = planned.timezone
+    # A class that starts the day before may run past midnight into the session's day.
+    for day in (session.day - timedelta(days=1), session.day):
+        for regular in held.classes_on(day):
+            if regular.start < wanted.end and wanted.start < regular.end:
+                start, end = regular.start.astimezone(zone), regular.end.astimezone(zone)
+                raise OverrideRefused(
+                    f"The extra session {session.describe()} overlaps the class of "
+                    f"{start:%a %d %b %Y} {start:%H:%M}-{end:%H:%M} of {course.title}; pick a "
+                    f"time that ends by {start:%H:%M} or starts from {end:%H:%M}, or cancel "
+                    "that class first if the extra session replaces it.",
+                    409,
+                )
+    for other in overrides.extra:
+        [taken] = _as_class(planned, other)
+        if taken.start < wanted.end and wanted.start < taken.end:
+            raise OverrideRefused(
+                f"The extra session {session.describe()} overlaps the extra session "
+                f"{other.describe()} of {course.title}; pick a time that ends by "
+                f"{other.start:%H:%M} or starts from {other.end:%H:%M}, or remove that extra "
+                "session first.",
+                409,
+            )
+
+
+def _as_class(planned: CourseSchedule, extra: ExtraSession) -> list[ClassSession]:
+    """``extra`` as a class of ``planned``'s time zone (its start and end in UTC)."""
+    alone = dataclasses.replace(
+        planned,
+        windows=(),
+        no_class=frozenset(),
+        extra_sessions=((extra.day, extra.start, extra.end),),
+    )
+    return alone.classes_on(extra.day)
 
 
 def _extra_key(extra: ExtraSession) -> tuple:

@@ -166,3 +166,52 @@ def test_gpuspawner_check_lists_the_instructors_changes(folder: Path, capsys) ->
     )
     assert "Mon 30 Nov 2026 10:15" not in out  # no longer among the week's classes
     assert "Wed 02 Dec 2026 10:15-12:00" in out
+
+
+def test_an_extra_session_that_overlaps_a_class_or_another_is_refused_with_a_sentence(
+    tmp_path: Path,
+) -> None:
+    # Given ML101 (Mon and Wed 10:15-12:00) whose instructors may add 3 extra sessions a week
+    (tmp_path / "catalog.yaml").write_text(
+        CATALOG.replace("extra_sessions_per_week: 1", "extra_sessions_per_week: 3")
+    )
+    catalog = load_catalog(tmp_path)
+    course = catalog.courses_by_id["ml101"]
+    bounds = catalog.settings.instructor_bounds
+    none = course_overrides(course)
+
+    # When an extra session would share time with Monday's class, it is refused (not merged
+    # into one longer class without a word), saying which class and what to do
+    over_monday = ExtraSession(day=MONDAY, start="11:00", end="13:00")
+    with pytest.raises(OverrideRefused) as refused:
+        extra_change(course, bounds, none, over_monday, NOW)
+    assert refused.value.status == 409
+    assert refused.value.message == (
+        "The extra session Mon 30 Nov 2026 11:00-13:00 overlaps the class of Mon 30 Nov 2026 "
+        "10:15-12:00 of Machine Learning 101; pick a time that ends by 10:15 or starts from "
+        "12:00, or cancel that class first if the extra session replaces it."
+    )
+    # and the class stays as it was
+    assert [(s.start.hour, s.end.hour) for s in course.course_schedule.classes_on(MONDAY)] == [
+        (9, 11)  # 10:15-12:00 in Zurich, in UTC
+    ]
+
+    # But one that starts when the class ends is a session of its own
+    after_class = ExtraSession(day=MONDAY, start="12:00", end="13:00")
+    assert extra_change(course, bounds, none, after_class, NOW).extra == (after_class,)
+    # and once Monday's class is cancelled, the extra session may take its place
+    cancelled = cancel_change(course, bounds, none, MONDAY, NOW)
+    assert extra_change(course, bounds, cancelled, over_monday, NOW).extra == (over_monday,)
+
+    # When a second extra session would share time with the first, it is refused too
+    tuesday = ExtraSession(day=date(2026, 12, 1), start="14:00", end="16:00")
+    with_tuesday = extra_change(course, bounds, none, tuesday, NOW)
+    later_tuesday = ExtraSession(day=date(2026, 12, 1), start="15:00", end="17:00")
+    with pytest.raises(OverrideRefused) as refused:
+        extra_change(course, bounds, with_tuesday, later_tuesday, NOW)
+    assert refused.value.status == 409
+    assert refused.value.message == (
+        "The extra session Tue 01 Dec 2026 15:00-17:00 overlaps the extra session "
+        "Tue 01 Dec 2026 14:00-16:00 of Machine Learning 101; pick a time that ends by "
+        "14:00 or starts from 16:00, or remove that extra session first."
+    )

@@ -7,6 +7,7 @@
  *   class; student1's spawn card then opens only for the Monday after, and the audit
  *   log names the instructor;
  * - a notice the instructor posts shows on the student's card;
+ * - an extra session that overlaps a class is refused with a sentence (409);
  * - a lead time outside the admins' bounds is refused with a sentence (400);
  * - instructor2, who was never given a hub role for either course, sees their own course
  *   and is refused the other (403 with a sentence).
@@ -135,6 +136,25 @@ test('an instructor cancels next Monday on the course page; the student and the 
   await expect(
     student.page.locator(`[data-profile="${COURSE}"] [data-course-notice]`)
   ).toHaveText('Notice from your instructor: Bring your laptop charger.');
+
+  // When: an extra session would share time with the Monday class after (10:00-11:00),
+  // it is refused with a sentence naming that class and what to do (409), not merged.
+  await teacher.page.goto(PAGE);
+  const nextMonday = following.toISOString().slice(0, 10);
+  await extra.locator('input[name=day]').fill(nextMonday);
+  await extra.locator('input[name=start]').fill('10:30');
+  await extra.locator('input[name=end]').fill('12:00');
+  const [overlap] = await Promise.all([
+    teacher.page.waitForResponse(r => r.request().method() === 'POST'),
+    extra.getByRole('button', { name: 'Add extra session' }).click()
+  ]);
+  expect(overlap.status()).toBe(409);
+  const dd = String(following.getUTCDate()).padStart(2, '0');
+  const mon = MONTHS[following.getUTCMonth()];
+  await expect(teacher.page.getByRole('alert')).toContainText(
+    `overlaps the class of Mon ${dd} ${mon} ${following.getUTCFullYear()} 10:00-11:00 of ` +
+      'Course page demo; pick a time that ends by 10:00 or starts from 11:00'
+  );
 
   // When: a lead time outside the admins' bounds (0-30 minutes) is asked for.
   await teacher.page.goto(PAGE);
