@@ -176,30 +176,44 @@ type ParameterRead = {
 };
 
 /**
- * The parameters of each notebook, read once when the builder opens.
+ * The parameters of each notebook, read once when the builder opens, and a promise
+ * that settles once every read has (Run and Save wait for it rather than refuse).
  */
 function useNotebookParameters(
   api: JobsAPI,
   paths: readonly string[]
-): { [path: string]: ParameterRead } {
+): {
+  read: { [path: string]: ParameterRead };
+  latest: React.MutableRefObject<{ [path: string]: ParameterRead }>;
+  settled: React.MutableRefObject<Promise<unknown>>;
+} {
   const [read, setRead] = React.useState<{ [path: string]: ParameterRead }>({});
+  const latest = React.useRef(read);
+  const settled = React.useRef<Promise<unknown>>(Promise.resolve());
   React.useEffect(() => {
     const abandoned = new AbortController();
-    for (const path of paths) {
-      retryTransient(() => api.getParameters(path), undefined, abandoned.signal)
-        .then(
-          list => ({ list, error: null }),
-          reason => ({ list: [], error: errorSentence(reason) })
+    settled.current = Promise.all(
+      paths.map(path =>
+        retryTransient(
+          () => api.getParameters(path),
+          undefined,
+          abandoned.signal
         )
-        .then(result => {
-          if (!abandoned.signal.aborted) {
-            setRead(current => ({ ...current, [path]: result }));
-          }
-        });
-    }
+          .then(
+            list => ({ list, error: null }),
+            reason => ({ list: [], error: errorSentence(reason) })
+          )
+          .then(result => {
+            if (!abandoned.signal.aborted) {
+              latest.current = { ...latest.current, [path]: result };
+              setRead(latest.current);
+            }
+          })
+      )
+    );
     return () => abandoned.abort();
   }, [api]);
-  return read;
+  return { read, latest, settled };
 }
 
 /**
@@ -218,6 +232,7 @@ function StagePicker(props: {
     <select
       className="jp-mod-styled jp-JupyterToJob-stagePicker"
       aria-label={trans.__('Stage of %1', name)}
+      title={trans.__('Move %1 to another stage, or leave it out', name)}
       data-testid="builder-stage-picker"
       data-path={path}
       value={String(at)}
@@ -254,19 +269,28 @@ function PipelineBuilderView(
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
   const [saved, setSaved] = React.useState<string | null>(null);
   const { list: flavorList, retry: retryFlavors } = useFlavorList(api);
-  const read = useNotebookParameters(api, notebooks);
+  const { read, latest, settled } = useNotebookParameters(api, notebooks);
+  // What went wrong is brought into view: the body scrolls, the buttons do not.
+  const errorBox = React.useRef<HTMLDivElement>(null);
+  React.useEffect(() => {
+    if (error.length > 0) {
+      errorBox.current?.scrollIntoView?.({ block: 'nearest' });
+    }
+  }, [error]);
 
   const flavors = flavorList.status === 'loaded' ? flavorList.flavors : null;
   const fallback = flavors ? defaultFlavor(flavors) : null;
   const path = templatePath ?? defaultTemplatePath(draft);
   const job = selected ? findJob(draft, selected) : null;
 
-  const request = () =>
-    pipelineRequest(
+  const request = async () => {
+    await settled.current;
+    return pipelineRequest(
       draft,
-      notebook => read[notebook]?.list ?? null,
+      notebook => latest.current[notebook]?.list ?? null,
       fallback?.id ?? null
     );
+  };
 
   const failed = (reason: unknown) => {
     setError([errorSentence(reason)]);
@@ -274,7 +298,7 @@ function PipelineBuilderView(
   };
 
   const run = async (): Promise<IDescribePipeline | null> => {
-    const built = request();
+    const built = await request();
     if (!built.ok) {
       setError(built.problems);
       return null;
@@ -293,7 +317,7 @@ function PipelineBuilderView(
   };
 
   const saveTemplate = async (): Promise<void> => {
-    const built = request();
+    const built = await request();
     if (!built.ok) {
       setError(built.problems);
       return;
@@ -435,8 +459,12 @@ function PipelineBuilderView(
                     {item.path.split('/').pop()}
                   </button>
                   <span className="jp-JupyterToJob-hint">
-                    {item.flavor ??
-                      (fallback ? trans.__('%1 (default)', fallback.id) : '')}
+                    {item.flavor
+                      ? (flavors?.find(flavor => flavor.id === item.flavor)
+                          ?.title ?? item.flavor)
+                      : fallback
+                        ? trans.__('%1 (default)', fallback.title)
+                        : ''}
                   </span>
                   <StagePicker
                     draft={draft}
@@ -576,6 +604,7 @@ function PipelineBuilderView(
           className="jp-JupyterToJob-formError"
           role="alert"
           data-testid="builder-error"
+          ref={errorBox}
         >
           {error.map(sentence => (
             <p key={sentence}>{sentence}</p>

@@ -30,12 +30,22 @@ export function isPipelineFinal(status: PipelineStatus): boolean {
 }
 
 /**
- * True while some pipeline can still change (the tab keeps refreshing).
+ * True while some pipeline can still change (the tab keeps refreshing): the
+ * pipeline itself, or one of its jobs (a failed pipeline's job beside the failure
+ * is still stopping after the pipeline has ended).
  */
 export function hasUnfinishedPipelines(
-  pipelines: readonly Pick<IDescribePipeline, 'status'>[]
+  pipelines: readonly Pick<IDescribePipeline, 'status' | 'stages'>[]
 ): boolean {
-  return pipelines.some(pipeline => !isPipelineFinal(pipeline.status));
+  return pipelines.some(
+    pipeline =>
+      !isPipelineFinal(pipeline.status) ||
+      (pipeline.stages ?? []).some(stage =>
+        stage.jobs.some(
+          job => job.status !== 'PENDING' && !isPipelineJobFinal(job.status)
+        )
+      )
+  );
 }
 
 /**

@@ -51,7 +51,12 @@ class Server {
   async listFlavors() {
     return [CPU, QUARTER];
   }
+  /**
+   * Holds the parameter answers back until it resolves (a slow server).
+   */
+  parametersGate: Promise<void> = Promise.resolve();
   async getParameters(path: string): Promise<INotebookParameter[]> {
+    await this.parametersGate;
     return path.endsWith('train.ipynb') ? [EPOCHS] : [];
   }
   createPipeline(request: ICreatePipeline | PipelineTemplateRun) {
@@ -119,6 +124,8 @@ async function openBuilder(server: Server) {
     result = dialog.launch();
   });
   await settle();
+  // A dialog left open is flushed after the test: its promise then rejects.
+  (result as unknown as Promise<unknown>).catch(() => undefined);
   const node = dialog.node;
   const one = <T extends HTMLElement>(selector: string) =>
     node.querySelector<T>(selector)!;
@@ -226,6 +233,27 @@ describe('The pipeline builder', () => {
     const closed = await result;
     expect(closed.button.accept).toBe(true);
     expect(closed.value).toBe(pipeline);
+  });
+
+  it('waits for the notebooks’ parameters when Run is clicked early, then runs', async () => {
+    // Given a server still reading the notebooks' parameters
+    const server = new Server();
+    const gate = new PromiseDelegate<void>();
+    server.parametersGate = gate.promise;
+    const { one } = await openBuilder(server);
+
+    // When the student clicks Run at once
+    await settle(() =>
+      one<HTMLButtonElement>('.jp-JupyterToJob-submit').click()
+    );
+
+    // Then nothing is sent and nothing is refused yet
+    expect(server.created).toHaveLength(0);
+    expect(one('[data-testid="builder-error"]')).toBeNull();
+
+    // When the parameters arrive, the pipeline goes out
+    await settle(() => gate.resolve());
+    expect(server.created).toHaveLength(1);
   });
 
   it('saves the arrangement as a template beside the notebooks, and asks before replacing one', async () => {

@@ -237,7 +237,28 @@ describe('The Pipelines tab of the Jobs panel', () => {
     expect(server.listCount).toBeGreaterThan(before);
     expect(all('[data-testid="pipeline"]')[0].dataset.status).toBe('COMPLETED');
 
-    // Then, with every pipeline finished, it asks no more
+    // And while a job of a failed pipeline is still stopping, it keeps asking
+    const stopping = makeFailedPipeline();
+    stopping.stages[1].jobs[0] = {
+      ...stopping.stages[1].jobs[0],
+      status: 'STOPPING'
+    };
+    server.pipelines = [stopping];
+    await act(async () => {
+      await jest.advanceTimersByTimeAsync(1500);
+    });
+    expect(panel.node.querySelector('[data-status="STOPPING"]')).not.toBeNull();
+    server.pipelines = [makeFailedPipeline()];
+    await act(async () => {
+      await jest.advanceTimersByTimeAsync(1500);
+    });
+    expect(
+      panel.node.querySelector(
+        '[data-testid="pipeline-job"][data-status="STOPPED"]'
+      )
+    ).not.toBeNull();
+
+    // Then, with every pipeline and job finished, it asks no more
     const after = server.listCount;
     await act(async () => {
       await jest.advanceTimersByTimeAsync(10000);

@@ -670,8 +670,8 @@ describe('Repeat on a schedule, in the Run as Job dialog', () => {
       max_failures_in_a_row: 2
     });
     expect(request.cron).toBeUndefined();
-    expect(request.job.input_path).toBe('course/train.ipynb');
-    expect(request.job.flavor).toBe('quarter-4090');
+    expect(request.job?.input_path).toBe('course/train.ipynb');
+    expect(request.job?.flavor).toBe('quarter-4090');
 
     // And the dialog closes on the schedule the server made
     const schedule = { schedule_id: 's-1' } as ISchedule;
