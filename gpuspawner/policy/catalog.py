@@ -42,7 +42,7 @@ from pydantic.functional_validators import AfterValidator
 
 from .budget_spec import CourseBudget, NamedTerm, ResearchBudget
 from .course_overrides import OverridesFile, with_overrides
-from .instructor_bounds import InstructorBounds
+from .instructor_bounds import CourseInstructorBounds, InstructorBounds
 from .schedule import (
     MAX_TERM_DAYS,
     CourseSchedule,
@@ -491,6 +491,9 @@ class Course(ProfileSection):
     budget: CourseBudget | None = None
     """GPU-hours each student may use a week (``gpu_hours_per_student_per_week``)."""
     reclaim: CourseReclaimPolicy = Field(default_factory=CourseReclaimPolicy)
+    instructor_bounds: CourseInstructorBounds | None = None
+    """This course's narrower bounds of what its instructors may change (within
+    ``settings.instructor_bounds``; :mod:`.instructor_bounds`)."""
 
     _schedule: CourseSchedule | None = PrivateAttr(default=None)
     _overrides: Any = PrivateAttr(default=None)
@@ -1175,6 +1178,17 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
             )
         )
     settings = settings or Settings()
+    for file, content, lines in parsed:
+        for index, course in enumerate(content.courses):
+            if course.instructor_bounds is None:
+                continue
+            for key, message in settings.instructor_bounds.outside(course.instructor_bounds):
+                bounds_loc = ("courses", index, "instructor_bounds", key)
+                problems.append(
+                    CatalogProblem(
+                        file, line_for(lines, bounds_loc), _field_name(bounds_loc), message
+                    )
+                )
     if settings.experimental_zone is None:
         for file, content, lines in parsed:
             for section, entries in (

@@ -166,7 +166,6 @@ def apply_overrides(
     catalog: Catalog, document: OverridesFile, problems: Iterable[str] = ()
 ) -> Catalog:
     """A new catalog whose courses follow ``document`` where the bounds allow (pure)."""
-    bounds = catalog.settings.instructor_bounds
     notes = list(problems)
     courses = []
     for course in catalog.courses:
@@ -174,7 +173,7 @@ def apply_overrides(
         if overrides is None:
             courses.append(course)
             continue
-        kept, dropped = _within_bounds(course, bounds, overrides)
+        kept, dropped = _within_bounds(course, bounds_for(catalog, course), overrides)
         notes.extend(f"{course.id}: {sentence}" for sentence in dropped)
         courses.append(_overridden(course, kept))
     for course_id in document.courses:
@@ -183,6 +182,12 @@ def apply_overrides(
     return dataclasses.replace(
         catalog, courses=courses, overrides=document, override_problems=notes
     )
+
+
+def bounds_for(catalog: Catalog, course: Course) -> InstructorBounds:
+    """What ``course``'s instructors may change: the catalog-wide bounds, narrowed by the
+    course's own ``instructor_bounds``."""
+    return catalog.settings.instructor_bounds.narrowed(course.instructor_bounds)
 
 
 def _within_bounds(

@@ -32,6 +32,7 @@ from gpuspawner.policy.course_overrides import (
     TIMINGS,
     ExtraSession,
     OverrideRefused,
+    bounds_for,
     cancel_change,
     classes_between,
     course_overrides,
@@ -43,6 +44,7 @@ from gpuspawner.policy.course_overrides import (
     timing_change,
 )
 from gpuspawner.policy.entitlements import UserIdentity
+from gpuspawner.policy.instructor_bounds import InstructorBounds
 from gpuspawner.policy.instructors import (
     InstructorRefusal,
     course_to_manage,
@@ -88,6 +90,9 @@ class CourseView:
     """What the page shows of one course."""
 
     course: Course
+    bounds: InstructorBounds
+    """What the course's instructors may change (the catalog's bounds, narrowed by the
+    course's own)."""
     zone: str
     days: list[dict[str, Any]]
     timings: list[dict[str, Any]]
@@ -118,7 +123,7 @@ def course_view(
     """The page's view of ``course`` at ``now`` (pure, given the hub's user models)."""
     schedule = course.course_schedule
     zone = schedule.timezone
-    bounds = catalog.settings.instructor_bounds
+    bounds = bounds_for(catalog, course)
     overrides = course_overrides(course)
     today = now.astimezone(zone).date()
     days = []
@@ -176,6 +181,7 @@ def course_view(
             )
     return CourseView(
         course=course,
+        bounds=bounds,
         zone=str(zone),
         days=days,
         timings=timings,
@@ -371,7 +377,7 @@ def course_page_handlers(
             self, catalog: Catalog, course: Course, viewer: UserIdentity, action: str
         ) -> str:
             now = service.clock()
-            bounds = catalog.settings.instructor_bounds
+            bounds = bounds_for(catalog, course)
             argument = self.get_body_argument
             by = viewer.name
 

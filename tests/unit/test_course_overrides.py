@@ -7,12 +7,14 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from jinja2 import Environment, PackageLoader
 
-from gpuspawner.policy import load_catalog
+from gpuspawner.policy import CatalogError, load_catalog
 from gpuspawner.policy.course_overrides import (
     ExtraSession,
     OverrideRefused,
     OverridesFile,
+    bounds_for,
     cancel_change,
     classes_between,
     course_overrides,
@@ -215,3 +217,126 @@ def test_an_extra_session_that_overlaps_a_class_or_another_is_refused_with_a_sen
         "Tue 01 Dec 2026 14:00-16:00 of Machine Learning 101; pick a time that ends by "
         "14:00 or starts from 16:00, or remove that extra session first."
     )
+
+
+NARROWED = (
+    CATALOG.replace(
+        """    instructors: [bob]
+""",
+        """    instructors: [bob]
+    instructor_bounds:
+      lead_time: {min: 5m, max: 15m}
+      notice_length: 10
+""",
+    )
+    + """\
+  - id: cs102
+    title: CS102
+    instructors: [olga]
+    enrolment: {users: [ben]}
+    schedule:
+      term: {first_day: 2026-09-14, last_day: 2026-12-18}
+      windows:
+        - {days: [Tue], start: "10:15", end: "12:00"}
+"""
+)
+
+
+def test_a_course_narrows_the_catalogs_bounds_for_its_own_instructors(folder: Path) -> None:
+    from gpuspawner.sessions.course_page import course_view
+
+    # Given a lead time of 20 minutes bob chose while the catalog-wide 0-30 minutes applied
+    catalog = load_catalog(folder)
+    course = catalog.courses_by_id["ml101"]
+    save(
+        folder,
+        "ml101",
+        timing_change(
+            bounds_for(catalog, course),
+            course_overrides(course),
+            "lead_time",
+            timedelta(minutes=20),
+        ),
+    )
+    # When the admins narrow ML101's lead time to 5-15 minutes and its notices to 10
+    # characters, leaving CS102 with the catalog-wide bounds
+    (folder / "catalog.yaml").write_text(NARROWED)
+    catalog = load_catalog(folder)
+    ml101, cs102 = catalog.courses_by_id["ml101"], catalog.courses_by_id["cs102"]
+
+    # Then bob's 20 minutes are left out and reported, as when the catalog-wide ones narrow
+    assert ml101.course_schedule.lead_time == timedelta(minutes=10)
+    assert catalog.override_problems == ["ml101: the lead time of 20 min is outside the bounds"]
+    # and his changes are refused with ML101's bounds, CS102's are not
+    with pytest.raises(OverrideRefused, match="between 5 minutes and 15 minutes"):
+        timing_change(
+            bounds_for(catalog, ml101), course_overrides(ml101), "lead_time", timedelta(minutes=20)
+        )
+    with pytest.raises(OverrideRefused, match="at most 10 characters"):
+        notice_change(bounds_for(catalog, ml101), course_overrides(ml101), "Bring chargers.")
+    cs102_lead = timing_change(
+        bounds_for(catalog, cs102), course_overrides(cs102), "lead_time", timedelta(minutes=20)
+    )
+    assert cs102_lead.lead_time == 20
+    # and what ML101 does not narrow stays the catalog's (the extension limit, 30 minutes)
+    assert bounds_for(catalog, ml101).extension == timedelta(minutes=30)
+    # and the course page offers ML101's range and notice length, CS102 the catalog's
+    views = [course_view(catalog, c, [], NOW, [], None) for c in (ml101, cs102)]
+    page = (
+        Environment(loader=PackageLoader("gpuspawner", "templates"), autoescape=True)
+        .get_template("course_page.html")
+        .render(
+            views=views,
+            bounds=catalog.settings.instructor_bounds,
+            message="",
+            problems=[],
+            hub_prefix="/hub/",
+            page_url="/services/course-sessions/courses",
+            xsrf="token",
+        )
+    )
+    ml101_card, cs102_card = page.split('id="course-cs102"')
+    assert "5–15 min" in ml101_card and "At most 10 characters" in ml101_card
+    assert "0–30 min" in cs102_card and "At most 40 characters" in cs102_card
+
+
+def test_a_course_cannot_widen_the_catalogs_bounds(folder: Path) -> None:
+    # Given ML101 asking for a wider lead time, a grace the catalog does not bound, and
+    # more extra sessions than the catalog allows
+    (folder / "catalog.yaml").write_text(
+        CATALOG.replace(
+            """    instructors: [bob]
+""",
+            """    instructors: [bob]
+    instructor_bounds:
+      lead_time: {min: 0m, max: 45m}
+      grace: {max: 10m}
+      extra_sessions_per_week: 2
+""",
+        )
+    )
+    # Then the catalog is refused, each problem at its line, saying what to do
+    with pytest.raises(CatalogError) as refused:
+        load_catalog(folder)
+    found = [(p.line, p.field, p.message) for p in refused.value.problems]
+    assert found == [
+        (
+            16,
+            "courses[0].instructor_bounds.extra_sessions_per_week",
+            "2 extra sessions a week is more than the catalog-wide 1; lower it, or widen "
+            "settings.instructor_bounds",
+        ),
+        (
+            14,
+            "courses[0].instructor_bounds.lead_time",
+            "0 min to 45 min is not within the catalog-wide 0 min to 30 min; keep min and "
+            "max within it, or widen settings.instructor_bounds",
+        ),
+        (
+            15,
+            "courses[0].instructor_bounds.grace",
+            "settings.instructor_bounds do not let instructors change the grace, so a "
+            "course cannot let them; remove grace here, or add it to "
+            "settings.instructor_bounds",
+        ),
+    ]
