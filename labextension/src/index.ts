@@ -153,11 +153,14 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
           });
         });
         const { runPipelineBuilder } = await import('./runPipeline');
-        const pipeline = await runPipelineBuilder(context, open);
-        if (pipeline) {
-          await app.commands.execute(CommandIDs.openJobsPanel, {
-            pipelineId: pipeline.pipeline_id
-          });
+        const made = await runPipelineBuilder(context, open);
+        if (made) {
+          await app.commands.execute(
+            CommandIDs.openJobsPanel,
+            'schedule_id' in made
+              ? { scheduleId: made.schedule_id }
+              : { pipelineId: made.pipeline_id }
+          );
         }
       }
     });

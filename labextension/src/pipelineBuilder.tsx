@@ -30,6 +30,22 @@ import {
 } from './pipelineDraft';
 import { IDescribePipeline } from './pipelineModels';
 import { retryTransient } from './retry';
+import { ScheduleFields } from './scheduleFields';
+import { ISchedule } from './scheduleModels';
+import {
+  defaultScheduleForm,
+  IScheduleForm,
+  pipelineScheduleRequest,
+  problemsAfterEdit,
+  scheduleFieldOf,
+  ScheduleProblems
+} from './scheduleRule';
+
+/**
+ * What the builder made: a pipeline run now, or a schedule that runs it again and
+ * again ("Repeat on a schedule").
+ */
+export type PipelineBuilderResult = IDescribePipeline | ISchedule;
 
 /**
  * What the builder needs.
@@ -47,7 +63,7 @@ export interface IPipelineBuilderOptions {
  * The builder dialog: Cancel, Save as Template (stays open), Run (closes on the
  * pipeline the server made).
  */
-export class PipelineBuilderDialog extends Dialog<IDescribePipeline | null> {
+export class PipelineBuilderDialog extends Dialog<PipelineBuilderResult | null> {
   constructor(options: IPipelineBuilderOptions) {
     const { trans } = options;
     const body = new PipelineBuilderBody(options);
@@ -75,6 +91,16 @@ export class PipelineBuilderDialog extends Dialog<IDescribePipeline | null> {
     this.addClass('jp-JupyterToJob-builderDialog');
     this._builder = body;
     this._buttonList = buttons;
+    body.onRepeatChange = repeat => {
+      const label = this.node.querySelector(
+        '.jp-JupyterToJob-submit .jp-Dialog-buttonLabel'
+      );
+      if (label) {
+        label.textContent = repeat
+          ? trans.__('Create Schedule')
+          : trans.__('Run');
+      }
+    };
   }
 
   resolve(index?: number): void {
@@ -145,9 +171,14 @@ export class PipelineBuilderBody extends ReactWidget {
     await this._bound?.saveTemplate();
   }
 
-  getValue(): IDescribePipeline | null {
+  getValue(): PipelineBuilderResult | null {
     return this._pipeline;
   }
+
+  /**
+   * Called when "Repeat on a schedule" is ticked or unticked.
+   */
+  onRepeatChange: ((repeat: boolean) => void) | null = null;
 
   protected render(): JSX.Element {
     return (
@@ -156,17 +187,18 @@ export class PipelineBuilderBody extends ReactWidget {
         bind={bound => {
           this._bound = bound;
         }}
+        onRepeatChange={repeat => this.onRepeatChange?.(repeat)}
       />
     );
   }
 
   private _options: IPipelineBuilderOptions;
   private _bound: IBuilderActions | null = null;
-  private _pipeline: IDescribePipeline | null = null;
+  private _pipeline: PipelineBuilderResult | null = null;
 }
 
 interface IBuilderActions {
-  run(): Promise<IDescribePipeline | null>;
+  run(): Promise<PipelineBuilderResult | null>;
   saveTemplate(): Promise<void>;
 }
 
@@ -255,7 +287,10 @@ function StagePicker(props: {
 }
 
 function PipelineBuilderView(
-  props: IPipelineBuilderOptions & { bind: (actions: IBuilderActions) => void }
+  props: IPipelineBuilderOptions & {
+    bind: (actions: IBuilderActions) => void;
+    onRepeatChange: (repeat: boolean) => void;
+  }
 ): JSX.Element {
   const { api, notebooks, trans } = props;
   const [draft, setDraft] = React.useState(() => initialDraft(notebooks));
@@ -268,6 +303,12 @@ function PipelineBuilderView(
   const [error, setError] = React.useState<string[]>([]);
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
   const [saved, setSaved] = React.useState<string | null>(null);
+  const [repeat, setRepeat] = React.useState(false);
+  const [scheduleForm, setScheduleForm] = React.useState<IScheduleForm>(() =>
+    defaultScheduleForm()
+  );
+  const [scheduleProblems, setScheduleProblems] =
+    React.useState<ScheduleProblems>({});
   const { list: flavorList, retry: retryFlavors } = useFlavorList(api);
   const { read, latest, settled } = useNotebookParameters(api, notebooks);
   // What went wrong is brought into view: the body scrolls, the buttons do not.
@@ -297,19 +338,51 @@ function PipelineBuilderView(
     setProblems(reason instanceof JobAPIError ? reason.problems : []);
   };
 
-  const run = async (): Promise<IDescribePipeline | null> => {
+  const run = async (): Promise<PipelineBuilderResult | null> => {
     const built = await request();
     if (!built.ok) {
       setError(built.problems);
       return null;
     }
-    setBusy(trans.__('Starting the pipeline…'));
+    const scheduled = repeat
+      ? pipelineScheduleRequest(built.request, scheduleForm)
+      : null;
+    if (scheduled && !scheduled.ok) {
+      setScheduleProblems(scheduled.problems);
+      setError([
+        trans.__('Some schedule fields need a change; see the marked boxes.')
+      ]);
+      return null;
+    }
+    setBusy(
+      scheduled
+        ? trans.__('Creating the schedule…')
+        : trans.__('Starting the pipeline…')
+    );
     setError([]);
     setProblems([]);
+    setScheduleProblems({});
     try {
+      if (scheduled?.ok) {
+        return await api.createSchedule(scheduled.request);
+      }
       return await api.createPipeline(built.request);
     } catch (reason) {
       failed(reason);
+      if (scheduled && reason instanceof JobAPIError) {
+        // The schedule's own problems stand next to its fields.
+        const byField: ScheduleProblems = {};
+        for (const problem of reason.problems) {
+          const field = scheduleFieldOf(problem.field);
+          if (field) {
+            byField[field] = problem.message;
+          }
+        }
+        setScheduleProblems(byField);
+        setProblems(
+          reason.problems.filter(problem => !scheduleFieldOf(problem.field))
+        );
+      }
       return null;
     } finally {
       setBusy(null);
@@ -570,6 +643,31 @@ function PipelineBuilderView(
           trans={trans}
         />
       </fieldset>
+
+      <label className="jp-JupyterToJob-checkbox">
+        <input
+          type="checkbox"
+          data-testid="schedule-repeat-checkbox"
+          checked={repeat}
+          onChange={event => {
+            setRepeat(event.target.checked);
+            setScheduleProblems({});
+            props.onRepeatChange(event.target.checked);
+          }}
+        />
+        {trans.__('Repeat on a schedule')}
+      </label>
+      {repeat && (
+        <ScheduleFields
+          form={scheduleForm}
+          onChange={changes => {
+            setScheduleForm(current => ({ ...current, ...changes }));
+            setScheduleProblems(current => problemsAfterEdit(current, changes));
+          }}
+          problems={scheduleProblems}
+          trans={trans}
+        />
+      )}
 
       <label className="jp-JupyterToJob-field">
         <span className="jp-JupyterToJob-fieldLabel">

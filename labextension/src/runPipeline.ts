@@ -5,7 +5,10 @@ import { TranslationBundle } from '@jupyterlab/translation';
 
 import { JobsAPI } from './api';
 import { unavailableSentence } from './errors';
-import { PipelineBuilderDialog } from './pipelineBuilder';
+import {
+  PipelineBuilderDialog,
+  PipelineBuilderResult
+} from './pipelineBuilder';
 import { IDescribePipeline } from './pipelineModels';
 import { PipelineTemplateDialog } from './pipelineTemplateDialog';
 
@@ -34,13 +37,13 @@ export interface IOpenNotebook {
  * Open the pipeline builder over the open notebooks: check that the server offers
  * Run as Job, have unsaved notebooks saved (jobs run them as saved), then show it.
  *
- * @returns The pipeline made; null when cancelled or not available (a notification
- * says why).
+ * @returns The pipeline made (or the schedule that repeats it); null when cancelled
+ * or not available (a notification says why).
  */
 export async function runPipelineBuilder(
   context: IRunPipelineContext,
   notebooks: IOpenNotebook[]
-): Promise<IDescribePipeline | null> {
+): Promise<PipelineBuilderResult | null> {
   const { docManager, trans } = context;
   const api = new JobsAPI(context.serverSettings);
   try {

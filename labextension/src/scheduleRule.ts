@@ -6,6 +6,7 @@
  */
 import { formatTime, parseTime } from './format';
 import { ICreateJob } from './models';
+import { ICreatePipeline } from './pipelineModels';
 import { ICreateSchedule, ISchedule, IScheduleWindow } from './scheduleModels';
 
 const DAYS = [
@@ -322,13 +323,35 @@ export function problemsAfterEdit(
 export function scheduleRequest(
   job: ICreateJob,
   form: IScheduleForm
-):
+): ScheduleRequestResult {
+  return withRhythm({ job, name: job.name ?? null }, form);
+}
+
+/**
+ * The create request for a pipeline (as the builder arranged it) repeated as
+ * `form` says: each run starts the pipeline anew.
+ */
+export function pipelineScheduleRequest(
+  pipeline: ICreatePipeline,
+  form: IScheduleForm
+): ScheduleRequestResult {
+  return withRhythm({ pipeline, name: pipeline.name }, form);
+}
+
+/**
+ * A schedule's create request, or what is wrong with the form, by field.
+ */
+export type ScheduleRequestResult =
   | { ok: true; request: ICreateSchedule }
-  | { ok: false; problems: ScheduleProblems } {
+  | { ok: false; problems: ScheduleProblems };
+
+function withRhythm(
+  target: Pick<ICreateSchedule, 'job' | 'pipeline' | 'name'>,
+  form: IScheduleForm
+): ScheduleRequestResult {
   const problems: ScheduleProblems = {};
   const request: ICreateSchedule = {
-    job,
-    name: job.name ?? null,
+    ...target,
     timezone: form.timezone.trim() || 'UTC'
   };
   if (form.rhythm === 'interval') {

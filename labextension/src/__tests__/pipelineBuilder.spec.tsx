@@ -11,13 +11,17 @@ import { act } from 'react';
 import { JobsAPI } from '../api';
 import { JobAPIError } from '../errors';
 import { INotebookParameter } from '../models';
-import { PipelineBuilderDialog } from '../pipelineBuilder';
+import {
+  PipelineBuilderDialog,
+  PipelineBuilderResult
+} from '../pipelineBuilder';
 import {
   ICreatePipeline,
   IDescribePipeline,
   PipelineTemplateRun
 } from '../pipelineModels';
 import { PipelineTemplateDialog } from '../pipelineTemplateDialog';
+import { ICreateSchedule, ISchedule } from '../scheduleModels';
 import { makeFlavor } from './jobs.fixture';
 import { makeFailedPipeline } from './pipelines.fixture';
 
@@ -73,6 +77,11 @@ class Server {
     this.saved.push({ path, pipeline, overwrite, answer });
     return answer.promise;
   }
+  readonly schedules: ICreateSchedule[] = [];
+  async createSchedule(request: ICreateSchedule) {
+    this.schedules.push(request);
+    return { schedule_id: 'sched-1' } as ISchedule;
+  }
   getPipelineTemplate(): Promise<ICreatePipeline> {
     return this.template.promise;
   }
@@ -119,7 +128,8 @@ async function openBuilder(server: Server) {
     notebooks: OPEN,
     trans: nullTranslator.load('jupyter_to_job')
   });
-  let result: Promise<Dialog.IResult<IDescribePipeline | null>> | null = null;
+  let result: Promise<Dialog.IResult<PipelineBuilderResult | null>> | null =
+    null;
   await settle(() => {
     result = dialog.launch();
   });
@@ -254,6 +264,37 @@ describe('The pipeline builder', () => {
     // When the parameters arrive, the pipeline goes out
     await settle(() => gate.resolve());
     expect(server.created).toHaveLength(1);
+  });
+
+  it('repeats the pipeline on a schedule instead of running it once', async () => {
+    const server = new Server();
+    const { one, dialog, result } = await openBuilder(server);
+    await typeInto(one('[data-testid="builder-name"]'), 'nightly');
+
+    // When the student ticks "Repeat on a schedule", asks for 02:00 every day
+    await settle(() => one('[data-testid="schedule-repeat-checkbox"]').click());
+    expect(one('.jp-JupyterToJob-submit').textContent).toBe('Create Schedule');
+    await settle(() => one('[data-testid="schedule-rhythm-cron"]').click());
+    await typeInto(one('[data-testid="schedule-cron"]'), '0 2 * * *');
+    await typeInto(one('[data-testid="schedule-timezone"]'), 'Asia/Taipei');
+    await settle(() =>
+      one<HTMLButtonElement>('.jp-JupyterToJob-submit').click()
+    );
+
+    // Then a schedule of the pipeline is made, and no pipeline runs now
+    expect(server.created).toHaveLength(0);
+    expect(server.schedules).toHaveLength(1);
+    const [request] = server.schedules;
+    expect(request).toMatchObject({
+      name: 'nightly',
+      cron: '0 2 * * *',
+      timezone: 'Asia/Taipei'
+    });
+    expect(request.job).toBeUndefined();
+    expect(request.pipeline?.name).toBe('nightly');
+    expect(request.pipeline?.stages).toHaveLength(3);
+    expect((await result).value).toEqual({ schedule_id: 'sched-1' });
+    expect(dialog.isDisposed).toBe(true);
   });
 
   it('saves the arrangement as a template beside the notebooks, and asks before replacing one', async () => {

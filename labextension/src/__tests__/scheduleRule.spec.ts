@@ -6,12 +6,14 @@ import {
   cronText,
   defaultScheduleForm,
   IScheduleForm,
+  pipelineScheduleRequest,
   problemsAfterEdit,
   ruleText,
   scheduleActions,
   scheduleFieldOf,
   scheduleRequest,
   scheduleStatusLine,
+  scheduleTarget,
   stopText
 } from '../scheduleRule';
 
@@ -205,5 +207,33 @@ describe('the create request from “Repeat on a schedule”', () => {
         { timezone: 'Europe/Paris' }
       )
     ).toEqual({ rhythm: 'too short' });
+  });
+});
+
+describe('a schedule of a pipeline', () => {
+  it('repeats the whole pipeline, named after it, and says so in the list', () => {
+    const pipeline = {
+      name: 'nightly',
+      stages: [
+        { name: 'prepare', jobs: [{ input_path: 'prepare.ipynb' }] },
+        { name: 'train', jobs: [{ input_path: 'train.ipynb' }] }
+      ]
+    };
+    const result = pipelineScheduleRequest(
+      pipeline,
+      form({ intervalCount: '6' })
+    );
+    expect(result).toEqual({
+      ok: true,
+      request: {
+        pipeline,
+        name: 'nightly',
+        timezone: 'Europe/Zurich',
+        interval_seconds: 6 * 3600
+      }
+    });
+    expect(
+      scheduleTarget({ job: null, pipeline, pipeline_name: 'nightly' })
+    ).toBe('pipeline “nightly” (2 stages)');
   });
 });

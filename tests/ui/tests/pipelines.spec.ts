@@ -268,4 +268,49 @@ test.describe('Pipelines from the open notebooks', () => {
     await pipeline.scrollIntoViewIfNeeded();
     await screenshots(page, 'pipeline-failed');
   });
+
+  test('a pipeline repeated on a schedule starts its first run, linked from the Schedules tab', async ({
+    page,
+    tmpPath
+  }) => {
+    const jobs = new RunAsJobHelper(page);
+    const prepare = `${tmpPath}/prepare.ipynb`;
+    const train = `${tmpPath}/train.ipynb`;
+    await jobs.createNotebook(prepare, PREPARE);
+    await jobs.createNotebook(train, TRAIN);
+
+    // Given the builder over two notebooks, repeated every minute, one run at most
+    const dialog = await openBuilder(page, [prepare, train]);
+    await dialog.getByTestId('builder-name').fill('every minute');
+    await dialog.getByTestId('schedule-repeat-checkbox').check();
+    await dialog.getByTestId('schedule-interval-count').fill('1');
+    await dialog.getByTestId('schedule-interval-unit').selectOption('minutes');
+    await dialog.getByTestId('schedule-max-runs').fill('1');
+    const submit = dialog.locator(SELECTORS.SUBMIT);
+    await expect(submit).toHaveText('Create Schedule');
+
+    // When she creates the schedule
+    await submit.click();
+    await expect(dialog).toBeHidden({ timeout: 30 * 1000 });
+
+    // Then the Schedules tab shows it as a schedule of the pipeline
+    const panel = page.locator(SELECTORS.JOBS_PANEL);
+    const card = panel.getByTestId('schedule').filter({ hasText: 'every minute' });
+    await expect(card.getByTestId('schedule-notebook')).toHaveText(
+      'pipeline “every minute” (2 stages)'
+    );
+
+    // And its first run links to the pipeline it started, which completes
+    const link = card.getByTestId('schedule-run-pipeline');
+    await expect(link).toBeVisible({ timeout: 150 * 1000 });
+    const pipelineId = (await link.getAttribute('data-pipeline-id')) ?? '';
+    await link.click();
+    await expect(panel.getByTestId('jobs-tab-pipelines')).toHaveAttribute(
+      'aria-selected',
+      'true'
+    );
+    await expect(
+      panel.locator(`[data-pipeline-id="${pipelineId}"]`)
+    ).toHaveAttribute('data-status', 'COMPLETED', { timeout: 180 * 1000 });
+  });
 });
