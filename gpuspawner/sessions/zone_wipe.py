@@ -26,7 +26,6 @@ from zoneinfo import ZoneInfo
 
 from ..policy import Catalog
 from ..policy.storage import parse_storage_source
-from ..policy.wording import when
 from ..policy.zones import wipe_schedule
 from .audit import AuditLog
 
@@ -43,6 +42,16 @@ class ZoneWarning:
     user: str
     wipe_at: datetime
     message: str
+
+
+def _at(moment: datetime, now: datetime, zone: ZoneInfo) -> str:
+    """ "at 03:00", "tomorrow at 03:00" or "on Tue 11 Mar at 03:00", in ``zone``."""
+    local, today = moment.astimezone(zone), now.astimezone(zone).date()
+    if local.date() == today:
+        return f"at {local:%H:%M}"
+    if (local.date() - today).days == 1:
+        return f"tomorrow at {local:%H:%M}"
+    return f"on {local:%a %d %b} at {local:%H:%M}"
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -137,7 +146,7 @@ class ExperimentalZoneWiper:
                 continue
             user = folder.name
             message = (
-                f"Your experimental-zone folders will be wiped at {when(wipe_at, now, zone)}: "
+                f"Your experimental-zone folders will be wiped {_at(wipe_at, now, zone)}: "
                 "copy what you want to keep to your home or production storage before then."
             )
             self.warnings[user] = ZoneWarning(user, wipe_at, message)

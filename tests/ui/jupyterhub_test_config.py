@@ -106,3 +106,42 @@ courses:
         - {{day: Tue, start: "10:00", end: "11:00"}}
 """
     )
+
+# The environments test (hub-tests/environments.spec.ts) starts and stops a GPU demo course
+# server as student4, a student of that course no other test signs in as: after a stop the
+# hub no longer sends that person to the spawn page at login, which other tests expect.
+if "UI_HUB_BASE_CONFIG" not in os.environ:
+    c.Authenticator.allowed_users.add("student4")
+    demo_course = RUNTIME / "catalog" / "gpu-demo.yaml"
+    enrolled = demo_course.read_text()
+    with_student4 = enrolled.replace(
+        "users: [student1, student2, student3]", "users: [student1, student2, student3, student4]"
+    )
+    if with_student4 == enrolled:
+        raise SystemExit(
+            "hub_config/local/jupyterhub_config.py no longer enrols student1-3 in the GPU "
+            "demo course as this file expects; update the environments test's set-up here."
+        )
+    demo_course.write_text(with_student4)
+
+# The experimental zone test (hub-tests/zones.spec.ts): the demo zone's daily wipe is set
+# to an hour from now, so its 2-hour warning has begun and the course-sessions service
+# warns whoever holds data there at its next round (every 2 s here); nothing is wiped
+# while the tests run.
+if "UI_HUB_BASE_CONFIG" not in os.environ:
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    demo_catalog = RUNTIME / "catalog" / "catalog.yaml"
+    wipe_at = datetime.now(ZoneInfo("Europe/Zurich")) + timedelta(hours=1)
+    written = demo_catalog.read_text()
+    soon = written.replace(
+        'experimental_zone: {wipe_at: "03:00", warning: 2h}',
+        f'experimental_zone: {{wipe_at: "{wipe_at:%H:%M}", warning: 2h}}',
+    )
+    if soon == written:
+        raise SystemExit(
+            "hub_config/local/catalog.yaml no longer has the experimental zone this file "
+            "moves; update the zone test's set-up here."
+        )
+    demo_catalog.write_text(soon)

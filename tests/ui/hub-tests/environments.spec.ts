@@ -2,7 +2,9 @@
  * Environments to choose from, through the demo hub (hub_config/local/), in Chromium: the
  * GPU demo course offers the hub's own Python (the default) and a course venv. A student
  * picks the second by its title on the spawn card, starts, and the kernels of their server
- * run the venv's Python.
+ * run the venv's Python. The student is student4 (jupyterhub_test_config.py enrols them):
+ * after their server stops, the hub no longer sends them to the spawn page at login,
+ * which the other tests of this hub expect of their students.
  *
  * Screenshots of the card in the light and the dark scheme go to $ENVIRONMENT_SHOTS
  * (default /tmp/environment-shots).
@@ -11,7 +13,7 @@ import { Browser, expect, Page, test } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
-const USER = 'student2';
+const USER = 'student4';
 const SHOTS = process.env.ENVIRONMENT_SHOTS || '/tmp/environment-shots';
 
 test.setTimeout(180 * 1000);
@@ -176,7 +178,7 @@ test('a student picks the course venv on the spawn card and the server runs its 
     const prefix = await runInKernel(page, 'import sys; print(sys.prefix)');
     expect(prefix.trim()).toMatch(/\/course-venv$/);
   } finally {
-    // Other tests of this hub start their own servers as this student
+    // Free the course seat for the other tests of this hub
     await stopServer(page);
     await page.context().close();
   }
