@@ -70,6 +70,7 @@ class ExperimentalZoneWiper:
         """The last wipe moment carried out (or found refused)."""
         self.warnings: dict[str, ZoneWarning] = {}
         """The warnings in force, by user, until the wipe."""
+        self._unreadable_logged = False
 
     # -- what is where -------------------------------------------------------------------
 
@@ -78,6 +79,8 @@ class ExperimentalZoneWiper:
         root = self.root
         if root.is_symlink() or not root.is_dir():
             return f"{root} is not a folder (or is a link)"
+        if not os.access(root, os.R_OK | os.X_OK):
+            return f"the service may not list {root}"
         resolved = root.resolve()
         if resolved == Path("/") or len(resolved.parts) < 3:
             return f"{resolved} is too close to the top of the file system"
@@ -104,8 +107,17 @@ class ExperimentalZoneWiper:
         """Each user's folder in the zone (real folders only, in name order)."""
         try:
             entries = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except OSError:
+        except OSError as error:
+            if not self._unreadable_logged:
+                self._unreadable_logged = True
+                log.error(
+                    "Cannot read the experimental zone's folder %s (%s): nobody is warned "
+                    "and nothing is wiped until the service may list it.",
+                    self.root,
+                    error.strerror or error,
+                )
             return []
+        self._unreadable_logged = False
         return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
 
     @staticmethod
