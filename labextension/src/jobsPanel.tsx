@@ -262,7 +262,11 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     rerun: job =>
       void this.model.createAndSelect(rerunRequest(job, UUID.uuid4())),
     openNotebook: job => void this._openNotebook(job),
-    downloadHtml: job => void this._download(job, 'html')
+    downloadHtml: job => void this._download(job, 'html'),
+    showPipeline: pipelineId =>
+      this._options.pipelines ? void this.showPipeline(pipelineId) : undefined,
+    showSchedule: scheduleId =>
+      this._options.schedules ? void this.showSchedule(scheduleId) : undefined
   };
 
   private _scheduleActions: IScheduleActions = {

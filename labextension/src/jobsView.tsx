@@ -32,6 +32,14 @@ export interface IJobActions {
   rerun(job: IDescribeJob): void;
   openNotebook(job: IDescribeJob): void;
   downloadHtml(job: IDescribeJob): void;
+  /**
+   * Show the pipeline that started a job (Pipelines tab); none: no link.
+   */
+  showPipeline?(pipelineId: string): void;
+  /**
+   * Show the schedule that started a job (Schedules tab); none: no link.
+   */
+  showSchedule?(scheduleId: string): void;
 }
 
 /**
@@ -237,6 +245,16 @@ function JobsTable(
             </td>
             <td className="jp-JupyterToJob-name" title={job.input_path}>
               {job.name}
+              {(job.pipeline_id || job.schedule_id) && (
+                <span
+                  className="jp-JupyterToJob-origin"
+                  data-testid="job-origin"
+                >
+                  {job.pipeline_id
+                    ? trans.__('pipeline')
+                    : trans.__('schedule')}
+                </span>
+              )}
             </td>
             {owners && (
               <td data-testid="job-owner">
@@ -414,6 +432,48 @@ function JobDetail(
         )}
         <dt className="jp-JupyterToJob-wideTerm">{trans.__('Notebook')}</dt>
         <dd className="jp-JupyterToJob-wide">{job.input_path}</dd>
+        {job.pipeline_id && (
+          <>
+            <dt className="jp-JupyterToJob-wideTerm">
+              {trans.__('Started by')}
+            </dt>
+            <dd className="jp-JupyterToJob-wide" data-testid="job-pipeline">
+              {actions.showPipeline ? (
+                <button
+                  type="button"
+                  className="jp-JupyterToJob-link"
+                  data-testid="job-show-pipeline"
+                  onClick={() => actions.showPipeline?.(job.pipeline_id!)}
+                >
+                  {trans.__('a pipeline: show it')}
+                </button>
+              ) : (
+                trans.__('a pipeline')
+              )}
+            </dd>
+          </>
+        )}
+        {job.schedule_id && (
+          <>
+            <dt className="jp-JupyterToJob-wideTerm">
+              {trans.__('Started by')}
+            </dt>
+            <dd className="jp-JupyterToJob-wide" data-testid="job-schedule">
+              {actions.showSchedule ? (
+                <button
+                  type="button"
+                  className="jp-JupyterToJob-link"
+                  data-testid="job-show-schedule"
+                  onClick={() => actions.showSchedule?.(job.schedule_id!)}
+                >
+                  {trans.__('a schedule: show it')}
+                </button>
+              ) : (
+                trans.__('a schedule')
+              )}
+            </dd>
+          </>
+        )}
         <dt>{trans.__('Flavor')}</dt>
         <dd title={job.flavor ?? undefined}>
           {flavorTitle(job) ?? trans.__('default')}

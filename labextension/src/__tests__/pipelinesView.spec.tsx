@@ -47,7 +47,7 @@ class FakeServer {
   }
   async listRecentJobs() {
     const jobs = ['job-prepare', 'job-eval-a', 'job-eval-b'].map(id =>
-      makeJob({ job_id: id })
+      makeJob({ job_id: id, pipeline_id: 'pipe-1' })
     );
     return { jobs, next_token: null, total_count: jobs.length };
   }
@@ -201,6 +201,30 @@ describe('The Pipelines tab of the Jobs panel', () => {
         .querySelector('[data-testid="job-detail"]')
         ?.getAttribute('data-job-id')
     ).toBe('job-eval-b');
+    act(() => panel.dispose());
+  });
+
+  it('tags a job a pipeline started, and its detail leads back to the pipeline', async () => {
+    const server = new FakeServer([makeFailedPipeline()]);
+    const { panel, all } = await openPipelinesTab(server);
+    await settle(() => all('[data-testid="pipeline-job-open"]')[1].click());
+    await settle();
+    expect(panel.tab).toBe('jobs');
+    expect(
+      all('[data-testid="job-origin"]').map(tag => tag.textContent)
+    ).toEqual(['pipeline', 'pipeline', 'pipeline']);
+
+    // When the student follows "Started by a pipeline"
+    await settle(() => all('[data-testid="job-show-pipeline"]')[0].click());
+    await settle();
+
+    // Then the Pipelines tab shows that pipeline, brought forward
+    expect(panel.tab).toBe('pipelines');
+    expect(
+      panel.node
+        .querySelector('[data-pipeline-id="pipe-1"]')
+        ?.classList.contains('jp-mod-selected')
+    ).toBe(true);
     act(() => panel.dispose());
   });
 
