@@ -111,11 +111,12 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
           path
         );
         if (job) {
+          // A job names its schedule too (null here): a job has a job_id.
           await app.commands.execute(
             CommandIDs.openJobsPanel,
-            'schedule_id' in job
-              ? { scheduleId: job.schedule_id }
-              : { jobId: job.job_id }
+            'job_id' in job
+              ? { jobId: job.job_id }
+              : { scheduleId: job.schedule_id }
           );
         }
       }
@@ -157,9 +158,9 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         if (made) {
           await app.commands.execute(
             CommandIDs.openJobsPanel,
-            'schedule_id' in made
-              ? { scheduleId: made.schedule_id }
-              : { pipelineId: made.pipeline_id }
+            'pipeline_id' in made
+              ? { pipelineId: made.pipeline_id }
+              : { scheduleId: made.schedule_id }
           );
         }
       }

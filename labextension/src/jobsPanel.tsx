@@ -137,7 +137,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     if (!schedules && !pipelines) {
       return jobs;
     }
-    const tabs: [JobsPanelTab, string][] = [['jobs', trans.__('Jobs')]];
+    // Not "Jobs": the panel's own tab in the main area is named so.
+    const tabs: [JobsPanelTab, string][] = [['jobs', trans.__('Job list')]];
     if (schedules) {
       tabs.push(['schedules', trans.__('Schedules')]);
     }

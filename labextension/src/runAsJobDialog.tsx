@@ -44,7 +44,8 @@ export type RunAsJobResult = IDescribeJob | ISchedule;
  * True when the dialog made a schedule rather than a one-off job.
  */
 export function isSchedule(result: RunAsJobResult): result is ISchedule {
-  return typeof (result as ISchedule).schedule_id === 'string';
+  // A job names the schedule that started it too: a job is what has a job_id.
+  return !('job_id' in result);
 }
 
 /**

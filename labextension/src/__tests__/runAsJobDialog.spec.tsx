@@ -12,7 +12,7 @@ import {
   IJobFlavorInfo,
   INotebookParameter
 } from '../models';
-import { RunAsJobDialog, RunAsJobResult } from '../runAsJobDialog';
+import { isSchedule, RunAsJobDialog, RunAsJobResult } from '../runAsJobDialog';
 import { ICreateSchedule, ISchedule } from '../scheduleModels';
 import { makeFlavor, makeJob } from './jobs.fixture';
 
@@ -747,5 +747,13 @@ describe('Repeat on a schedule, in the Run as Job dialog', () => {
     expect(open.text('schedule-error-window')).toContain(
       'The window ends before it starts'
     );
+  });
+});
+
+describe('What the Run as Job dialog made', () => {
+  it('tells a job (which names its schedule, if any) from a schedule', () => {
+    expect(isSchedule(makeJob({ schedule_id: null }))).toBe(false);
+    expect(isSchedule(makeJob({ schedule_id: 'sched-1' }))).toBe(false);
+    expect(isSchedule({ schedule_id: 'sched-1' } as ISchedule)).toBe(true);
   });
 });
