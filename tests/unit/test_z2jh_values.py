@@ -43,7 +43,10 @@ pytestmark = pytest.mark.skipif(
     reason=f"the z2jh 4.4.0 chart files are not at {Z2JH} (set Z2JH_CHART_DIR)",
 )
 
-OVERLAYS = sorted((K8S / "backends").glob("*.yaml")) + [K8S / "sso.yaml"]
+OVERLAYS = sorted((K8S / "backends").glob("*.yaml")) + [
+    K8S / "sso.yaml",
+    K8S / "experimental-zone.yaml",
+]
 KUBERNETES_VERSIONS = ["1.32.0", "1.33.0", "1.34.0"]
 JOB_SERVICE = "jupyter-to-job"
 SESSIONS_SERVICE = "course-sessions"
@@ -447,6 +450,217 @@ def test_a_broken_extra_config_fails_the_hub_start(chart_hub, catalog_mount):
     del values["hub"]["extraEnv"]["POD_IP"]
     with pytest.raises(KeyError, match="POD_IP"):
         chart_hub.run(values, mounts={catalog_mount_path(values): catalog_mount})
+
+
+# -- the experimental zone: the hub pod mounts its claim where the service wipes it -------------
+
+ZONE_OVERLAY = K8S / "experimental-zone.yaml"
+DEMO_ZONE = 'experimental_zone: {wipe_at: "03:00", warning: 2h}'
+
+
+def zone_catalog_mount(tmp_path: Path, volume: str) -> Path:
+    """The course-catalog ConfigMap of the demo catalog with the zone on ``volume``."""
+    folder = tmp_path / "zone-catalog"
+    folder.mkdir(exist_ok=True)
+    text = DEMO_CATALOG.read_text()
+    assert DEMO_ZONE in text
+    zone = DEMO_ZONE.replace("}", f", volume: {volume!r}}}")
+    (folder / "catalog.yaml").write_text(text.replace(DEMO_ZONE, zone))
+    return folder
+
+
+def hub_pod(values: dict[str, Any]) -> dict[str, Any]:
+    """The hub pod's volumes and its container's mounts, as the chart renders them
+    (``hub.extraVolumes`` and ``hub.extraVolumeMounts`` beside the chart's own)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hub"},
+        "spec": {
+            "volumes": [
+                {"name": "config", "configMap": {"name": "hub"}},
+                {"name": "secret", "secret": {"secretName": "hub"}},
+                {"name": "pvc", "persistentVolumeClaim": {"claimName": "hub-db-dir"}},
+                *values["hub"]["extraVolumes"],
+            ],
+            "containers": [
+                {
+                    "name": "hub",
+                    "image": "hub",
+                    "volumeMounts": [
+                        {
+                            "name": "config",
+                            "mountPath": "/usr/local/etc/jupyterhub/jupyterhub_config.py",
+                            "subPath": "jupyterhub_config.py",
+                        },
+                        {"name": "secret", "mountPath": "/usr/local/etc/jupyterhub/secret/"},
+                        {"name": "pvc", "mountPath": "/srv/jupyterhub"},
+                        *values["hub"]["extraVolumeMounts"],
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def server_zone_mount(catalog_folder: Path, user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The zone's volume and mount in ``user``'s try-out server pod, as admission renders
+    them (the same function GPUAdmission.grant_server calls)."""
+    from gpuspawner.policy.storage import kubernetes_volumes, parse_mounts, parse_storage_source
+
+    catalog = gpuspawner.policy.load_catalog(catalog_folder)
+    [profile] = [p for p in catalog.standing if p.id == "try-out"]
+    volumes, mounts = kubernetes_volumes(
+        parse_mounts(profile.storage),
+        lambda text: text.replace("{username}", user),
+        parse_storage_source(catalog.settings.experimental_zone.volume),
+    )
+    [entry] = [m for m in profile.storage if m.source == "experimental"]
+    return (
+        next(v for v in volumes if v["name"] == entry.name),
+        next(m for m in mounts if m["name"] == entry.name),
+    )
+
+
+@pytest.mark.parametrize(
+    ("volume", "hub_sub_path"),
+    [("pvc:experimental-zone", None), ("pvc:experimental-zone/spring-term", "spring-term")],
+)
+def test_with_the_zone_overlay_the_hub_pod_mounts_the_zone_where_the_service_wipes_it(
+    volume, hub_sub_path, chart_hub, tmp_path
+):
+    # Given a catalog whose experimental zone is on a claim, deployed with the zone overlay
+    # (the claim's sub-path, if the catalog names one, set on the hub's mount too)
+    catalog = zone_catalog_mount(tmp_path, volume)
+    values = shipped_values(ZONE_OVERLAY)
+    if hub_sub_path:
+        [zone_mount] = [
+            m for m in values["hub"]["extraVolumeMounts"] if m["name"] == "experimental-zone"
+        ]
+        zone_mount["subPath"] = hub_sub_path
+    assert schema_errors(values) == []
+    # When the chart's hub configuration runs
+    config = chart_hub.run(values, mounts={catalog_mount_path(values): catalog})
+
+    # Then the course-sessions service is told to wipe where the hub pod mounts the zone's
+    # claim, read-write
+    command = services_by_name(config)[SESSIONS_SERVICE]["command"]
+    root = command[command.index("--experimental-root") + 1]
+    pod = hub_pod(values)
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    [mount] = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["mountPath"] == root]
+    assert not mount.get("readOnly")
+    # on the very claim a student's try-out server mounts their folder of
+    server_volume, server_mount = server_zone_mount(catalog, "ana")
+    assert (
+        volumes[mount["name"]]["persistentVolumeClaim"]["claimName"]
+        == (server_volume["persistentVolumeClaim"]["claimName"])
+    )
+    # at the layout the wipe expects: <root>/<user>/<entry> is the server's sub-path
+    assert server_mount["subPath"] == "/".join(
+        p for p in (mount.get("subPath"), "ana", server_mount["name"]) if p
+    )
+    # And the hub pod mounts no other claim of people's (no home: claim-<user>), and the
+    # chart's own database claim only
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    assert claims == {"hub-db-dir", server_volume["persistentVolumeClaim"]["claimName"]}
+    # And the hub pod is valid Kubernetes
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(pod, version, strict=True)
+
+
+def test_the_wipe_through_the_hubs_mount_empties_the_folder_a_server_wrote_into(
+    chart_hub, tmp_path
+):
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from gpuspawner.policy.zones import wipe_schedule
+    from gpuspawner.sessions.audit import AuditLog
+    from gpuspawner.sessions.zone_wipe import ExperimentalZoneWiper
+
+    # Given the zone's claim and ana's home claim as folders (what the storage holds), and
+    # the hub deployed with the zone overlay
+    catalog_folder = zone_catalog_mount(tmp_path, "pvc:experimental-zone")
+    values = shipped_values(ZONE_OVERLAY)
+    config = chart_hub.run(values, mounts={catalog_mount_path(values): catalog_folder})
+    command = services_by_name(config)[SESSIONS_SERVICE]["command"]
+    root = command[command.index("--experimental-root") + 1]
+    storage = tmp_path / "storage"
+    home = storage / "claim-ana"
+    home.mkdir(parents=True)
+    (home / "thesis.tex").write_text("my thesis")
+    # When ana's try-out server writes into its zone mount
+    server_volume, server_mount = server_zone_mount(catalog_folder, "ana")
+    claim = storage / server_volume["persistentVolumeClaim"]["claimName"]
+    written = claim / server_mount["subPath"] / "model.pt"
+    written.parent.mkdir(parents=True)
+    written.write_bytes(b"weights")
+    # and the service, in the hub pod, runs its round at the wipe hour over what the hub
+    # pod sees at the root it is given
+    [mount] = [
+        m
+        for m in hub_pod(values)["spec"]["containers"][0]["volumeMounts"]
+        if m["mountPath"] == root
+    ]
+    seen_by_hub = claim / (mount.get("subPath") or "")
+    catalog = gpuspawner.policy.load_catalog(catalog_folder)
+    zone = ZoneInfo(catalog.settings.timezone)
+    now = datetime.now(zone)
+    wipe_at = wipe_schedule(catalog.settings.experimental_zone, zone, now).next
+    entries = ExperimentalZoneWiper(seen_by_hub, AuditLog(tmp_path / "audit.jsonl")).round(
+        catalog, wipe_at + timedelta(minutes=1)
+    )
+    # Then her file is gone (her folder of the zone stays: the kubelet makes the sub-path
+    # again for her next server), and her home is intact
+    assert [(e["action"], e["user"]) for e in entries] == [("zone-wipe", "ana")]
+    assert not written.exists() and (claim / "ana").is_dir()
+    assert (home / "thesis.tex").read_text() == "my thesis"
+
+
+@pytest.mark.parametrize(
+    ("change", "sentence"),
+    [
+        ("no overlay", "the hub pod does not mount it"),
+        ("read-only", "read-only, so the course-sessions service could not wipe it"),
+        ("sub-path", "give its mount no subPath"),
+        ("home claim", "is the claim of people's homes, which the daily wipe would empty"),
+        ("a home mounted", "The hub pod mounts the claim 'claim-ana' of people's homes"),
+    ],
+)
+def test_a_zone_the_hub_pod_does_not_mount_as_servers_do_stops_the_hub(
+    change, sentence, chart_hub, tmp_path
+):
+    # Given a catalog whose experimental zone is on the claim experimental-zone
+    catalog = zone_catalog_mount(tmp_path, "pvc:experimental-zone")
+    values = shipped_values(*([] if change == "no overlay" else [ZONE_OVERLAY]))
+    [zone_mount] = [
+        m for m in values["hub"]["extraVolumeMounts"] if m["name"] == "experimental-zone"
+    ] or [{}]
+    if change == "read-only":
+        zone_mount["readOnly"] = True
+    elif change == "sub-path":
+        zone_mount["subPath"] = "ana"
+    elif change == "home claim":
+        # people's homes on one static claim, as z2jh's static storage does (<user> below)
+        values["singleuser"]["storage"] = {
+            **values["singleuser"]["storage"],
+            "type": "static",
+            "static": {"pvcName": "experimental-zone", "subPath": "{username}"},
+        }
+    elif change == "a home mounted":
+        # ana's home claim (z2jh's dynamic claim-{username}{servername}) beside the zone
+        values["hub"]["extraVolumes"].append(
+            {"name": "ana-home", "persistentVolumeClaim": {"claimName": "claim-ana"}}
+        )
+    # When the chart's hub configuration runs, then the hub does not start, and says why
+    with pytest.raises(ValueError, match=re.escape(sentence)):
+        chart_hub.run(values, mounts={catalog_mount_path(values): catalog})
 
 
 # -- the job service: its configuration, its RBAC, its pods ------------------------------------
