@@ -284,6 +284,7 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private _pipelineActions: IPipelineActions = {
     stop: pipeline => void this._stopPipeline(pipeline),
     remove: pipeline => void this._removePipeline(pipeline),
+    rerun: pipeline => void this._options.pipelines?.rerun(pipeline),
     showJob: jobId => {
       this.showTab('jobs');
       void this.model.showJob(jobId);

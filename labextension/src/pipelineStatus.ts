@@ -3,10 +3,12 @@
  */
 import { jobProgress } from './jobStatus';
 import {
+  ICreatePipeline,
   IDescribePipeline,
   IDescribePipelineJob,
   PipelineJobStatus,
-  PipelineStatus
+  PipelineStatus,
+  PipelineTemplateRun
 } from './pipelineModels';
 
 const FINAL_PIPELINE: readonly PipelineStatus[] = [
@@ -53,11 +55,44 @@ export function hasUnfinishedPipelines(
  * stopping), Delete once it is over; each only when the service says this viewer may.
  */
 export function pipelineActions(
-  pipeline: Pick<IDescribePipeline, 'status' | 'can_stop' | 'can_delete'>
-): { stop: boolean; delete: boolean } {
+  pipeline: Pick<
+    IDescribePipeline,
+    'status' | 'can_stop' | 'can_delete' | 'can_rerun'
+  >
+): { stop: boolean; delete: boolean; rerun: boolean } {
   return {
     stop: pipeline.can_stop && pipeline.status === 'RUNNING',
-    delete: pipeline.can_delete && isPipelineFinal(pipeline.status)
+    delete: pipeline.can_delete && isPipelineFinal(pipeline.status),
+    rerun: pipeline.can_rerun && isPipelineFinal(pipeline.status)
+  };
+}
+
+/**
+ * The request that runs a finished pipeline again: its template (as saved now) with
+ * the same pipeline-wide values, or the same stages, notebooks, flavors and values.
+ */
+export function pipelineRerunRequest(
+  pipeline: IDescribePipeline
+): ICreatePipeline | PipelineTemplateRun {
+  if (pipeline.template_path) {
+    return {
+      template_path: pipeline.template_path,
+      parameters: { ...pipeline.parameters }
+    };
+  }
+  return {
+    name: pipeline.name,
+    stages: pipeline.stages.map(stage => ({
+      name: stage.name,
+      jobs: stage.jobs.map(job => ({
+        input_path: job.input_path,
+        name: job.name,
+        flavor: job.flavor,
+        parameters: { ...job.parameters }
+      }))
+    })),
+    parameters: { ...pipeline.parameters },
+    shared_folder: pipeline.shared_folder
   };
 }
 

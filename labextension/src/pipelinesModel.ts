@@ -4,13 +4,16 @@ import { Poll } from '@lumino/polling';
 import { JobsAPI } from './api';
 import { errorSentence, isTransient, unavailableSentence } from './errors';
 import { IDescribePipeline } from './pipelineModels';
-import { hasUnfinishedPipelines } from './pipelineStatus';
+import { hasUnfinishedPipelines, pipelineRerunRequest } from './pipelineStatus';
 
 /**
  * How the Pipelines tab's model polls.
  */
 export interface IPipelinesModelOptions {
-  api: Pick<JobsAPI, 'listPipelines' | 'stopPipeline' | 'deletePipeline'>;
+  api: Pick<
+    JobsAPI,
+    'listPipelines' | 'stopPipeline' | 'deletePipeline' | 'createPipeline'
+  >;
   /**
    * Milliseconds between refreshes while a pipeline is unfinished (default 2000).
    */
@@ -122,6 +125,24 @@ export class PipelinesModel extends VDomModel {
   stop(pipeline: IDescribePipeline): Promise<void> {
     return this._act(pipeline, async () => {
       this._replace(await this.api.stopPipeline(pipeline.pipeline_id));
+      this._poll.refresh();
+    });
+  }
+
+  /**
+   * Run a finished pipeline again (from its template when it has one) and bring
+   * the new one into view.
+   */
+  rerun(pipeline: IDescribePipeline): Promise<void> {
+    return this._act(pipeline, async () => {
+      const made = await this.api.createPipeline(
+        pipelineRerunRequest(pipeline)
+      );
+      if (made && typeof made.pipeline_id === 'string') {
+        this._pipelines = [made, ...this._pipelines];
+        this._highlighted = made.pipeline_id;
+      }
+      await this.refresh();
       this._poll.refresh();
     });
   }

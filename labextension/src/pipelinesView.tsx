@@ -28,6 +28,7 @@ import { PipelinesModel } from './pipelinesModel';
 export interface IPipelineActions {
   stop(pipeline: IDescribePipeline): void;
   remove(pipeline: IDescribePipeline): void;
+  rerun(pipeline: IDescribePipeline): void;
   showJob(jobId: string): void;
 }
 
@@ -173,6 +174,18 @@ function PipelineCard(
               onClick={() => actions.stop(pipeline)}
             >
               {trans.__('Stop')}
+            </button>
+          )}
+          {shown.rerun && (
+            <button
+              type="button"
+              className="jp-JupyterToJob-button"
+              data-testid="pipeline-action-rerun"
+              aria-label={trans.__('Rerun “%1”', pipeline.name)}
+              disabled={busy}
+              onClick={() => actions.rerun(pipeline)}
+            >
+              {trans.__('Rerun')}
             </button>
           )}
           {shown.delete && (

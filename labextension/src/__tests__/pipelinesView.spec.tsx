@@ -14,7 +14,12 @@ import { act } from 'react';
 import { JobsAPI } from '../api';
 import { JobsModel } from '../jobsModel';
 import { JobsPanel } from '../jobsPanel';
-import { IDescribePipeline } from '../pipelineModels';
+import {
+  ICreatePipeline,
+  IDescribePipeline,
+  PipelineTemplateRun
+} from '../pipelineModels';
+import { pipelineRerunRequest } from '../pipelineStatus';
 import { PipelinesModel } from '../pipelinesModel';
 import { makeJob } from './jobs.fixture';
 import { makeFailedPipeline, makePipelineJob } from './pipelines.fixture';
@@ -40,6 +45,18 @@ class FakeServer {
       item.pipeline_id === id ? stopping : item
     );
     return stopping;
+  }
+  readonly reruns: (ICreatePipeline | PipelineTemplateRun)[] = [];
+  async createPipeline(request: ICreatePipeline | PipelineTemplateRun) {
+    this.reruns.push(request);
+    const made = makeFailedPipeline({
+      pipeline_id: 'pipe-2',
+      status: 'RUNNING',
+      status_message: null,
+      end_time: null
+    });
+    this.pipelines = [made, ...this.pipelines];
+    return made;
   }
   async deletePipeline(id: string): Promise<void> {
     this.calls.push(`DELETE ${id}`);
@@ -185,6 +202,80 @@ describe('The Pipelines tab of the Jobs panel', () => {
     expect(
       all('[data-testid="pipeline-action-stop"]', card('mine'))
     ).toHaveLength(0);
+    act(() => panel.dispose());
+  });
+
+  it('reruns a finished pipeline with the same stages, notebooks, flavors and values', async () => {
+    const server = new FakeServer([makeFailedPipeline()]);
+    const { panel, all } = await openPipelinesTab(server);
+
+    await settle(() => all('[data-testid="pipeline-action-rerun"]')[0].click());
+    await settle();
+
+    expect(server.reruns).toEqual([
+      {
+        name: 'train and evaluate',
+        stages: [
+          {
+            name: 'prepare',
+            jobs: [
+              {
+                input_path: 'course/prepare.ipynb',
+                name: null,
+                flavor: 'cpu',
+                parameters: {}
+              }
+            ]
+          },
+          {
+            name: 'evaluate',
+            jobs: [
+              {
+                input_path: 'course/eval-a.ipynb',
+                name: null,
+                flavor: 'cpu',
+                parameters: {}
+              },
+              {
+                input_path: 'course/eval-b.ipynb',
+                name: null,
+                flavor: 'cpu',
+                parameters: {}
+              }
+            ]
+          },
+          {
+            name: 'report',
+            jobs: [
+              {
+                input_path: 'course/report.ipynb',
+                name: null,
+                flavor: 'cpu',
+                parameters: {}
+              }
+            ]
+          }
+        ],
+        parameters: { epochs: 2 },
+        shared_folder: 'pipelines/train-and-evaluate'
+      }
+    ]);
+    // And the new run is listed first, brought forward, without Rerun while it runs
+    const cards = all('[data-testid="pipeline"]');
+    expect(cards[0].dataset.pipelineId).toBe('pipe-2');
+    expect(cards[0].classList.contains('jp-mod-selected')).toBe(true);
+    expect(
+      cards[0].querySelector('[data-testid="pipeline-action-rerun"]')
+    ).toBeNull();
+    // (a pipeline from a template reruns its template, with its values)
+    expect(
+      pipelineRerunRequest(
+        makeFailedPipeline({ template_path: 'course/nightly.pipeline.yaml' })
+      )
+    ).toEqual({
+      template_path: 'course/nightly.pipeline.yaml',
+      parameters: { epochs: 2 }
+    });
     act(() => panel.dispose());
   });
 
