@@ -11,7 +11,7 @@ import { JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
 import { FlavorPicker, useFlavorList } from './flavorPicker';
 import { availableFlavors, defaultFlavor } from './flavors';
-import { IFieldProblem, INotebookParameter } from './models';
+import { IFieldProblem, IJobFeatures, INotebookParameter } from './models';
 import { ParameterEditor } from './parameterEditor';
 import { defaultTexts } from './pipelineDraft';
 import {
@@ -56,6 +56,11 @@ export interface IPipelineBuilderOptions {
    * The open notebooks, relative to the server root, in the order they opened.
    */
   notebooks: string[];
+  /**
+   * What the job back end supports (`api/config`); the finish mail is offered only
+   * where it can be sent.
+   */
+  features?: IJobFeatures | null;
   trans: TranslationBundle;
 }
 
@@ -304,6 +309,7 @@ function PipelineBuilderView(
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
   const [saved, setSaved] = React.useState<string | null>(null);
   const [repeat, setRepeat] = React.useState(false);
+  const [notifyEmail, setNotifyEmail] = React.useState(false);
   const [scheduleForm, setScheduleForm] = React.useState<IScheduleForm>(() =>
     defaultScheduleForm()
   );
@@ -344,8 +350,15 @@ function PipelineBuilderView(
       setError(built.problems);
       return null;
     }
+    // Told once, when the pipeline ends (not per job); a template holds no notify.
+    const pipeline = {
+      ...built.request,
+      ...(props.features?.notify_email && notifyEmail
+        ? { notify: { email: true } }
+        : {})
+    };
     const scheduled = repeat
-      ? pipelineScheduleRequest(built.request, scheduleForm)
+      ? pipelineScheduleRequest(pipeline, scheduleForm)
       : null;
     if (scheduled && !scheduled.ok) {
       setScheduleProblems(scheduled.problems);
@@ -366,7 +379,7 @@ function PipelineBuilderView(
       if (scheduled?.ok) {
         return await api.createSchedule(scheduled.request);
       }
-      return await api.createPipeline(built.request);
+      return await api.createPipeline(pipeline);
     } catch (reason) {
       failed(reason);
       if (scheduled && reason instanceof JobAPIError) {
@@ -643,6 +656,18 @@ function PipelineBuilderView(
           trans={trans}
         />
       </fieldset>
+
+      {props.features?.notify_email && (
+        <label className="jp-JupyterToJob-checkbox">
+          <input
+            type="checkbox"
+            data-testid="notify-email-checkbox"
+            checked={notifyEmail}
+            onChange={event => setNotifyEmail(event.target.checked)}
+          />
+          {trans.__('Notify me by mail when the pipeline ends')}
+        </label>
+      )}
 
       <label className="jp-JupyterToJob-checkbox">
         <input

@@ -3,7 +3,7 @@ import { IDocumentManager } from '@jupyterlab/docmanager';
 import { ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
 
-import { JobsAPI } from './api';
+import { featuresOf, JobsAPI } from './api';
 import { unavailableSentence } from './errors';
 import {
   PipelineBuilderDialog,
@@ -46,8 +46,9 @@ export async function runPipelineBuilder(
 ): Promise<PipelineBuilderResult | null> {
   const { docManager, trans } = context;
   const api = new JobsAPI(context.serverSettings);
+  let config;
   try {
-    await api.getConfig();
+    config = await api.getConfig();
   } catch (error) {
     Notification.error(unavailableSentence(error), { autoClose: false });
     return null;
@@ -75,6 +76,7 @@ export async function runPipelineBuilder(
     notebooks: notebooks.map(notebook =>
       docManager.services.contents.localPath(notebook.path)
     ),
+    features: featuresOf(config),
     trans
   });
   const result = await dialog.launch();

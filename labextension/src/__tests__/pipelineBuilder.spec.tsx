@@ -8,7 +8,7 @@ import { nullTranslator } from '@jupyterlab/translation';
 import { PromiseDelegate } from '@lumino/coreutils';
 import { act } from 'react';
 
-import { JobsAPI } from '../api';
+import { DEFAULT_FEATURES, JobsAPI } from '../api';
 import { JobAPIError } from '../errors';
 import { INotebookParameter } from '../models';
 import {
@@ -122,10 +122,11 @@ const OPEN = [
   'course/eval.ipynb'
 ];
 
-async function openBuilder(server: Server) {
+async function openBuilder(server: Server, features = DEFAULT_FEATURES) {
   const dialog = new PipelineBuilderDialog({
     api: server.api,
     notebooks: OPEN,
+    features,
     trans: nullTranslator.load('jupyter_to_job')
   });
   let result: Promise<Dialog.IResult<PipelineBuilderResult | null>> | null =
@@ -295,6 +296,33 @@ describe('The pipeline builder', () => {
     expect(request.pipeline?.stages).toHaveLength(3);
     expect((await result).value).toEqual({ schedule_id: 'sched-1' });
     expect(dialog.isDisposed).toBe(true);
+  });
+
+  it('asks for one mail when the pipeline ends, where the job service can send it', async () => {
+    const server = new Server();
+    const { one } = await openBuilder(server, {
+      ...DEFAULT_FEATURES,
+      notify_email: true
+    });
+    await settle(() => one('[data-testid="notify-email-checkbox"]').click());
+    await settle(() =>
+      one<HTMLButtonElement>('.jp-JupyterToJob-submit').click()
+    );
+    expect((server.created[0].request as ICreatePipeline).notify).toEqual({
+      email: true
+    });
+  });
+
+  it('offers no mail where none can be sent, and asks for none', async () => {
+    const server = new Server();
+    const { one } = await openBuilder(server);
+    expect(one('[data-testid="notify-email-checkbox"]')).toBeNull();
+    await settle(() =>
+      one<HTMLButtonElement>('.jp-JupyterToJob-submit').click()
+    );
+    expect(
+      (server.created[0].request as ICreatePipeline).notify
+    ).toBeUndefined();
   });
 
   it('saves the arrangement as a template beside the notebooks, and asks before replacing one', async () => {
