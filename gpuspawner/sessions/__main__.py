@@ -32,6 +32,7 @@ from tornado.web import Application
 from gpuspawner.accounting.store import UsageStore
 from gpuspawner.policy.schedule import UTC
 from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
+from gpuspawner.zone_wipe_helper import HelperZoneFolders
 
 from .audit import AuditLog
 from .course_api import CourseAPI, course_api_handlers
@@ -132,6 +133,14 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "hub's c.GPUAdmission.experimental_root; Kubernetes: where the zone's volume is "
         "mounted in the service): warned about and wiped daily as the catalog's "
         "settings.experimental_zone says",
+    )
+    parser.add_argument(
+        "--experimental-wipe-helper",
+        default=env("experimental-wipe-helper"),
+        help="the socket of the root-owned helper that warns about and empties each "
+        "person's zone folder as that person (python -m gpuspawner.zone_wipe_helper), "
+        "where this service's account may not read the folders (the workstation); "
+        "instead of --experimental-root",
     )
     parser.add_argument(
         "--dry-run",
@@ -259,6 +268,13 @@ async def serve(
     log.info("Course sessions service stopped")
 
 
+def zone_wiper(args: argparse.Namespace, audit: AuditLog) -> ExperimentalZoneWiper | None:
+    """The experimental zone's wiper: through the workstation's helper, or in the folder."""
+    if args.experimental_wipe_helper:
+        return ExperimentalZoneWiper(HelperZoneFolders(args.experimental_wipe_helper), audit)
+    return ExperimentalZoneWiper(args.experimental_root, audit) if args.experimental_root else None
+
+
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     # Stop when the hub dies, so that a restarted hub's instance gets the port.
     die_with_parent()
@@ -291,9 +307,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         interval=args.interval,
         secret=secret,
         dry_run=args.dry_run,
-        zone_wiper=(
-            ExperimentalZoneWiper(args.experimental_root, audit) if args.experimental_root else None
-        ),
+        zone_wiper=zone_wiper(args, audit),
         **gpu_inputs(args),
     )
     try:
