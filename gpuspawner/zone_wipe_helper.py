@@ -51,6 +51,7 @@ from typing import Any
 
 from .accounts import NoSuchAccount, UserAccount
 from .policy import Catalog, load_catalog
+from .service_process import die_with_parent
 from .sessions.zone_wipe import (
     empty_folder,
     folder_holds_data,
@@ -306,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--catalog", required=True, help="the course catalog (file or folder)")
     args = parser.parse_args(argv)
+    die_with_parent()  # stop with the hub that started it
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s %(name)s] %(message)s")
     if os.geteuid() != 0:
         sys.exit("The experimental zone's wipe helper acts as each person: run it as root.")

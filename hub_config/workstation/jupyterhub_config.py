@@ -16,7 +16,8 @@ for a machine that several people share:
 - **Secrets.** The hub, the job service and their files stay root's: the runtime folder
   can be crossed but not listed (0711), and everything in it is 0600/0700. The
   course-sessions service, which needs no root, runs as its own account
-  (``gpuhub-services``) with a folder of its own.
+  (``gpuhub-services``) with a folder of its own; the experimental zone's daily wipe is
+  done for it, as each person, by a root-owned helper it asks by user name.
 - **GPUs.** NVML when the machine has GPUs, else the demo's simulated ones; one ledger for
   servers and jobs.
 
@@ -143,10 +144,28 @@ command[command.index("--audit-log") + 1] = str(sessions_dir / "course-sessions.
 for flag in ("--allocation-ledger", "--gpu-readings"):
     if flag in command:
         del command[command.index(flag) : command.index(flag) + 2]
-# Nor can it empty the experimental zone: each person's folder there is theirs alone
-# (0700), so this account could neither warn nor wipe. Without a wipe the zone would keep
-# what the spawn card says it wipes: the demo's Try-out area is refused here, with a
-# sentence, until a wipe that runs with the right to empty those folders is set up.
+# Nor may it read the experimental zone: each person's folder there is theirs alone (0700).
+# A root-owned helper started by the hub warns about and empties each folder as its owner,
+# asked by this account through a socket only it may open, with a user name, never a path
+# (gpuspawner/zone_wipe_helper.py says why this design). The service gets the socket
+# instead of the folder.
 if "--experimental-root" in command:
     del command[command.index("--experimental-root") : command.index("--experimental-root") + 2]
-c.GPUAdmission.experimental_root = ""
+ZONE = Path(c.GPUAdmission.experimental_root)
+ZONE.mkdir(exist_ok=True)
+ZONE.chmod(0o711)  # crossed by every owner to reach their folder, listed by none
+ZONE_WIPE_SOCKET = RUNTIME / "zone-wipe" / "wipe.sock"
+command += ["--experimental-wipe-helper", str(ZONE_WIPE_SOCKET)]
+c.JupyterHub.services.append(
+    {
+        "name": "experimental-zone-wipe",
+        # As root (the hub's account); it drops to each person for the work in their folder.
+        "command": [
+            sys.executable,
+            "-m",
+            "gpuspawner.zone_wipe_helper",
+            *("--root", str(ZONE), "--socket", str(ZONE_WIPE_SOCKET)),
+            *("--client-account", SERVICES_ACCOUNT, "--catalog", str(catalog)),
+        ],
+    }
+)

@@ -4,27 +4,34 @@ may not read anyone's zone folder, so it asks the root-owned helper
 
 Needs root: it makes the system accounts of two people (zonealice, zonebob) and of the
 service (zonewipesvc), runs the helper as root, as the workstation hub does, and the
-service's wiper (the class the service runs) as the service's account, on a moved clock.
+service's wiper (the class the service runs) as the service's account, on a moved clock;
+then the shipped workstation hub, whose Try-out area starts and is wiped at the catalog's
+hour (moved to the coming minute) through the helper the hub runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
+import psutil
 import pytest
+import requests
 
 from gpuspawner.accounts import UserAccount, ensure_account
 from gpuspawner.sessions.zone_wipe import NOTICE
 
 from ..support import until
-from ..support.hubprocess import REPO_ROOT
-from .conftest import _account_exists, crossable_by_everyone, needs_root
+from ..support.hubprocess import REPO_ROOT, BrowserlessUser, RunningHub
+from .conftest import _account_exists, crossable_by_everyone, needs_root, workstation_hub
 
 ALICE, BOB, SERVICE = "zonealice", "zonebob", "zonewipesvc"
 CATALOG = """\
@@ -308,3 +315,87 @@ def test_the_helper_answers_only_the_service_and_only_a_users_own_folder(zone, a
     assert draft.read_text() == "print(1)"
     assert thesis.read_text() == "my thesis"
     assert (zone.root / ALICE / "experimental" / "model.pt").exists()
+
+
+# -- the workstation hub: the zone enabled, wiped through the helper --------------------------
+
+
+@pytest.fixture(scope="module")
+def workstation_with_fast_rounds() -> Iterator[RunningHub]:
+    """The shipped workstation hub, its course-sessions service going round every 2 s."""
+    needs_root()
+    with workstation_hub(extra_env={"GPUSPAWNER_DEMO_SESSIONS_INTERVAL": "2"}) as hub:
+        hub.launch()
+        yield hub
+
+
+def processes_running(hub: RunningHub, module: str) -> list[psutil.Process]:
+    """The hub's child processes running ``python -m module``."""
+    return [
+        process
+        for process in psutil.Process(hub.pid).children(recursive=True)
+        if module in process.cmdline()
+    ]
+
+
+def test_on_the_workstation_the_try_out_area_starts_and_its_folder_is_wiped_at_the_hour(
+    workstation_with_fast_rounds,
+):
+    hub = workstation_with_fast_rounds
+    runtime: Path = hub.runtime  # type: ignore[attr-defined]
+    student = BrowserlessUser(hub, "student3")
+    home = Path(pwd.getpwnam("student3").pw_dir)
+
+    # Given student3 starts the Try-out area (no longer refused on the workstation)
+    student.login()
+    answer = student.spawn_via_api({"profile": "try-out"})
+    assert answer.status_code in (201, 202), answer.text
+    student.wait_ready()
+    # and keeps a file in ~/experimental and one in his home, through his server
+    headers = {"Authorization": f"token {student.token}"}
+    for path in ("experimental/model.txt", "thesis.txt"):
+        saved = requests.put(
+            student.server_url() + f"api/contents/{path}",
+            json={"type": "file", "format": "text", "content": "mine"},
+            headers=headers,
+            timeout=60,
+        )
+        assert saved.status_code in (200, 201), saved.text
+    model = runtime / "experimental" / "student3" / "experimental" / "model.txt"
+    assert model.stat().st_uid == pwd.getpwnam("student3").pw_uid
+
+    # Then the hub runs the wipe helper as root, and the service as its own account with
+    # the helper's socket and no zone folder
+    [helper] = processes_running(hub, "gpuspawner.zone_wipe_helper")
+    assert helper.uids().effective == 0
+    [service] = processes_running(hub, "gpuspawner.sessions")
+    assert service.username() == "gpuhub-services"
+    assert "--experimental-wipe-helper" in service.cmdline()
+    assert "--experimental-root" not in service.cmdline()
+
+    # When the catalog moves the daily wipe to the coming minute
+    catalog = runtime / "catalog" / "catalog.yaml"
+    zone = ZoneInfo("Europe/Zurich")
+    wipe_at = (datetime.now(zone) + timedelta(seconds=70)).replace(second=0, microsecond=0)
+    text = catalog.read_text()
+    assert 'experimental_zone: {wipe_at: "03:00", warning: 2h}' in text
+    catalog.write_text(
+        text.replace('wipe_at: "03:00"', f'wipe_at: "{wipe_at:%H:%M}"'),
+    )
+
+    # Then student3 is warned, and at that minute his zone file is gone
+    audit = runtime / "course-sessions" / "course-sessions.jsonl"
+
+    def zone_entries() -> list[tuple[str, str]]:
+        lines = [json.loads(line) for line in audit.read_text().splitlines()]
+        return [(e["action"], e.get("user")) for e in lines if e["action"].startswith("zone-")]
+
+    until(lambda: ("zone-wipe", "student3") in zone_entries(), "the wipe", timeout=300)
+    assert ("zone-warn", "student3") in zone_entries()
+    assert not model.exists()
+    # And his home, his server's ~/experimental link and his zone folder are still there
+    assert (home / "thesis.txt").read_text() == "mine"
+    assert (home / "experimental").is_symlink()
+    assert (runtime / "experimental" / "student3").is_dir()
+    # And the service never got to read the zone itself
+    assert not any(action == "zone-wipe-refused" for action, _ in zone_entries()), zone_entries()
