@@ -99,6 +99,51 @@ def _check_relative_notebook_path(value: str) -> str:
     return path.as_posix()
 
 
+def check_relative_folder(
+    value: str, what: str, below: str = "your home folder", example: str = "pipelines/x"
+) -> str:
+    """``value`` as a folder under ``below``, or ValueError with a sentence naming ``what``."""
+    if len(value) > MAX_PATH_LENGTH:
+        raise ValueError(f"{what} is longer than {MAX_PATH_LENGTH} characters")
+    if not value.strip() or _CONTROL.search(value):
+        raise ValueError(f"{what} is empty or contains control characters")
+    if "\\" in value:
+        raise ValueError(f"use / to separate folders in {what}")
+    path = PurePosixPath(value)
+    if path.is_absolute() or value.startswith("~"):
+        raise ValueError(f"{what} must be relative to {below}, such as '{example}'")
+    if ".." in path.parts:
+        raise ValueError(f"{what} must not contain '..'")
+    if path.as_posix() == ".":
+        raise ValueError(f"{what} must be a folder below {below}, such as '{example}'")
+    return path.as_posix()
+
+
+def check_short_name(value: str | None, what: str, limit: int) -> str | None:
+    """``value`` stripped (None when blank), or ValueError: longer than ``limit``, control
+    characters."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    if len(value) > limit:
+        raise ValueError(f"{what} is longer than {limit} characters")
+    if _CONTROL.search(value):
+        raise ValueError(f"{what} contains control characters")
+    return value
+
+
+def check_identifier(value: str | None) -> str | None:
+    """``value`` when it is a flavor, kernel or job id-like name (or None), else ValueError."""
+    if value is not None and not _IDENTIFIER.match(value):
+        raise ValueError(
+            "use letters, digits, '.', '_' and '-' (at most 64 characters, "
+            "starting with a letter or digit)"
+        )
+    return value
+
+
 def _check_parameters(value: dict[str, Any]) -> dict[str, Any]:
     if len(value) > MAX_PARAMETERS:
         raise ValueError(f"a job takes at most {MAX_PARAMETERS} parameters")
@@ -235,26 +280,9 @@ class JobCheckpoint(WireModel):
     @field_validator("folder")
     @classmethod
     def _folder(cls, value: str) -> str:
-        if len(value) > MAX_PATH_LENGTH:
-            raise ValueError(f"the checkpoint folder is longer than {MAX_PATH_LENGTH} characters")
-        if not value.strip() or _CONTROL.search(value):
-            raise ValueError("the checkpoint folder is empty or contains control characters")
-        if "\\" in value:
-            raise ValueError("use / to separate folders in the checkpoint folder")
-        path = PurePosixPath(value)
-        if path.is_absolute() or value.startswith("~"):
-            raise ValueError(
-                "the checkpoint folder must be relative to the notebook's folder, "
-                "such as 'checkpoints/train'"
-            )
-        if ".." in path.parts:
-            raise ValueError("the checkpoint folder must not contain '..'")
-        if path.as_posix() == ".":
-            raise ValueError(
-                "the checkpoint folder must be a folder below the notebook's folder, "
-                "such as 'checkpoints/train'"
-            )
-        return path.as_posix()
+        return check_relative_folder(
+            value, "the checkpoint folder", "the notebook's folder", "checkpoints/train"
+        )
 
 
 class CreateJob(WireModel):
@@ -324,26 +352,12 @@ class CreateJob(WireModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        value = value.strip()
-        if not value:
-            return None
-        if len(value) > MAX_NAME_LENGTH:
-            raise ValueError(f"the job name is longer than {MAX_NAME_LENGTH} characters")
-        if _CONTROL.search(value):
-            raise ValueError("the job name contains control characters")
-        return value
+        return check_short_name(value, "the job name", MAX_NAME_LENGTH)
 
     @field_validator("flavor", "kernel_name", "rerun_of")
     @classmethod
     def _identifier(cls, value: str | None) -> str | None:
-        if value is not None and not _IDENTIFIER.match(value):
-            raise ValueError(
-                "use letters, digits, '.', '_' and '-' (at most 64 characters, "
-                "starting with a letter or digit)"
-            )
-        return value
+        return check_identifier(value)
 
     @field_validator("parameters")
     @classmethod

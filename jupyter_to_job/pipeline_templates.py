@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 from pydantic import Field, JsonValue, ValidationError, field_validator
 
-from .models import WireModel
-from .pipelines import CreatePipeline, check_relative_folder
+from .models import WireModel, check_relative_folder
+from .pipelines import CreatePipeline
 
 TEMPLATE_SUFFIXES = (".pipeline.yaml", ".pipeline.yml", ".pipeline.json")
 MAX_TEMPLATE_BYTES = 256 * 1024

@@ -66,10 +66,8 @@ from .errors import JobError
 from .executors import LocalExecutor
 from .manager import JobManager
 from .models import (
-    _CONTROL,
-    _IDENTIFIER,
     MAX_DEADLINE_SECONDS,
-    MAX_PATH_LENGTH,
+    MAX_NAME_LENGTH,
     CreateJob,
     JobErrorInfo,
     JobNotify,
@@ -77,6 +75,9 @@ from .models import (
     WireModel,
     _check_parameters,
     _check_relative_notebook_path,
+    check_identifier,
+    check_relative_folder,
+    check_short_name,
 )
 from .notifications import PipelineEnd
 from .runfiles import PIPELINE_DIR_VARIABLE
@@ -139,17 +140,12 @@ class PipelineJob(WireModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        return _short_name(value, "the job name", 100)
+        return check_short_name(value, "the job name", MAX_NAME_LENGTH)
 
     @field_validator("flavor", "kernel_name")
     @classmethod
     def _identifier(cls, value: str | None) -> str | None:
-        if value is not None and not _IDENTIFIER.match(value):
-            raise ValueError(
-                "use letters, digits, '.', '_' and '-' (at most 64 characters, "
-                "starting with a letter or digit)"
-            )
-        return value
+        return check_identifier(value)
 
     @field_validator("parameters")
     @classmethod
@@ -162,19 +158,6 @@ class PipelineJob(WireModel):
         return self.name or self.input_path
 
 
-def _short_name(value: str | None, what: str, limit: int) -> str | None:
-    if value is None:
-        return None
-    value = value.strip()
-    if not value:
-        return None
-    if len(value) > limit:
-        raise ValueError(f"{what} is longer than {limit} characters")
-    if _CONTROL.search(value):
-        raise ValueError(f"{what} contains control characters")
-    return value
-
-
 class PipelineStage(WireModel):
     """Jobs that run at the same time; the next stage starts when all of them completed."""
 
@@ -184,7 +167,7 @@ class PipelineStage(WireModel):
     @field_validator("name")
     @classmethod
     def _stage_name(cls, value: str) -> str:
-        name = _short_name(value, "the stage name", MAX_STAGE_NAME)
+        name = check_short_name(value, "the stage name", MAX_STAGE_NAME)
         if name is None:
             raise ValueError("give the stage a name, such as 'train'")
         return name
@@ -200,24 +183,6 @@ class PipelineStage(WireModel):
                 "split it into two stages"
             )
         return value
-
-
-def check_relative_folder(value: str, what: str) -> str:
-    """``value`` as a folder below the owner's home, or ValueError with a sentence."""
-    if len(value) > MAX_PATH_LENGTH:
-        raise ValueError(f"{what} is longer than {MAX_PATH_LENGTH} characters")
-    if not value.strip() or _CONTROL.search(value):
-        raise ValueError(f"{what} is empty or contains control characters")
-    if "\\" in value:
-        raise ValueError(f"use / to separate folders in {what}")
-    path = PurePosixPath(value)
-    if path.is_absolute() or value.startswith("~"):
-        raise ValueError(f"{what} must be relative to your home folder, such as 'pipelines/x'")
-    if ".." in path.parts:
-        raise ValueError(f"{what} must not contain '..'")
-    if path.as_posix() == ".":
-        raise ValueError(f"{what} must be a folder below your home folder, such as 'pipelines/x'")
-    return path.as_posix()
 
 
 class CreatePipeline(WireModel):
@@ -244,7 +209,7 @@ class CreatePipeline(WireModel):
     @field_validator("name")
     @classmethod
     def _pipeline_name(cls, value: str) -> str:
-        name = _short_name(value, "the pipeline name", MAX_PIPELINE_NAME)
+        name = check_short_name(value, "the pipeline name", MAX_PIPELINE_NAME)
         if name is None:
             raise ValueError("give the pipeline a name, such as 'Train and evaluate'")
         return name
