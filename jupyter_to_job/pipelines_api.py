@@ -11,10 +11,7 @@ place (``stages.1.jobs.0.flavor``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-from pydantic import ValidationError
 
 from .access import Access, Caller
 from .jobs_api import JobsAPI
@@ -26,7 +23,14 @@ from .pipelines import (
     Pipelines,
     UpdatePipeline,
 )
-from .rest import ApiError, check_notebook, json_object, too_large, validation_error
+from .rest import (
+    ApiError,
+    check_notebook,
+    check_notebooks_size,
+    json_object,
+    own_name,
+    parse_model,
+)
 
 _REFUSED_FIELD = {"deadline-too-long": "deadline_seconds", "webhook-secret-missing": "notify"}
 """The job field a refusal of JobsAPI.admitted_request is about (else its flavor)."""
@@ -34,10 +38,7 @@ _REFUSED_FIELD = {"deadline-too-long": "deadline_seconds", "webhook-secret-missi
 
 def parse_pipeline(data: dict[str, Any]) -> CreatePipeline:
     """A CreatePipeline from a request's JSON, or a 400 naming every wrong field."""
-    try:
-        return CreatePipeline.model_validate(data)
-    except ValidationError as error:
-        raise validation_error(error, "pipeline") from None
+    return parse_model(CreatePipeline, data, "pipeline")
 
 
 class PipelinesAPI:
@@ -49,14 +50,7 @@ class PipelinesAPI:
 
     def _owner(self, caller: Caller, level: Access) -> str:
         """The caller's name, when they may read (or change) their own pipelines."""
-        if not caller.holds(level) or not caller.is_user:
-            raise ApiError(
-                403,
-                "Pipelines are each user's own: use a token of the user whose pipelines these "
-                "are, with the scope on their own jobs.",
-                "users-only",
-            )
-        return caller.name
+        return own_name(caller, level, "Pipelines")
 
     async def create_pipeline(self, caller: Caller, body: bytes) -> DescribePipeline:
         """``POST api/pipelines``: CreatePipeline fields plus ``notebooks`` (each job's
@@ -64,8 +58,7 @@ class PipelinesAPI:
         self._owner(caller, Access.WRITE)
         data = json_object(body)
         notebooks = data.pop("notebooks", None)
-        if len(body) - len(json.dumps(data)) > self.jobs.max_notebook_bytes:
-            raise too_large("The notebooks", self.jobs.max_notebook_bytes)
+        check_notebooks_size(body, data, self.jobs.max_notebook_bytes, "The notebooks")
         request = parse_pipeline(data)
         if not isinstance(notebooks, dict):
             raise ApiError(
@@ -122,10 +115,7 @@ class PipelinesAPI:
         """``PATCH api/pipelines/<id>``: ``{"status": "STOPPED"}`` stops it."""
         owner = self._owner(caller, Access.WRITE)
         self.pipelines.describe(pipeline_id, owner=owner)  # another's: 404 before the body
-        try:
-            UpdatePipeline.model_validate(json_object(body))
-        except ValidationError as error:
-            raise validation_error(error, "pipeline change") from None
+        parse_model(UpdatePipeline, json_object(body), "pipeline change")
         return await self.pipelines.stop(pipeline_id, owner=owner)
 
     def delete(self, caller: Caller, pipeline_id: str) -> None:

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import nbformat
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from tornado.http1connection import HTTP1Connection
 from tornado.httputil import HTTPHeaders, HTTPServerRequest
 from tornado.web import HTTPError
 
 from gpuspawner.policy import Refusal
 
+from .access import Access, Caller
 from .errors import JobError
 from .models import CreateJob, ErrorResponse, FieldProblem
 
@@ -93,6 +94,30 @@ def validation_error(error: ValidationError, what: str = "request") -> ApiError:
         problems.append(FieldProblem(field=field_name(tuple(item.get("loc", ()))), message=message))
     listed = "; ".join(f"{p.field}: {p.message}" for p in problems)
     return ApiError(400, f"The {what} has errors: {listed}.", "invalid", errors=problems)
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def parse_model(model: type[Model], data: object, what: str = "request") -> Model:
+    """A ``model`` from a request's JSON, or a 400 naming every wrong field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise validation_error(error, what) from None
+
+
+def own_name(caller: Caller, level: Access, things: str) -> str:
+    """The caller's name, when they may read (or change) their own ``things`` (each user's
+    own: 'Pipelines', 'Schedules'), else a 403 saying which token to use."""
+    if not caller.holds(level) or not caller.is_user:
+        raise ApiError(
+            403,
+            f"{things} are each user's own: use a token of the user whose {things.lower()} "
+            "these are, with the scope on their own jobs.",
+            "users-only",
+        )
+    return caller.name
 
 
 def as_api_error(error: BaseException | None, status: int = 500) -> ApiError:
@@ -193,6 +218,13 @@ def json_object(body: bytes, what: str = "request body") -> dict[str, Any]:
     if json_depth(data, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise _body_too_deep(what)
     return data
+
+
+def check_notebooks_size(body: bytes, rest: dict[str, Any], limit: int, what: str) -> None:
+    """A 413 when the notebooks a body carries are larger than ``limit``: they are the body
+    less ``rest``, its other fields (as the client serialised it)."""
+    if len(body) - len(json.dumps(rest)) > limit:
+        raise too_large(what, limit)
 
 
 def too_large(what: str, limit: int) -> ApiError:
@@ -346,13 +378,8 @@ def parse_create_body(body: bytes, max_notebook_bytes: int) -> tuple[CreateJob, 
         raise too_large("The notebook", max_notebook_bytes)
     data = json_object(body)
     notebook = data.pop("notebook", None)
-    # The notebook is the body less the other fields (as the client serialised it).
-    if len(body) - len(json.dumps(data)) > max_notebook_bytes:
-        raise too_large("The notebook", max_notebook_bytes)
-    try:
-        request = CreateJob.model_validate(data)
-    except ValidationError as error:
-        raise validation_error(error) from None
+    check_notebooks_size(body, data, max_notebook_bytes, "The notebook")
+    request = parse_model(CreateJob, data)
     if notebook is None:
         raise ApiError(
             400,

@@ -11,24 +11,18 @@ schedule is created, and each run is admitted again when it runs (see
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-from pydantic import ValidationError
 
 from .access import Access, Caller
 from .jobs_api import JobsAPI
 from .pipelines import CreatePipeline, home_of
-from .rest import ApiError, check_notebook, json_object, too_large, validation_error
+from .rest import ApiError, check_notebook, check_notebooks_size, json_object, own_name, parse_model
 from .schedules import CreateSchedule, ListSchedulesResponse, Schedule, Scheduler, UpdateSchedule
 
 
 def parse_schedule(data: dict[str, Any]) -> CreateSchedule:
     """A CreateSchedule from a request's JSON, or a 400 naming every wrong field."""
-    try:
-        return CreateSchedule.model_validate(data)
-    except ValidationError as error:
-        raise validation_error(error, "schedule") from None
+    return parse_model(CreateSchedule, data, "schedule")
 
 
 class SchedulesAPI:
@@ -40,14 +34,7 @@ class SchedulesAPI:
 
     def _owner(self, caller: Caller, level: Access) -> str:
         """The caller's name, when they may read (or change) their own schedules."""
-        if not caller.holds(level) or not caller.is_user:
-            raise ApiError(
-                403,
-                "Schedules are each user's own: use a token of the user whose schedules these "
-                "are, with the scope on their own jobs.",
-                "users-only",
-            )
-        return caller.name
+        return own_name(caller, level, "Schedules")
 
     async def create_schedule(self, caller: Caller, body: bytes) -> Schedule:
         """``POST api/schedules``: CreateSchedule fields plus ``notebook`` (its JSON content),
@@ -56,8 +43,7 @@ class SchedulesAPI:
         data = json_object(body)
         notebook = data.pop("notebook", None)
         notebooks = data.pop("notebooks", None)
-        if len(body) - len(json.dumps(data)) > limit:
-            raise too_large("The notebook", limit)
+        check_notebooks_size(body, data, limit, "The notebook")
         request = parse_schedule(data)
         if request.pipeline is not None:
             if not isinstance(notebooks, dict):
@@ -145,10 +131,7 @@ class SchedulesAPI:
         """``PATCH api/schedules/<id>``: ``{"status": "PAUSED"}`` or ``{"status": "ACTIVE"}``."""
         owner = self._owner(caller, Access.WRITE)
         self.scheduler.describe(schedule_id, owner=owner)  # another's: 404 before the body
-        try:
-            wanted = UpdateSchedule.model_validate(json_object(body))
-        except ValidationError as error:
-            raise validation_error(error, "schedule change") from None
+        wanted = parse_model(UpdateSchedule, json_object(body), "schedule change")
         return self.scheduler.set_status(schedule_id, wanted.status, owner=owner)
 
     def delete(self, caller: Caller, schedule_id: str) -> None:
