@@ -41,6 +41,7 @@ import secrets
 import smtplib
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
@@ -369,25 +370,13 @@ class JobNotifier(LoggingConfigurable):
 
     async def _pipeline_mail(self, end: PipelineEnd) -> None:
         try:
-            if not self.smtp_host or not self.address_template:
-                raise RuntimeError("no mail server or address is set up (c.JobNotifier.smtp_host)")
-            address = self.address_template.format(username=end.owner)
-            await asyncio.to_thread(self._send_mail, self.pipeline_message(end, address))
+            await self._mail_owner(end.owner, lambda address: self.pipeline_message(end, address))
         except Exception as error:
             self._pipeline_failed(end, "mail", error)
 
     async def _pipeline_webhook(self, end: PipelineEnd, url: str) -> None:
         try:
-            owner = self.store.owner_notify(end.owner)
-            if owner is None or not owner.webhook_secret:
-                raise RuntimeError("its owner has no webhook secret yet")
-            body = json.dumps(self.pipeline_payload(end), separators=(",", ":")).encode()
-            host, address = await self._webhook_address(url)
-            client = SimpleAsyncHTTPClient(force_instance=True, hostname_mapping={host: address})
-            try:
-                await self._post(client, url, body, owner.webhook_secret)
-            finally:
-                client.close()
+            await self._post_for_owner(end.owner, url, self.pipeline_payload(end))
         except Exception as error:
             self._pipeline_failed(end, "webhook", error)
 
@@ -446,35 +435,44 @@ class JobNotifier(LoggingConfigurable):
                 smtp.login(self.smtp_username, password)
             smtp.send_message(mail)
 
+    async def _mail_owner(self, owner: str, message: Callable[[str], EmailMessage]) -> None:
+        """Mail ``message(address)`` to ``owner``'s address; raises what stops it."""
+        if not self.smtp_host or not self.address_template:
+            raise RuntimeError(
+                "the job service has no mail server or address set up "
+                "(c.JobNotifier.smtp_host, c.JobNotifier.address_template)"
+            )
+        address = self.address_template.format(username=owner)
+        await asyncio.to_thread(self._send_mail, message(address))
+
     async def _mail(self, row: JobRow) -> None:
         try:
-            if not self.smtp_host or not self.address_template:
-                raise RuntimeError(
-                    "the job service has no mail server or address set up "
-                    "(c.JobNotifier.smtp_host, c.JobNotifier.address_template)"
-                )
-            address = self.address_template.format(username=row.owner)
-            await asyncio.to_thread(self._send_mail, self.message(row, address))
+            await self._mail_owner(row.owner, lambda address: self.message(row, address))
         except Exception as error:
             self._failed(row, "mail", "finish mail", error)
 
     # -- webhook ------------------------------------------------------------------------
 
+    async def _post_for_owner(self, owner_name: str, url: str, payload: dict[str, Any]) -> None:
+        """POST ``payload`` to ``url`` signed with ``owner_name``'s webhook secret; raises
+        what stops it."""
+        owner = self.store.owner_notify(owner_name)
+        if owner is None or not owner.webhook_secret:
+            raise RuntimeError(
+                "its owner has no webhook secret yet; PUT api/notification-settings first"
+            )
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        host, address = await self._webhook_address(url)
+        # Connect to the address just checked, not to what a second lookup might give.
+        client = SimpleAsyncHTTPClient(force_instance=True, hostname_mapping={host: address})
+        try:
+            await self._post(client, url, body, owner.webhook_secret)
+        finally:
+            client.close()
+
     async def _webhook(self, row: JobRow, url: str) -> None:
         try:
-            owner = self.store.owner_notify(row.owner)
-            if owner is None or not owner.webhook_secret:
-                raise RuntimeError(
-                    "its owner has no webhook secret yet; PUT api/notification-settings first"
-                )
-            body = json.dumps(self.payload(row), separators=(",", ":")).encode()
-            host, address = await self._webhook_address(url)
-            # Connect to the address just checked, not to what a second lookup might give.
-            client = SimpleAsyncHTTPClient(force_instance=True, hostname_mapping={host: address})
-            try:
-                await self._post(client, url, body, owner.webhook_secret)
-            finally:
-                client.close()
+            await self._post_for_owner(row.owner, url, self.payload(row))
         except Exception as error:
             self._failed(row, "webhook", f"finish webhook to {url}", error)
 
