@@ -1054,6 +1054,20 @@ def _profile_ids(content: CatalogFile) -> list[tuple[str, int, str]]:
     ]
 
 
+def _profile_sections(content: CatalogFile) -> list[tuple[str, int, ProfileSection]]:
+    """``(section, index, profile)`` of every standing, course and research profile in one
+    file (the sections that offer environments and storage)."""
+    return [
+        (section, index, entry)
+        for section, entries in (
+            ("standing", content.standing),
+            ("courses", content.courses),
+            ("research", content.research),
+        )
+        for index, entry in enumerate(entries)
+    ]
+
+
 def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
     problems: list[CatalogProblem] = []
     settings: Settings | None = None
@@ -1142,30 +1156,23 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
                         )
                     )
     for file, content, lines in parsed:
-        for section, entries in (
-            ("standing", content.standing),
-            ("courses", content.courses),
-            ("research", content.research),
-        ):
-            for index, entry in enumerate(entries):
-                for position, wanted in enumerate(entry.environments):
-                    if wanted in environments:
-                        continue
-                    env_loc = (section, index, "environments", position)
-                    ids = ", ".join(sorted(environments)) or "none"
-                    problems.append(
-                        CatalogProblem(
-                            file,
-                            line_for(lines, env_loc),
-                            _field_name(env_loc),
-                            f"there is no environment with the id {wanted!r} in the catalog "
-                            f"(its environments: {ids}); add it under environments: or "
-                            "fix the id",
-                        )
+        for section, index, entry in _profile_sections(content):
+            for position, wanted in enumerate(entry.environments):
+                if wanted in environments:
+                    continue
+                env_loc = (section, index, "environments", position)
+                ids = ", ".join(sorted(environments)) or "none"
+                problems.append(
+                    CatalogProblem(
+                        file,
+                        line_for(lines, env_loc),
+                        _field_name(env_loc),
+                        f"there is no environment with the id {wanted!r} in the catalog "
+                        f"(its environments: {ids}); add it under environments: or "
+                        "fix the id",
                     )
-                entry._offered = tuple(
-                    environments[e] for e in entry.environments if e in environments
                 )
+            entry._offered = tuple(environments[e] for e in entry.environments if e in environments)
     if len(defaults) > 1:
         (first_id, first_file, _, first_line), (second_id, file, index, line) = defaults[:2]
         problems.append(
@@ -1191,26 +1198,21 @@ def _assemble(parsed: list[tuple[Path, CatalogFile, LineMap]]) -> Catalog:
                 )
     if settings.experimental_zone is None:
         for file, content, lines in parsed:
-            for section, entries in (
-                ("standing", content.standing),
-                ("courses", content.courses),
-                ("research", content.research),
-            ):
-                for index, entry in enumerate(entries):
-                    for position, mount in enumerate(entry.storage):
-                        if mount.source != "experimental":
-                            continue
-                        zone_loc = (section, index, "storage", position, "source")
-                        problems.append(
-                            CatalogProblem(
-                                file,
-                                line_for(lines, zone_loc),
-                                _field_name(zone_loc),
-                                "the catalog has no experimental zone to mount; add "
-                                "settings.experimental_zone (wipe_at, warning, and on "
-                                "Kubernetes its volume)",
-                            )
+            for section, index, entry in _profile_sections(content):
+                for position, mount in enumerate(entry.storage):
+                    if mount.source != "experimental":
+                        continue
+                    zone_loc = (section, index, "storage", position, "source")
+                    problems.append(
+                        CatalogProblem(
+                            file,
+                            line_for(lines, zone_loc),
+                            _field_name(zone_loc),
+                            "the catalog has no experimental zone to mount; add "
+                            "settings.experimental_zone (wipe_at, warning, and on "
+                            "Kubernetes its volume)",
                         )
+                    )
     if problems:
         raise CatalogError(problems)
     for course in courses:
