@@ -15,6 +15,7 @@ from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.runfiles import read_status
 from tests.support import eventually
+from tests.support.checkpoint_training import training_cell
 from tests.support.job_managers import ManagerFactory, finished
 
 from ..support.notebooks import notebook, wait_for_file
@@ -23,47 +24,6 @@ SEPARATOR = (
     "[job] ---- attempt {n} of {m}: the runner was killed (signal 9); "
     "starting again from its checkpoint ----"
 )
-
-
-def training_cell(hold_at: int | None) -> str:
-    """Twenty steps, a checkpoint after each; resumes from the checkpoint when there is one.
-
-    With ``hold_at``, the first attempt holds after that step (it writes ``held-<attempt>``
-    in the checkpoint folder) until the test kills it. Every step's number goes once into
-    ``steps.txt`` beside the checkpoint; the sum of the steps is printed at the end.
-    """
-    hold = (
-        f"    if state['step'] == {hold_at} and attempt in holds:\n"
-        "        (folder / f'held-{attempt}').touch()\n"
-        "        while True:\n"
-        "            time.sleep(0.05)\n"
-        if hold_at is not None
-        else ""
-    )
-    return (
-        "import json, os, pathlib, time\n"
-        "folder = pathlib.Path(os.environ['JUPYTER_TO_JOB_CHECKPOINT_DIR'])\n"
-        "attempt = int(os.environ['JUPYTER_TO_JOB_ATTEMPT'])\n"
-        "holds = HOLDS\n"
-        "checkpoint = folder / 'state.json'\n"
-        "state = json.loads(checkpoint.read_text()) if checkpoint.exists() "
-        "else {'step': 0, 'total': 0}\n"
-        "print(f'attempt {attempt} starts after step {state[\"step\"]}', flush=True)\n"
-        "while state['step'] < 20:\n"
-        "    step = state['step'] + 1\n"
-        "    with open(folder / 'steps.txt', 'a') as steps:\n"
-        "        steps.write(f'{step}\\n')\n"
-        "    state = {'step': step, 'total': state['total'] + step}\n"
-        "    (folder / 'state.tmp').write_text(json.dumps(state))\n"
-        "    (folder / 'state.tmp').replace(checkpoint)\n"
-        f"{hold}"
-        "    time.sleep(0.01)\n"
-        "print(f'total {state[\"total\"]}')\n"
-    )
-
-
-def trainer(hold_at: int | None, holds: set[int]) -> str:
-    return training_cell(hold_at).replace("HOLDS", repr(sorted(holds)))
 
 
 def request(name: str, retries: int, folder: str = "checkpoints/train") -> CreateJob:
@@ -92,7 +52,7 @@ async def test_a_job_killed_mid_run_resumes_from_its_checkpoint_and_completes(
     created = await manager.create(
         "alice",
         request("train", retries=2),
-        notebook=notebook(trainer(hold_at=7, holds={1})),
+        notebook=notebook(training_cell(hold_at=7)),
         working_dir=work,
     )
     job_id = created.job_id
@@ -221,7 +181,7 @@ async def test_a_job_whose_runner_was_gone_after_a_restart_starts_again(
     created = await before.create(
         "alice",
         request("train", retries=1),
-        notebook=notebook(trainer(hold_at=5, holds={1})),
+        notebook=notebook(training_cell(hold_at=5)),
         working_dir=tmp_path,
     )
     job_id = created.job_id

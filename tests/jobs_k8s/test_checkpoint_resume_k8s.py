@@ -23,6 +23,7 @@ from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.retries import exhausted
 from tests.support import eventually
+from tests.support.checkpoint_training import training_cell
 from tests.support.job_managers import ManagerFactory, finished
 from tests.support.k8s_job_pods import PodProcesses
 from tests.support.notebooks import notebook, wait_for_file
@@ -31,37 +32,6 @@ EVICTED = "its pod was evicted (its node was drained, or an admin evicted it)"
 SEPARATOR = (
     "[job] ---- attempt {n} of {m}: " + EVICTED + "; starting again from its checkpoint ----"
 )
-
-
-def training_cell(hold_at: int) -> str:
-    """Twenty steps with a checkpoint after each, resuming from the checkpoint there is.
-
-    Each attempt marks its start (``attempt-<n>``); the first holds after step ``hold_at``
-    (it writes ``held-1`` beside the checkpoint) until its pod is taken away. Every step's number goes once into
-    ``steps.txt``; the sum of the steps is printed at the end.
-    """
-    return (
-        "import json, os, pathlib, time\n"
-        "folder = pathlib.Path(os.environ['JUPYTER_TO_JOB_CHECKPOINT_DIR'])\n"
-        "attempt = int(os.environ['JUPYTER_TO_JOB_ATTEMPT'])\n"
-        "checkpoint = folder / 'state.json'\n"
-        "state = json.loads(checkpoint.read_text()) if checkpoint.exists() "
-        "else {'step': 0, 'total': 0}\n"
-        "(folder / f'attempt-{attempt}').touch()\n"
-        "print(f'attempt {attempt} starts after step {state[\"step\"]}', flush=True)\n"
-        "while state['step'] < 20:\n"
-        "    step = state['step'] + 1\n"
-        "    with open(folder / 'steps.txt', 'a') as steps:\n"
-        "        steps.write(f'{step}\\n')\n"
-        "    state = {'step': step, 'total': state['total'] + step}\n"
-        "    (folder / 'state.tmp').write_text(json.dumps(state))\n"
-        "    (folder / 'state.tmp').replace(checkpoint)\n"
-        f"    if step == {hold_at} and attempt == 1:\n"
-        "        (folder / 'held-1').touch()\n"
-        "        while True:\n"
-        "            time.sleep(0.05)\n"
-        "print(f'total {state[\"total\"]}')\n"
-    )
 
 
 @pytest.fixture
