@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
 from jupyter_to_job.k8s_objects import job_selector
 from jupyter_to_job.manager import JobManager
@@ -61,6 +62,25 @@ async def make_k8s_manager(
     yield make
     await shut_down(managers, timeout=HANG_GUARD)
     kill_kernels(pods_dir)
+
+
+@pytest.fixture
+async def home_claim_manager(
+    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any
+) -> JobManager:
+    """The job service running Kubernetes Jobs in their owner's home claim (z2jh's
+    ``claim-{username}``), with alice's claim made."""
+    await client.CoreV1Api(k8s_api).create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": "claim-alice"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}},
+            },
+        },
+    )
+    return await make_k8s_manager(home_pvc_name_template="claim-{username}")
 
 
 async def job_pod(core: Any, job_id: str) -> Object | None:

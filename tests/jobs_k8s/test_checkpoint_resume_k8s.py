@@ -35,19 +35,9 @@ SEPARATOR = (
 
 
 @pytest.fixture
-async def manager(job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any) -> JobManager:
+def manager(home_claim_manager: JobManager) -> JobManager:
     """The job service running Kubernetes Jobs in alice's home (z2jh's ``claim-alice``)."""
-    await client.CoreV1Api(k8s_api).create_namespaced_persistent_volume_claim(
-        "default",
-        {
-            "metadata": {"name": "claim-alice"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-        },
-    )
-    return await make_k8s_manager(home_pvc_name_template="claim-{username}")
+    return home_claim_manager
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from typing import Any
 import kubernetes_validate
 import nbformat
 import pytest
-from kubernetes_asyncio import client
 
 from gpuspawner.backends import cpu_only_plan
 from gpuspawner.grant import GPUAdmission
@@ -39,7 +38,7 @@ from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.retries import no_more_memory
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from tests.support import eventually
-from tests.support.job_managers import ManagerFactory, finished
+from tests.support.job_managers import finished
 from tests.support.k8s_job_pods import PodProcesses
 from tests.support.notebooks import notebook
 
@@ -76,24 +75,12 @@ TRAIN = (
 
 
 @pytest.fixture
-async def manager(
-    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any, tmp_path: Path
-) -> JobManager:
+def manager(home_claim_manager: JobManager, tmp_path: Path) -> JobManager:
     """The job service running Kubernetes Jobs in alice's home, its flavors from the catalog."""
-    await client.CoreV1Api(k8s_api).create_namespaced_persistent_volume_claim(
-        "default",
-        {
-            "metadata": {"name": "claim-alice"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-        },
-    )
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     identities = IdentityBook(tmp_path / "identities.json")
     identities.remember(UserIdentity("alice"))
-    manager = await make_k8s_manager(home_pvc_name_template="claim-{username}")
+    manager = home_claim_manager
     manager.capacity = FlavorCapacity(
         admission=GPUAdmission(
             fallback_catalog=load_catalog(tmp_path / "catalog.yaml"), target="kubernetes"

@@ -20,7 +20,6 @@ from jupyter_to_job.manager import JobManager
 from jupyter_to_job.pipeline_templates import parse_template, with_parameters
 from jupyter_to_job.pipelines import DescribePipeline, Pipelines
 from tests.support import eventually
-from tests.support.job_managers import ManagerFactory
 from tests.support.k8s_job_pods import JOB_PODS, PodProcesses
 from tests.support.pipeline_scenes import (
     SHARED_FOLDER,
@@ -32,22 +31,9 @@ HANG_GUARD = 180  # a broken test fails instead of hanging; never a timing asser
 
 
 @pytest.fixture
-async def pipelines_on_k8s(
-    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_api: Any
-) -> AsyncIterator[Pipelines]:
+async def pipelines_on_k8s(home_claim_manager: JobManager) -> AsyncIterator[Pipelines]:
     """Pipelines whose jobs run as Kubernetes Jobs in their owner's home claim."""
-    await client.CoreV1Api(k8s_api).create_namespaced_persistent_volume_claim(
-        "default",
-        {
-            "metadata": {"name": "claim-alice"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-        },
-    )
-    manager: JobManager = await make_k8s_manager(home_pvc_name_template="claim-{username}")
-    pipelines = Pipelines(manager=manager)
+    pipelines = Pipelines(manager=home_claim_manager)
     pipelines.start()
     yield pipelines
     await pipelines.close()
