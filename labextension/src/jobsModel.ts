@@ -1,8 +1,7 @@
-import { VDomModel } from '@jupyterlab/ui-components';
 import { Poll } from '@lumino/polling';
 
 import { JobsAPI } from './api';
-import { errorSentence, isTransient, unavailableSentence } from './errors';
+import { errorSentence } from './errors';
 import {
   DEFAULT_SORT,
   filterJobs,
@@ -16,6 +15,7 @@ import {
 import { isFinal } from './jobStatus';
 import { LogFollower } from './logFollower';
 import { ICreateJob, IDescribeJob } from './models';
+import { PollingModel } from './pollingModel';
 
 /**
  * How the Jobs panel's model polls and what it keeps.
@@ -42,26 +42,20 @@ export interface IJobsModelOptions {
  * job and its log. It refreshes every `refreshInterval` while the panel is visible
  * and some job (or the selected job's log) can still change, and not otherwise.
  */
-export class JobsModel extends VDomModel {
+export class JobsModel extends PollingModel {
   constructor(options: IJobsModelOptions) {
-    super();
+    super({
+      name: '@campus-gpu-hub/jupyter-to-job:jobs',
+      interval: options.refreshInterval ?? 2000
+    });
     this.api = options.api;
     this._logWindow = options.logWindow;
-    this._poll = new Poll({
-      factory: () => this.refresh(),
-      frequency: {
-        interval: options.refreshInterval ?? 2000,
-        backoff: false
-      },
-      name: '@campus-gpu-hub/jupyter-to-job:jobs',
-      standby: () => !this._visible || !this._needsPolling()
-    });
     this._logPoll = new Poll({
       factory: () => this._followLog(),
       frequency: { interval: options.logInterval ?? 500, backoff: false },
       name: '@campus-gpu-hub/jupyter-to-job:job-log',
       standby: () =>
-        !this._visible ||
+        !this.visible ||
         this._follower === null ||
         this._follower.complete ||
         this._logError !== null
@@ -103,21 +97,6 @@ export class JobsModel extends VDomModel {
   }
 
   /**
-   * False until the first refresh has answered.
-   */
-  get loaded(): boolean {
-    return this._loaded;
-  }
-
-  /**
-   * Why the list cannot be shown (server extension missing, hub service down), as
-   * the sentence to show; null when the last refresh worked.
-   */
-  get message(): string | null {
-    return this._message;
-  }
-
-  /**
    * The selected job, as last refreshed.
    */
   get selected(): IDescribeJob | null {
@@ -139,52 +118,10 @@ export class JobsModel extends VDomModel {
   }
 
   /**
-   * The sentence of the last failed action (stop, delete, rerun, open, download).
-   */
-  get actionError(): string | null {
-    return this._actionError;
-  }
-
-  /**
    * The action running now ("stop", "delete"...), or null.
    */
   get busyAction(): string | null {
-    return this._busyAction;
-  }
-
-  /**
-   * The time the list was last refreshed (for the elapsed time of running jobs).
-   */
-  get now(): Date {
-    return this._now;
-  }
-
-  /**
-   * Whether the panel is shown: the model polls only then.
-   */
-  get visible(): boolean {
-    return this._visible;
-  }
-  set visible(visible: boolean) {
-    if (this._visible === visible) {
-      return;
-    }
-    this._visible = visible;
-    if (visible) {
-      void this.refresh();
-    }
-  }
-
-  /**
-   * Fetch the user's jobs now, and read on in the selected job's log.
-   */
-  refresh(): Promise<void> {
-    if (!this._refreshing) {
-      this._refreshing = this._refresh().finally(() => {
-        this._refreshing = null;
-      });
-    }
-    return this._refreshing;
+    return this.busy;
   }
 
   /**
@@ -214,7 +151,7 @@ export class JobsModel extends VDomModel {
       jobId === null
         ? null
         : (this._jobs.find(job => job.job_id === jobId) ?? null);
-    this._actionError = null;
+    this.setActionError(null);
     this._logError = null;
     this._follower = this._selected ? this._newFollower(this._selected) : null;
     this.stateChanged.emit();
@@ -230,13 +167,13 @@ export class JobsModel extends VDomModel {
       try {
         this._jobs = upsertJob(this._jobs, await this.api.getJob(jobId));
       } catch (reason) {
-        this._actionError = errorSentence(reason);
+        this.setActionError(errorSentence(reason));
         this.stateChanged.emit();
         return;
       }
     }
     this.select(jobId);
-    this._poll.refresh();
+    this.poll.refresh();
   }
 
   /**
@@ -262,7 +199,7 @@ export class JobsModel extends VDomModel {
    * Stop a job (queued: at once; running: after its current cell).
    */
   stop(job: IDescribeJob): Promise<void> {
-    return this._act('stop', async () => {
+    return this.act('stop', async () => {
       await this.api.stopJob(job.job_id);
       await this.refresh();
     });
@@ -272,7 +209,7 @@ export class JobsModel extends VDomModel {
    * Delete a finished job with its outputs and log.
    */
   remove(job: IDescribeJob): Promise<void> {
-    return this._act('delete', async () => {
+    return this.act('delete', async () => {
       await this.api.deleteJob(job.job_id);
       this._jobs = this._jobs.filter(item => item.job_id !== job.job_id);
       if (this._selected?.job_id === job.job_id) {
@@ -286,11 +223,11 @@ export class JobsModel extends VDomModel {
    * Create a job from `request` and select it (Rerun).
    */
   createAndSelect(request: ICreateJob): Promise<void> {
-    return this._act('rerun', async () => {
+    return this.act('rerun', async () => {
       const job = await this.api.createJob(request);
       this._jobs = upsertJob(this._jobs, job);
       this.select(job.job_id);
-      this._poll.refresh();
+      this.poll.refresh();
     });
   }
 
@@ -299,61 +236,37 @@ export class JobsModel extends VDomModel {
    * error sentence handled as for the built-in ones.
    */
   run(action: string, work: () => Promise<void>): Promise<void> {
-    return this._act(action, work);
+    return this.act(action, work);
   }
 
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
-    this._poll.dispose();
     this._logPoll.dispose();
     this._follower = null;
     super.dispose();
   }
 
-  private async _act(action: string, work: () => Promise<void>) {
-    if (this._busyAction) {
-      return;
-    }
-    this._busyAction = action;
-    this._actionError = null;
-    this.stateChanged.emit();
-    try {
-      await work();
-    } catch (reason) {
-      this._actionError = errorSentence(reason);
-    } finally {
-      this._busyAction = null;
-      if (!this.isDisposed) {
-        this.stateChanged.emit();
-      }
-    }
-  }
-
-  private async _refresh(): Promise<void> {
-    try {
-      const answer = await this.api.listRecentJobs();
-      this._jobs = answer.jobs;
-      this._total = answer.total_count;
-      this._message = null;
-      this._transient = false;
-    } catch (reason) {
-      this._message = unavailableSentence(reason);
-      this._transient = isTransient(reason);
-    }
-    if (this.isDisposed) {
-      return;
-    }
-    this._loaded = true;
-    this._now = new Date();
+  /**
+   * Fetch the user's jobs, keeping the selected one as last answered.
+   */
+  protected async fetch(): Promise<void> {
+    const answer = await this.api.listRecentJobs();
+    this._jobs = answer.jobs;
+    this._total = answer.total_count;
     if (this._selected) {
       const id = this._selected.job_id;
       this._selected =
         this._jobs.find(job => job.job_id === id) ?? this._selected;
     }
-    this.stateChanged.emit();
-    await this._followLog();
+  }
+
+  /**
+   * After the list is redrawn, read on in the selected job's log.
+   */
+  protected afterRefresh(): Promise<void> {
+    return this._followLog();
   }
 
   private async _followLog(): Promise<void> {
@@ -410,8 +323,8 @@ export class JobsModel extends VDomModel {
     );
   }
 
-  private _needsPolling(): boolean {
-    if (this._transient || hasUnfinishedJobs(this._jobs)) {
+  protected keepsPolling(): boolean {
+    if (this.transient || hasUnfinishedJobs(this._jobs)) {
       return true;
     }
     // A finished job's log is read to its end, then the follower is complete. A
@@ -429,22 +342,13 @@ export class JobsModel extends VDomModel {
     );
   }
 
-  private _poll: Poll;
   private _logPoll: Poll;
   private _jobs: IDescribeJob[] = [];
   private _total = 0;
   private _filter: IJobFilter = NO_FILTER;
   private _sort: IJobSort = DEFAULT_SORT;
-  private _loaded = false;
-  private _message: string | null = null;
-  private _transient = false;
   private _selected: IDescribeJob | null = null;
   private _follower: LogFollower | null = null;
   private _logError: string | null = null;
-  private _actionError: string | null = null;
-  private _busyAction: string | null = null;
-  private _now = new Date();
-  private _visible = false;
-  private _refreshing: Promise<void> | null = null;
   private _logWindow: number | undefined;
 }
