@@ -12,31 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.grant import GPUAdmission
-from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.pipelines import DescribePipeline, Pipelines
 from jupyter_to_job.schedules import CreateSchedule, Scheduler, ScheduleStatus
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
 from ..support import eventually
+from ..support.job_capacity import EXPIRING_LAB_CATALOG, catalog_capacity
 from ..support.job_managers import ManagerFactory
 from ..support.notebooks import notebook
+from ..support.schedule_clock import Clock, at
 
 HANG_GUARD = 120  # a broken test fails instead of hanging; never a timing assertion
 SHARED = "import os, pathlib\nshared = pathlib.Path(os.environ['JUPYTER_TO_JOB_PIPELINE_DIR'])"
-
-
-def at(hh_mm: str) -> datetime:
-    hour, minute = (int(part) for part in hh_mm.split(":"))
-    return datetime(2026, 11, 25, hour, minute, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, now: datetime):
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest.fixture
@@ -138,34 +124,13 @@ def test_a_schedule_runs_a_job_or_a_pipeline_not_both() -> None:
         CreateSchedule.model_validate({"cron": "0 * * * *"})
 
 
-LAB_CATALOG = """
-research:
-  - id: lab
-    title: Vision lab
-    users: [alice]
-    expires: 2026-11-25
-flavors:
-  - id: lab-cpu
-    title: Lab CPU
-    access: {research: [lab]}
-"""
-
-
 async def test_a_pipeline_run_refused_because_the_grant_expired_stops_the_schedule(
     make_manager: ManagerFactory, tmp_path: Path
 ) -> None:
     # Given alice's research allocation, which ends on 25 November, and a daily pipeline
     # on its flavor
-    (tmp_path / "catalog.yaml").write_text(LAB_CATALOG)
     clock = Clock(at("09:59"))
-    identities = IdentityBook(tmp_path / "identities.json")
-    identities.remember(UserIdentity("alice"))
-    capacity = FlavorCapacity(
-        admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
-        devices=[],
-        identities=identities,
-        clock=clock,
-    )
+    capacity = catalog_capacity(tmp_path, EXPIRING_LAB_CATALOG, ["alice"], clock=clock)
     manager = await make_manager(capacity=capacity)
     pipelines = Pipelines(manager=manager)
     pipelines.start()

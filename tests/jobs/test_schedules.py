@@ -15,31 +15,15 @@ from nbformat import NotebookNode
 from pydantic import ValidationError
 from traitlets.config import Config
 
-from gpuspawner.grant import GPUAdmission
-from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.schedules import CreateSchedule, Scheduler, ScheduleStatus
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
 from ..support import eventually
+from ..support.job_capacity import EXPIRING_LAB_CATALOG, catalog_capacity
 from ..support.job_managers import ManagerFactory, finished
 from ..support.notebooks import append_line, notebook
-
-
-def at(hh_mm: str, second: int = 0) -> datetime:
-    hour, minute = (int(part) for part in hh_mm.split(":"))
-    return datetime(2026, 11, 25, hour, minute, second, tzinfo=UTC)
-
-
-class Clock:
-    """The scheduler's time, moved by the test."""
-
-    def __init__(self, now: datetime):
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
+from ..support.schedule_clock import Clock, at
 
 
 def every_minute(tmp_path: Path, **settings: object) -> tuple[CreateSchedule, NotebookNode]:
@@ -245,33 +229,12 @@ async def test_a_paused_schedule_skips_its_slots_and_resumes_at_the_next(
     assert lines_written(tmp_path) == 2
 
 
-LAB_CATALOG = """
-research:
-  - id: lab
-    title: Vision lab
-    users: [alice]
-    expires: 2026-11-25
-flavors:
-  - id: lab-cpu
-    title: Lab CPU
-    access: {research: [lab]}
-"""
-
-
 async def test_a_run_refused_because_the_grant_expired_stops_the_schedule(
     make_manager: ManagerFactory, tmp_path: Path
 ) -> None:
     # Given alice's research allocation, which ends on 25 November, and a daily schedule
-    (tmp_path / "catalog.yaml").write_text(LAB_CATALOG)
     clock = Clock(at("09:59", 30))
-    identities = IdentityBook(tmp_path / "identities.json")
-    identities.remember(UserIdentity("alice"))
-    capacity = FlavorCapacity(
-        admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
-        devices=[],
-        identities=identities,
-        clock=clock,
-    )
+    capacity = catalog_capacity(tmp_path, EXPIRING_LAB_CATALOG, ["alice"], clock=clock)
     scheduler = make_scheduler(await make_manager(capacity=capacity), clock)
     request = CreateSchedule(
         job=CreateJob(input_path="daily.ipynb", flavor="lab-cpu", output_formats=["ipynb"]),
