@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 
 from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
-from gpuspawner.grant import GPUAdmission
-from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
+from gpuspawner.policy import GPUDevice
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.retries import no_more_memory
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from tests.support import eventually
+from tests.support.job_capacity import catalog_capacity
 from tests.support.job_managers import ManagerFactory, finished
 
 from ..support.notebooks import notebook, wait_for_file
@@ -86,14 +85,11 @@ def real_cgroups() -> None:
 @pytest.fixture
 async def manager(make_manager: ManagerFactory, tmp_path: Path) -> JobManager:
     """The job service: the catalog above, admitted by the same admission as servers."""
-    (tmp_path / "catalog.yaml").write_text(CATALOG)
-    identities = IdentityBook(tmp_path / "identities.json")
-    identities.remember(UserIdentity("alice"))
-    identities.remember(UserIdentity("bob"))
-    capacity = FlavorCapacity(
-        admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
+    capacity = catalog_capacity(
+        tmp_path,
+        CATALOG,
+        ["alice", "bob"],
         devices=[GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)],
-        identities=identities,
     )
     return await make_manager(capacity=capacity, executor={"warm_pool_size": 0})
 

@@ -21,8 +21,6 @@ import nbformat
 import pytest
 
 from gpuspawner.backends import cpu_only_plan
-from gpuspawner.grant import GPUAdmission
-from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.k8s_objects import (
     JOB_ID_LABEL,
     PodCheckpoint,
@@ -36,8 +34,8 @@ from jupyter_to_job.k8s_objects import (
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.retries import no_more_memory
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from tests.support import eventually
+from tests.support.job_capacity import catalog_capacity
 from tests.support.job_managers import finished
 from tests.support.k8s_job_pods import PodProcesses
 from tests.support.notebooks import notebook
@@ -77,17 +75,8 @@ TRAIN = (
 @pytest.fixture
 def manager(home_claim_manager: JobManager, tmp_path: Path) -> JobManager:
     """The job service running Kubernetes Jobs in alice's home, its flavors from the catalog."""
-    (tmp_path / "catalog.yaml").write_text(CATALOG)
-    identities = IdentityBook(tmp_path / "identities.json")
-    identities.remember(UserIdentity("alice"))
     manager = home_claim_manager
-    manager.capacity = FlavorCapacity(
-        admission=GPUAdmission(
-            fallback_catalog=load_catalog(tmp_path / "catalog.yaml"), target="kubernetes"
-        ),
-        devices=[],
-        identities=identities,
-    )
+    manager.capacity = catalog_capacity(tmp_path, CATALOG, ["alice"], target="kubernetes")
     return manager
 
 
