@@ -6,6 +6,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
+import { Card, CardAction, CardList } from './cardList';
 import { formatTime } from './format';
 import {
   IDescribePipeline,
@@ -66,9 +67,23 @@ export function PipelineBadge(props: {
 export function PipelinesView(props: IPipelinesViewProps): JSX.Element {
   const { model, trans, onNewPipeline } = props;
   return (
-    <div className="jp-JupyterToJob-pipelines" data-testid="pipelines">
-      <div className="jp-JupyterToJob-toolbar">
-        {onNewPipeline && (
+    <CardList
+      model={model}
+      kind="pipeline"
+      countText={trans._n(
+        '%1 pipeline',
+        '%1 pipelines',
+        model.pipelines.length
+      )}
+      loadingText={trans.__('Loading your pipelines…')}
+      emptyText={trans.__(
+        'You have no pipelines. Open the notebooks to chain, then run “Run notebooks as a pipeline…” from the command palette.'
+      )}
+      label={trans.__('Pipelines')}
+      empty={model.pipelines.length === 0}
+      trans={trans}
+      toolbar={
+        onNewPipeline && (
           <button
             type="button"
             className="jp-JupyterToJob-button"
@@ -77,61 +92,17 @@ export function PipelinesView(props: IPipelinesViewProps): JSX.Element {
           >
             {trans.__('Run notebooks as a pipeline…')}
           </button>
-        )}
-        <button
-          type="button"
-          className="jp-JupyterToJob-button"
-          data-testid="pipelines-refresh"
-          onClick={() => void model.refresh()}
-        >
-          {trans.__('Refresh')}
-        </button>
-        <span className="jp-JupyterToJob-count" data-testid="pipelines-count">
-          {model.loaded && !model.message
-            ? trans._n('%1 pipeline', '%1 pipelines', model.pipelines.length)
-            : ''}
-        </span>
-      </div>
-      {model.message && (
-        <div
-          className="jp-JupyterToJob-message"
-          role="alert"
-          data-testid="pipelines-message"
-        >
-          {model.message}
-        </div>
-      )}
-      {model.actionError && (
-        <div
-          className="jp-JupyterToJob-message"
-          role="alert"
-          data-testid="pipeline-action-error"
-        >
-          {model.actionError}
-        </div>
-      )}
-      {!model.loaded && (
-        <p className="jp-JupyterToJob-hint">
-          {trans.__('Loading your pipelines…')}
-        </p>
-      )}
-      {model.loaded && !model.message && model.pipelines.length === 0 && (
-        <p className="jp-JupyterToJob-empty" data-testid="pipelines-empty">
-          {trans.__(
-            'You have no pipelines. Open the notebooks to chain, then run “Run notebooks as a pipeline…” from the command palette.'
-          )}
-        </p>
-      )}
-      <ul className="jp-JupyterToJob-cards" aria-label={trans.__('Pipelines')}>
-        {model.pipelines.map(pipeline => (
-          <PipelineCard
-            key={pipeline.pipeline_id}
-            {...props}
-            pipeline={pipeline}
-          />
-        ))}
-      </ul>
-    </div>
+        )
+      }
+    >
+      {model.pipelines.map(pipeline => (
+        <PipelineCard
+          key={pipeline.pipeline_id}
+          {...props}
+          pipeline={pipeline}
+        />
+      ))}
+    </CardList>
   );
 }
 
@@ -141,64 +112,50 @@ function PipelineCard(
   const { model, actions, trans, pipeline } = props;
   const shown = pipelineActions(pipeline);
   const busy = model.busyId !== null;
-  const highlighted = model.highlighted === pipeline.pipeline_id;
-  const ref = React.useRef<HTMLLIElement>(null);
-  React.useEffect(() => {
-    if (highlighted) {
-      ref.current?.scrollIntoView?.({ block: 'nearest' });
-    }
-  }, [highlighted]);
   const parameters = Object.entries(pipeline.parameters ?? {});
   return (
-    <li
-      ref={ref}
-      className={
-        'jp-JupyterToJob-card' + (highlighted ? ' jp-mod-selected' : '')
-      }
+    <Card
+      highlighted={model.highlighted === pipeline.pipeline_id}
+      label={pipeline.name}
       data-testid="pipeline"
       data-pipeline-id={pipeline.pipeline_id}
       data-status={pipeline.status}
-      aria-label={pipeline.name}
     >
       <header className="jp-JupyterToJob-cardHeader">
         <h3 className="jp-JupyterToJob-cardTitle">{pipeline.name}</h3>
         <PipelineBadge status={pipeline.status} />
         <div className="jp-JupyterToJob-actions">
           {shown.stop && (
-            <button
-              type="button"
-              className="jp-JupyterToJob-button jp-JupyterToJob-warn"
-              data-testid="pipeline-action-stop"
-              aria-label={trans.__('Stop “%1”', pipeline.name)}
+            <CardAction
+              testid="pipeline-action-stop"
+              label={trans.__('Stop “%1”', pipeline.name)}
               disabled={busy}
               onClick={() => actions.stop(pipeline)}
+              variant="warn"
             >
               {trans.__('Stop')}
-            </button>
+            </CardAction>
           )}
           {shown.rerun && (
-            <button
-              type="button"
-              className="jp-JupyterToJob-button"
-              data-testid="pipeline-action-rerun"
-              aria-label={trans.__('Rerun “%1”', pipeline.name)}
+            <CardAction
+              testid="pipeline-action-rerun"
+              label={trans.__('Rerun “%1”', pipeline.name)}
               disabled={busy}
               onClick={() => actions.rerun(pipeline)}
             >
               {trans.__('Rerun')}
-            </button>
+            </CardAction>
           )}
           {shown.delete && (
-            <button
-              type="button"
-              className="jp-JupyterToJob-button jp-JupyterToJob-danger"
-              data-testid="pipeline-action-delete"
-              aria-label={trans.__('Delete “%1”', pipeline.name)}
+            <CardAction
+              testid="pipeline-action-delete"
+              label={trans.__('Delete “%1”', pipeline.name)}
               disabled={busy}
               onClick={() => actions.remove(pipeline)}
+              variant="danger"
             >
               {trans.__('Delete')}
-            </button>
+            </CardAction>
           )}
         </div>
       </header>
@@ -252,7 +209,7 @@ function PipelineCard(
           />
         ))}
       </ol>
-    </li>
+    </Card>
   );
 }
 

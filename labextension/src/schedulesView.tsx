@@ -6,6 +6,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
+import { Card, CardAction, CardList } from './cardList';
 import { formatTime } from './format';
 import { StatusBadge } from './jobsView';
 import { ISchedule, IScheduleRun } from './scheduleModels';
@@ -53,62 +54,30 @@ function statusWord(status: ISchedule['status'], trans: TranslationBundle) {
 export function SchedulesView(props: ISchedulesViewProps): JSX.Element {
   const { model, trans } = props;
   return (
-    <div className="jp-JupyterToJob-schedules" data-testid="schedules">
-      <div className="jp-JupyterToJob-toolbar">
-        <button
-          type="button"
-          className="jp-JupyterToJob-button"
-          data-testid="schedules-refresh"
-          onClick={() => void model.refresh()}
-        >
-          {trans.__('Refresh')}
-        </button>
-        <span className="jp-JupyterToJob-count" data-testid="schedules-count">
-          {model.loaded && !model.message
-            ? trans._n('%1 schedule', '%1 schedules', model.schedules.length)
-            : ''}
-        </span>
-      </div>
-      {model.message && (
-        <div
-          className="jp-JupyterToJob-message"
-          role="alert"
-          data-testid="schedules-message"
-        >
-          {model.message}
-        </div>
+    <CardList
+      model={model}
+      kind="schedule"
+      countText={trans._n(
+        '%1 schedule',
+        '%1 schedules',
+        model.schedules.length
       )}
-      {model.actionError && (
-        <div
-          className="jp-JupyterToJob-message"
-          role="alert"
-          data-testid="schedule-action-error"
-        >
-          {model.actionError}
-        </div>
+      loadingText={trans.__('Loading your schedules…')}
+      emptyText={trans.__(
+        'You have no schedules. In the Run as Job dialog, tick “Repeat on a schedule” to run a notebook again and again.'
       )}
-      {!model.loaded && (
-        <p className="jp-JupyterToJob-hint">
-          {trans.__('Loading your schedules…')}
-        </p>
-      )}
-      {model.loaded && !model.message && model.schedules.length === 0 && (
-        <p className="jp-JupyterToJob-empty" data-testid="schedules-empty">
-          {trans.__(
-            'You have no schedules. In the Run as Job dialog, tick “Repeat on a schedule” to run a notebook again and again.'
-          )}
-        </p>
-      )}
-      <ul className="jp-JupyterToJob-cards" aria-label={trans.__('Schedules')}>
-        {model.schedules.map(schedule => (
-          <ScheduleCard
-            key={schedule.schedule_id}
-            {...props}
-            schedule={schedule}
-          />
-        ))}
-      </ul>
-    </div>
+      label={trans.__('Schedules')}
+      empty={model.schedules.length === 0}
+      trans={trans}
+    >
+      {model.schedules.map(schedule => (
+        <ScheduleCard
+          key={schedule.schedule_id}
+          {...props}
+          schedule={schedule}
+        />
+      ))}
+    </CardList>
   );
 }
 
@@ -119,24 +88,14 @@ function ScheduleCard(
   const shown = scheduleActions(schedule);
   const busy = model.busyId !== null;
   const stops = stopText(schedule, model.now);
-  const highlighted = model.highlighted === schedule.schedule_id;
-  const ref = React.useRef<HTMLLIElement>(null);
-  React.useEffect(() => {
-    if (highlighted) {
-      ref.current?.scrollIntoView?.({ block: 'nearest' });
-    }
-  }, [highlighted]);
   const name = scheduleName(schedule);
   return (
-    <li
-      ref={ref}
-      className={
-        'jp-JupyterToJob-card' + (highlighted ? ' jp-mod-selected' : '')
-      }
+    <Card
+      highlighted={model.highlighted === schedule.schedule_id}
+      label={name}
       data-testid="schedule"
       data-schedule-id={schedule.schedule_id}
       data-status={schedule.status}
-      aria-label={name}
     >
       <header className="jp-JupyterToJob-cardHeader">
         <h3 className="jp-JupyterToJob-cardTitle">{name}</h3>
@@ -148,40 +107,35 @@ function ScheduleCard(
         </span>
         <div className="jp-JupyterToJob-actions">
           {shown.pause && (
-            <button
-              type="button"
-              className="jp-JupyterToJob-button"
-              data-testid="schedule-action-pause"
-              aria-label={trans.__('Pause “%1”', name)}
+            <CardAction
+              testid="schedule-action-pause"
+              label={trans.__('Pause “%1”', name)}
               disabled={busy}
               onClick={() => actions.pause(schedule)}
             >
               {trans.__('Pause')}
-            </button>
+            </CardAction>
           )}
           {shown.resume && (
-            <button
-              type="button"
-              className="jp-JupyterToJob-button"
-              data-testid="schedule-action-resume"
-              aria-label={trans.__('Resume “%1”', name)}
+            <CardAction
+              testid="schedule-action-resume"
+              label={trans.__('Resume “%1”', name)}
               disabled={busy}
               onClick={() => actions.resume(schedule)}
             >
               {trans.__('Resume')}
-            </button>
+            </CardAction>
           )}
           {shown.delete && (
-            <button
-              type="button"
-              className="jp-JupyterToJob-button jp-JupyterToJob-danger"
-              data-testid="schedule-action-delete"
-              aria-label={trans.__('Delete “%1”', name)}
+            <CardAction
+              testid="schedule-action-delete"
+              label={trans.__('Delete “%1”', name)}
               disabled={busy}
               onClick={() => actions.remove(schedule)}
+              variant="danger"
             >
               {trans.__('Delete')}
-            </button>
+            </CardAction>
           )}
         </div>
       </header>
@@ -237,7 +191,7 @@ function ScheduleCard(
           </ul>
         </div>
       )}
-    </li>
+    </Card>
   );
 }
 
