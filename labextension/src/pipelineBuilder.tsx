@@ -30,13 +30,10 @@ import {
 } from './pipelineDraft';
 import { IDescribePipeline } from './pipelineModels';
 import { retryTransient } from './retry';
-import { ScheduleFields } from './scheduleFields';
+import { RepeatOnSchedule, useScheduleRepeat } from './scheduleFields';
 import { ISchedule } from './scheduleModels';
 import {
-  defaultScheduleForm,
-  IScheduleForm,
   pipelineScheduleRequest,
-  problemsAfterEdit,
   scheduleFieldOf,
   ScheduleProblems
 } from './scheduleRule';
@@ -308,13 +305,13 @@ function PipelineBuilderView(
   const [error, setError] = React.useState<string[]>([]);
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
   const [saved, setSaved] = React.useState<string | null>(null);
-  const [repeat, setRepeat] = React.useState(false);
   const [notifyEmail, setNotifyEmail] = React.useState(false);
-  const [scheduleForm, setScheduleForm] = React.useState<IScheduleForm>(() =>
-    defaultScheduleForm()
-  );
-  const [scheduleProblems, setScheduleProblems] =
-    React.useState<ScheduleProblems>({});
+  const schedule = useScheduleRepeat();
+  const {
+    repeat,
+    form: scheduleForm,
+    setProblems: setScheduleProblems
+  } = schedule;
   const { list: flavorList, retry: retryFlavors } = useFlavorList(api);
   const { read, latest, settled } = useNotebookParameters(api, notebooks);
   // What went wrong is brought into view: the body scrolls, the buttons do not.
@@ -669,30 +666,11 @@ function PipelineBuilderView(
         </label>
       )}
 
-      <label className="jp-JupyterToJob-checkbox">
-        <input
-          type="checkbox"
-          data-testid="schedule-repeat-checkbox"
-          checked={repeat}
-          onChange={event => {
-            setRepeat(event.target.checked);
-            setScheduleProblems({});
-            props.onRepeatChange(event.target.checked);
-          }}
-        />
-        {trans.__('Repeat on a schedule')}
-      </label>
-      {repeat && (
-        <ScheduleFields
-          form={scheduleForm}
-          onChange={changes => {
-            setScheduleForm(current => ({ ...current, ...changes }));
-            setScheduleProblems(current => problemsAfterEdit(current, changes));
-          }}
-          problems={scheduleProblems}
-          trans={trans}
-        />
-      )}
+      <RepeatOnSchedule
+        state={schedule}
+        onRepeatChange={props.onRepeatChange}
+        trans={trans}
+      />
 
       <label className="jp-JupyterToJob-field">
         <span className="jp-JupyterToJob-fieldLabel">

@@ -23,12 +23,9 @@ import {
 import { ParameterEditor } from './parameterEditor';
 import { changedParameters, editableText } from './parameters';
 import { retryTransient } from './retry';
-import { ScheduleFields } from './scheduleFields';
+import { RepeatOnSchedule, useScheduleRepeat } from './scheduleFields';
 import { ISchedule } from './scheduleModels';
 import {
-  defaultScheduleForm,
-  IScheduleForm,
-  problemsAfterEdit,
   scheduleFieldOf,
   ScheduleProblems,
   scheduleRequest
@@ -282,12 +279,12 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   const [html, setHtml] = React.useState(features.html_output);
   const [notifyEmail, setNotifyEmail] = React.useState(false);
   // "Repeat on a schedule": the form makes a schedule instead of a one-off job.
-  const [repeat, setRepeat] = React.useState(false);
-  const [scheduleForm, setScheduleForm] = React.useState<IScheduleForm>(() =>
-    defaultScheduleForm()
-  );
-  const [scheduleProblems, setScheduleProblems] =
-    React.useState<ScheduleProblems>({});
+  const schedule = useScheduleRepeat();
+  const {
+    repeat,
+    form: scheduleForm,
+    setProblems: setScheduleProblems
+  } = schedule;
   const [submitting, setSubmitting] = React.useState(false);
   const [error, setError] = React.useState<string | null>(null);
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
@@ -582,30 +579,11 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
         </label>
       )}
 
-      <label className="jp-JupyterToJob-checkbox">
-        <input
-          type="checkbox"
-          data-testid="schedule-repeat-checkbox"
-          checked={repeat}
-          onChange={event => {
-            setRepeat(event.target.checked);
-            setScheduleProblems({});
-            props.onRepeatChange(event.target.checked);
-          }}
-        />
-        {trans.__('Repeat on a schedule')}
-      </label>
-      {repeat && (
-        <ScheduleFields
-          form={scheduleForm}
-          onChange={changes => {
-            setScheduleForm(current => ({ ...current, ...changes }));
-            setScheduleProblems(current => problemsAfterEdit(current, changes));
-          }}
-          problems={scheduleProblems}
-          trans={trans}
-        />
-      )}
+      <RepeatOnSchedule
+        state={schedule}
+        onRepeatChange={props.onRepeatChange}
+        trans={trans}
+      />
 
       {submitting && (
         <p className="jp-JupyterToJob-hint" data-testid="run-as-job-submitting">

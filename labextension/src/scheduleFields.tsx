@@ -1,13 +1,16 @@
 /**
- * "Repeat on a schedule" in the Run as Job dialog: the rhythm (every N minutes or
- * hours, or a cron expression), an optional daily window, the time zone, and the stop
- * conditions. Each field shows its own problem, from the form's checks or the server's.
+ * "Repeat on a schedule" in the Run as Job dialog and the pipeline builder: the
+ * rhythm (every N minutes or hours, or a cron expression), an optional daily window,
+ * the time zone, and the stop conditions. Each field shows its own problem, from the
+ * form's checks or the server's.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import {
+  defaultScheduleForm,
   IScheduleForm,
+  problemsAfterEdit,
   ruleText,
   ScheduleField,
   ScheduleProblems
@@ -249,6 +252,72 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
         </p>
       )}
     </fieldset>
+  );
+}
+
+/**
+ * The state of "Repeat on a schedule" in a dialog: whether it is ticked, the
+ * schedule's fields and each field's problem.
+ */
+export interface IScheduleRepeat {
+  repeat: boolean;
+  setRepeat: (repeat: boolean) => void;
+  form: IScheduleForm;
+  setForm: React.Dispatch<React.SetStateAction<IScheduleForm>>;
+  problems: ScheduleProblems;
+  setProblems: React.Dispatch<React.SetStateAction<ScheduleProblems>>;
+}
+
+/**
+ * Keep the state of "Repeat on a schedule" (unticked, the default rule).
+ */
+export function useScheduleRepeat(): IScheduleRepeat {
+  const [repeat, setRepeat] = React.useState(false);
+  const [form, setForm] = React.useState<IScheduleForm>(() =>
+    defaultScheduleForm()
+  );
+  const [problems, setProblems] = React.useState<ScheduleProblems>({});
+  return { repeat, setRepeat, form, setForm, problems, setProblems };
+}
+
+/**
+ * The "Repeat on a schedule" box and, once ticked, the schedule's fields; ticking
+ * or unticking clears the fields' problems and tells `onRepeatChange` (the dialog
+ * renames its button).
+ */
+export function RepeatOnSchedule(props: {
+  state: IScheduleRepeat;
+  onRepeatChange: (repeat: boolean) => void;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { state, trans } = props;
+  return (
+    <>
+      <label className="jp-JupyterToJob-checkbox">
+        <input
+          type="checkbox"
+          data-testid="schedule-repeat-checkbox"
+          checked={state.repeat}
+          onChange={event => {
+            state.setRepeat(event.target.checked);
+            state.setProblems({});
+            props.onRepeatChange(event.target.checked);
+          }}
+        />
+        {trans.__('Repeat on a schedule')}
+      </label>
+      {state.repeat && (
+        <ScheduleFields
+          form={state.form}
+          onChange={changes => {
+            state.setForm(current => ({ ...current, ...changes }));
+            state.setProblems(current => problemsAfterEdit(current, changes));
+          }}
+          problems={state.problems}
+          trans={trans}
+        />
+      )}
+    </>
   );
 }
 
