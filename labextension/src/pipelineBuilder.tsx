@@ -11,6 +11,7 @@ import { JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
 import { FlavorPicker, useFlavorList } from './flavorPicker';
 import { availableFlavors, defaultFlavor } from './flavors';
+import { FormError } from './formError';
 import { IFieldProblem, IJobFeatures, INotebookParameter } from './models';
 import { ParameterEditor } from './parameterEditor';
 import { defaultTexts } from './pipelineDraft';
@@ -700,27 +701,12 @@ function PipelineBuilderView(
           )}
         </p>
       )}
-      {error.length > 0 && (
-        <div
-          className="jp-JupyterToJob-formError"
-          role="alert"
-          data-testid="builder-error"
-          ref={errorBox}
-        >
-          {error.map(sentence => (
-            <p key={sentence}>{sentence}</p>
-          ))}
-          {problems.length > 0 && (
-            <ul>
-              {problems.map(problem => (
-                <li key={problem.field}>
-                  <code>{problem.field}</code>: {problem.message}
-                </li>
-              ))}
-            </ul>
-          )}
-        </div>
-      )}
+      <FormError
+        testid="builder-error"
+        sentences={error}
+        problems={problems}
+        boxRef={errorBox}
+      />
     </div>
   );
 }

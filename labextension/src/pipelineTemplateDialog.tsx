@@ -8,6 +8,7 @@ import * as React from 'react';
 
 import { JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
+import { FormError } from './formError';
 import { IFieldProblem } from './models';
 import { WideParameterRows } from './pipelineBuilder';
 import {
@@ -183,15 +184,10 @@ function PipelineTemplateView(
       {!template && !loadError && (
         <p className="jp-JupyterToJob-hint">{trans.__('Reading %1…', path)}</p>
       )}
-      {loadError && (
-        <div
-          className="jp-JupyterToJob-formError"
-          role="alert"
-          data-testid="template-load-error"
-        >
-          <p>{loadError}</p>
-        </div>
-      )}
+      <FormError
+        testid="template-load-error"
+        sentences={loadError ? [loadError] : []}
+      />
       {template && (
         <>
           <p className="jp-JupyterToJob-formNote">
@@ -240,24 +236,11 @@ function PipelineTemplateView(
           {trans.__('Starting the pipeline…')}
         </p>
       )}
-      {error && (
-        <div
-          className="jp-JupyterToJob-formError"
-          role="alert"
-          data-testid="template-error"
-        >
-          <p>{error}</p>
-          {problems.length > 0 && (
-            <ul>
-              {problems.map(problem => (
-                <li key={problem.field}>
-                  <code>{problem.field}</code>: {problem.message}
-                </li>
-              ))}
-            </ul>
-          )}
-        </div>
-      )}
+      <FormError
+        testid="template-error"
+        sentences={error ? [error] : []}
+        problems={problems}
+      />
     </div>
   );
 }

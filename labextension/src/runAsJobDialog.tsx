@@ -13,6 +13,7 @@ import {
   deadlineProblem,
   defaultFlavor
 } from './flavors';
+import { FormError } from './formError';
 import {
   IDescribeJob,
   IFieldProblem,
@@ -590,25 +591,12 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
           {trans.__('Submitting…')}
         </p>
       )}
-      {error && (
-        <div
-          className="jp-JupyterToJob-formError"
-          role="alert"
-          data-testid="run-as-job-error"
-          ref={errorBox}
-        >
-          <p>{error}</p>
-          {problems.length > 0 && (
-            <ul>
-              {problems.map(problem => (
-                <li key={problem.field}>
-                  <code>{problem.field}</code>: {problem.message}
-                </li>
-              ))}
-            </ul>
-          )}
-        </div>
-      )}
+      <FormError
+        testid="run-as-job-error"
+        sentences={error ? [error] : []}
+        problems={problems}
+        boxRef={errorBox}
+      />
     </div>
   );
 }
