@@ -21,7 +21,14 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from ..support.course_catalogs import minute, now, spawner_config, write_catalog
+from ..support.course_catalogs import (
+    catalog,
+    minute,
+    now,
+    spawner_config,
+    window,
+    write_catalog,
+)
 from ..support.hubprocess import free_loopback_ports
 
 pytestmark = pytest.mark.integration
@@ -32,16 +39,8 @@ TWO_GPUS = '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
 
 def course_catalog(start: datetime, end: datetime) -> str:
     first_day = (start - timedelta(days=1)).date()
-    return f"""\
-settings:
-  instructor_bounds:
-    overrides_file: overrides.json
-    extension: 30m
-standing:
-  - id: cpu
-    title: CPU only
-    default: true
-courses:
+    term = f"{{first_day: {first_day}, last_day: {first_day + timedelta(days=30)}}}"
+    courses = f"""\
   - id: ml101
     title: Machine Learning 101
     instructors: [teacher]
@@ -50,9 +49,9 @@ courses:
     max_gpu_servers: 4
     schedule:
       timezone: UTC
-      term: {{first_day: {first_day}, last_day: {first_day + timedelta(days=30)}}}
+      term: {term}
       windows:
-        - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+        - {window(start, end)}
       lead_time: 10m
       grace: 0m
   - id: cv201
@@ -61,10 +60,17 @@ courses:
     enrolment: {{users: [quinn]}}
     schedule:
       timezone: UTC
-      term: {{first_day: {first_day}, last_day: {first_day + timedelta(days=30)}}}
+      term: {term}
       windows:
-        - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+        - {window(start, end)}
 """
+    bounds = """\
+settings:
+  instructor_bounds:
+    overrides_file: overrides.json
+    extension: 30m
+"""
+    return bounds + catalog(courses)
 
 
 def hub_config(catalog_dir, audit) -> str:
