@@ -6,16 +6,13 @@ the CUDA version GPU Feature Discovery reports for the node, before any pod is c
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import kubernetes_validate
 import pytest
 from jupyterhub.spawner import SpawnException
 
 from gpuspawner.kubernetes import GPUSpawner, devices_from_nodes
-from tests.support import course_catalogs
 from tests.support.k8s_emulator.nodes import gpu_node
-from tests.support.k8s_spawners import IMAGE, make_gpu_spawner
+from tests.support.k8s_spawners import IMAGE, class_catalog, make_gpu_spawner
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
@@ -54,20 +51,14 @@ def fresh_inventory():
 @pytest.fixture
 def catalog(tmp_path):
     """ML101, in class now for ana, a quarter GPU, offering PyTorch then TensorFlow."""
-    start = course_catalogs.minute(course_catalogs.now())
     path = tmp_path / "catalog.yaml"
     path.write_text(
-        course_catalogs.catalog(
-            course_catalogs.course(
-                "ml101",
-                start=start - timedelta(minutes=10),
-                end=start + timedelta(minutes=120),
-                students=["ana"],
-                gpu="{fraction: 1/4}",
-            )
-            + "    environments: [pytorch, tensorflow]\n"
+        class_catalog(
+            ["ana"],
+            seats=10,
+            course_lines="    environments: [pytorch, tensorflow]\n",
+            sections=ENVIRONMENTS,
         )
-        + ENVIRONMENTS
     )
     return path
 

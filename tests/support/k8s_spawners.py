@@ -25,23 +25,33 @@ S = TypeVar("S", bound=KubeSpawner)
 IMAGE = "quay.io/jupyter/base-notebook:2025-01-06"
 
 
+def class_catalog(
+    students: list[str],
+    *,
+    share: str = "{fraction: 1/4}",
+    seats: int = 100,
+    course_lines: str = "",
+    sections: str = "",
+) -> str:
+    """A catalog whose course ML101 (``ml101``) is in class now, for ``students`` at ``share``;
+    ``course_lines`` go into the course's block, ``sections`` after the catalog."""
+    start = course_catalogs.minute(course_catalogs.now())
+    course = course_catalogs.course(
+        "ml101",
+        start=start - timedelta(minutes=10),
+        end=start + timedelta(minutes=120),
+        students=students,
+        gpu=share,
+        seats=seats,
+    )
+    return course_catalogs.catalog(course + course_lines) + sections
+
+
 def write_class_catalog(
     path: Path, students: list[str], *, share: str = "{fraction: 1/4}", seats: int = 100
 ) -> Path:
     """A catalog whose course ML101 (``ml101``) is in class now, for ``students`` at ``share``."""
-    start = course_catalogs.minute(course_catalogs.now())
-    path.write_text(
-        course_catalogs.catalog(
-            course_catalogs.course(
-                "ml101",
-                start=start - timedelta(minutes=10),
-                end=start + timedelta(minutes=120),
-                students=students,
-                gpu=share,
-                seats=seats,
-            )
-        )
-    )
+    path.write_text(class_catalog(students, share=share, seats=seats))
     return path
 
 
