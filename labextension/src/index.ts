@@ -50,6 +50,12 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    // What the Run as Job dialog and the pipeline dialogs need from the lab.
+    const context = {
+      serverSettings: app.serviceManager.serverSettings,
+      docManager,
+      trans
+    };
 
     // The notebook a call is about: args.path, the file browser's selection, or
     // the current notebook (the one whose toolbar was clicked).
@@ -102,14 +108,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
           return;
         }
         const { runAsJob } = await import('./runAsJob');
-        const job = await runAsJob(
-          {
-            serverSettings: app.serviceManager.serverSettings,
-            docManager,
-            trans
-          },
-          path
-        );
+        const job = await runAsJob(context, path);
         if (job) {
           // A job names its schedule too (null here): a job has a job_id.
           await app.commands.execute(
@@ -129,12 +128,6 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
       command: CommandIDs.runAsJob,
       category: trans.__('Run as Job')
     });
-
-    const context = {
-      serverSettings: app.serviceManager.serverSettings,
-      docManager,
-      trans
-    };
 
     app.commands.addCommand(CommandIDs.runPipeline, {
       label: trans.__('Run notebooks as a pipeline…'),

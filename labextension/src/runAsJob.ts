@@ -1,20 +1,7 @@
-import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
-import { IDocumentManager } from '@jupyterlab/docmanager';
-import { ServerConnection } from '@jupyterlab/services';
-import { TranslationBundle } from '@jupyterlab/translation';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 
-import { JobsAPI } from './api';
-import { unavailableSentence } from './errors';
 import { RunAsJobDialog, RunAsJobResult } from './runAsJobDialog';
-
-/**
- * What running a notebook as a job needs.
- */
-export interface IRunAsJobContext {
-  serverSettings: ServerConnection.ISettings;
-  docManager: IDocumentManager;
-  trans: TranslationBundle;
-}
+import { IRunContext, reachJobService } from './runContext';
 
 /**
  * Run the notebook at `path` as a job: check that the server offers Run as Job,
@@ -25,18 +12,15 @@ export interface IRunAsJobContext {
  * available (a notification says why).
  */
 export async function runAsJob(
-  context: IRunAsJobContext,
+  context: IRunContext,
   path: string
 ): Promise<RunAsJobResult | null> {
   const { docManager, trans } = context;
-  const api = new JobsAPI(context.serverSettings);
-  let config;
-  try {
-    config = await api.getConfig();
-  } catch (error) {
-    Notification.error(unavailableSentence(error), { autoClose: false });
+  const service = await reachJobService(context);
+  if (!service) {
     return null;
   }
+  const { api, config } = service;
 
   const widget = docManager.findWidget(path);
   const documentContext = widget ? docManager.contextForWidget(widget) : null;

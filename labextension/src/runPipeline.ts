@@ -1,25 +1,13 @@
-import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
-import { IDocumentManager } from '@jupyterlab/docmanager';
-import { ServerConnection } from '@jupyterlab/services';
-import { TranslationBundle } from '@jupyterlab/translation';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 
 import { featuresOf, JobsAPI } from './api';
-import { unavailableSentence } from './errors';
 import {
   PipelineBuilderDialog,
   PipelineBuilderResult
 } from './pipelineBuilder';
 import { IDescribePipeline } from './pipelineModels';
 import { PipelineTemplateDialog } from './pipelineTemplateDialog';
-
-/**
- * What running notebooks as a pipeline needs.
- */
-export interface IRunPipelineContext {
-  serverSettings: ServerConnection.ISettings;
-  docManager: IDocumentManager;
-  trans: TranslationBundle;
-}
+import { IRunContext, reachJobService } from './runContext';
 
 /**
  * An open notebook, as the builder lists it.
@@ -41,18 +29,15 @@ export interface IOpenNotebook {
  * or not available (a notification says why).
  */
 export async function runPipelineBuilder(
-  context: IRunPipelineContext,
+  context: IRunContext,
   notebooks: IOpenNotebook[]
 ): Promise<PipelineBuilderResult | null> {
   const { docManager, trans } = context;
-  const api = new JobsAPI(context.serverSettings);
-  let config;
-  try {
-    config = await api.getConfig();
-  } catch (error) {
-    Notification.error(unavailableSentence(error), { autoClose: false });
+  const service = await reachJobService(context);
+  if (!service) {
     return null;
   }
+  const { api, config } = service;
   const dirty = notebooks.filter(notebook => notebook.dirty);
   if (dirty.length > 0) {
     const answer = await showDialog({
@@ -87,7 +72,7 @@ export async function runPipelineBuilder(
  * Run the template at `path` again, with its pipeline-wide parameters to change.
  */
 export async function runPipelineTemplate(
-  context: IRunPipelineContext,
+  context: IRunContext,
   path: string
 ): Promise<IDescribePipeline | null> {
   const dialog = new PipelineTemplateDialog({
