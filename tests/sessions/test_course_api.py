@@ -8,11 +8,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
-from jupyterhub.services.auth import HubAuth
 from tornado.httpclient import AsyncHTTPClient
-from tornado.httpserver import HTTPServer
-from tornado.testing import bind_unused_port
-from tornado.web import Application
 
 from gpuspawner.cli import main as gpuspawner
 from gpuspawner.policy import load_catalog
@@ -25,13 +21,9 @@ from gpuspawner.policy.course_overrides import (
     timing_change,
 )
 from gpuspawner.sessions.audit import AuditLog
-from gpuspawner.sessions.course_api import CourseAPI, course_api_handlers
 from gpuspawner.sessions.course_changes import CourseChanges
-from gpuspawner.sessions.hub_client import HubClient
-from gpuspawner.sessions.service import SessionsService
-from gpuspawner.sessions.watched_catalog import WatchedCatalog
+from tests.support.course_api_server import ACCESS, serve_course_api
 
-ACCESS = "access:services!service=course-sessions"
 # Wednesday 25 November 2026, 13:00 in Zurich: the next ML101 class is Monday 30 November.
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 MONDAY = date(2026, 11, 30)
@@ -69,27 +61,8 @@ async def courses_api(tmp_path: Path):
     """``GET api/courses`` of the service's course API on a free port, over the catalog in
     ``tmp_path`` (its overrides file beside it)."""
     (tmp_path / "catalog.yaml").write_text(CATALOG)
-    audit = AuditLog(None)
-    service = SessionsService(
-        HubClient("http://127.0.0.1:9/hub/api/", "unused"),  # the list never asks the hub
-        WatchedCatalog(tmp_path / "catalog.yaml", audit),
-        audit,
-        clock=lambda: NOW,
-    )
-
-    async def authenticate(token):
-        return TOKENS.get(token)
-
-    api = CourseAPI(
-        service=service,
-        authenticate=authenticate,
-        access_scope=ACCESS,
-        check_scopes=HubAuth(api_token="unused").check_scopes,
-    )
-    sock, port = bind_unused_port()
-    server = HTTPServer(Application(course_api_handlers("/services/course-sessions/", api)))
-    server.add_sockets([sock])
-    url = f"http://127.0.0.1:{port}/services/course-sessions/api/courses"
+    api, server = serve_course_api(tmp_path / "catalog.yaml", TOKENS, lambda: NOW)
+    url = f"{api}courses"
 
     async def courses(token: str) -> list[dict]:
         response = await AsyncHTTPClient().fetch(url, headers={"Authorization": f"token {token}"})

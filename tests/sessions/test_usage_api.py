@@ -10,21 +10,12 @@ from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
 import pytest
-from jupyterhub.services.auth import HubAuth
 from tornado.httpclient import AsyncHTTPClient
-from tornado.httpserver import HTTPServer
-from tornado.testing import bind_unused_port
-from tornado.web import Application
 
 from gpuspawner.accounting.intervals import UsageInterval
 from gpuspawner.accounting.store import UsageStore
-from gpuspawner.sessions.audit import AuditLog
-from gpuspawner.sessions.course_api import CourseAPI, course_api_handlers
-from gpuspawner.sessions.hub_client import HubClient
-from gpuspawner.sessions.service import SessionsService
-from gpuspawner.sessions.watched_catalog import WatchedCatalog
+from tests.support.course_api_server import ACCESS, serve_course_api
 
-ACCESS = "access:services!service=course-sessions"
 MONDAY = datetime(2026, 10, 5, 8, 0, tzinfo=UTC)
 CATALOG = """\
 courses:
@@ -77,28 +68,8 @@ async def usage_api(tmp_path):
     ):
         store.open(interval)
         store.close_interval(interval.key, interval.ended)
-    audit = AuditLog(None)
-    service = SessionsService(
-        HubClient("http://127.0.0.1:9/hub/api/", "unused"),  # the report never asks the hub
-        WatchedCatalog(catalog, audit),
-        audit,
-        clock=lambda: MONDAY + timedelta(days=1),
-    )
-
-    async def authenticate(token):
-        return TOKENS.get(token)
-
-    api = CourseAPI(
-        service=service,
-        authenticate=authenticate,
-        access_scope=ACCESS,
-        check_scopes=HubAuth(api_token="unused").check_scopes,
-        usage=store,
-    )
-    sock, port = bind_unused_port()
-    server = HTTPServer(Application(course_api_handlers("/services/course-sessions/", api)))
-    server.add_sockets([sock])
-    base = f"http://127.0.0.1:{port}/services/course-sessions/api/usage"
+    api, server = serve_course_api(catalog, TOKENS, lambda: MONDAY + timedelta(days=1), usage=store)
+    base = f"{api}usage"
 
     async def get(token: str, query: str):
         response = await AsyncHTTPClient().fetch(
