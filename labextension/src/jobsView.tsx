@@ -20,7 +20,13 @@ import {
 import { JobsModel } from './jobsModel';
 import { LogFollower } from './logFollower';
 import { LogView } from './logView';
-import { IDescribeJob, IJobFeatures, JOB_STATUSES, JobStatus } from './models';
+import {
+  IDescribeJob,
+  IJobFeatures,
+  JOB_STATUSES,
+  JobStatus,
+  JsonValue
+} from './models';
 import { hasOutput } from './submission';
 
 /**
@@ -285,6 +291,34 @@ export function flavorTitle(
 }
 
 /**
+ * The values given to a job or a pipeline, as a wide term of a card's facts
+ * (`name = value, ...`); nothing when there are none.
+ */
+export function ParameterFacts(props: {
+  parameters?: { [name: string]: JsonValue } | null;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const parameters = Object.entries(props.parameters ?? {});
+  if (parameters.length === 0) {
+    return null;
+  }
+  return (
+    <>
+      <dt className="jp-JupyterToJob-wideTerm">
+        {props.trans.__('Parameters')}
+      </dt>
+      <dd className="jp-JupyterToJob-wide">
+        <code>
+          {parameters
+            .map(([name, value]) => `${name} = ${JSON.stringify(value)}`)
+            .join(', ')}
+        </code>
+      </dd>
+    </>
+  );
+}
+
+/**
  * The status as a coloured word.
  */
 export function StatusBadge(props: { status: JobStatus }): JSX.Element {
@@ -353,7 +387,6 @@ function JobDetail(
       {label}
     </button>
   );
-  const parameters = Object.entries(job.parameters ?? {});
   const shown = actionsShown(job, features);
   return (
     <section
@@ -504,20 +537,7 @@ function JobDetail(
             <dd>{job.exit_code}</dd>
           </>
         )}
-        {parameters.length > 0 && (
-          <>
-            <dt className="jp-JupyterToJob-wideTerm">
-              {trans.__('Parameters')}
-            </dt>
-            <dd className="jp-JupyterToJob-wide">
-              <code>
-                {parameters
-                  .map(([name, value]) => `${name} = ${JSON.stringify(value)}`)
-                  .join(', ')}
-              </code>
-            </dd>
-          </>
-        )}
+        <ParameterFacts parameters={job.parameters} trans={trans} />
         <dt className="jp-JupyterToJob-wideTerm">{trans.__('Job ID')}</dt>
         <dd className="jp-JupyterToJob-wide">
           <code>{job.job_id}</code>

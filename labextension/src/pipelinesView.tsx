@@ -8,6 +8,7 @@ import * as React from 'react';
 
 import { Card, CardAction, CardList } from './cardList';
 import { formatTime } from './format';
+import { ParameterFacts } from './jobsView';
 import {
   IDescribePipeline,
   IDescribePipelineJob,
@@ -112,7 +113,6 @@ function PipelineCard(
   const { model, actions, trans, pipeline } = props;
   const shown = pipelineActions(pipeline);
   const busy = model.busyId !== null;
-  const parameters = Object.entries(pipeline.parameters ?? {});
   return (
     <Card
       highlighted={model.highlighted === pipeline.pipeline_id}
@@ -179,20 +179,7 @@ function PipelineCard(
             <dd data-testid="pipeline-template">{pipeline.template_path}</dd>
           </>
         )}
-        {parameters.length > 0 && (
-          <>
-            <dt className="jp-JupyterToJob-wideTerm">
-              {trans.__('Parameters')}
-            </dt>
-            <dd className="jp-JupyterToJob-wide">
-              <code>
-                {parameters
-                  .map(([name, value]) => `${name} = ${JSON.stringify(value)}`)
-                  .join(', ')}
-              </code>
-            </dd>
-          </>
-        )}
+        <ParameterFacts parameters={pipeline.parameters} trans={trans} />
       </dl>
       <ol
         className="jp-JupyterToJob-stages"
