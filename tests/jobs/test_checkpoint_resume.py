@@ -15,7 +15,11 @@ from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.runfiles import read_status
 from tests.support import eventually
-from tests.support.checkpoint_training import training_cell
+from tests.support.checkpoint_training import (
+    attempt_noting_cell,
+    take_away_two_attempts,
+    training_cell,
+)
 from tests.support.job_managers import ManagerFactory, finished
 
 from ..support.notebooks import notebook, wait_for_file
@@ -133,29 +137,18 @@ async def test_retries_used_up_end_failed_with_a_sentence(
 ) -> None:
     # Given a job with one retry that holds on each attempt until it is killed
     manager = await make_manager()
-    gate = tmp_path / "never"
-    held = tmp_path / "held.txt"
-    cell = (
-        "import os\n"
-        f"with open({str(held)!r}, 'a') as f:\n"
-        "    f.write(os.environ['JUPYTER_TO_JOB_ATTEMPT'] + '\\n')\n" + wait_for_file(gate)
-    )
     created = await manager.create(
         "alice",
         request("doomed", retries=1, folder="ckpt"),
-        notebook=notebook(cell),
+        notebook=notebook(attempt_noting_cell(tmp_path / "never")),
         working_dir=tmp_path,
     )
     job_id = created.job_id
 
-    def attempts_held() -> list[str]:
-        return held.read_text().split() if held.exists() else []
-
     # When it is killed on its first attempt and again on its second
-    await eventually(lambda: attempts_held() == ["1"], what="the first attempt to run")
-    await kill_runner_and_kernel(manager, job_id)
-    await eventually(lambda: attempts_held() == ["1", "2"], what="the second attempt to run")
-    await kill_runner_and_kernel(manager, job_id)
+    await take_away_two_attempts(
+        tmp_path / "ckpt" / "held.txt", lambda: kill_runner_and_kernel(manager, job_id)
+    )
     job = await finished(manager, job_id)
 
     # Then it fails, saying it was killed and that its retries are used up

@@ -23,10 +23,14 @@ from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus
 from jupyter_to_job.retries import exhausted
 from tests.support import eventually
-from tests.support.checkpoint_training import training_cell
+from tests.support.checkpoint_training import (
+    attempt_noting_cell,
+    take_away_two_attempts,
+    training_cell,
+)
 from tests.support.job_managers import ManagerFactory, finished
 from tests.support.k8s_job_pods import PodProcesses
-from tests.support.notebooks import notebook, wait_for_file
+from tests.support.notebooks import notebook
 
 EVICTED = "its pod was evicted (its node was drained, or an admin evicted it)"
 SEPARATOR = (
@@ -162,24 +166,14 @@ async def test_a_job_evicted_more_often_than_its_retries_allow_ends_failed_sayin
     manager: JobManager, project: Path, k8s_api: Any, tmp_path: Path
 ) -> None:
     # Given a job with one retry that waits on each attempt, noting the attempt it is
-    held = project / "ckpt" / "held.txt"
-    cell = (
-        "import os, pathlib\n"
-        "folder = pathlib.Path(os.environ['JUPYTER_TO_JOB_CHECKPOINT_DIR'])\n"
-        "with open(folder / 'held.txt', 'a') as f:\n"
-        "    f.write(os.environ['JUPYTER_TO_JOB_ATTEMPT'] + '\\n')\n"
-        + wait_for_file(tmp_path / "never")
+    job_id = await submit(
+        manager, attempt_noting_cell(tmp_path / "never"), retries=1, folder="ckpt"
     )
-    job_id = await submit(manager, cell, retries=1, folder="ckpt")
-
-    def attempts_held() -> list[str]:
-        return held.read_text().split() if held.exists() else []
 
     # When its pod is evicted on its first attempt and again on its second
-    await eventually(lambda: attempts_held() == ["1"], what="the first attempt to run")
-    await evict_running_pod(k8s_api, job_id)
-    await eventually(lambda: attempts_held() == ["1", "2"], what="the second attempt to run")
-    await evict_running_pod(k8s_api, job_id)
+    await take_away_two_attempts(
+        project / "ckpt" / "held.txt", lambda: evict_running_pod(k8s_api, job_id)
+    )
     job = await finished(manager, job_id)
 
     # Then it failed as preempted, saying its retries are used up

@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from . import eventually
+from .notebooks import wait_for_file
+
 
 def training_cell(hold_at: int) -> str:
     """Twenty steps with a checkpoint after each, resuming from the checkpoint there is.
@@ -35,3 +41,27 @@ def training_cell(hold_at: int) -> str:
         "    time.sleep(0.01)\n"
         "print(f'total {state[\"total\"]}')\n"
     )
+
+
+def attempt_noting_cell(gate: Path) -> str:
+    """A cell that adds its attempt number to ``held.txt`` in its checkpoint folder, then
+    waits for ``gate`` (which the tests never make) until it is taken away."""
+    return (
+        "import os, pathlib\n"
+        "folder = pathlib.Path(os.environ['JUPYTER_TO_JOB_CHECKPOINT_DIR'])\n"
+        "with open(folder / 'held.txt', 'a') as f:\n"
+        "    f.write(os.environ['JUPYTER_TO_JOB_ATTEMPT'] + '\\n')\n" + wait_for_file(gate)
+    )
+
+
+async def take_away_two_attempts(held: Path, take_away: Callable[[], Awaitable[None]]) -> None:
+    """Wait for attempt 1 to note itself in ``held`` (see :func:`attempt_noting_cell`) and
+    ``take_away`` it (kill, evict), then the same for attempt 2."""
+
+    def attempts_held() -> list[str]:
+        return held.read_text().split() if held.exists() else []
+
+    await eventually(lambda: attempts_held() == ["1"], what="the first attempt to run")
+    await take_away()
+    await eventually(lambda: attempts_held() == ["1", "2"], what="the second attempt to run")
+    await take_away()
