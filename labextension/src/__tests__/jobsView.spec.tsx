@@ -14,6 +14,7 @@ import { JobsModel } from '../jobsModel';
 import { IJobActions, JobsView } from '../jobsView';
 import { IDescribeJob } from '../models';
 import { makeJob } from './jobs.fixture';
+import { emptyLog } from './jobsPanel.fixture';
 
 // React's act() outside a test renderer
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
@@ -38,14 +39,7 @@ async function renderPanel(
       next_token: null,
       total_count: jobs.length
     }),
-    getLog: async (jobId: string, offset: number) => ({
-      job_id: jobId,
-      offset,
-      next_offset: offset,
-      size: 0,
-      data: '',
-      complete: true
-    })
+    getLog: async (jobId: string, offset: number) => emptyLog(jobId, offset)
   };
   const model = new JobsModel({ api: api as unknown as JobsAPI });
   await model.refresh();

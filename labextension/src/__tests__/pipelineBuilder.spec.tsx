@@ -23,6 +23,7 @@ import {
 import { PipelineTemplateDialog } from '../pipelineTemplateDialog';
 import { ICreateSchedule, ISchedule } from '../scheduleModels';
 import { makeFlavor } from './jobs.fixture';
+import { settle as settleTurns } from './jobsPanel.fixture';
 import { makeFailedPipeline } from './pipelines.fixture';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
@@ -90,14 +91,8 @@ class Server {
   }
 }
 
-async function settle(work: () => void = () => undefined): Promise<void> {
-  await act(async () => {
-    work();
-    for (let turn = 0; turn < 20; turn++) {
-      await Promise.resolve();
-    }
-  });
-}
+// The builder reads every notebook's parameters: more rounds of promises to settle.
+const settle = (work?: () => void) => settleTurns(work, 20);
 
 function typeInto(input: HTMLInputElement, text: string): Promise<void> {
   return settle(() => {

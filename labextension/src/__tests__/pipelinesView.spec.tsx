@@ -5,15 +5,9 @@
  * an unfinished pipeline is followed until it ends.
  */
 import { Dialog } from '@jupyterlab/apputils';
-import { Contents } from '@jupyterlab/services';
-import { nullTranslator } from '@jupyterlab/translation';
-import { MessageLoop } from '@lumino/messaging';
-import { Widget } from '@lumino/widgets';
 import { act } from 'react';
 
 import { JobsAPI } from '../api';
-import { JobsModel } from '../jobsModel';
-import { JobsPanel } from '../jobsPanel';
 import {
   ICreatePipeline,
   IDescribePipeline,
@@ -22,6 +16,7 @@ import {
 import { pipelineRerunRequest } from '../pipelineStatus';
 import { PipelinesModel } from '../pipelinesModel';
 import { makeJob } from './jobs.fixture';
+import { emptyLog, openPanelTab, settle } from './jobsPanel.fixture';
 import { makeFailedPipeline, makePipelineJob } from './pipelines.fixture';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
@@ -69,44 +64,17 @@ class FakeServer {
     return { jobs, next_token: null, total_count: jobs.length };
   }
   async getLog(jobId: string, offset: number) {
-    return {
-      job_id: jobId,
-      offset,
-      next_offset: offset,
-      size: 0,
-      data: '',
-      complete: true
-    };
+    return emptyLog(jobId, offset);
   }
   get api(): JobsAPI {
     return this as unknown as JobsAPI;
   }
 }
 
-async function settle(work: () => void = () => undefined): Promise<void> {
-  await act(async () => {
-    work();
-    for (let turn = 0; turn < 10; turn++) {
-      await Promise.resolve();
-    }
-  });
-}
-
 async function openPipelinesTab(server: FakeServer, refreshInterval = 2000) {
-  const panel = new JobsPanel({
-    model: new JobsModel({ api: server.api }),
-    pipelines: new PipelinesModel({ api: server.api, refreshInterval }),
-    docManager: null,
-    contents: {} as Contents.IManager,
-    config: null,
-    trans: nullTranslator.load('jupyter_to_job')
+  const panel = await openPanelTab(server.api, 'pipelines', {
+    pipelines: new PipelinesModel({ api: server.api, refreshInterval })
   });
-  await settle(() => {
-    Widget.attach(panel, document.body);
-    panel.showTab('pipelines');
-    MessageLoop.sendMessage(panel, Widget.Msg.UpdateRequest);
-  });
-  await settle();
   const all = (selector: string, root: ParentNode = panel.node) => [
     ...root.querySelectorAll<HTMLElement>(selector)
   ];

@@ -15,6 +15,7 @@ import {
 import { isSchedule, RunAsJobDialog, RunAsJobResult } from '../runAsJobDialog';
 import { ICreateSchedule, ISchedule } from '../scheduleModels';
 import { makeFlavor, makeJob } from './jobs.fixture';
+import { settle } from './jobsPanel.fixture';
 
 // React renders the dialog inside act(), as in a browser between two events.
 (
@@ -169,19 +170,6 @@ class OpenDialog {
       input.dispatchEvent(new Event('input', { bubbles: true }));
     });
   }
-}
-
-/**
- * Do `work` (a server's answer, a click), then let the promises and renders it
- * starts run to their end.
- */
-async function settle(work: () => void = () => undefined): Promise<void> {
-  await act(async () => {
-    work();
-    for (let turn = 0; turn < 10; turn++) {
-      await Promise.resolve();
-    }
-  });
 }
 
 async function openDialog(

@@ -3,18 +3,13 @@
  * its status allows, Delete after a confirmation, and the last runs' links to their jobs.
  */
 import { Dialog } from '@jupyterlab/apputils';
-import { Contents } from '@jupyterlab/services';
-import { nullTranslator } from '@jupyterlab/translation';
-import { MessageLoop } from '@lumino/messaging';
-import { Widget } from '@lumino/widgets';
 import { act } from 'react';
 
 import { JobsAPI } from '../api';
-import { JobsModel } from '../jobsModel';
-import { JobsPanel } from '../jobsPanel';
 import { ISchedule } from '../scheduleModels';
 import { SchedulesModel } from '../schedulesModel';
 import { makeJob } from './jobs.fixture';
+import { emptyLog, openPanelTab, settle } from './jobsPanel.fixture';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
 
@@ -94,44 +89,17 @@ class FakeServer {
     return { jobs: this.jobs, next_token: null, total_count: 2 };
   }
   async getLog(jobId: string, offset: number) {
-    return {
-      job_id: jobId,
-      offset,
-      next_offset: offset,
-      size: 0,
-      data: '',
-      complete: true
-    };
+    return emptyLog(jobId, offset);
   }
   get api(): JobsAPI {
     return this as unknown as JobsAPI;
   }
 }
 
-async function settle(work: () => void = () => undefined): Promise<void> {
-  await act(async () => {
-    work();
-    for (let turn = 0; turn < 10; turn++) {
-      await Promise.resolve();
-    }
-  });
-}
-
 async function openSchedulesTab(server: FakeServer) {
-  const panel = new JobsPanel({
-    model: new JobsModel({ api: server.api }),
-    schedules: new SchedulesModel({ api: server.api }),
-    docManager: null,
-    contents: {} as Contents.IManager,
-    config: null,
-    trans: nullTranslator.load('jupyter_to_job')
+  const panel = await openPanelTab(server.api, 'schedules', {
+    schedules: new SchedulesModel({ api: server.api })
   });
-  await settle(() => {
-    Widget.attach(panel, document.body);
-    panel.showTab('schedules');
-    MessageLoop.sendMessage(panel, Widget.Msg.UpdateRequest);
-  });
-  await settle();
   const card = (id: string) =>
     panel.node.querySelector<HTMLElement>(`[data-schedule-id="${id}"]`);
   const inCard = (id: string, testid: string) =>
