@@ -7,16 +7,12 @@ import { Locator } from '@playwright/test';
 import * as path from 'path';
 
 /**
- * Where screenshots go (test-artifacts/ui/ at the repository root).
+ * Where screenshots go: UI_ARTIFACTS_DIR, as for the rest of the run's artifacts
+ * (playwright.config.js), else test-artifacts/ui/ at the repository root.
  */
-export const SCREENSHOTS = path.resolve(
-  __dirname,
-  '..',
-  '..',
-  '..',
-  'test-artifacts',
-  'ui'
-);
+export const SCREENSHOTS =
+  process.env.UI_ARTIFACTS_DIR ||
+  path.resolve(__dirname, '..', '..', '..', 'test-artifacts', 'ui');
 
 /**
  * Selectors of Run as Job's parts; commands are found by their `data-command`.
@@ -113,6 +109,18 @@ export async function expectReadyToSubmit(dialog: Locator): Promise<void> {
 }
 
 /**
+ * Fill "Repeat on a schedule" (already ticked) as every minute, `maxRuns` runs at most.
+ */
+export async function repeatEveryMinute(
+  dialog: Locator,
+  maxRuns: number
+): Promise<void> {
+  await dialog.getByTestId('schedule-interval-count').fill('1');
+  await dialog.getByTestId('schedule-interval-unit').selectOption('minutes');
+  await dialog.getByTestId('schedule-max-runs').fill(String(maxRuns));
+}
+
+/**
  * Run as Job in one galata page.
  */
 export class RunAsJobHelper {
@@ -156,6 +164,19 @@ export class RunAsJobHelper {
   }
 
   /**
+   * Write `content` as a notebook at `path`, open it, click Run as Job and return
+   * the dialog once it can be submitted.
+   */
+  async openDialogOf(
+    path: string,
+    content: Record<string, unknown>
+  ): Promise<Locator> {
+    await this.createNotebook(path, content);
+    await this.openAndClickRunAsJob(path);
+    return this.dialog();
+  }
+
+  /**
    * Submit the dialog once it can be, and wait for the Jobs panel to show the new job.
    *
    * @returns The job's detail and its id.
@@ -194,9 +215,44 @@ export class RunAsJobHelper {
   }
 
   /**
-   * Save a screenshot under test-artifacts/ui/.
+   * The Jobs panel's tab `tab` ("schedules", "pipelines"...) is the one shown; its
+   * newest card (of those with `hasText`), found again by its id: other tests' cards
+   * may be listed on the shared test server.
+   */
+  async newestCard(
+    tab: 'schedules' | 'pipelines',
+    hasText?: string
+  ): Promise<{ card: Locator; id: string }> {
+    const kind = tab === 'schedules' ? 'schedule' : 'pipeline';
+    const panel = this.page.locator(SELECTORS.JOBS_PANEL);
+    await expect(panel.getByTestId(`jobs-tab-${tab}`)).toHaveAttribute(
+      'aria-selected',
+      'true'
+    );
+    const id =
+      (await panel
+        .getByTestId(kind)
+        .filter(hasText ? { hasText } : {})
+        .first()
+        .getAttribute(`data-${kind}-id`)) ?? '';
+    return { card: panel.locator(`[data-${kind}-id="${id}"]`), id };
+  }
+
+  /**
+   * Save a screenshot under SCREENSHOTS.
    */
   async screenshot(name: string): Promise<void> {
     await this.page.screenshot({ path: path.join(SCREENSHOTS, name) });
+  }
+
+  /**
+   * Save `<name>-light.png` and `<name>-dark.png`, and go back to the light theme.
+   */
+  async screenshotsLightAndDark(name: string): Promise<void> {
+    await this.page.theme.setLightTheme();
+    await this.screenshot(`${name}-light.png`);
+    await this.page.theme.setDarkTheme();
+    await this.screenshot(`${name}-dark.png`);
+    await this.page.theme.setLightTheme();
   }
 }

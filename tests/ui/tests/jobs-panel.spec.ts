@@ -1,16 +1,6 @@
 import { expect, test } from '@jupyterlab/galata';
-import * as path from 'path';
 
 import { GREETING_NOTEBOOK, RunAsJobHelper } from '../helpers/RunAsJobHelper';
-
-const SCREENSHOTS = path.resolve(
-  __dirname,
-  '..',
-  '..',
-  '..',
-  'test-artifacts',
-  'ui'
-);
 const OPEN_JOBS_PANEL = 'jupyter-to-job:open-jobs-panel';
 
 test.describe('The Jobs panel', () => {
@@ -32,7 +22,7 @@ test.describe('The Jobs panel', () => {
     await expect(tab).toBeVisible();
     await expect(tab).toHaveClass(/lm-mod-current/);
     await expect(page.locator('#jp-JupyterToJob-jobsPanel')).toBeVisible();
-    await page.screenshot({ path: path.join(SCREENSHOTS, 'jobs-panel.png') });
+    await new RunAsJobHelper(page).screenshot('jobs-panel.png');
   });
 
   test('running the command again brings the same tab forward', async ({
@@ -76,9 +66,9 @@ test.describe('When a job ends', () => {
     const jobs = new RunAsJobHelper(page);
     const notebookPath = `${tmpPath}/greeting.ipynb`;
     // Given a job of the student's submitted from the notebook's toolbar
-    await jobs.createNotebook(notebookPath, GREETING_NOTEBOOK);
-    await jobs.openAndClickRunAsJob(notebookPath);
-    const { detail, jobId } = await jobs.submit(await jobs.dialog());
+    const { detail, jobId } = await jobs.submit(
+      await jobs.openDialogOf(notebookPath, GREETING_NOTEBOOK)
+    );
     // And the panel's wording while it runs: cells counted from 1, the parameters
     // cell named as such, the flavor by its title
     await expect(detail.getByTestId('job-detail-status')).toHaveText(
@@ -117,10 +107,6 @@ test.describe('When a job ends', () => {
     await expect(detail.getByTestId('job-action-delete')).toBeVisible();
 
     // The Jobs panel in light and dark, for the record
-    await page.theme.setLightTheme();
-    await jobs.screenshot('jobs-panel-light.png');
-    await page.theme.setDarkTheme();
-    await jobs.screenshot('jobs-panel-dark.png');
-    await page.theme.setLightTheme();
+    await jobs.screenshotsLightAndDark('jobs-panel');
   });
 });

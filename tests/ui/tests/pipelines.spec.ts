@@ -7,17 +7,14 @@
  */
 import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import { Locator } from '@playwright/test';
-import * as path from 'path';
 
 import {
   notebook,
+  repeatEveryMinute,
   RunAsJobHelper,
   SELECTORS
 } from '../helpers/RunAsJobHelper';
 
-const ARTIFACTS =
-  process.env.UI_ARTIFACTS_DIR ||
-  path.resolve(__dirname, '..', '..', '..', 'test-artifacts', 'ui');
 const RUN_PIPELINE = 'jupyter-to-job:run-pipeline';
 
 /**
@@ -58,17 +55,6 @@ const SLOW = notebook([
 
 const REPORT = notebook([{ source: "print('report')" }]);
 
-async function screenshots(
-  page: IJupyterLabPageFixture,
-  name: string
-): Promise<void> {
-  await page.theme.setLightTheme();
-  await page.screenshot({ path: path.join(ARTIFACTS, `${name}-light.png`) });
-  await page.theme.setDarkTheme();
-  await page.screenshot({ path: path.join(ARTIFACTS, `${name}-dark.png`) });
-  await page.theme.setLightTheme();
-}
-
 /**
  * Open each notebook (in this order), then the builder from the notebook toolbar.
  */
@@ -101,6 +87,20 @@ async function openBuilder(
   return dialog;
 }
 
+/**
+ * Write the prepare and train notebooks into `folder`, then open the builder over
+ * them (one stage each).
+ */
+async function builderOverPrepareAndTrain(
+  jobs: RunAsJobHelper,
+  folder: string
+): Promise<Locator> {
+  const paths = [`${folder}/prepare.ipynb`, `${folder}/train.ipynb`];
+  await jobs.createNotebook(paths[0], PREPARE);
+  await jobs.createNotebook(paths[1], TRAIN);
+  return openBuilder(jobs.page, paths);
+}
+
 test.describe('Pipelines from the open notebooks', () => {
   test.setTimeout(300 * 1000);
 
@@ -109,16 +109,12 @@ test.describe('Pipelines from the open notebooks', () => {
     tmpPath
   }) => {
     const jobs = new RunAsJobHelper(page);
-    const prepare = `${tmpPath}/prepare.ipynb`;
-    const train = `${tmpPath}/train.ipynb`;
-    await jobs.createNotebook(prepare, PREPARE);
-    await jobs.createNotebook(train, TRAIN);
 
     // Given the builder over her two open notebooks: one stage each
-    const dialog = await openBuilder(page, [prepare, train]);
+    const dialog = await builderOverPrepareAndTrain(jobs, tmpPath);
     await expect(dialog.getByTestId('builder-stage')).toHaveCount(2);
     await dialog.getByTestId('builder-name').fill('prepare and train');
-    await screenshots(page, 'pipeline-builder');
+    await jobs.screenshotsLightAndDark('pipeline-builder');
 
     // When she saves it as a template, then runs it
     await dialog.locator('.jp-JupyterToJob-saveTemplate').click();
@@ -130,17 +126,10 @@ test.describe('Pipelines from the open notebooks', () => {
 
     // Then the Pipelines tab follows it to its end, stage after stage
     const panel = page.locator(SELECTORS.JOBS_PANEL);
-    await expect(panel.getByTestId('jobs-tab-pipelines')).toHaveAttribute(
-      'aria-selected',
-      'true'
+    const { card: pipeline, id: firstId } = await jobs.newestCard(
+      'pipelines',
+      'prepare and train'
     );
-    const firstId =
-      (await panel
-        .getByTestId('pipeline')
-        .filter({ hasText: 'prepare and train' })
-        .first()
-        .getAttribute('data-pipeline-id')) ?? '';
-    const pipeline = panel.locator(`[data-pipeline-id="${firstId}"]`);
     await expect(pipeline).toHaveAttribute('data-status', 'COMPLETED', {
       timeout: 180 * 1000
     });
@@ -266,7 +255,7 @@ test.describe('Pipelines from the open notebooks', () => {
     ).toHaveAttribute('data-status', 'SKIPPED');
 
     await pipeline.scrollIntoViewIfNeeded();
-    await screenshots(page, 'pipeline-failed');
+    await jobs.screenshotsLightAndDark('pipeline-failed');
   });
 
   test('a pipeline repeated on a schedule starts its first run, linked from the Schedules tab', async ({
@@ -274,18 +263,12 @@ test.describe('Pipelines from the open notebooks', () => {
     tmpPath
   }) => {
     const jobs = new RunAsJobHelper(page);
-    const prepare = `${tmpPath}/prepare.ipynb`;
-    const train = `${tmpPath}/train.ipynb`;
-    await jobs.createNotebook(prepare, PREPARE);
-    await jobs.createNotebook(train, TRAIN);
 
     // Given the builder over two notebooks, repeated every minute, one run at most
-    const dialog = await openBuilder(page, [prepare, train]);
+    const dialog = await builderOverPrepareAndTrain(jobs, tmpPath);
     await dialog.getByTestId('builder-name').fill('every minute');
     await dialog.getByTestId('schedule-repeat-checkbox').check();
-    await dialog.getByTestId('schedule-interval-count').fill('1');
-    await dialog.getByTestId('schedule-interval-unit').selectOption('minutes');
-    await dialog.getByTestId('schedule-max-runs').fill('1');
+    await repeatEveryMinute(dialog, 1);
     const submit = dialog.locator(SELECTORS.SUBMIT);
     await expect(submit).toHaveText('Create Schedule');
 

@@ -128,9 +128,7 @@ test.describe('Run as Job from the notebook toolbar', () => {
     const notebookPath = `${tmpPath}/ticking.ipynb`;
 
     // Given a job that prints a tick every second for ten minutes, running
-    await jobs.createNotebook(notebookPath, TICKING_NOTEBOOK);
-    await jobs.openAndClickRunAsJob(notebookPath);
-    const dialog = await jobs.dialog();
+    const dialog = await jobs.openDialogOf(notebookPath, TICKING_NOTEBOOK);
     const { detail, jobId } = await jobs.submit(dialog);
     await expect(detail).toHaveAttribute('data-status', 'RUNNING', {
       timeout: 30 * 1000
@@ -200,10 +198,10 @@ test.describe('Run as Job from the notebook toolbar', () => {
     tmpPath
   }) => {
     const jobs = new RunAsJobHelper(page);
-    const notebookPath = `${tmpPath}/deadline.ipynb`;
-    await jobs.createNotebook(notebookPath, GREETING_NOTEBOOK);
-    await jobs.openAndClickRunAsJob(notebookPath);
-    const dialog = await jobs.dialog();
+    const dialog = await jobs.openDialogOf(
+      `${tmpPath}/deadline.ipynb`,
+      GREETING_NOTEBOOK
+    );
     const deadline = dialog.getByTestId('deadline-input');
 
     // When the student asks for a deadline far past the flavor's limit and submits

@@ -5,17 +5,13 @@
  * whose embedded scheduler runs the slots on the real clock.
  */
 import { expect, test } from '@jupyterlab/galata';
-import * as path from 'path';
 
 import {
   GREETING_NOTEBOOK,
+  repeatEveryMinute,
   RunAsJobHelper,
   SELECTORS
 } from '../helpers/RunAsJobHelper';
-
-const ARTIFACTS =
-  process.env.UI_ARTIFACTS_DIR ||
-  path.resolve(__dirname, '..', '..', '..', 'test-artifacts', 'ui');
 
 test.describe('Repeat on a schedule', () => {
   // The first run starts a minute after the schedule is made, then runs a real kernel.
@@ -27,21 +23,15 @@ test.describe('Repeat on a schedule', () => {
   }) => {
     const jobs = new RunAsJobHelper(page);
     const notebookPath = `${tmpPath}/greeting.ipynb`;
-    await jobs.createNotebook(notebookPath, GREETING_NOTEBOOK);
 
     // Given the Run as Job dialog of her notebook, with "Repeat on a schedule" ticked
-    await jobs.openAndClickRunAsJob(notebookPath);
-    const dialog = await jobs.dialog();
+    const dialog = await jobs.openDialogOf(notebookPath, GREETING_NOTEBOOK);
     await dialog.getByTestId('schedule-repeat-checkbox').check();
     const submit = dialog.locator(SELECTORS.SUBMIT);
     await expect(submit).toHaveText('Create Schedule');
 
     // When she asks for every minute in a time zone that does not exist
-    await dialog.getByTestId('schedule-interval-count').fill('1');
-    await dialog
-      .getByTestId('schedule-interval-unit')
-      .selectOption('minutes');
-    await dialog.getByTestId('schedule-max-runs').fill('3');
+    await repeatEveryMinute(dialog, 3);
     await dialog.getByTestId('schedule-timezone').fill('Mars/Olympus');
     await submit.click();
 
@@ -52,9 +42,7 @@ test.describe('Repeat on a schedule', () => {
       'aria-invalid',
       'true'
     );
-    await page.screenshot({
-      path: path.join(ARTIFACTS, 'schedule-dialog-error.png')
-    });
+    await jobs.screenshot('schedule-dialog-error.png');
 
     // When she corrects it and submits again
     await dialog.getByTestId('schedule-timezone').fill('UTC');
@@ -64,17 +52,7 @@ test.describe('Repeat on a schedule', () => {
     // Then the Jobs panel shows the Schedules tab with the schedule in words
     await expect(dialog).toBeHidden({ timeout: 30 * 1000 });
     const panel = page.locator(SELECTORS.JOBS_PANEL);
-    await expect(panel.getByTestId('jobs-tab-schedules')).toHaveAttribute(
-      'aria-selected',
-      'true'
-    );
-    // (other tests' schedules may be listed too: this one is the newest)
-    const scheduleId =
-      (await panel
-        .getByTestId('schedule')
-        .first()
-        .getAttribute('data-schedule-id')) ?? '';
-    const card = panel.locator(`[data-schedule-id="${scheduleId}"]`);
+    const { card } = await jobs.newestCard('schedules');
     await expect(card).toHaveAttribute('data-status', 'ACTIVE');
     await expect(card.getByTestId('schedule-rule')).toHaveText(
       'Every minute (UTC)'
@@ -95,13 +73,7 @@ test.describe('Repeat on a schedule', () => {
     await expect(card.getByTestId('schedule-runs')).toHaveText(/^[1-3] of 3$/);
 
     // The Schedules tab in light and dark, for the record
-    await page.theme.setLightTheme();
-    await page.screenshot({
-      path: path.join(ARTIFACTS, 'schedules-light.png')
-    });
-    await page.theme.setDarkTheme();
-    await page.screenshot({ path: path.join(ARTIFACTS, 'schedules-dark.png') });
-    await page.theme.setLightTheme();
+    await jobs.screenshotsLightAndDark('schedules');
 
     // When she pauses it, only Resume is offered; when she resumes it, only Pause
     await card.getByTestId('schedule-action-pause').click();
