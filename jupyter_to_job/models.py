@@ -285,7 +285,33 @@ class JobCheckpoint(WireModel):
         )
 
 
-class CreateJob(WireModel):
+class NotebookJobChecks(WireModel):
+    """The checks of a notebook job's own fields, for CreateJob and a pipeline's jobs (each
+    declares the fields, in its own words): a relative notebook path, a short name, flavor
+    and kernel ids, and the parameters' limits."""
+
+    @field_validator("input_path", check_fields=False)
+    @classmethod
+    def _relative_notebook(cls, value: str) -> str:
+        return _check_relative_notebook_path(value)
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return check_short_name(value, "the job name", MAX_NAME_LENGTH)
+
+    @field_validator("flavor", "kernel_name", check_fields=False)
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        return check_identifier(value)
+
+    @field_validator("parameters", check_fields=False)
+    @classmethod
+    def _parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_parameters(value)
+
+
+class CreateJob(NotebookJobChecks):
     """A request to run a saved notebook as a job."""
 
     input_path: str = Field(
@@ -344,25 +370,10 @@ class CreateJob(WireModel):
         "from it; None: no checkpoint, never started again.",
     )
 
-    @field_validator("input_path")
+    @field_validator("rerun_of")
     @classmethod
-    def _relative_notebook(cls, value: str) -> str:
-        return _check_relative_notebook_path(value)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str | None) -> str | None:
-        return check_short_name(value, "the job name", MAX_NAME_LENGTH)
-
-    @field_validator("flavor", "kernel_name", "rerun_of")
-    @classmethod
-    def _identifier(cls, value: str | None) -> str | None:
+    def _rerun_of(cls, value: str | None) -> str | None:
         return check_identifier(value)
-
-    @field_validator("parameters")
-    @classmethod
-    def _parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_parameters(value)
 
     @field_validator("output_formats")
     @classmethod

@@ -67,15 +67,13 @@ from .executors import LocalExecutor
 from .manager import JobManager
 from .models import (
     MAX_DEADLINE_SECONDS,
-    MAX_NAME_LENGTH,
     CreateJob,
     JobErrorInfo,
     JobNotify,
     JobStatus,
+    NotebookJobChecks,
     WireModel,
     _check_parameters,
-    _check_relative_notebook_path,
-    check_identifier,
     check_relative_folder,
     check_short_name,
 )
@@ -118,7 +116,7 @@ def slug(name: str) -> str:
 # -- wire models --------------------------------------------------------------------------
 
 
-class PipelineJob(WireModel):
+class PipelineJob(NotebookJobChecks):
     """One notebook job of a stage."""
 
     input_path: str = Field(description="The notebook, relative to the user's root folder.")
@@ -131,26 +129,6 @@ class PipelineJob(WireModel):
     deadline_seconds: Annotated[int, Field(ge=1, le=MAX_DEADLINE_SECONDS)] | None = None
     cell_timeout_seconds: Annotated[int, Field(ge=1, le=MAX_DEADLINE_SECONDS)] | None = None
     kernel_name: str | None = None
-
-    @field_validator("input_path")
-    @classmethod
-    def _relative_notebook(cls, value: str) -> str:
-        return _check_relative_notebook_path(value)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str | None) -> str | None:
-        return check_short_name(value, "the job name", MAX_NAME_LENGTH)
-
-    @field_validator("flavor", "kernel_name")
-    @classmethod
-    def _identifier(cls, value: str | None) -> str | None:
-        return check_identifier(value)
-
-    @field_validator("parameters")
-    @classmethod
-    def _parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_parameters(value)
 
     @property
     def label(self) -> str:
