@@ -15,9 +15,11 @@
  * Screenshots of the page in the light and the dark theme go to $COURSE_PAGE_SHOTS
  * (default /tmp/course-page-shots).
  */
-import { Browser, BrowserContext, expect, Page, test } from '@playwright/test';
+import { expect, Page, test } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
+
+import { signInToHome } from '../helpers/HubHelper';
 
 const SHOTS = process.env.COURSE_PAGE_SHOTS || '/tmp/course-page-shots';
 const PAGE = '/services/course-sessions/courses';
@@ -28,22 +30,6 @@ const RUNTIME =
 const MONTHS = 'Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec'.split(' ');
 
 test.setTimeout(180 * 1000);
-
-async function signIn(
-  browser: Browser,
-  user: string,
-  colorScheme: 'light' | 'dark' = 'light'
-): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser.newContext({ colorScheme });
-  const page = await context.newPage();
-  await page.goto('/hub/login?next=%2Fhub%2Fhome');
-  await page.locator('input[name=username]').fill(user);
-  await page.locator('input[name=password]').fill('any password');
-  await page.locator('#login_submit').click();
-  await expect(page).toHaveURL(/\/hub\/home/);
-  await page.waitForLoadState('networkidle');
-  return { context, page };
-}
 
 async function cardStatus(page: Page): Promise<string> {
   await page.goto('/hub/spawn');
@@ -56,11 +42,11 @@ test('an instructor cancels next Monday on the course page; the student and the 
   browser
 }) => {
   fs.mkdirSync(SHOTS, { recursive: true });
-  const student = await signIn(browser, 'student1');
+  const student = await signInToHome(browser, 'student1');
   const before = await cardStatus(student.page);
   expect(before).toMatch(/^Opens /);
 
-  const teacher = await signIn(browser, 'instructor');
+  const teacher = await signInToHome(browser, 'instructor');
   await teacher.page.locator('#course-page-link').click();
   await expect(teacher.page).toHaveURL(new RegExp(PAGE));
   const card = teacher.page.locator(`#course-${COURSE}`);
@@ -170,7 +156,7 @@ test('an instructor cancels next Monday on the course page; the student and the 
   );
 
   // The dark theme, for the eye.
-  const dark = await signIn(browser, 'instructor', 'dark');
+  const dark = await signInToHome(browser, 'instructor', 'dark');
   await dark.page.goto(PAGE);
   await expect(dark.page.locator(`#course-${COURSE}`)).toBeVisible();
   await dark.page.screenshot({
@@ -183,7 +169,7 @@ test('an instructor cancels next Monday on the course page; the student and the 
 test('another instructor sees only their own course and is refused this one', async ({
   browser
 }) => {
-  const other = await signIn(browser, 'instructor2');
+  const other = await signInToHome(browser, 'instructor2');
   await other.page.goto(PAGE);
   await expect(other.page.locator('#course-other-course')).toBeVisible();
   await expect(other.page.locator(`#course-${COURSE}`)).toHaveCount(0);
@@ -226,7 +212,7 @@ test("an instructor extends a student's server by 15 minutes; the student's serv
   browser
 }) => {
   // Given student2 runs the GPU demo course (open now) from the spawn page
-  const student = await signIn(browser, 'student2');
+  const student = await signInToHome(browser, 'student2');
   await student.page.goto('/hub/home');
   if (!(await student.page.locator('#stop').isVisible())) {
     await student.page.goto('/hub/spawn');
@@ -241,7 +227,7 @@ test("an instructor extends a student's server by 15 minutes; the student's serv
   ).json();
 
   // When the instructor extends it by 15 minutes on the course page
-  const teacher = await signIn(browser, 'instructor');
+  const teacher = await signInToHome(browser, 'instructor');
   await teacher.page.goto(PAGE);
   const row = teacher.page.locator(
     '#course-gpu-demo tr[data-server-user=student2]'

@@ -9,27 +9,16 @@
  * Screenshots of the card in the light and the dark scheme go to $ENVIRONMENT_SHOTS
  * (default /tmp/environment-shots).
  */
-import { Browser, expect, Page, test } from '@playwright/test';
+import { expect, Page, test } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
+
+import { signInToHome } from '../helpers/HubHelper';
 
 const USER = 'student4';
 const SHOTS = process.env.ENVIRONMENT_SHOTS || '/tmp/environment-shots';
 
 test.setTimeout(180 * 1000);
-
-async function signIn(
-  browser: Browser,
-  colorScheme: 'light' | 'dark'
-): Promise<Page> {
-  const page = await (await browser.newContext({ colorScheme })).newPage();
-  await page.goto('/hub/login?next=%2Fhub%2Fhome');
-  await page.locator('input[name=username]').fill(USER);
-  await page.locator('input[name=password]').fill('any password');
-  await page.locator('#login_submit').click();
-  await expect(page).toHaveURL(/\/hub\/home/);
-  return page;
-}
 
 /** Run `code` in a new kernel of the user's server, as JupyterLab does, from its page:
  * the kernels REST API (with the server's _xsrf cookie, the first the page sees), then
@@ -124,14 +113,14 @@ test('a student picks the course venv on the spawn card and the server runs its 
 }) => {
   fs.mkdirSync(SHOTS, { recursive: true });
   // Given a student of the GPU demo course on the spawn page, in the dark scheme too
-  const dark = await signIn(browser, 'dark');
+  const dark = (await signInToHome(browser, USER, 'dark')).page;
   await dark.goto(`/hub/spawn/${USER}`);
   const darkCard = dark.locator('.gpus-card[data-profile="gpu-demo"]');
   await expect(darkCard.locator('.gpus-environments')).toBeVisible();
   await darkCard.screenshot({ path: path.join(SHOTS, 'card-dark.png') });
   await dark.context().close();
 
-  const page = await signIn(browser, 'light');
+  const page = (await signInToHome(browser, USER, 'light')).page;
   await page.goto(`/hub/spawn/${USER}`);
   const card = page.locator('.gpus-card[data-profile="gpu-demo"]');
   const group = card.getByRole('group', { name: 'Environment' });

@@ -13,10 +13,11 @@
  * Screenshots of each role, in the light and the dark theme, go to $GPUMAP_SHOTS
  * (default /tmp/gpumap-shots).
  */
-import { Browser, BrowserContext, expect, Page, test } from '@playwright/test';
+import { BrowserContext, expect, Page, test } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { signInToHome } from '../helpers/HubHelper';
 import { notebook } from '../helpers/RunAsJobHelper';
 
 const SHOTS = process.env.GPUMAP_SHOTS || '/tmp/gpumap-shots';
@@ -29,24 +30,6 @@ const CLASSMATE = 'student1';
 const NOTEBOOK = 'gpu-map-sleeper.ipynb';
 
 test.setTimeout(240 * 1000);
-
-async function signIn(
-  browser: Browser,
-  user: string,
-  colorScheme: 'light' | 'dark' = 'light'
-): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser.newContext({ colorScheme });
-  const page = await context.newPage();
-  await page.goto('/hub/login?next=%2Fhub%2Fhome');
-  await page.locator('input[name=username]').fill(user);
-  await page.locator('input[name=password]').fill('any password');
-  await page.locator('#login_submit').click();
-  await expect(page).toHaveURL(/\/hub\/home/);
-  // The home page signs in to the course-sessions service in a hidden frame (reclaim
-  // warnings); two sign-ins to one service at once trip over each other's OAuth state.
-  await page.waitForLoadState('networkidle');
-  return { context, page };
-}
 
 async function startCourseServer(page: Page, user: string): Promise<void> {
   await page.goto('/hub/home');
@@ -140,14 +123,14 @@ test('the GPU map names holders by role: admin, instructor and student', async (
   browser
 }) => {
   // Given two students of the GPU demo course run its server, and one also runs a job
-  const runner = await signIn(browser, RUNNER);
+  const runner = await signInToHome(browser, RUNNER);
   await startCourseServer(runner.page, RUNNER);
   const jobId = await startSleepingJob(runner.page, RUNNER);
-  const classmate = await signIn(browser, CLASSMATE);
+  const classmate = await signInToHome(browser, CLASSMATE);
   await startCourseServer(classmate.page, CLASSMATE);
 
   // When the admin opens the map from the hub's Services menu
-  const admin = await signIn(browser, 'admin');
+  const admin = await signInToHome(browser, 'admin');
   await admin.page.getByRole('button', { name: 'Services' }).click();
   await admin.page.getByRole('link', { name: 'course-sessions' }).click();
   await expect(admin.page).toHaveURL(new RegExp(`${MAP}$`));
@@ -173,7 +156,7 @@ test('the GPU map names holders by role: admin, instructor and student', async (
 
   // And the instructor sees their students' names on the course's servers; the job,
   // not run for the course, stays anonymous and shows no id
-  const instructor = await signIn(browser, 'instructor');
+  const instructor = await signInToHome(browser, 'instructor');
   await openMap(instructor.page);
   const instructorRows = await rows(instructor.page);
   expect(count(instructorRows, `${RUNNER} | server | ${COURSE} |`)).toBe(1);
@@ -220,7 +203,7 @@ test('the GPU map names holders by role: admin, instructor and student', async (
 
   // In the dark theme too, for each role
   for (const user of ['admin', 'instructor', CLASSMATE]) {
-    const dark = await signIn(browser, user, 'dark');
+    const dark = await signInToHome(browser, user, 'dark');
     await openMap(dark.page);
     await expect(dark.page.locator('html')).toHaveAttribute(
       'data-bs-theme',

@@ -9,9 +9,11 @@
  * Screenshots in the light and the dark scheme go to $ZONE_SHOTS (default
  * /tmp/zone-shots).
  */
-import { Browser, expect, Page, test } from '@playwright/test';
+import { expect, test } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
+
+import { signInToHome } from '../helpers/HubHelper';
 
 // Nobody else's test signs in as the researcher: their home page has no other warning.
 const USER = 'researcher';
@@ -22,24 +24,11 @@ const SHOTS = process.env.ZONE_SHOTS || '/tmp/zone-shots';
 
 test.setTimeout(120 * 1000);
 
-async function signIn(
-  browser: Browser,
-  colorScheme: 'light' | 'dark'
-): Promise<Page> {
-  const page = await (await browser.newContext({ colorScheme })).newPage();
-  await page.goto('/hub/login?next=%2Fhub%2Fhome');
-  await page.locator('input[name=username]').fill(USER);
-  await page.locator('input[name=password]').fill('any password');
-  await page.locator('#login_submit').click();
-  await expect(page).toHaveURL(/\/hub\/home/);
-  return page;
-}
-
 test("the experimental zone's coming wipe is shown on the home page of whoever holds data there", async ({
   browser
 }) => {
   fs.mkdirSync(SHOTS, { recursive: true });
-  const page = await signIn(browser, 'light');
+  const page = (await signInToHome(browser, USER, 'light')).page;
   const alert = page.locator(
     '#reclaim-home-warnings [data-reason="experimental-zone"]'
   );
@@ -75,7 +64,7 @@ test("the experimental zone's coming wipe is shown on the home page of whoever h
   await page.context().close();
 
   // And in the dark scheme too
-  const dark = await signIn(browser, 'dark');
+  const dark = (await signInToHome(browser, USER, 'dark')).page;
   await dark.waitForLoadState('networkidle');
   const darkAlert = dark.locator(
     '#reclaim-home-warnings [data-reason="experimental-zone"]'
