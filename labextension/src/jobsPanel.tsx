@@ -69,6 +69,26 @@ export interface IJobsPanelOptions {
 }
 
 /**
+ * Ask before a stop or a delete: `keep` cancels, `act` (a warning button) goes on.
+ */
+async function confirmed(question: {
+  title: string;
+  body: string;
+  keep: string;
+  act: string;
+}): Promise<boolean> {
+  const answer = await showDialog({
+    title: question.title,
+    body: question.body,
+    buttons: [
+      Dialog.cancelButton({ label: question.keep }),
+      Dialog.warnButton({ label: question.act })
+    ]
+  });
+  return answer.button.accept;
+}
+
+/**
  * The content of the Jobs panel: renders the model, polls only while shown.
  */
 export class JobsPanel extends VDomRenderer<JobsModel> {
@@ -293,51 +313,48 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
 
   private async _stopPipeline(pipeline: IDescribePipeline): Promise<void> {
     const { trans, pipelines } = this._options;
-    const answer = await showDialog({
-      title: trans.__('Stop the pipeline “%1”?', pipeline.name),
-      body: trans.__(
-        'Its running jobs are stopped and the stages not started yet are skipped. Logs and outputs so far are kept.'
-      ),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Keep running') }),
-        Dialog.warnButton({ label: trans.__('Stop pipeline') })
-      ]
-    });
-    if (answer.button.accept) {
+    if (
+      await confirmed({
+        title: trans.__('Stop the pipeline “%1”?', pipeline.name),
+        body: trans.__(
+          'Its running jobs are stopped and the stages not started yet are skipped. Logs and outputs so far are kept.'
+        ),
+        keep: trans.__('Keep running'),
+        act: trans.__('Stop pipeline')
+      })
+    ) {
       await pipelines?.stop(pipeline);
     }
   }
 
   private async _removePipeline(pipeline: IDescribePipeline): Promise<void> {
     const { trans, pipelines } = this._options;
-    const answer = await showDialog({
-      title: trans.__('Delete the pipeline “%1”?', pipeline.name),
-      body: trans.__(
-        'The pipeline leaves this list. Its jobs, their logs and outputs stay in the Jobs tab, and its shared folder stays in your files.'
-      ),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Cancel') }),
-        Dialog.warnButton({ label: trans.__('Delete pipeline') })
-      ]
-    });
-    if (answer.button.accept) {
+    if (
+      await confirmed({
+        title: trans.__('Delete the pipeline “%1”?', pipeline.name),
+        body: trans.__(
+          'The pipeline leaves this list. Its jobs, their logs and outputs stay in the Jobs tab, and its shared folder stays in your files.'
+        ),
+        keep: trans.__('Cancel'),
+        act: trans.__('Delete pipeline')
+      })
+    ) {
       await pipelines?.remove(pipeline);
     }
   }
 
   private async _removeSchedule(schedule: ISchedule): Promise<void> {
     const { trans, schedules } = this._options;
-    const answer = await showDialog({
-      title: trans.__('Delete the schedule “%1”?', scheduleName(schedule)),
-      body: trans.__(
-        'No more runs start. The jobs it already started, their logs and outputs stay in the Jobs tab.'
-      ),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Keep it') }),
-        Dialog.warnButton({ label: trans.__('Delete schedule') })
-      ]
-    });
-    if (answer.button.accept) {
+    if (
+      await confirmed({
+        title: trans.__('Delete the schedule “%1”?', scheduleName(schedule)),
+        body: trans.__(
+          'No more runs start. The jobs it already started, their logs and outputs stay in the Jobs tab.'
+        ),
+        keep: trans.__('Keep it'),
+        act: trans.__('Delete schedule')
+      })
+    ) {
       await schedules?.remove(schedule);
     }
   }
@@ -345,36 +362,34 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private async _stop(job: IDescribeJob): Promise<void> {
     const { trans } = this._options;
     const running = job.status === 'RUNNING';
-    const answer = await showDialog({
-      title: trans.__('Stop “%1”?', job.name),
-      body: running
-        ? trans.__(
-            'The running cell is interrupted and the job ends as Stopped. Its log and the notebook as executed so far are kept.'
-          )
-        : trans.__('The job leaves the queue and ends as Stopped.'),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Keep running') }),
-        Dialog.warnButton({ label: trans.__('Stop job') })
-      ]
-    });
-    if (answer.button.accept) {
+    if (
+      await confirmed({
+        title: trans.__('Stop “%1”?', job.name),
+        body: running
+          ? trans.__(
+              'The running cell is interrupted and the job ends as Stopped. Its log and the notebook as executed so far are kept.'
+            )
+          : trans.__('The job leaves the queue and ends as Stopped.'),
+        keep: trans.__('Keep running'),
+        act: trans.__('Stop job')
+      })
+    ) {
       await this.model.stop(job);
     }
   }
 
   private async _remove(job: IDescribeJob): Promise<void> {
     const { trans } = this._options;
-    const answer = await showDialog({
-      title: trans.__('Delete “%1”?', job.name),
-      body: trans.__(
-        'The job, its log and its outputs are deleted for good. Executed notebooks you saved into your files stay.'
-      ),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Cancel') }),
-        Dialog.warnButton({ label: trans.__('Delete job') })
-      ]
-    });
-    if (answer.button.accept) {
+    if (
+      await confirmed({
+        title: trans.__('Delete “%1”?', job.name),
+        body: trans.__(
+          'The job, its log and its outputs are deleted for good. Executed notebooks you saved into your files stay.'
+        ),
+        keep: trans.__('Cancel'),
+        act: trans.__('Delete job')
+      })
+    ) {
       await this.model.remove(job);
     }
   }
