@@ -475,6 +475,9 @@ class LocalExecutor(JobExecutor):
         if warm.cgroup is not None:
             self.log_line(f"limited to {self.limits.describe()}")
         self.log_line(f"warm runner process {warm.pid} takes the job")
+        # Named for the job before the runner hears of it: its first cell already runs
+        # in the job's group (and a restarted service finds the group by the job).
+        warm.cgroup = _renamed(warm.cgroup, self.cgroup_name)
         log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
         try:
             handed = warm.hand_over(self.files.directory, environment, log_fd)
@@ -484,7 +487,7 @@ class LocalExecutor(JobExecutor):
             self.log_line(f"warm runner process {warm.pid} had ended; starting a runner")
             self.warm_pool.release(warm)
             return None
-        self._cgroup = _renamed(warm.cgroup, self.cgroup_name)
+        self._cgroup = warm.cgroup
         shutil.rmtree(warm.folder, ignore_errors=True)
         return _RunnerProcess(warm.pid, warm.start_time, warm.popen)
 
