@@ -63,7 +63,7 @@ def test_the_z2jh_values_write_no_role_by_hand():
     for path in [K8S / "values.yaml", K8S / "sso.yaml", *(K8S / "backends").glob("*.yaml")]:
         assert "loadRoles" not in yaml.safe_load(path.read_text())["hub"], path
     extra_config = yaml.safe_load((K8S / "values.yaml").read_text())["hub"]["extraConfig"]
-    assert "sessions_service_role()" in extra_config["campus-gpu-hub"]
+    assert 'sessions_service_role(job_service="jupyter-to-job")' in extra_config["campus-gpu-hub"]
 
 
 def test_the_z2jh_sso_overlay_names_settings_the_authenticator_has():
