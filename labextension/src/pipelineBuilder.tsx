@@ -11,6 +11,7 @@ import { JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
 import { FlavorPicker, useFlavorList } from './flavorPicker';
 import { availableFlavors, defaultFlavor } from './flavors';
+import { FormDialog } from './formDialog';
 import { FormError } from './formError';
 import { IFieldProblem, IJobFeatures, INotebookParameter } from './models';
 import { ParameterEditor } from './parameterEditor';
@@ -66,7 +67,7 @@ export interface IPipelineBuilderOptions {
  * The builder dialog: Cancel, Save as Template (stays open), Run (closes on the
  * pipeline the server made).
  */
-export class PipelineBuilderDialog extends Dialog<PipelineBuilderResult | null> {
+export class PipelineBuilderDialog extends FormDialog<PipelineBuilderResult | null> {
   constructor(options: IPipelineBuilderOptions) {
     const { trans } = options;
     const body = new PipelineBuilderBody(options);
@@ -90,61 +91,39 @@ export class PipelineBuilderDialog extends Dialog<PipelineBuilderResult | null> 
       hasClose: true,
       focusNodeSelector: 'input[name="pipeline-name"]'
     });
-    this.addClass('jp-JupyterToJob-dialog');
     this.addClass('jp-JupyterToJob-builderDialog');
     this._builder = body;
-    this._buttonList = buttons;
-    body.onRepeatChange = repeat => {
-      const label = this.node.querySelector(
-        '.jp-JupyterToJob-submit .jp-Dialog-buttonLabel'
-      );
-      if (label) {
-        label.textContent = repeat
-          ? trans.__('Create Schedule')
-          : trans.__('Run');
-      }
-    };
-  }
-
-  resolve(index?: number): void {
-    const button = this._buttonList[index ?? this._buttonList.length - 1];
-    if (button?.actions.includes('save-template')) {
-      void this._builder.saveTemplate();
-      return;
-    }
-    if (!button?.accept) {
-      super.resolve(index);
-      return;
-    }
-    void this._run(index);
+    body.onRepeatChange = repeat =>
+      this.renameSubmit(repeat ? trans.__('Create Schedule') : trans.__('Run'));
   }
 
   /**
-   * See RunAsJobDialog.handleEvent: the form checks itself.
+   * Save as Template saves and leaves the dialog open.
    */
-  handleEvent(event: Event): void {
-    if (event.type === 'input') {
-      return;
+  protected handleButton(button: Dialog.IButton): boolean {
+    if (button.actions.includes('save-template')) {
+      void this._builder.saveTemplate();
+      return true;
     }
-    super.handleEvent(event);
+    return false;
   }
 
-  private async _run(index?: number): Promise<void> {
+  /**
+   * Run closes the dialog once the pipeline (or schedule) is made.
+   */
+  protected async send(): Promise<boolean> {
     if (this._running) {
-      return;
+      return false;
     }
     this._running = true;
     try {
-      if (await this._builder.run()) {
-        super.resolve(index);
-      }
+      return await this._builder.run();
     } finally {
       this._running = false;
     }
   }
 
   private _builder: PipelineBuilderBody;
-  private _buttonList: Dialog.IButton[];
   private _running = false;
 }
 

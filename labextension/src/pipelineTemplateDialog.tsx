@@ -8,6 +8,7 @@ import * as React from 'react';
 
 import { JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
+import { FormDialog } from './formDialog';
 import { FormError } from './formError';
 import { IFieldProblem } from './models';
 import { WideParameterRows } from './pipelineBuilder';
@@ -33,7 +34,7 @@ export interface IPipelineTemplateOptions {
 /**
  * The dialog: Cancel, or Run (closes on the pipeline the server made).
  */
-export class PipelineTemplateDialog extends Dialog<IDescribePipeline | null> {
+export class PipelineTemplateDialog extends FormDialog<IDescribePipeline | null> {
   constructor(options: IPipelineTemplateOptions) {
     const { trans } = options;
     const body = new PipelineTemplateBody(options);
@@ -53,33 +54,17 @@ export class PipelineTemplateDialog extends Dialog<IDescribePipeline | null> {
       buttons,
       hasClose: true
     });
-    this.addClass('jp-JupyterToJob-dialog');
     this._template = body;
-    this._buttonList = buttons;
   }
 
-  resolve(index?: number): void {
-    const button = this._buttonList[index ?? this._buttonList.length - 1];
-    if (!button?.accept) {
-      super.resolve(index);
-      return;
-    }
-    void this._template.run().then(made => {
-      if (made) {
-        super.resolve(index);
-      }
-    });
-  }
-
-  handleEvent(event: Event): void {
-    if (event.type === 'input') {
-      return;
-    }
-    super.handleEvent(event);
+  /**
+   * Run closes the dialog once the pipeline is made.
+   */
+  protected send(): Promise<boolean> {
+    return this._template.run();
   }
 
   private _template: PipelineTemplateBody;
-  private _buttonList: Dialog.IButton[];
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   deadlineProblem,
   defaultFlavor
 } from './flavors';
+import { FormDialog } from './formDialog';
 import { FormError } from './formError';
 import {
   IDescribeJob,
@@ -69,7 +70,7 @@ export interface IRunAsJobOptions {
  * in the dialog. Every submit of one dialog carries the same idempotency token, so a
  * double click or a retry after a lost answer starts one job.
  */
-export class RunAsJobDialog extends Dialog<RunAsJobResult | null> {
+export class RunAsJobDialog extends FormDialog<RunAsJobResult | null> {
   constructor(options: IRunAsJobOptions) {
     const { trans } = options;
     const form = new RunAsJobForm(options);
@@ -87,67 +88,32 @@ export class RunAsJobDialog extends Dialog<RunAsJobResult | null> {
       hasClose: true,
       focusNodeSelector: 'input[name="job-name"]'
     });
-    this.addClass('jp-JupyterToJob-dialog');
     this._form = form;
-    this._buttonList = buttons;
     this._submitNode = this.node.querySelector<HTMLButtonElement>(
       '.jp-JupyterToJob-submit'
     );
     form.onCanSubmitChange = () => this._syncSubmitButton();
-    form.onRepeatChange = repeat => {
-      const label = this._submitNode?.querySelector('.jp-Dialog-buttonLabel');
-      if (label) {
-        label.textContent = repeat
-          ? trans.__('Create Schedule')
-          : trans.__('Submit');
-      }
-    };
+    form.onRepeatChange = repeat =>
+      this.renameSubmit(
+        repeat ? trans.__('Create Schedule') : trans.__('Submit')
+      );
     this._syncSubmitButton();
   }
 
   /**
-   * Resolve with a button: Cancel closes; Submit closes once the job is created.
+   * Submit closes the dialog once the job (or schedule) is created.
    */
-  resolve(index?: number): void {
-    const button = this._buttonList[index ?? this._buttonList.length - 1];
-    if (!button?.accept) {
-      super.resolve(index);
-      return;
-    }
-    void this._submit(index);
-  }
-
-  /**
-   * Handle the DOM events of the dialog, apart from `input`.
-   *
-   * The base class checks the DOM for invalid fields on each `input` event and then
-   * enables Submit and refuses to close by itself. It runs before React renders the
-   * keystroke, so it lags one behind: it could enable Submit while the form loads, or
-   * keep the dialog open after the job was created. The form checks itself instead,
-   * and says what is wrong in words.
-   */
-  handleEvent(event: Event): void {
-    if (event.type === 'input') {
-      return;
-    }
-    super.handleEvent(event);
-  }
-
-  private async _submit(index?: number): Promise<void> {
+  protected async send(): Promise<boolean> {
     if (this._submitting) {
-      return;
+      return false;
     }
     this._submitting = true;
     this._syncSubmitButton();
-    let job: RunAsJobResult | null = null;
     try {
-      job = await this._form.submit();
+      return Boolean(await this._form.submit());
     } finally {
       this._submitting = false;
       this._syncSubmitButton();
-    }
-    if (job) {
-      super.resolve(index);
     }
   }
 
@@ -158,7 +124,6 @@ export class RunAsJobDialog extends Dialog<RunAsJobResult | null> {
   }
 
   private _form: RunAsJobForm;
-  private _buttonList: Dialog.IButton[];
   private _submitNode: HTMLButtonElement | null;
   private _submitting = false;
 }
