@@ -319,6 +319,39 @@ export function ParameterFacts(props: {
 }
 
 /**
+ * "Started by" a pipeline or a schedule, as a link to it where the panel can show it.
+ */
+function StartedBy(props: {
+  kind: 'pipeline' | 'schedule';
+  show: (() => void) | null;
+  what: string;
+  showIt: string;
+  trans: TranslationBundle;
+}): JSX.Element {
+  return (
+    <>
+      <dt className="jp-JupyterToJob-wideTerm">
+        {props.trans.__('Started by')}
+      </dt>
+      <dd className="jp-JupyterToJob-wide" data-testid={`job-${props.kind}`}>
+        {props.show ? (
+          <button
+            type="button"
+            className="jp-JupyterToJob-link"
+            data-testid={`job-show-${props.kind}`}
+            onClick={props.show}
+          >
+            {props.showIt}
+          </button>
+        ) : (
+          props.what
+        )}
+      </dd>
+    </>
+  );
+}
+
+/**
  * The status as a coloured word.
  */
 export function StatusBadge(props: { status: JobStatus }): JSX.Element {
@@ -466,46 +499,30 @@ function JobDetail(
         <dt className="jp-JupyterToJob-wideTerm">{trans.__('Notebook')}</dt>
         <dd className="jp-JupyterToJob-wide">{job.input_path}</dd>
         {job.pipeline_id && (
-          <>
-            <dt className="jp-JupyterToJob-wideTerm">
-              {trans.__('Started by')}
-            </dt>
-            <dd className="jp-JupyterToJob-wide" data-testid="job-pipeline">
-              {actions.showPipeline ? (
-                <button
-                  type="button"
-                  className="jp-JupyterToJob-link"
-                  data-testid="job-show-pipeline"
-                  onClick={() => actions.showPipeline?.(job.pipeline_id!)}
-                >
-                  {trans.__('a pipeline: show it')}
-                </button>
-              ) : (
-                trans.__('a pipeline')
-              )}
-            </dd>
-          </>
+          <StartedBy
+            kind="pipeline"
+            show={
+              actions.showPipeline
+                ? () => actions.showPipeline?.(job.pipeline_id!)
+                : null
+            }
+            what={trans.__('a pipeline')}
+            showIt={trans.__('a pipeline: show it')}
+            trans={trans}
+          />
         )}
         {job.schedule_id && (
-          <>
-            <dt className="jp-JupyterToJob-wideTerm">
-              {trans.__('Started by')}
-            </dt>
-            <dd className="jp-JupyterToJob-wide" data-testid="job-schedule">
-              {actions.showSchedule ? (
-                <button
-                  type="button"
-                  className="jp-JupyterToJob-link"
-                  data-testid="job-show-schedule"
-                  onClick={() => actions.showSchedule?.(job.schedule_id!)}
-                >
-                  {trans.__('a schedule: show it')}
-                </button>
-              ) : (
-                trans.__('a schedule')
-              )}
-            </dd>
-          </>
+          <StartedBy
+            kind="schedule"
+            show={
+              actions.showSchedule
+                ? () => actions.showSchedule?.(job.schedule_id!)
+                : null
+            }
+            what={trans.__('a schedule')}
+            showIt={trans.__('a schedule: show it')}
+            trans={trans}
+          />
         )}
         <dt>{trans.__('Flavor')}</dt>
         <dd title={job.flavor ?? undefined}>
