@@ -10,25 +10,33 @@ const REPO = path.resolve(__dirname, '..', '..', '..');
 const PYTHON = path.join(REPO, '.venv', 'bin', 'python');
 
 /**
+ * What the Python `code` prints as JSON, run with the project's virtual environment.
+ */
+export function pythonJSON<T>(code: string): T {
+  if (!fs.existsSync(PYTHON)) {
+    throw new Error(
+      `${PYTHON} is missing: run \`make setup\` before the jest tests.`
+    );
+  }
+  return JSON.parse(
+    execFileSync(PYTHON, ['-c', code], { cwd: REPO }).toString()
+  );
+}
+
+/**
  * The JSON schemas of the named pydantic models of `module`, by model name.
  */
 export function pythonSchemas(
   module: string,
   models: string[]
 ): { [model: string]: { properties?: { [field: string]: unknown } } } {
-  if (!fs.existsSync(PYTHON)) {
-    throw new Error(
-      `${PYTHON} is missing: run \`make setup\` before the jest tests.`
-    );
-  }
-  const code = [
-    'import importlib, json, sys',
-    `module = importlib.import_module(${JSON.stringify(module)})`,
-    `names = ${JSON.stringify(models)}`,
-    'print(json.dumps({n: getattr(module, n).model_json_schema() for n in names}))'
-  ].join('\n');
-  return JSON.parse(
-    execFileSync(PYTHON, ['-c', code], { cwd: REPO }).toString()
+  return pythonJSON(
+    [
+      'import importlib, json, sys',
+      `module = importlib.import_module(${JSON.stringify(module)})`,
+      `names = ${JSON.stringify(models)}`,
+      'print(json.dumps({n: getattr(module, n).model_json_schema() for n in names}))'
+    ].join('\n')
   );
 }
 
