@@ -3,17 +3,14 @@
  * every `I*` interface of src/pipelineModels.ts has exactly the fields of its pydantic
  * model, in order, so that the Pipelines tab and the builder cannot drift from the API.
  */
-import { pythonSchemas, typescriptInterfaces } from './wireModels';
+import { itMirrorsPythonModels } from './wireModels';
 
 describe('the TypeScript pipeline models mirror the Python ones', () => {
-  const interfaces = typescriptInterfaces('pipelineModels.ts');
-  const schemas = pythonSchemas(
+  itMirrorsPythonModels(
+    'pipelineModels.ts',
     'jupyter_to_job.pipelines',
-    Object.keys(interfaces)
-  );
-
-  it('mirrors the pipeline API’s models', () => {
-    expect(Object.keys(interfaces).sort()).toEqual([
+    'pipeline',
+    [
       'CreatePipeline',
       'DescribePipeline',
       'DescribePipelineJob',
@@ -22,15 +19,6 @@ describe('the TypeScript pipeline models mirror the Python ones', () => {
       'PipelineJob',
       'PipelineStage',
       'UpdatePipeline'
-    ]);
-  });
-
-  it.each(Object.keys(interfaces))(
-    'I%s has the fields of the Python model, in order',
-    model => {
-      expect(interfaces[model]).toEqual(
-        Object.keys(schemas[model]?.properties ?? {})
-      );
-    }
+    ]
   );
 });

@@ -82,3 +82,30 @@ export function typescriptInterfaces(file: string): {
   }
   return interfaces;
 }
+
+/**
+ * The scenarios of a drift check: the `I*` interfaces of `file` (under src/) are
+ * exactly `models`, each with the fields of its pydantic model in `module`, in order.
+ */
+export function itMirrorsPythonModels(
+  file: string,
+  module: string,
+  what: string,
+  models: string[]
+): void {
+  const interfaces = typescriptInterfaces(file);
+  const schemas = pythonSchemas(module, Object.keys(interfaces));
+
+  it(`mirrors the ${what} API’s models`, () => {
+    expect(Object.keys(interfaces).sort()).toEqual(models);
+  });
+
+  it.each(Object.keys(interfaces))(
+    'I%s has the fields of the Python model, in order',
+    model => {
+      expect(interfaces[model]).toEqual(
+        Object.keys(schemas[model]?.properties ?? {})
+      );
+    }
+  );
+}
