@@ -56,6 +56,21 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
       docManager,
       trans
     };
+    // What a dialog made, brought forward in the Jobs panel. A job names its pipeline
+    // and schedule too (null here): a job is what has a job_id; a schedule has
+    // neither a job_id nor a pipeline_id.
+    const showMade = (
+      made:
+        { job_id: string } | { pipeline_id: string } | { schedule_id: string }
+    ) =>
+      app.commands.execute(
+        CommandIDs.openJobsPanel,
+        'job_id' in made
+          ? { jobId: made.job_id }
+          : 'pipeline_id' in made
+            ? { pipelineId: made.pipeline_id }
+            : { scheduleId: made.schedule_id }
+      );
 
     // The notebook a call is about: args.path, the file browser's selection, or
     // the current notebook (the one whose toolbar was clicked).
@@ -110,13 +125,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         const { runAsJob } = await import('./runAsJob');
         const job = await runAsJob(context, path);
         if (job) {
-          // A job names its schedule too (null here): a job has a job_id.
-          await app.commands.execute(
-            CommandIDs.openJobsPanel,
-            'job_id' in job
-              ? { jobId: job.job_id }
-              : { scheduleId: job.schedule_id }
-          );
+          await showMade(job);
         }
       }
     });
@@ -149,12 +158,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         const { runPipelineBuilder } = await import('./runPipeline');
         const made = await runPipelineBuilder(context, open);
         if (made) {
-          await app.commands.execute(
-            CommandIDs.openJobsPanel,
-            'pipeline_id' in made
-              ? { pipelineId: made.pipeline_id }
-              : { scheduleId: made.schedule_id }
-          );
+          await showMade(made);
         }
       }
     });
@@ -201,9 +205,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         const { runPipelineTemplate } = await import('./runPipeline');
         const pipeline = await runPipelineTemplate(context, path);
         if (pipeline) {
-          await app.commands.execute(CommandIDs.openJobsPanel, {
-            pipelineId: pipeline.pipeline_id
-          });
+          await showMade(pipeline);
         }
       }
     });
