@@ -100,6 +100,10 @@ class JobsBackend(Protocol):
 
     async def delete_pipeline(self, pipeline_id: str) -> None: ...
 
+    async def notification_settings(self) -> dict[str, Any]: ...
+
+    async def put_notification_settings(self, body: bytes) -> dict[str, Any]: ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -328,6 +332,12 @@ class ServiceRelay:
     async def delete_pipeline(self, pipeline_id: str) -> None:
         await self._fetch("DELETE", self._pipeline(pipeline_id))
 
+    async def notification_settings(self) -> dict[str, Any]:
+        return await self._json("GET", "notification-settings")
+
+    async def put_notification_settings(self, body: bytes) -> dict[str, Any]:
+        return await self._json("PUT", "notification-settings", body=body)
+
     async def config(self) -> dict[str, Any]:
         config = await self._json("GET", "config")
         config.setdefault("features", {})["save_outputs"] = True  # this extension's own
@@ -479,6 +489,15 @@ class EmbeddedJobs:
 
     async def delete_pipeline(self, pipeline_id: str) -> None:
         self._pipelines().delete(self.caller, pipeline_id)
+
+    async def notification_settings(self) -> dict[str, Any]:
+        """The embedded manager keeps its owner's default in its own store and sends it with
+        its own notifier, as the job service does."""
+        return self.api.notification_settings(self.caller).model_dump(mode="json")
+
+    async def put_notification_settings(self, body: bytes) -> dict[str, Any]:
+        saved = self.api.put_notification_settings(self.caller, body)
+        return saved.model_dump(mode="json")
 
     async def start(self) -> None:
         report = await self.manager.start()

@@ -410,6 +410,28 @@ class ScheduleHandler(JobsBodyHandler):
         self.finish()
 
 
+class NotificationSettingsHandler(JobsBodyHandler):
+    """The user's default notifications (mail, webhook, which endings), kept by the job
+    service in hub mode and by the embedded manager when standalone."""
+
+    def body_bounds(self) -> tuple[int, ApiError] | None:
+        if self.request.method != "PUT":
+            return None
+        return SMALL_BODY_LIMIT, body_too_large(
+            SMALL_BODY_LIMIT, 'Send {"default": {"email": true, "webhook_url": null}}.'
+        )
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json(await self.backend.notification_settings())
+
+    @web.authenticated
+    @authorized
+    async def put(self) -> None:
+        self.write_json(await self.backend.put_notification_settings(self.request_body()))
+
+
 class TemplateFiles(JobsBodyHandler):
     """Handlers that read pipeline templates from the user's files."""
 
@@ -633,6 +655,7 @@ def extension_handlers() -> list[tuple[str, type]]:
         (f"{jobs}/{JOB_ID}/outputs/{FORMAT}/save", SaveOutputHandler),
         (f"{URL_PREFIX}/schedules", SchedulesHandler),
         (f"{URL_PREFIX}/schedules/{SCHEDULE_ID}", ScheduleHandler),
+        (f"{URL_PREFIX}/notification-settings", NotificationSettingsHandler),
         (f"{URL_PREFIX}/pipelines", PipelinesHandler),
         (f"{URL_PREFIX}/pipelines/{PIPELINE_ID}", PipelineHandler),
         (f"{URL_PREFIX}/pipeline-templates", PipelineTemplatesHandler),

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
+from jupyter_to_job.extension.backends import ServiceRelay
 from jupyter_to_job.notifications import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
+from jupyter_to_job.rest import ApiError
 
 from ..support import until
 from ..support.job_hub import JobHub
@@ -91,3 +93,31 @@ def test_a_job_webhook_before_any_secret_is_refused_saying_what_to_do(job_hub: J
     assert answer.status_code == 400, answer.text
     assert answer.json()["reason"] == "no-webhook-secret"
     assert "PUT api/notification-settings" in answer.json()["message"]
+
+
+async def test_a_users_server_relays_the_default_and_the_new_secret_comes_back_once(
+    job_hub: JobHub,
+) -> None:
+    # Given pete's server, relaying to the job service with its own server token
+    service = job_hub.service_url.removesuffix("api/")
+    pete = ServiceRelay(service, job_hub.tokens["pete"])
+    hook = {"webhook_url": "https://hooks.example.org/pete", "on": ["failed", "stopped"]}
+
+    # When he saves a webhook default from his server, then asks for a new secret
+    saved = await pete.put_notification_settings(json.dumps({"default": hook}).encode())
+    rotated = await pete.put_notification_settings(
+        json.dumps({"default": hook, "rotate_secret": True}).encode()
+    )
+
+    # Then each answer shows its secret once, the new one differs, and a read shows neither
+    assert saved["webhook_secret"] and rotated["webhook_secret"]
+    assert rotated["webhook_secret"] != saved["webhook_secret"]
+    read_back = await pete.notification_settings()
+    assert read_back["webhook_secret"] is None and read_back["webhook_secret_set"] is True
+    assert read_back["default"]["on"] == ["failed", "stopped"]
+
+    # and the service's 400 sentence reaches his server as it was
+    with pytest.raises(ApiError) as refused:
+        await pete.put_notification_settings(b'{"default": {"webhook_url": "http://x.org/"}}')
+    assert refused.value.status == 400
+    assert "must start with https://" in refused.value.message

@@ -350,3 +350,28 @@ def test_a_saved_pipeline_template_runs_again_with_other_values_in_the_server(se
     wrong = server.jobs_api("GET", "pipeline-templates", params={"path": "train.ipynb"})
     assert wrong.status_code == 400
     assert "is not a pipeline template" in wrong.json()["message"]
+
+
+def test_the_owners_default_notifications_are_kept_by_the_server(server):
+    # Given a server without a hub: its embedded manager keeps the owner's default
+    before = server.jobs_api("GET", "notification-settings")
+    assert before.status_code == 200, before.text
+    assert before.json()["webhook_secret_set"] is False
+
+    # When the owner saves a webhook for failed jobs
+    hook = {"webhook_url": "https://hooks.example.org/jobs", "on": ["failed"]}
+    saved = server.jobs_api("PUT", "notification-settings", json={"default": hook})
+
+    # Then the webhook secret comes back in this answer only, and the default reads back
+    assert saved.status_code == 200, saved.text
+    assert saved.json()["webhook_secret"]
+    read_back = server.jobs_api("GET", "notification-settings").json()
+    assert read_back["webhook_secret"] is None and read_back["webhook_secret_set"] is True
+    assert read_back["default"]["webhook_url"] == hook["webhook_url"]
+    assert read_back["default"]["on"] == ["failed"]
+
+    # and a plain-http webhook is a 400 with a sentence
+    bad = {"default": {"webhook_url": "http://hooks.example.org/jobs"}}
+    refused = server.jobs_api("PUT", "notification-settings", json=bad)
+    assert refused.status_code == 400, refused.text
+    assert "must start with https://" in refused.json()["message"]
