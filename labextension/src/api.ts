@@ -15,6 +15,7 @@ import {
   IListJobsResponse,
   INotebookParameter,
   INotebookParameters,
+  INotificationSettings,
   ISavedOutput,
   ISaveOutput,
   IServerSession,
@@ -240,6 +241,27 @@ export class JobsAPI {
     return requestAPI<IKeepAnswer>(
       'api/reclaim/keep',
       { method: 'POST', body: '{}' },
+      this.serverSettings
+    );
+  }
+
+  /**
+   * The user's default notifications (for jobs created without `notify`).
+   */
+  getNotificationSettings(): Promise<INotificationSettings> {
+    return this._get<INotificationSettings>('api/notification-settings');
+  }
+
+  /**
+   * Save the user's default notifications. The answer carries `webhook_secret` only
+   * when this save made one (a first webhook, or `rotate_secret`): it is shown once.
+   */
+  putNotificationSettings(
+    settings: INotificationSettings
+  ): Promise<INotificationSettings> {
+    return requestAPI<INotificationSettings>(
+      'api/notification-settings',
+      { method: 'PUT', body: JSON.stringify(settings) },
       this.serverSettings
     );
   }

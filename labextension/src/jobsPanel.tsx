@@ -13,6 +13,7 @@ import { jobsIcon } from './icons';
 import { JobsModel } from './jobsModel';
 import { IJobActions, JobsView } from './jobsView';
 import { IDescribeJob, IJobServiceConfig, OutputFormat } from './models';
+import { NotificationSettingsDialog } from './notificationSettingsDialog';
 import { IDescribePipeline } from './pipelineModels';
 import { PipelinesModel } from './pipelinesModel';
 import { IPipelineActions, PipelinesView } from './pipelinesView';
@@ -134,6 +135,24 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   async showPipeline(pipelineId: string): Promise<void> {
     this.showTab('pipelines');
     await this._options.pipelines?.show(pipelineId);
+  }
+
+  /**
+   * Open the Notification settings dialog (the user's default for their jobs).
+   */
+  async openNotificationSettings(): Promise<void> {
+    const dialog = new NotificationSettingsDialog({
+      api: this.model.api,
+      config: this._options.config,
+      trans: this._options.trans
+    });
+    try {
+      await dialog.launch();
+    } catch {
+      // closed without an answer (the page went away): nothing was saved
+    } finally {
+      dialog.dispose();
+    }
   }
 
   /**
@@ -287,7 +306,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     showPipeline: pipelineId =>
       this._options.pipelines ? void this.showPipeline(pipelineId) : undefined,
     showSchedule: scheduleId =>
-      this._options.schedules ? void this.showSchedule(scheduleId) : undefined
+      this._options.schedules ? void this.showSchedule(scheduleId) : undefined,
+    notificationSettings: () => void this.openNotificationSettings()
   };
 
   private _scheduleActions: IScheduleActions = {

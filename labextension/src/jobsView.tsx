@@ -46,6 +46,10 @@ export interface IJobActions {
    * Show the schedule that started a job (Schedules tab); none: no link.
    */
   showSchedule?(scheduleId: string): void;
+  /**
+   * Open the Notification settings dialog; none: no button.
+   */
+  notificationSettings?(): void;
 }
 
 /**
@@ -176,6 +180,16 @@ function JobsToolbar(props: IJobsViewProps & { shown: number }): JSX.Element {
       >
         {trans.__('Refresh')}
       </button>
+      {props.actions.notificationSettings && (
+        <button
+          type="button"
+          className="jp-JupyterToJob-button"
+          data-testid="jobs-notification-settings"
+          onClick={() => props.actions.notificationSettings?.()}
+        >
+          {trans.__('Notification settings…')}
+        </button>
+      )}
       <span className="jp-JupyterToJob-count" data-testid="jobs-count">
         {model.loaded && !model.message
           ? trans.__('%1 of %2 jobs', props.shown, model.totalCount)
