@@ -385,6 +385,10 @@ test.describe('The log view of a long job', () => {
     await expect(detail.getByTestId('job-log-notice')).toHaveText(
       'Paused: scrolled up. Jump to end to follow again.'
     );
+    // (the rows of the new scroll position are drawn on the next frame: wait for them)
+    await expect
+      .poll(async () => (await linesInView(log)).length)
+      .toBeGreaterThan(0);
     const reading = (await linesInView(log))[0];
 
     // Then the lines they read stay put while the log grows under them
