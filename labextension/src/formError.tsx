@@ -46,3 +46,27 @@ export function FormError(props: IFormErrorProps): JSX.Element | null {
     </div>
   );
 }
+
+/**
+ * A request's problems split into those shown at a form field (`fieldOf` names the field
+ * of a problem, or null), the messages of one field joined, and the rest.
+ */
+export function problemsByField<F extends string>(
+  problems: readonly IFieldProblem[],
+  fieldOf: (path: string) => F | null
+): { byField: { [field in F]?: string }; rest: IFieldProblem[] } {
+  const byField: { [field in F]?: string } = {};
+  const rest: IFieldProblem[] = [];
+  for (const problem of problems) {
+    const field = fieldOf(problem.field);
+    if (field) {
+      const earlier = byField[field];
+      byField[field] = earlier
+        ? `${earlier} ${problem.message}`
+        : problem.message;
+    } else {
+      rest.push(problem);
+    }
+  }
+  return { byField, rest };
+}

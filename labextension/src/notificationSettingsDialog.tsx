@@ -10,7 +10,7 @@ import * as React from 'react';
 import { featuresOf, JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
 import { FormDialog } from './formDialog';
-import { FormError } from './formError';
+import { FormError, problemsByField } from './formError';
 import {
   IFieldProblem,
   IJobServiceConfig,
@@ -225,18 +225,7 @@ function NotificationSettingsView(
       return true;
     } catch (reason) {
       const all = reason instanceof JobAPIError ? reason.problems : [];
-      const byField: { [field in NotificationField]?: string } = {};
-      const rest: IFieldProblem[] = [];
-      for (const problem of all) {
-        const field = notificationFieldOf(problem.field);
-        if (field) {
-          byField[field] = byField[field]
-            ? `${byField[field]} ${problem.message}`
-            : problem.message;
-        } else {
-          rest.push(problem);
-        }
-      }
+      const { byField, rest } = problemsByField(all, notificationFieldOf);
       setFieldProblems(byField);
       setProblems(rest);
       setError(errorSentence(reason));

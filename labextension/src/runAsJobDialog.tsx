@@ -14,7 +14,7 @@ import {
   defaultFlavor
 } from './flavors';
 import { FormDialog } from './formDialog';
-import { FormError } from './formError';
+import { FormError, problemsByField } from './formError';
 import {
   IDescribeJob,
   IFieldProblem,
@@ -27,11 +27,7 @@ import { changedParameters, editableText } from './parameters';
 import { retryTransient } from './retry';
 import { RepeatOnSchedule, useScheduleRepeat } from './scheduleFields';
 import { ISchedule } from './scheduleModels';
-import {
-  scheduleFieldOf,
-  ScheduleProblems,
-  scheduleRequest
-} from './scheduleRule';
+import { scheduleFieldOf, scheduleRequest } from './scheduleRule';
 import { createRequest, defaultJobName, notebookStem } from './submission';
 
 /**
@@ -410,18 +406,9 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       setError(errorSentence(reason));
       const all = reason instanceof JobAPIError ? reason.problems : [];
       // A schedule's problems show next to their fields; the others in the list.
-      const byField: ScheduleProblems = {};
-      const rest = [];
-      for (const problem of all) {
-        const field = repeat ? scheduleFieldOf(problem.field) : null;
-        if (field) {
-          byField[field] = byField[field]
-            ? `${byField[field]} ${problem.message}`
-            : problem.message;
-        } else {
-          rest.push(problem);
-        }
-      }
+      const { byField, rest } = problemsByField(all, path =>
+        repeat ? scheduleFieldOf(path) : null
+      );
       setScheduleProblems(byField);
       setProblems(rest);
       return null;
