@@ -9,9 +9,14 @@ framework would otherwise take memory that is not its share:
 
 - PyTorch: ``GPUSPAWNER_TORCH_MEMORY_FRACTION`` is applied on import by
   ``gpuspawner/share_hooks/sitecustomize.py`` (``torch.cuda.set_per_process_memory_fraction``);
-- JAX: ``XLA_PYTHON_CLIENT_MEM_FRACTION`` and its new name ``XLA_CLIENT_MEM_FRACTION``
-  preallocate only the share instead of 75% of the GPU;
+- JAX: ``XLA_PYTHON_CLIENT_MEM_FRACTION`` preallocates only the share instead of 75% of the
+  GPU. It is the one name every JAX reads; current JAX prefers ``XLA_CLIENT_MEM_FRACTION``
+  and refuses the two together by falling back to the CPU, so only one is ever set, and the
+  share hook renames it to the name the installed JAX prefers when ``jax`` is imported;
 - TensorFlow: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` grows on demand instead of taking the GPU.
+
+A limit must never switch a framework off the GPU: each variable has one name, a value the
+framework accepts, and no companion it refuses to see beside it.
 
 All three fractions are of the memory the framework *sees* as the GPU's total. Back ends
 pass that total: the whole device under time-slicing and MPS, but only the slice under MIG
@@ -38,6 +43,12 @@ NO_GPU_ENVIRONMENT: Mapping[str, str] = MappingProxyType(
 """What a server without a GPU share gets: it sees no GPU, even in a CUDA image."""
 
 
+JAX_MEMORY_FRACTION = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+"""JAX's memory fraction, by the name every JAX version reads (alone; see the module's note)."""
+JAX_MEMORY_FRACTION_NAMES = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION")
+"""Both names JAX has read its memory fraction by; an environment may hold at most one."""
+
+
 def memory_fraction(memory_mib: int, visible_memory_mib: int) -> float:
     """The share's memory as a part of the memory frameworks see, at most 1."""
     return min(memory_mib / visible_memory_mib, 1.0)
@@ -52,8 +63,7 @@ def framework_memory_limits(memory_mib: int, visible_memory_mib: int) -> dict[st
     text = f"{memory_fraction(memory_mib, visible_memory_mib):.3f}"
     return {
         "GPUSPAWNER_TORCH_MEMORY_FRACTION": text,
-        "XLA_PYTHON_CLIENT_MEM_FRACTION": text,
-        "XLA_CLIENT_MEM_FRACTION": text,
+        JAX_MEMORY_FRACTION: text,
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
 

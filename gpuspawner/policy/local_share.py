@@ -90,9 +90,9 @@ def local_share_environment(
         {
             # PyTorch: applied on import by gpuspawner/share_hooks/sitecustomize.py.
             "GPUSPAWNER_TORCH_MEMORY_FRACTION": text,
-            # JAX: preallocate only the share (both names; the old one is deprecated).
+            # JAX: preallocate only the share. One name only: current JAX falls back to
+            # the CPU when both are set; the share hook renames it for the installed JAX.
             "XLA_PYTHON_CLIENT_MEM_FRACTION": text,
-            "XLA_CLIENT_MEM_FRACTION": text,
             # TensorFlow: grow on demand instead of taking the whole card.
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",
         }

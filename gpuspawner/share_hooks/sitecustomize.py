@@ -1,14 +1,20 @@
-"""Apply the server's GPU memory share to PyTorch when a notebook imports it.
+"""Apply the server's GPU memory share to PyTorch and JAX when a notebook imports them.
 
-LocalGPUSpawner puts this folder first on ``PYTHONPATH`` of GPU servers and sets
-``GPUSPAWNER_TORCH_MEMORY_FRACTION``. When ``torch`` is imported, every visible
-GPU gets ``torch.cuda.set_per_process_memory_fraction(fraction)``, so a student's
-PyTorch caching allocator stops at their share instead of taking the whole card.
+LocalGPUSpawner and the local job executor put this folder first on ``PYTHONPATH`` of GPU
+servers and jobs. It must work in any Python the catalog offers, so it imports nothing of
+the project.
 
-This is cooperative, not a security boundary (a notebook can raise the fraction
-again); it keeps well-meaning code inside its share. JAX and TensorFlow are
-limited through their own environment variables. Any ``sitecustomize`` that this
-module shadows is run afterwards, so site configuration keeps working.
+- PyTorch: ``GPUSPAWNER_TORCH_MEMORY_FRACTION``. When ``torch`` is imported, every visible
+  GPU gets ``torch.cuda.set_per_process_memory_fraction(fraction)``, so a student's caching
+  allocator stops at their share instead of taking the whole card.
+- JAX: the share comes as ``XLA_PYTHON_CLIENT_MEM_FRACTION``, the one name every JAX reads.
+  Current JAX prefers ``XLA_CLIENT_MEM_FRACTION`` and, given both, falls back to the CPU.
+  When ``jax`` or ``jaxlib`` is imported (before JAX reads either), the fraction is put
+  under the one name the installed JAX reads, and the other name is removed.
+
+Both are cooperative, not a security boundary (a notebook can change them); they keep
+well-meaning code inside its share. Any ``sitecustomize`` that this module shadows is run
+afterwards, so site configuration keeps working.
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ import os
 import sys
 
 _FRACTION_VARIABLE = "GPUSPAWNER_TORCH_MEMORY_FRACTION"
+_JAX_LEGACY_NAME = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+_JAX_CURRENT_NAME = "XLA_CLIENT_MEM_FRACTION"
+
+
+def _warn(message: str) -> None:
+    print(f"gpuspawner: {message}", file=sys.stderr)
 
 
 def _apply_torch_share(torch_module) -> None:
@@ -35,16 +47,73 @@ def _apply_torch_share(torch_module) -> None:
         for device in range(cuda.device_count()):
             cuda.set_per_process_memory_fraction(fraction, device)
     except Exception as error:  # never break "import torch" over a soft limit
-        print(
-            f"gpuspawner: could not apply the GPU memory share to PyTorch: {error}", file=sys.stderr
-        )
+        _warn(f"could not apply the GPU memory share to PyTorch: {error}")
 
 
-class _TorchShareFinder(importlib.abc.MetaPathFinder):
-    """Wraps the real loader of ``torch`` to apply the share right after import."""
+def _installed_jax_reads_current_name() -> bool:
+    """Whether the installed jaxlib reads ``XLA_CLIENT_MEM_FRACTION`` (without importing it).
+
+    jaxlib reads its GPU client options in Python; a release that knows the current name
+    says so in the source of its top-level modules. Older releases read only the legacy name.
+    """
+    spec = importlib.util.find_spec("jaxlib")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                    if _JAX_CURRENT_NAME in f.read():
+                        return True
+            except OSError:
+                continue
+    return False
+
+
+def choose_jax_memory_fraction_name(environ=os.environ, reads_current=None) -> None:
+    """Leave JAX's memory fraction under exactly one name: the one the installed JAX reads.
+
+    A value the notebook set itself (under either name) wins over the share's, as it would
+    without the hook; the share's value is the legacy name's when both hold one.
+    """
+    legacy = environ.get(_JAX_LEGACY_NAME)
+    current = environ.get(_JAX_CURRENT_NAME)
+    if not legacy and not current:
+        return
+    if reads_current is None:
+        try:
+            reads_current = _installed_jax_reads_current_name()
+        except Exception as error:  # never break "import jax" over a soft limit
+            _warn(f"could not tell which memory fraction variable JAX reads: {error}")
+            reads_current = False
+    # Both set: the current name was not ours (the share sets only the legacy one).
+    value = current or legacy
+    keep, drop = (
+        (_JAX_CURRENT_NAME, _JAX_LEGACY_NAME)
+        if reads_current
+        else (_JAX_LEGACY_NAME, _JAX_CURRENT_NAME)
+    )
+    environ[keep] = value
+    environ.pop(drop, None)
+
+
+class _ShareFinder(importlib.abc.MetaPathFinder):
+    """Applies the share around the first import of ``torch``, ``jax`` or ``jaxlib``."""
+
+    def __init__(self) -> None:
+        self.jax_done = False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
+        if fullname in ("jax", "jaxlib"):
+            if not self.jax_done:
+                self.jax_done = True
+                choose_jax_memory_fraction_name()
+            return None
+        if fullname != "torch" or not os.environ.get(_FRACTION_VARIABLE):
             return None
         sys.meta_path.remove(self)
         try:
@@ -77,9 +146,16 @@ def _run_shadowed_sitecustomize() -> None:
             return
 
 
-if os.environ.get(_FRACTION_VARIABLE):
-    if "torch" in sys.modules:
+def _install() -> None:
+    if "jax" in sys.modules or "jaxlib" in sys.modules:
+        choose_jax_memory_fraction_name()
+    if os.environ.get(_FRACTION_VARIABLE) and "torch" in sys.modules:
         _apply_torch_share(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchShareFinder())
+    wants_torch = os.environ.get(_FRACTION_VARIABLE) and "torch" not in sys.modules
+    wants_jax = os.environ.get(_JAX_LEGACY_NAME) or os.environ.get(_JAX_CURRENT_NAME)
+    if wants_torch or wants_jax:
+        sys.meta_path.insert(0, _ShareFinder())
+
+
+_install()
 _run_shadowed_sitecustomize()

@@ -70,6 +70,21 @@ from .base import JobExecutor, JobOutcome, StopReason
 from .process_exit import ProcessExit
 from .warm_pool import WarmRunner, WarmRunnerPool
 
+HOST_SHARE_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_DEVICE_MEMORY_LIMIT",
+    "CUDA_DEVICE_SM_LIMIT",
+    "GPUSPAWNER_*",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "LD_PRELOAD",
+)
+"""The variables that give the host its own GPU share; a job with a share of its own gets none."""
+
 INHERITED_ENVIRONMENT = [
     "PATH",
     "HOME",
@@ -94,16 +109,7 @@ INHERITED_ENVIRONMENT = [
     "CUDA_PATH",
     # The host's own GPU share (standalone mode: the user's server), unless the
     # capacity hook grants another.
-    "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "CUDA_DEVICE_MEMORY_LIMIT",
-    "CUDA_DEVICE_SM_LIMIT",
-    "GPUSPAWNER_*",
-    "XLA_PYTHON_CLIENT_MEM_FRACTION",
-    "XLA_CLIENT_MEM_FRACTION",
-    "TF_FORCE_GPU_ALLOW_GROWTH",
-    "LD_PRELOAD",
+    *HOST_SHARE_VARIABLES,
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "NO_PROXY",
@@ -120,6 +126,13 @@ ATTEMPT_VARIABLE = "JUPYTER_TO_JOB_ATTEMPT"
 # psutil derives start times from the boot time and clock ticks: equal for one
 # process across calls, but allow for rounding.
 _START_TIME_TOLERANCE = 1.0
+
+
+def _host_share_variable(name: str) -> bool:
+    return any(
+        name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+        for pattern in HOST_SHARE_VARIABLES
+    )
 
 
 def process_start_time(pid: int) -> float | None:
@@ -337,6 +350,10 @@ class LocalExecutor(JobExecutor):
             for name, value in os.environ.items()
             if name in exact or (prefixes and name.startswith(prefixes))
         }
+        if self.environment:
+            # The job's own share replaces the host's whole: a variable left from the host's
+            # (a JAX fraction under its other name, say) could switch a framework off the GPU.
+            env = {name: value for name, value in env.items() if not _host_share_variable(name)}
         env.update(self.extra_environment)
         env.update(self.environment)
         account = self.account()

@@ -340,3 +340,28 @@ def test_jobs_see_their_gpu_share_but_not_the_services_secrets(
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["PATH"] == "/gpu/bin"
     assert env["LC_TIME"] == "de_CH.UTF-8" and env["HF_HUB_OFFLINE"] == "1"
     assert env["JUPYTER_TO_JOB_ID"] == "j1"
+
+
+def test_a_job_with_its_own_share_keeps_nothing_of_the_hosts_share(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Standalone: the user's server holds a share whose JAX fraction is under the new name.
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.500")
+    monkeypatch.setenv("GPUSPAWNER_GPU_SHARE", "1/2 of an H100")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    executor = LocalExecutor(
+        job=JobRow(job_id="j1"),
+        files=JobFiles(tmp_path),
+        store=None,
+        log_store=None,
+        environment={
+            "CUDA_VISIBLE_DEVICES": "1",
+            "GPUSPAWNER_GPU_FRACTION": "1/4",
+            "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.250",
+        },
+    )
+
+    env = executor.job_environment()
+
+    assert [n for n in env if n.endswith("MEM_FRACTION")] == ["XLA_PYTHON_CLIENT_MEM_FRACTION"]
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and "GPUSPAWNER_GPU_SHARE" not in env

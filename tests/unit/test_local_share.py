@@ -44,7 +44,6 @@ def test_a_quarter_gpu_with_memory_and_soft_framework_limits():
         "GPUSPAWNER_GPU_COMPUTE_MAX_PCT": "100",
         "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.250",
         "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.250",
-        "XLA_CLIENT_MEM_FRACTION": "0.250",
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
 
@@ -69,7 +68,7 @@ def test_a_whole_gpu_gets_the_device_and_no_soft_limits():
     env = local_share_environment(share, allocation, devices, profile_id="vision")
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-1234"
     assert env["GPUSPAWNER_GPU_SHARE"] == "1 whole RTX 4090, 24 GiB each"
-    assert "XLA_CLIENT_MEM_FRACTION" not in env
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in env
 
 
 def test_a_server_without_a_gpu_sees_none():

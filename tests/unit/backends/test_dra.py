@@ -89,7 +89,6 @@ def test_given_a_quarter_gpu_with_10_gib_then_a_claim_template_with_mps_limits()
             "GPUSPAWNER_GPU_COMPUTE_MAX_PCT": "100",
             "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.125",
             "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.125",
-            "XLA_CLIENT_MEM_FRACTION": "0.125",
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",
         },
         "runtime_class_name": None,

@@ -22,7 +22,6 @@ QUARTER_ENV = {
     "GPUSPAWNER_GPU_COMPUTE_MAX_PCT": "100",
     "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.125",
     "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.125",
-    "XLA_CLIENT_MEM_FRACTION": "0.125",
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",
 }
 WHOLE_ENV = {
@@ -92,7 +91,6 @@ def test_given_a_half_gpu_job_then_a_preemptible_fraction_in_the_queue_for_every
             "GPUSPAWNER_GPU_MEMORY_MIB": "40960",
             "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.500",
             "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.500",
-            "XLA_CLIENT_MEM_FRACTION": "0.500",
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",
         },
         unhonoured=[
@@ -113,7 +111,6 @@ def test_given_a_memory_only_share_then_gpu_memory_in_mib():
             "GPUSPAWNER_GPU_MEMORY_MIB": "10240",
             "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.125",
             "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.125",
-            "XLA_CLIENT_MEM_FRACTION": "0.125",
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",
         },
         unhonoured=[

@@ -40,7 +40,6 @@ def test_given_a_quarter_gpu_with_10_gib_then_one_slot_with_its_fixed_caps(backe
             "GPUSPAWNER_GPU_COMPUTE_MAX_PCT": "100",
             "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.250",
             "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.250",
-            "XLA_CLIENT_MEM_FRACTION": "0.250",
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",
         },
         "runtime_class_name": None,

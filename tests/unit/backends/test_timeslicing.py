@@ -41,7 +41,6 @@ def test_given_a_quarter_gpu_with_10_gib_then_one_slot_and_soft_memory_limits(ba
             "GPUSPAWNER_GPU_COMPUTE_MAX_PCT": "100",
             "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.125",
             "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.125",
-            "XLA_CLIENT_MEM_FRACTION": "0.125",
             "TF_FORCE_GPU_ALLOW_GROWTH": "true",
         },
         "runtime_class_name": None,
@@ -102,7 +101,7 @@ def test_given_an_eighth_then_it_is_rounded_up_to_a_slot_with_a_note(backend):
 
     assert plan.environment["GPUSPAWNER_GPU_FRACTION"] == "1/4"
     assert plan.environment["GPUSPAWNER_GPU_MEMORY_MIB"] == "20480"
-    assert plan.environment["XLA_CLIENT_MEM_FRACTION"] == "0.250"
+    assert plan.environment["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.250"
     assert plan.unhonoured[0] == (
         "The share of 1/8 of a GPU is rounded up to one time-slicing slot, 1/4 of the GPU: the "
         "cluster splits every GPU into 4 slots."
@@ -142,7 +141,7 @@ def test_given_more_memory_than_the_gpu_has_then_check_refuses_it(backend):
 def test_given_an_unknown_gpu_memory_then_no_soft_limit_is_set_and_that_is_said(backend):
     plan = backend.render(GPUShare(fraction=Fraction(1, 4), compute_max_pct=50), name="x")
 
-    assert "XLA_CLIENT_MEM_FRACTION" not in plan.environment
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in plan.environment
     assert plan.unhonoured == [
         "GPU memory is not isolated by time-slicing, and no memory limit is set for PyTorch, "
         "JAX or TensorFlow because the GPU's memory size is unknown.",

@@ -1,0 +1,75 @@
+"""Fixtures for the tests that need a real NVIDIA GPU (every test here is marked ``gpu``).
+
+The jobs run through the project's own job manager and GPU admission, over the GPUs NVML
+reports, exactly as the workstation's job service runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from traitlets.config import Config
+
+from gpuspawner.inventory import discover_nvml_gpus
+from gpuspawner.policy import GPUDevice
+from jupyter_to_job.manager import JobManager
+
+from ..support.job_capacity import catalog_capacity
+from ..support.job_managers import shut_down
+from ..support.job_processes import kill_leftovers
+
+REPO = Path(__file__).resolve().parents[2]
+HANG_GUARD = 300
+
+GPU_CATALOG = """
+flavors:
+  - {id: quarter, title: A quarter of a GPU, gpu: {fraction: 1/4}, access: {everyone: true}}
+  - {id: whole, title: One GPU, gpu: {count: 1}, access: {everyone: true}}
+  - {id: all, title: Every GPU of one machine, gpu: {count: %(count)d}, access: {everyone: true}}
+"""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.gpu)
+
+
+@pytest.fixture
+def gpus() -> list[GPUDevice]:
+    """The GPUs NVML reports on this machine (the suite skips ``gpu`` tests without one)."""
+    found = discover_nvml_gpus()
+    if not found:
+        pytest.skip("needs a real NVIDIA GPU (NVML found none)")
+    return found
+
+
+@pytest.fixture
+async def gpu_manager(tmp_path: Path, gpus: list[GPUDevice]) -> AsyncIterator[Callable[..., Any]]:
+    """``await gpu_manager(**local_executor_settings)``: a job manager admitting jobs by
+    ``GPU_CATALOG`` over this machine's real GPUs."""
+    managers: list[JobManager] = []
+
+    async def make(**executor: Any) -> JobManager:
+        config = Config()
+        config.LocalExecutor.extra_environment = {"PYTHONPATH": str(REPO)}
+        config.LocalExecutor.poll_interval = 0.1
+        config.JobManager.max_running_jobs = 8
+        for name, value in executor.items():
+            setattr(config.LocalExecutor, name, value)
+        manager = JobManager(root_dir=str(tmp_path / "root"), config=config)
+        manager.capacity = catalog_capacity(
+            tmp_path,
+            GPU_CATALOG % {"count": len(gpus)},
+            ["alice", "bob", "carol", "dave", "erin"],
+            devices=gpus,
+        )
+        await manager.start()
+        managers.append(manager)
+        return manager
+
+    yield make
+    await shut_down(managers, timeout=HANG_GUARD)
+    kill_leftovers(tmp_path / "root")
