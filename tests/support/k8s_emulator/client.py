@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -30,15 +31,23 @@ class ClientError(Exception):
 
 
 class KubeClient:
-    def __init__(self, base_url: str, user_agent: str = "emulator-controller") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        user_agent: str = "emulator-controller",
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """``ssl_context`` verifies a real API server and presents the client's certificate."""
         self.base_url = base_url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
         self._user_agent = user_agent
+        self._ssl = ssl_context
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=0)
+            connector = aiohttp.TCPConnector(limit=0, ssl=self._ssl or True)
             self._session = aiohttp.ClientSession(
                 connector=connector, headers={"User-Agent": self._user_agent}
             )

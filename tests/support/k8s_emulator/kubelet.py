@@ -58,6 +58,13 @@ class AddressPool:
         return f"127.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}"
 
 
+CONFIG_RETRY_SECONDS = 1.0
+
+
+class ContainerConfigError(RuntimeError):
+    """The container's environment names a Secret, ConfigMap or key that does not exist."""
+
+
 def _container_id() -> str:
     return "containerd://" + secrets.token_hex(32)
 
@@ -68,6 +75,8 @@ def _image_id(image: str) -> str:
         repository = repository.rsplit(":", 1)[0]
     return f"{repository}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
 
+
+KINDS = {"secrets": "Secret", "configmaps": "ConfigMap"}
 
 _VARIABLE = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 
@@ -211,7 +220,7 @@ class PodWorker:
         if self.init_statuses:
             status["initContainerStatuses"] = list(self.init_statuses.values())
         try:
-            self.pod = await self.kubelet.client.merge_patch(
+            self.pod = await self.kubelet.client_for(self.node).merge_patch(
                 self.path + "/status", {"status": status}
             )
         except ClientError as error:
@@ -315,8 +324,10 @@ class PodWorker:
             script = ContainerScript(exit_code=0)  # simulated init containers just succeed
         present = self.kubelet.images.setdefault(self.node, set())
         pull_error = (
-            script.image_pull_error if script else None
-        ) or self.kubelet.unpullable_images.get(image)
+            (script.image_pull_error if script else None)
+            or self.kubelet.unpullable_images.get(image)
+            or self.kubelet.missing_from_registry(image)
+        )
         if container.get("imagePullPolicy") == "Always" or image not in present or pull_error:
             if container.get("imagePullPolicy") == "Never" and image not in present:
                 statuses[name] = self._waiting(
@@ -368,8 +379,22 @@ class PodWorker:
             await self.event(
                 "Pulled", f'Container image "{image}" already present on machine', container=name
             )
+        while True:
+            try:
+                instance = await self.kubelet.make_container(self, container, script)
+                break
+            except ContainerConfigError as error:
+                # The real kubelet keeps the container waiting and tries again on each sync.
+                statuses[name] = self._waiting(
+                    container, "CreateContainerConfigError", str(error), statuses.get(name)
+                )
+                await self.event("Failed", f"Error: {error}", type="Warning", container=name)
+                await self.push_status()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.deleting.wait(), CONFIG_RETRY_SECONDS)
+                if self.deleting.is_set():
+                    return False
         try:
-            instance = await self.kubelet.make_container(self, container, script)
             await self.event("Created", f"Created container: {name}", container=name)
             if self.kubelet.timings.start:
                 await asyncio.sleep(self.kubelet.timings.start)
@@ -495,7 +520,7 @@ class PodWorker:
             self.phase = "Succeeded" if codes and all(c == 0 for c in codes) else "Failed"
         await self.push_status()
         with contextlib.suppress(ClientError):
-            await self.kubelet.client.delete(
+            await self.kubelet.client_for(self.node).delete(
                 self.path, {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}}
             )
 
@@ -540,6 +565,11 @@ class Kubelet:
         self.serve_ports = False
         self.api_port = api_port
         self.workers: dict[str, PodWorker] = {}
+        # A real node's kubelet: a container whose environment names a missing Secret,
+        # ConfigMap or key is not created (CreateContainerConfigError).
+        self.strict_references = False
+        # Which images the registry has (None: every image); others fail to pull.
+        self.registry: Callable[[str], bool] | None = None
 
     def host_ip(self, node_name: str) -> str:
         node = self._nodes().get(("", node_name)) or {}
@@ -551,9 +581,22 @@ class Kubelet:
     def script_for(self, pod: Object, container: Object) -> ContainerScript | None:
         return next((s for s in reversed(self.scripts) if s.match.matches(pod, container)), None)
 
+    def missing_from_registry(self, image: str) -> str | None:
+        """The pull error for an image the registry does not have, else None."""
+        if self.registry is None or self.registry(image):
+            return None
+        return (
+            f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": '
+            f'failed to resolve reference "{image}": {image}: not found'
+        )
+
+    def client_for(self, node: str | None) -> KubeClient:
+        """The client that acts for ``node`` (a real node agent has one identity per node)."""
+        return self.client
+
     async def record(self, obj: Object, **kwargs: Any) -> None:
         with contextlib.suppress(ClientError):
-            await self.client.create(
+            await self.client_for(kwargs.get("host")).create(
                 f"/api/v1/namespaces/{obj['metadata']['namespace']}/events",
                 recorded_event(obj, component="kubelet", **kwargs),
             )
@@ -594,8 +637,10 @@ class Kubelet:
             return ServingContainer(script, log_book, ServedPorts(worker.pod_ip, container, env))
         return SimulatedContainer(script, log_book)
 
-    async def _get_data(self, kind: str, namespace: str, name: str) -> dict[str, str]:
-        obj = await self.client.get(f"/api/v1/namespaces/{namespace}/{kind}/{name}")
+    async def _get_data(
+        self, kind: str, namespace: str, name: str, node: str | None = None
+    ) -> dict[str, str]:
+        obj = await self.client_for(node).get(f"/api/v1/namespaces/{namespace}/{kind}/{name}")
         data = obj.get("data") or {}
         if kind == "secrets":
             return {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
@@ -613,11 +658,9 @@ class Kubelet:
             prefix = source.get("prefix", "")
             for kind, key in (("configmaps", "configMapRef"), ("secrets", "secretRef")):
                 if key in source:
-                    with contextlib.suppress(ClientError):
-                        for k, v in (
-                            await self._get_data(kind, namespace, source[key]["name"])
-                        ).items():
-                            env[prefix + k] = v
+                    data = await self._reference(worker, kind, source[key])
+                    for k, v in (data or {}).items():
+                        env[prefix + k] = v
         fields = {
             "metadata.name": worker.name,
             "metadata.namespace": namespace,
@@ -645,8 +688,13 @@ class Kubelet:
                     if "secretKeyRef" in source
                     else ("configmaps", source["configMapKeyRef"])
                 )
-                with contextlib.suppress(ClientError):
-                    env[name] = (await self._get_data(kind, namespace, ref["name"]))[ref["key"]]
+                data = await self._reference(worker, kind, ref)
+                if data is not None and ref["key"] in data:
+                    env[name] = data[ref["key"]]
+                elif data is not None and self.strict_references and not ref.get("optional"):
+                    raise ContainerConfigError(
+                        f"couldn't find key {ref['key']} in {KINDS[kind]} {namespace}/{ref['name']}"
+                    )
             elif "resourceFieldRef" in source:
                 resource = source["resourceFieldRef"]["resource"]
                 section, _, key = resource.partition(".")
@@ -654,6 +702,19 @@ class Kubelet:
                     ((container.get("resources") or {}).get(section) or {}).get(key, "")
                 )
         return env
+
+    async def _reference(self, worker: PodWorker, kind: str, ref: Object) -> dict[str, str] | None:
+        """The data of the Secret or ConfigMap ``ref`` names, None when it does not exist.
+
+        With ``strict_references`` a missing one that is not ``optional`` stops the
+        container from being created, as the real kubelet does.
+        """
+        try:
+            return await self._get_data(kind, worker.namespace, ref["name"], worker.node)
+        except ClientError as error:
+            if error.status != 404 or not self.strict_references or ref.get("optional"):
+                return None
+            raise ContainerConfigError(f'{KINDS[kind].lower()} "{ref["name"]}" not found') from None
 
     # --- controls -----------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from . import errors
 from .timestamps import now
@@ -126,3 +128,92 @@ def check_log_options(
         causes.append(("limitBytes", f"Invalid value: {limit_bytes}: must be greater than 0"))
     if causes:
         raise errors.invalid("PodLogOptions", pod, causes)
+
+
+@dataclass
+class LogQuery:
+    """What a log request asks for (PodLogOptions as the kubelet receives them)."""
+
+    since_seconds: int | None = None
+    since_time: dt.datetime | None = None
+    tail_lines: int | None = None
+    timestamps: bool = False
+    limit_bytes: int | None = None
+    follow: bool = False
+
+
+def container_log(book: LogBook, pod: dict, container: str, previous: bool) -> ContainerLog:
+    """The log to serve for ``container``, or a 400 saying why there is none (kubelet words)."""
+    name = pod["metadata"]["name"]
+    uid = pod["metadata"]["uid"]
+    status = pod.get("status") or {}
+    statuses = (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+    container_status = next((s for s in statuses if s["name"] == container), None)
+    if previous:
+        found = book.previous(uid, container)
+        if found is None or not (container_status or {}).get("lastState", {}).get("terminated"):
+            raise errors.bad_request(
+                f'previous terminated container "{container}" in pod "{name}" not found'
+            )
+        return found
+    state = (container_status or {}).get("state") or {}
+    last = (container_status or {}).get("lastState") or {}
+    if container_status is None or ("waiting" in state and not last.get("terminated")):
+        reason = state.get("waiting", {}).get("reason") or "ContainerCreating"
+        if reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
+            reason = "trying and failing to pull image"
+        raise errors.bad_request(
+            f'container "{container}" in pod "{name}" is waiting to start: {reason}'
+        )
+    return book.current(uid, container)
+
+
+async def stream_log(
+    log: ContainerLog,
+    query: LogQuery,
+    write: Callable[[str], None],
+    flush: Callable[[], Awaitable[None]],
+    disconnected: asyncio.Event,
+) -> None:
+    """Write ``log`` as ``query`` asks (following it while it grows, if asked)."""
+    lines = list(log.lines)
+    if query.since_seconds is not None:
+        cutoff = now().timestamp() - query.since_seconds
+        lines = [line for line in lines if line[0].timestamp() >= cutoff]
+    if query.since_time is not None:
+        lines = [line for line in lines if line[0] >= query.since_time]
+    if query.tail_lines is not None:
+        lines = lines[-query.tail_lines :] if query.tail_lines > 0 else []
+    limit = query.limit_bytes
+    sent = 0
+
+    def render(entries: list[tuple[dt.datetime, str]]) -> str:
+        return "".join(
+            (f"{log_timestamp(moment)} {text}" if query.timestamps else text)
+            for moment, text in entries
+        )
+
+    def send(text: str) -> bool:
+        nonlocal sent
+        if limit is not None:
+            text = text.encode()[: max(limit - sent, 0)].decode(errors="ignore")
+        sent += len(text.encode())
+        if text:
+            write(text)
+        return limit is None or sent < limit
+
+    if not send(render(lines)) or not query.follow:
+        return
+    await flush()
+    seen = len(log.lines)
+    while not disconnected.is_set():
+        await log.wait_for_more(seen, timeout=1.0)
+        fresh = log.lines[seen:]
+        seen += len(fresh)
+        if fresh:
+            more = send(render(fresh))
+            await flush()
+            if not more:
+                return
+        if log.closed and seen >= len(log.lines):
+            return

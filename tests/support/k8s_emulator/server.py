@@ -18,10 +18,9 @@ from tornado.iostream import StreamClosedError
 
 from . import errors, pod_exec, resources
 from .apiserver import ApiServer
-from .logs import LogBook, check_log_options, log_since_time, log_timestamp
+from .logs import LogBook, LogQuery, check_log_options, container_log, log_since_time, stream_log
 from .resources import POD, ResourceType
 from .store import Watcher
-from .timestamps import now
 
 if TYPE_CHECKING:
     from .kubelet import Kubelet
@@ -476,74 +475,16 @@ class ApiHandler(web.RequestHandler):
         if not spec.get("nodeName"):
             self.finish("")
             return
-        status = pod.get("status") or {}
-        statuses = (status.get("containerStatuses") or []) + (
-            status.get("initContainerStatuses") or []
+        book = container_log(self.logs, pod, container, _truthy(self._arg("previous")))
+        query = LogQuery(
+            since_seconds=since,
+            since_time=since_time,
+            tail_lines=self._int_arg("tailLines"),
+            timestamps=_truthy(self._arg("timestamps")),
+            limit_bytes=self._int_arg("limitBytes"),
+            follow=_truthy(self._arg("follow")),
         )
-        container_status = next((s for s in statuses if s["name"] == container), None)
-        uid = pod["metadata"]["uid"]
-        previous = _truthy(self._arg("previous"))
-        if previous:
-            book = self.logs.previous(uid, container)
-            if book is None or not (container_status or {}).get("lastState", {}).get("terminated"):
-                raise errors.bad_request(
-                    f'previous terminated container "{container}" in pod "{name}" not found'
-                )
-        else:
-            state = (container_status or {}).get("state") or {}
-            last = (container_status or {}).get("lastState") or {}
-            if container_status is None or ("waiting" in state and not last.get("terminated")):
-                reason = state.get("waiting", {}).get("reason") or "ContainerCreating"
-                if reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
-                    reason = "trying and failing to pull image"
-                raise errors.bad_request(
-                    f'container "{container}" in pod "{name}" is waiting to start: {reason}'
-                )
-            book = self.logs.current(uid, container)
-        lines = list(book.lines)
-        if since is not None:
-            cutoff = now().timestamp() - since
-            lines = [line for line in lines if line[0].timestamp() >= cutoff]
-        if since_time is not None:
-            lines = [line for line in lines if line[0] >= since_time]
-        tail = self._int_arg("tailLines")
-        if tail is not None:
-            lines = lines[-tail:] if tail > 0 else []
-        timestamps = _truthy(self._arg("timestamps"))
-        limit = self._int_arg("limitBytes")
-        sent = 0
-
-        def render(entries: list[Any]) -> str:
-            return "".join(
-                (f"{log_timestamp(moment)} {text}" if timestamps else text)
-                for moment, text in entries
-            )
-
-        def write(text: str) -> bool:
-            nonlocal sent
-            if limit is not None:
-                text = text.encode()[: max(limit - sent, 0)].decode(errors="ignore")
-            sent += len(text.encode())
-            if text:
-                self.write(text)
-            return limit is None or sent < limit
-
-        if not write(render(lines)) or not _truthy(self._arg("follow")):
-            self.finish()
-            return
-        await self.flush()
-        seen = len(book.lines)
-        while not self._disconnected.is_set():
-            await book.wait_for_more(seen, timeout=1.0)
-            fresh = book.lines[seen:]
-            seen += len(fresh)
-            if fresh:
-                more = write(render(fresh))
-                await self.flush()
-                if not more:
-                    break
-            if book.closed and seen >= len(book.lines):
-                break
+        await stream_log(book, query, self.write, self.flush, self._disconnected)
         self._end_stream()
 
 
