@@ -31,7 +31,7 @@ def pods_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def pod_processes(k8s_controls: Any, pods_dir: Path) -> PodProcesses:
     """What runs job pods' containers as local processes (and holds their PVCs' folders)."""
-    return PodProcesses(match=JOB_PODS, workdir=pods_dir, cluster=k8s_controls)
+    return PodProcesses(match=JOB_PODS, workdir=pods_dir)
 
 
 @pytest.fixture

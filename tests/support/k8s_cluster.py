@@ -1,13 +1,18 @@
 """pytest fixtures for tests that talk to a Kubernetes API.
 
-By default every test gets a fresh emulated cluster (tests/support/k8s_emulator) on a free
-127.0.0.1 port, run by a background thread with its own event loop: it works the same for
-plain and async tests (any pytest-asyncio loop) and for processes the test starts, such as
-a real JupyterHub (give it ``KUBECONFIG=<cluster.kubeconfig>``).
+Every test that asks for ``k8s_cluster`` gets the session's real control plane
+(tests/support/cluster: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+built from their Go modules by ``make k8s-tools``, with RBAC and Pod Security admission),
+with this project's node agent running the pods, cleaned back to the session's start
+after each test. Components authenticate as they do in production: ``hub_kubeconfig`` (the
+z2jh hub Role and ``hub_config/kubernetes/rbac.yaml``), ``job_service_kubeconfig`` (the
+job service's Role); ``k8s_cluster.kubeconfig`` is the cluster admin's, for test set-up.
 
-With ``KUBECONFIG`` set and ``-m k8s`` on the command line, ``k8s_emulator`` yields the
-real cluster instead (same ``url``/``kubeconfig``, ``is_emulated`` False); it has no
-controls, so tests that need them (``k8s_controls``) skip.
+With ``KUBECONFIG`` set and ``-m k8s`` on the command line, ``k8s_cluster`` is that cluster
+instead (``is_emulated`` False, no node controls: tests that need them skip).
+
+``emulated_cluster`` is the older API emulator (tests/support/k8s_emulator), for the
+emulator's own tests and the fast unit-level checks listed in its README.
 
 tests/conftest.py loads this module as a pytest plugin, so every test folder has them.
 """
@@ -28,11 +33,15 @@ import pytest
 import yaml
 from kubernetes_asyncio import client, config
 
+from .cluster.control_plane import ControlPlaneUnavailable
+from .cluster.session import USERS_NAMESPACE_LABELS, ControlPlaneCluster
 from .k8s_emulator import EmulatedCluster
+
+TestCluster = ControlPlaneCluster | EmulatedCluster
 
 
 class RealCluster:
-    """A cluster reached through $KUBECONFIG; it offers no emulator controls."""
+    """A cluster reached through $KUBECONFIG; it offers no node controls."""
 
     is_emulated = False
 
@@ -55,19 +64,15 @@ def real_cluster_selected(pytest_config: pytest.Config) -> bool:
     )
 
 
-@pytest.fixture
-def k8s_emulator(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[EmulatedCluster | RealCluster]:
-    """A Kubernetes API for this test: ``.url``, ``.kubeconfig`` (a file) and ``.is_emulated``.
-
-    Emulated (the default), it is a fresh cluster with the namespaces default, kube-system,
-    kube-public and kube-node-lease and no nodes; add nodes with ``add_gpu_nodes``.
-    """
-    if real_cluster_selected(request.config):
-        yield RealCluster(Path(os.environ["KUBECONFIG"]))
-        return
-    cluster = EmulatedCluster.start(tmp_path / "kubeconfig")
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlaneCluster]:
+    """The session's control plane and node agent (started on first use, ~10 s)."""
+    try:
+        cluster = ControlPlaneCluster.start(tmp_path_factory.mktemp("control-plane"))
+    except ControlPlaneUnavailable as error:
+        if os.environ.get("CI"):
+            raise  # `make test` builds it first: in CI a missing control plane is a failure
+        pytest.skip(str(error))
     try:
         yield cluster
     finally:
@@ -75,19 +80,63 @@ def k8s_emulator(
 
 
 @pytest.fixture
-def k8s_controls(k8s_emulator: EmulatedCluster | RealCluster) -> EmulatedCluster:
-    """The emulated cluster with its controls (nodes, container outcomes, processes)."""
-    if not isinstance(k8s_emulator, EmulatedCluster):
-        pytest.skip("needs the Kubernetes emulator's controls, which a real cluster does not have")
-    return k8s_emulator
+def k8s_cluster(request: pytest.FixtureRequest) -> Iterator[ControlPlaneCluster | RealCluster]:
+    """A Kubernetes cluster for this test: ``.url``, ``.kubeconfig`` (the admin's) and
+    ``.is_emulated`` (False). It starts with no nodes; add some with ``add_gpu_nodes``."""
+    if real_cluster_selected(request.config):
+        yield RealCluster(Path(os.environ["KUBECONFIG"]))
+        return
+    cluster: ControlPlaneCluster = request.getfixturevalue("control_plane")
+    try:
+        yield cluster
+    finally:
+        cluster.reset()
 
 
 @pytest.fixture
-async def k8s_api(k8s_emulator: EmulatedCluster | RealCluster) -> AsyncIterator[client.ApiClient]:
-    """A kubernetes_asyncio ApiClient for the cluster (its own Configuration, not the global one)."""
+def emulated_cluster(tmp_path: Path) -> Iterator[EmulatedCluster]:
+    """A fresh API emulator (tests/support/k8s_emulator) for this test, with its controls."""
+    cluster = EmulatedCluster.start(tmp_path / "emulator-kubeconfig")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def k8s_controls(k8s_cluster: ControlPlaneCluster | RealCluster) -> ControlPlaneCluster:
+    """The test cluster with its node controls (nodes, container outcomes, processes)."""
+    if not isinstance(k8s_cluster, ControlPlaneCluster):
+        pytest.skip("needs the test cluster's node controls, which a real cluster does not have")
+    return k8s_cluster
+
+
+@pytest.fixture
+def hub_kubeconfig(k8s_cluster: ControlPlaneCluster | RealCluster) -> Path:
+    """The hub's credentials: service account ``hub`` with the z2jh chart's Role and
+    ``hub_config/kubernetes/rbac.yaml`` (on a real cluster: $KUBECONFIG as given)."""
+    if isinstance(k8s_cluster, ControlPlaneCluster):
+        return k8s_cluster.identities["hub"].kubeconfig
+    return k8s_cluster.kubeconfig
+
+
+@pytest.fixture
+def job_service_kubeconfig(k8s_cluster: ControlPlaneCluster | RealCluster) -> Path:
+    """The job service's credentials: service account ``jupyter-to-job`` with the Role of
+    ``hub_config/kubernetes/job-service.yaml`` (on a real cluster: $KUBECONFIG as given)."""
+    if isinstance(k8s_cluster, ControlPlaneCluster):
+        return k8s_cluster.identities["job-service"].kubeconfig
+    return k8s_cluster.kubeconfig
+
+
+@pytest.fixture
+async def k8s_api(
+    k8s_cluster: ControlPlaneCluster | RealCluster,
+) -> AsyncIterator[client.ApiClient]:
+    """A kubernetes_asyncio ApiClient for the cluster as its admin (its own Configuration)."""
     configuration = client.Configuration()
     await config.load_kube_config(
-        config_file=str(k8s_emulator.kubeconfig), client_configuration=configuration
+        config_file=str(k8s_cluster.kubeconfig), client_configuration=configuration
     )
     async with client.ApiClient(configuration) as api:
         yield api
@@ -98,7 +147,11 @@ async def k8s_namespace(k8s_api: client.ApiClient) -> AsyncIterator[str]:
     """A fresh namespace, deleted afterwards (so the same test can run on a real cluster)."""
     core = client.CoreV1Api(k8s_api)
     name = f"test-{secrets.token_hex(4)}"
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    await core.create_namespace(
+        client.V1Namespace(
+            metadata=client.V1ObjectMeta(name=name, labels=dict(USERS_NAMESPACE_LABELS))
+        )
+    )
     yield name
     try:
         await core.delete_namespace(name)
@@ -109,9 +162,10 @@ async def k8s_namespace(k8s_api: client.ApiClient) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def kubespawner_env(
-    k8s_emulator: EmulatedCluster | RealCluster, monkeypatch: pytest.MonkeyPatch
+    hub_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[None]:
-    """Make KubeSpawner (or a subclass) created in this test process use ``k8s_emulator``.
+    """Make KubeSpawner (or a subclass) created in this test process use the test cluster,
+    as the hub does: with the hub's service account (``hub_kubeconfig``).
 
     KubeSpawner loads the default kubeconfig once (``kubespawner.clients.load_config`` is
     cached) from a location kubernetes_asyncio computed at import time, and keeps reflectors
@@ -121,9 +175,9 @@ async def kubespawner_env(
     from kubernetes_asyncio.config import kube_config
     from kubespawner import KubeSpawner, clients
 
-    monkeypatch.setenv("KUBECONFIG", str(k8s_emulator.kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(hub_kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(k8s_emulator.kubeconfig))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(hub_kubeconfig))
     clients.load_config.cache_clear()
     yield
     await KubeSpawner._stop_all_reflectors()  # the test helper KubeSpawner's own suite uses

@@ -7,7 +7,6 @@ real container's end would have taken along (a kernel left by a runner killed fo
 
 from __future__ import annotations
 
-import base64
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,16 +30,14 @@ class PodProcesses(ProcessRunner):
     """Runs job pods' containers locally, with their volumes as local folders.
 
     Every volume mount becomes ``<container dir>/fs/<mountPath>``: emptyDirs are empty
-    folders, ConfigMap and Secret keys files with their data (read from the emulator's
-    store). A PersistentVolumeClaim is one folder for every pod that mounts it,
+    folders, ConfigMap and Secret keys files with their data (as read by the node's
+    kubelet). A PersistentVolumeClaim is one folder for every pod that mounts it,
     ``<volumes_dir>/<namespace>/<claim>`` (its ``subPath`` under it): what a job writes
     on the user's home claim is there for the next pod, and for the test, to see. Command
     arguments and the working directory under a mount, and the termination message path,
     are mapped there; the image's ``python`` is this interpreter.
     """
 
-    cluster: Any = None
-    """The EmulatedCluster whose store holds the ConfigMaps."""
     volumes_dir: Path | None = None
     """Where PersistentVolumeClaims live; None: ``<workdir>/volumes``."""
 
@@ -52,18 +49,23 @@ class PodProcesses(ProcessRunner):
         return folder
 
     def prepare(
-        self, pod: Object, container: Object, env: dict[str, str]
+        self,
+        pod: Object,
+        container: Object,
+        env: dict[str, str],
+        volumes: dict[str, dict[str, bytes]] | None = None,
     ) -> tuple[list[str], dict[str, str], Path]:
-        argv, environment, cwd = super().prepare(pod, container, env)
+        argv, environment, cwd = super().prepare(pod, container, env, volumes)
         root = cwd / "fs"
         namespace = pod["metadata"].get("namespace", "default")
+        files = volumes or {}
         volumes = {volume["name"]: volume for volume in pod["spec"].get("volumes") or []}
         mounts: dict[str, Path] = {}
         for mount in sorted(container.get("volumeMounts") or [], key=lambda m: m["mountPath"]):
             local = root / mount["mountPath"].lstrip("/")
             volume = volumes[mount["name"]]
             if "configMap" in volume or "secret" in volume:
-                data = self._volume_data(volume, namespace)
+                data = files.get(mount["name"], {})
                 keys = [mount["subPath"]] if "subPath" in mount else list(data)
                 for key in keys:
                     target = local if "subPath" in mount else local / key
@@ -90,15 +92,6 @@ class PodProcesses(ProcessRunner):
         argv = [sys.executable if a == "python" else local_path(a) for a in argv]
         workdir = Path(local_path(container.get("workingDir") or str(cwd)))
         return argv, environment, workdir
-
-    def _volume_data(self, volume: Object, namespace: str) -> dict[str, bytes]:
-        """The keys of a ConfigMap or Secret volume, as the files they become."""
-        if "configMap" in volume:
-            found = self.cluster.emulator.get("configmaps", volume["configMap"]["name"], namespace)
-            return {k: v.encode() for k, v in ((found or {}).get("data") or {}).items()}
-        found = self.cluster.emulator.get("secrets", volume["secret"]["secretName"], namespace)
-        data = (found or {}).get("data") or {}
-        return {key: base64.b64decode(value) for key, value in data.items()}
 
 
 def kill_kernels(folder: Path) -> None:

@@ -895,7 +895,7 @@ async def test_what_the_executor_sends_to_the_cluster_is_granted(
     monkeypatch.setattr(KubeClient, "_send", recorded)
     pods_dir = tmp_path / "pods"
     k8s_controls.add_gpu_nodes(1, product="NVIDIA-A100-SXM4-80GB", gpu_count=4)
-    k8s_controls.run_processes(PodProcesses(match=JOB_PODS, workdir=pods_dir, cluster=k8s_controls))
+    k8s_controls.run_processes(PodProcesses(match=JOB_PODS, workdir=pods_dir))
     config = k8s_job_config(k8s_emulator.kubeconfig, ttl_seconds_after_finished=60)
     manager = JobManager(root_dir=str(tmp_path / "jobs"), config=config)
     await manager.start()

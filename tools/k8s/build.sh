@@ -12,7 +12,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/versions.env"
 
 cache_root="${K8S_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/campus-gpu-hub/k8s-tools}"
-key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}_kueue-${KUEUE_VERSION}"
+key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}_kueue-${KUEUE_VERSION}_r${BUILD_REVISION}"
 bin="$cache_root/$key/bin"
 tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kueue)
 
@@ -55,8 +55,13 @@ for t in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 build etcd etcd go.etcd.io/etcd/server/v3 \
   "-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
-build helm helm helm.sh/helm/v3/cmd/helm \
-  "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+# helm assumes the Kubernetes release of the client libraries it was built with (its
+# Makefile passes them; left out, `helm template` takes the cluster for a 1.20).
+helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  helm_ldflags+=" -X $pkg.k8sVersionMajor=$HELM_KUBERNETES_MAJOR -X $pkg.k8sVersionMinor=$HELM_KUBERNETES_MINOR"
+done
+build helm helm helm.sh/helm/v3/cmd/helm "$helm_ldflags"
 build kueue kueue sigs.k8s.io/kueue/cmd/kueue \
   "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
 log "built in $((SECONDS - started)) s"

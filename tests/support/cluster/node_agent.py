@@ -15,7 +15,6 @@ import contextlib
 import logging
 import ssl
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tornado import web
@@ -26,6 +25,7 @@ from ..k8s_emulator import errors
 from ..k8s_emulator.client import ClientError, Informer, KubeClient
 from ..k8s_emulator.kubelet import Kubelet, KubeletTimings
 from ..k8s_emulator.logs import LogQuery, check_log_options, container_log, stream_log
+from ..k8s_emulator.node_controls import NodeControls
 from ..k8s_emulator.pod_exec import PROTOCOLS, ExecRequest, PodExecHandler
 from ..k8s_emulator.timestamps import micro, rfc3339
 from .control_plane import ControlPlane
@@ -75,6 +75,12 @@ class NodeKubelet(Kubelet):
     def client_for(self, node: str | None) -> KubeClient:
         host = self.agent.hosts.get(node or "")
         return host.client if host is not None else self.client
+
+    async def make_container(self, worker: Any, container: Object, script: Any) -> Any:
+        # A real kubelet builds every container's environment, simulated or not: a missing
+        # Secret or ConfigMap stops it here (CreateContainerConfigError).
+        await self.resolve_env(worker, container)
+        return await super().make_container(worker, container, script)
 
     def on_pod(self, kind: str, pod: Object, old: Object | None) -> None:
         # Only pods bound to a node this agent runs (another agent's nodes are not ours).
@@ -211,7 +217,7 @@ def _worker_status(worker: Any) -> Object:
     }
 
 
-class NodeAgent:
+class NodeAgent(NodeControls):
     """Registers nodes, keeps them alive, runs their pods and serves their kubelet API."""
 
     def __init__(
@@ -281,6 +287,7 @@ class NodeAgent:
         """Register ``node`` (see k8s_emulator.nodes) as its kubelet would, and wait until the
         cluster schedules to it (Ready, without the not-ready taint admission adds)."""
         name = node["metadata"]["name"]
+        self._nodes_added += 1
         address = self._address()
         serving = self.plane.pki.issue(
             f"kubelet-serving-{name}",

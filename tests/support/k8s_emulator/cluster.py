@@ -21,12 +21,11 @@ from tornado.netutil import bind_sockets
 
 from .apiserver import ApiServer
 from .client import ClientError, Informer, KubeClient
-from .containers import ContainerScript, PodMatch, ProcessRunner
 from .dra import DeviceAllocator
 from .jobs import JobController
 from .kubelet import Kubelet, KubeletTimings
 from .kueue import PREEMPTED_MESSAGE, KueueController
-from .nodes import gpu_node
+from .node_controls import NodeControls, SyncNodeControls
 from .podgc import PodGarbageCollector
 from .resources import NAMESPACE, dra_version, lookup, minor_of
 from .scheduler import Scheduler
@@ -58,7 +57,7 @@ def kubeconfig_for(url: str, namespace: str = "default") -> Object:
     }
 
 
-class KubernetesEmulator:
+class KubernetesEmulator(NodeControls):
     def __init__(
         self,
         *,
@@ -227,24 +226,6 @@ class KubernetesEmulator:
             await asyncio.sleep(0.005)
         return created
 
-    async def add_gpu_nodes(
-        self, count: int = 1, *, prefix: str = "gpu-node", **options: Any
-    ) -> list[str]:
-        """Register ``count`` GPU nodes named ``<prefix>-0``, ``<prefix>-1``, ...;
-        ``options`` go to nodes.gpu_node (product, gpu_count, extended_resources, ...)."""
-        names = []
-        for i in range(count):
-            number = self._nodes_added + 1
-            node = gpu_node(
-                f"{prefix}-{i}", address=f"10.0.{number // 250}.{number % 250 + 1}", **options
-            )
-            names.append((await self.add_node(node))["metadata"]["name"])
-        return names
-
-    def script(self, script: ContainerScript) -> None:
-        """Make matching simulated containers exit, OOM, log or fail to pull (newest wins)."""
-        self.kubelet.scripts.append(script)
-
     def set_kueue_quota(
         self, queue: str, quota: dict[str, Any], cluster_queue: str | None = None
     ) -> None:
@@ -258,28 +239,6 @@ class KubernetesEmulator:
     ) -> None:
         """Stop a pod as Kueue stops a preempted plain pod (TerminationTarget, delete)."""
         await self.kueue.preempt(namespace, name, message)
-
-    def fail_image_pull(self, image: str, message: str | None = None) -> None:
-        """Pulling ``image`` fails from now on (ErrImagePull, then ImagePullBackOff)."""
-        self.kubelet.unpullable_images[image] = message or (
-            f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
-        )
-
-    async def oom_kill(self, namespace: str, name: str, container: str | None = None) -> None:
-        """The container is killed for exceeding its memory limit (exit 137, OOMKilled)."""
-        await self.kubelet.end_container(namespace, name, container, 137, "OOMKilled")
-
-    async def complete_container(
-        self, namespace: str, name: str, container: str | None = None, exit_code: int = 0
-    ) -> None:
-        """The container's process exits with ``exit_code`` (Completed if 0, else Error)."""
-        await self.kubelet.end_container(
-            namespace, name, container, exit_code, "Completed" if exit_code == 0 else "Error"
-        )
-
-    def run_processes(self, runner: ProcessRunner | None) -> None:
-        """Run matching pods' containers as local processes (None: simulate all again)."""
-        self.kubelet.process_runner = runner
 
     def set_simulate_dra(self, enabled: bool = True) -> None:
         """Pods with resourceClaims stay Pending until their claims are allocated devices
@@ -330,18 +289,6 @@ class KubernetesEmulator:
                 },
             },
         )
-
-    def set_serve_ports(self, enabled: bool = True) -> None:
-        """Simulated containers started from now on answer HTTP on their declared ports at
-        the pod IP (a Jupyter server redirects as jupyterhub-singleuser does; see
-        container_ports.py)."""
-        self.serve_ports = self.kubelet.serve_ports = enabled
-
-    def write_log(self, namespace: str, name: str, text: str, container: str | None = None) -> None:
-        """Append ``text`` to a running simulated container's log."""
-        worker = self.kubelet.worker(namespace, name)
-        container = container or next(iter(worker.statuses))
-        self.kubelet.logs.current(worker.uid, container).write(text)
 
     def get(
         self,
@@ -446,7 +393,7 @@ class EmulatorThread:
             self._thread.join(timeout)
 
 
-class EmulatedCluster:
+class EmulatedCluster(SyncNodeControls):
     """A running emulator as tests see it: ``url``, ``kubeconfig`` (a file), and controls.
 
     Every control is synchronous and thread-safe (it runs on the emulator's own loop), so
@@ -457,7 +404,7 @@ class EmulatedCluster:
 
     def __init__(self, runner: EmulatorThread, kubeconfig: Path) -> None:
         self._runner = runner
-        self.emulator = runner.emulator
+        self.emulator = self.nodes = runner.emulator
         self.kubeconfig = kubeconfig
         self.url = runner.emulator.url
 
@@ -475,18 +422,6 @@ class EmulatedCluster:
         """Run any emulator method or function on the emulator's loop."""
         return self._runner.call(function, *args, **kwargs)
 
-    def add_node(self, node: Object) -> Object:
-        return self.call(self.emulator.add_node, node)
-
-    def add_gpu_nodes(self, count: int = 1, **options: Any) -> list[str]:
-        return self.call(self.emulator.add_gpu_nodes, count, **options)
-
-    def script(self, match: PodMatch | None = None, **behaviour: Any) -> None:
-        self.call(self.emulator.script, ContainerScript(match=match or PodMatch(), **behaviour))
-
-    def fail_image_pull(self, image: str, message: str | None = None) -> None:
-        self.call(self.emulator.fail_image_pull, image, message)
-
     def set_kueue_quota(
         self, queue: str, quota: dict[str, Any], cluster_queue: str | None = None
     ) -> None:
@@ -495,29 +430,12 @@ class EmulatedCluster:
     def preempt_by_kueue(self, namespace: str, name: str, message: str = PREEMPTED_MESSAGE) -> None:
         self.call(self.emulator.preempt_by_kueue, namespace, name, message)
 
-    def oom_kill(self, namespace: str, name: str, container: str | None = None) -> None:
-        self.call(self.emulator.oom_kill, namespace, name, container)
-
-    def complete_container(
-        self, namespace: str, name: str, container: str | None = None, exit_code: int = 0
-    ) -> None:
-        self.call(self.emulator.complete_container, namespace, name, container, exit_code)
-
-    def run_processes(self, runner: ProcessRunner | None) -> None:
-        self.call(self.emulator.run_processes, runner)
-
     def simulate_dra(self, enabled: bool = True) -> None:
         """Pods with resourceClaims wait for a device (see KubernetesEmulator.set_simulate_dra)."""
         self.call(self.emulator.set_simulate_dra, enabled)
 
     def add_dra_devices(self, node: str, count: int, **options: Any) -> None:
         self.call(self.emulator.add_dra_devices, node, count, **options)
-
-    def serve_ports(self, enabled: bool = True) -> None:
-        self.call(self.emulator.set_serve_ports, enabled)
-
-    def write_log(self, namespace: str, name: str, text: str, container: str | None = None) -> None:
-        self.call(self.emulator.write_log, namespace, name, text, container)
 
     def get(
         self,
@@ -538,17 +456,6 @@ class EmulatedCluster:
 
     def end_watches(self) -> None:
         self.call(self.emulator.end_watches)
-
-    def set_timings(self, **seconds: float) -> None:
-        """Slow the simulated kubelet down, such as ``set_timings(pull=0.5, ready=0.2)``."""
-
-        def update() -> None:
-            for step, value in seconds.items():
-                if not hasattr(self.emulator.timings, step):
-                    raise AttributeError(f"the kubelet has no step called {step!r}")
-                setattr(self.emulator.timings, step, value)
-
-        self.call(update)
 
     def set_scheduler_names(self, names: Iterable[str]) -> None:
         """Which schedulerName values the simulated scheduler serves (default-scheduler only by default)."""

@@ -126,9 +126,16 @@ class ProcessRunner:
         return self.match(pod) if callable(self.match) else self.match.matches(pod)
 
     def prepare(
-        self, pod: Object, container: Object, env: dict[str, str]
+        self,
+        pod: Object,
+        container: Object,
+        env: dict[str, str],
+        volumes: dict[str, dict[str, bytes]] | None = None,
     ) -> tuple[list[str], dict[str, str], Path]:
-        """Return (argv, environment, working directory) for one container run."""
+        """Return (argv, environment, working directory) for one container run.
+
+        ``volumes`` holds the files of the pod's ConfigMap and Secret volumes by volume name.
+        """
         command = list(
             container.get("command") or self.entrypoints.get(container.get("image", ""), [])
         )

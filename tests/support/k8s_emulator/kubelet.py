@@ -61,6 +61,10 @@ class AddressPool:
 CONFIG_RETRY_SECONDS = 1.0
 
 
+class VolumeMountError(RuntimeError):
+    """A volume's ConfigMap or Secret does not exist (the pod waits for it)."""
+
+
 class ContainerConfigError(RuntimeError):
     """The container's environment names a Secret, ConfigMap or key that does not exist."""
 
@@ -115,6 +119,8 @@ class PodWorker:
         self.conditions: dict[str, Object] = {}
         self._pushed = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self.volumes: dict[str, dict[str, bytes]] = {}
+        """The files of each ConfigMap and Secret volume, by volume name."""
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -290,6 +296,8 @@ class PodWorker:
                 container, "PodInitializing" if self.init_statuses else "ContainerCreating"
             )
         await self.push_status()
+        if not await self._mount_volumes():
+            return False
         for container in spec.get("initContainers") or []:
             while True:
                 if not await self._launch(container, self.init_statuses):
@@ -315,6 +323,20 @@ class PodWorker:
                 status["ready"] = True
         await self.push_status()
         return True
+
+    async def _mount_volumes(self) -> bool:
+        """Fetch the pod's ConfigMap and Secret volumes; until they exist the pod waits in
+        ContainerCreating with FailedMount events, as on a real node. False if deleted."""
+        while True:
+            try:
+                self.volumes = await self.kubelet.volume_files(self)
+                return True
+            except VolumeMountError as error:
+                await self.event("FailedMount", str(error), type="Warning")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.deleting.wait(), CONFIG_RETRY_SECONDS)
+            if self.deleting.is_set():
+                return False
 
     async def _launch(self, container: Object, statuses: dict[str, Object]) -> bool:
         """Pull, create and start one container; False if the image cannot be pulled."""
@@ -629,7 +651,9 @@ class Kubelet:
         log_book = self.logs.current(worker.uid, container["name"])
         if self.process_runner is not None and self.process_runner.matches(worker.pod):
             env = await self.resolve_env(worker, container)
-            argv, environment, cwd = self.process_runner.prepare(worker.pod, container, env)
+            argv, environment, cwd = self.process_runner.prepare(
+                worker.pod, container, env, worker.volumes
+            )
             argv = [expand(a, env) for a in argv]
             return ProcessContainer(argv, environment, cwd, log_book)
         if self.serve_ports and container.get("ports") and worker.pod_ip:
@@ -702,6 +726,40 @@ class Kubelet:
                     ((container.get("resources") or {}).get(section) or {}).get(key, "")
                 )
         return env
+
+    async def volume_files(self, worker: PodWorker) -> dict[str, dict[str, bytes]]:
+        """The files of the pod's ConfigMap and Secret volumes (missing sources: {} unless
+        ``strict_references``, when a non-optional one raises VolumeMountError)."""
+        files: dict[str, dict[str, bytes]] = {}
+        for volume in worker.pod["spec"].get("volumes") or []:
+            if "configMap" in volume:
+                kind, source, name = "configmaps", volume["configMap"], volume["configMap"]["name"]
+            elif "secret" in volume:
+                kind, source = "secrets", volume["secret"]
+                name = source.get("secretName", "")
+            else:
+                continue
+            try:
+                obj = await self.client_for(worker.node).get(
+                    f"/api/v1/namespaces/{worker.namespace}/{kind}/{name}"
+                )
+            except ClientError as error:
+                if error.status == 404 and self.strict_references and not source.get("optional"):
+                    raise VolumeMountError(
+                        f'MountVolume.SetUp failed for volume "{volume["name"]}" : '
+                        f'{KINDS[kind].lower()} "{name}" not found'
+                    ) from None
+                obj = {}
+            data = obj.get("data") or {}
+            if kind == "secrets":
+                decoded = {k: base64.b64decode(v) for k, v in data.items()}
+            else:
+                decoded = {k: v.encode() for k, v in data.items()}
+                decoded.update(
+                    {k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()}
+                )
+            files[volume["name"]] = decoded
+        return files
 
     async def _reference(self, worker: PodWorker, kind: str, ref: Object) -> dict[str, str] | None:
         """The data of the Secret or ConfigMap ``ref`` names, None when it does not exist.
