@@ -48,14 +48,14 @@ WORKSTATION_DIR ?= /var/lib/campus-gpu-hub-demo
 export PATH := $(BIN):$(NODE_BIN):$(PATH)
 
 .PHONY: system-deps help setup labextension jstest ui-test demo demo-sso demo-workstation test lint typecheck pytest bench constraints \
-	clean distclean
+	k8s-tools clean distclean
 
 help:
 	@echo "make demo   set everything up and start the local demo hub at http://127.0.0.1:8000"
 	@echo "make test   set everything up and run lint, type checks and the whole test suite"
 	@echo "make demo-sso  the demo hub with campus single sign-on (a stand-in campus login)"
 	@echo "make demo-workstation  as root: one shared machine, each person's server and jobs as their own account"
-	@echo "make lint | typecheck | pytest | jstest | ui-test | labextension | bench | constraints"
+	@echo "make lint | typecheck | pytest | jstest | ui-test | labextension | k8s-tools | bench | constraints"
 	@echo "make clean | distclean"
 
 setup: $(INSTALL_STAMP) $(NODE_STAMP)
@@ -114,7 +114,14 @@ demo-workstation: setup
 	mkdir -p $(WORKSTATION_DIR)
 	cd $(WORKSTATION_DIR) && GPUSPAWNER_DEMO_RUNTIME=$(WORKSTATION_DIR) exec $(BIN)/jupyterhub -f $(WORKSTATION_CONFIG)
 
-test: setup system-deps lint typecheck jstest pytest ui-test
+test: setup system-deps k8s-tools lint typecheck jstest pytest ui-test
+
+# The real Kubernetes control plane the tests run (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, etcd, helm, Kueue), built from the Go modules pinned in tools/k8s
+# into ~/.cache/campus-gpu-hub/k8s-tools (K8S_TOOLS_CACHE), once per set of versions.
+k8s-tools:
+	@command -v go >/dev/null 2>&1 || { echo "Building the Kubernetes control plane for the tests needs Go 1.24 or newer (https://go.dev/doc/install)." >&2; exit 1; }
+	tools/k8s/build.sh
 
 # Real components the tests use from Debian: PostgreSQL (the job store is tested against a
 # real server), Chromium (browser tests) and Prometheus (prometheus and promtool: the shipped
@@ -155,7 +162,7 @@ typecheck: setup
 	$(BIN)/mypy $(TYPED_PATHS)
 
 # pytest exits 5 when it collects no tests; that fails the target like any other error.
-pytest: setup $(UI_NODE_STAMP)
+pytest: setup $(UI_NODE_STAMP) k8s-tools
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: setup

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-# The Kubernetes API emulator fixtures (k8s_emulator, k8s_controls, kubespawner_env, ...)
+# The Kubernetes cluster fixtures (k8s_cluster, k8s_controls, kubespawner_env, ...)
 # are used beyond tests/k8s, e.g. by real-hub scenarios with GPUSpawner.
 pytest_plugins = ["tests.support.k8s_cluster"]
 

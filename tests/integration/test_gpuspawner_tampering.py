@@ -19,7 +19,7 @@ def test_gpuspawner_refuses_tampered_requests_without_creating_pods(
     start_hub,
     browserless_user,
     tmp_path,
-    k8s_emulator,
+    k8s_cluster,
     k8s_controls,  # noqa: F811
 ):
     # Given a cluster of two A100 nodes and a hub running GPUSpawner with HAMi sharing
@@ -35,7 +35,7 @@ c.GPUSpawner.catalog_path = {str(catalog_dir)!r}
 c.GPUSpawner.sharing_backend = "hami"
 c.Spawner.consecutive_failure_limit = 2
 """,
-        extra_env={"KUBECONFIG": str(k8s_emulator.kubeconfig)},
+        extra_env={"KUBECONFIG": str(k8s_cluster.kubeconfig)},
     )
     sam = browserless_user(hub, "sam")
     sam.login()

@@ -1,6 +1,6 @@
 """Jobs run "in Kubernetes": the emulator schedules the Job's pod, and its container really
 runs the runner as a local process (``PodProcesses``), with the pod's volumes made as
-local folders. The emulator fixtures (``k8s_emulator``, ``k8s_controls``, ``k8s_api``) come
+local folders. The emulator fixtures (``k8s_cluster``, ``k8s_controls``, ``k8s_api``) come
 from ``tests/conftest.py``.
 """
 
@@ -45,7 +45,7 @@ def job_pods(k8s_controls: Any, pods_dir: Path, pod_processes: PodProcesses) -> 
 
 @pytest.fixture
 async def make_k8s_manager(
-    k8s_emulator: Any, tmp_path: Path, pods_dir: Path
+    k8s_cluster: Any, tmp_path: Path, pods_dir: Path
 ) -> AsyncIterator[ManagerFactory]:
     """``await make_k8s_manager(**executor_traits)``: a started manager running Kubernetes Jobs."""
     managers: list[JobManager] = []
@@ -53,7 +53,7 @@ async def make_k8s_manager(
     async def make(*, root: Path | None = None, **executor: Any) -> JobManager:
         manager = JobManager(
             root_dir=str(root or tmp_path / "root"),
-            config=k8s_job_config(k8s_emulator.kubeconfig, **executor),
+            config=k8s_job_config(k8s_cluster.kubeconfig, **executor),
         )
         await manager.start()
         managers.append(manager)

@@ -17,7 +17,7 @@ from gpuspawner.sessions.gpu_pools import pool_source
 from tests.support import gpu_map_scene as scene
 from tests.support.k8s_cluster import wait_for
 
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 NODE = "gpu-map-node"
 

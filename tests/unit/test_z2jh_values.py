@@ -870,7 +870,7 @@ def test_api_permission_reads_requests_as_rbac_does():
 
 @pytest.mark.k8s
 async def test_what_the_executor_sends_to_the_cluster_is_granted(
-    k8s_emulator, k8s_controls, tmp_path, monkeypatch
+    k8s_cluster, k8s_controls, tmp_path, monkeypatch
 ):
     """On the emulator, a job that completes and one that is stopped, and the GPU pool's
     read: every request the executor makes is one the job service's RBAC allows."""
@@ -896,7 +896,7 @@ async def test_what_the_executor_sends_to_the_cluster_is_granted(
     pods_dir = tmp_path / "pods"
     k8s_controls.add_gpu_nodes(1, product="NVIDIA-A100-SXM4-80GB", gpu_count=4)
     k8s_controls.run_processes(PodProcesses(match=JOB_PODS, workdir=pods_dir))
-    config = k8s_job_config(k8s_emulator.kubeconfig, ttl_seconds_after_finished=60)
+    config = k8s_job_config(k8s_cluster.kubeconfig, ttl_seconds_after_finished=60)
     manager = JobManager(root_dir=str(tmp_path / "jobs"), config=config)
     await manager.start()
     try:

@@ -10,9 +10,8 @@ from kubernetes_asyncio import client
 
 from gpuspawner.kubernetes import GPUSpawner
 from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_manifests import pod
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
-
-from .manifests import pod
 
 DRA = "/apis/resource.k8s.io/v1"
 

@@ -8,8 +8,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.support.k8s_cluster import status_body, wait_for
-
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 QUEUE = {"kueue.x-k8s.io/queue-name": "gpu-queue"}
 GATE = "kueue.x-k8s.io/admission"

@@ -10,8 +10,7 @@ from kubernetes_asyncio import client
 
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_emulator import PodMatch, ProcessRunner, gpu_node, node
-
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 
 async def read(core: client.CoreV1Api, name: str, namespace: str = "default") -> dict:

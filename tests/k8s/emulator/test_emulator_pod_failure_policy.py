@@ -14,8 +14,7 @@ from kubernetes_asyncio import client
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_emulator import PodMatch, ProcessRunner
 from tests.support.k8s_emulator.jobs import match_pod_failure_policy
-
-from .manifests import job
+from tests.support.k8s_manifests import job
 
 DISRUPTION_COUNTS = {
     "rules": [

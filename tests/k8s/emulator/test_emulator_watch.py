@@ -10,8 +10,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 
 from tests.support.k8s_cluster import wait_for
-
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 
 async def collect(stream, count: int, timeout: float = 5.0) -> list[tuple[str, str]]:

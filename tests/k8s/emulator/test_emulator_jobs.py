@@ -10,8 +10,7 @@ from kubernetes_asyncio import client
 
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_emulator import PodMatch, ProcessRunner
-
-from .manifests import job
+from tests.support.k8s_manifests import job
 
 
 async def read_job(batch: client.BatchV1Api, name: str) -> dict:

@@ -11,8 +11,7 @@ import pytest
 
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_emulator import EmulatedCluster
-
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 SERVED = {
     "1.32": ["v1beta1"],

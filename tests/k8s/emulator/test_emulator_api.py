@@ -9,8 +9,7 @@ from kubernetes_asyncio import client
 
 from tests.support.k8s_cluster import status_body, wait_for
 from tests.support.k8s_emulator.patch import strategic_merge_patch
-
-from .manifests import job, pod
+from tests.support.k8s_manifests import job, pod
 
 
 async def raw(call) -> dict:
@@ -322,7 +321,7 @@ async def test_status_subresource_and_main_resource_write_different_parts(k8s_ap
     assert not updated.metadata.labels, "status writes ignore metadata"
 
 
-async def test_deleting_a_namespace_cascades_to_its_objects(k8s_api, k8s_emulator):
+async def test_deleting_a_namespace_cascades_to_its_objects(k8s_api, k8s_cluster):
     core = client.CoreV1Api(k8s_api)
     await core.create_namespace({"metadata": {"name": "course"}})
     await core.create_namespaced_pod("course", pod("student"))

@@ -11,8 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.support.k8s_cluster import wait_for
-
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 # The kubelet's RFC3339NanoFixed: always nine digits of fraction.
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")

@@ -9,8 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.support.k8s_cluster import status_body
-
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 
 async def refused(call: Any) -> dict[str, Any]:

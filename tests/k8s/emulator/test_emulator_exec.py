@@ -16,8 +16,7 @@ from kubernetes_asyncio.stream import WsApiClient
 
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_emulator import PodMatch, ProcessRunner
-
-from .manifests import pod
+from tests.support.k8s_manifests import pod
 
 
 @dataclass
