@@ -39,6 +39,17 @@ ADMISSION_PLUGINS = (
 # agent speaks the WebSocket channel protocol, not SPDY, which the translation would use.
 FEATURE_GATES = "TranslateStreamCloseWebsocketRequests=false"
 STARTUP_GUARD = 120.0
+# Every request of a service account is written down (who, verb, resource, answer), so
+# tests can check the components' RBAC against what they really asked for.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
 
 
 class ControlPlaneUnavailable(RuntimeError):
@@ -167,6 +178,7 @@ class ControlPlane:
         self.pki = CertificateAuthority(self.folder / "pki")
         self.api_port = free_port()
         self.url = f"https://127.0.0.1:{self.api_port}"
+        self.audit_log = self.folder / "logs" / "audit.log"
         self.admin = self.pki.issue(
             "admin", common_name="campus-test-admin", organisations=("system:masters",), client=True
         )
@@ -234,6 +246,8 @@ class ControlPlane:
             "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
         )
         sa = service_account_keys(pki)
+        audit_policy = self.folder / "audit-policy.yaml"
+        audit_policy.write_text(json.dumps(AUDIT_POLICY))
         etcd_port, etcd_peer = free_port(), free_port()
         logs = self.folder / "logs"
         logs.mkdir(exist_ok=True)
@@ -281,6 +295,10 @@ class ControlPlane:
                 "--kubelet-preferred-address-types=InternalIP",
                 "--allow-privileged=true",
                 f"--feature-gates={FEATURE_GATES}",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
                 "--profiling=false",
                 "--v=1",
             ],
@@ -405,3 +423,44 @@ def _http_ok(url: str, context: ssl.SSLContext | None) -> bool:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+@dataclass(frozen=True)
+class AuditedRequest:
+    """One request the API server answered, as its audit log has it."""
+
+    user: str
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    code: int
+
+
+def audited_requests(log: Path, user: str) -> list[AuditedRequest]:
+    """Every request ``user`` made so far (``system:serviceaccount:<ns>:<name>``)."""
+    found = []
+    try:
+        lines = log.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        event = json.loads(line)
+        if event.get("user", {}).get("username") != user or "objectRef" not in event:
+            continue
+        ref = event["objectRef"]
+        found.append(
+            AuditedRequest(
+                user=user,
+                verb=event["verb"],
+                group=ref.get("apiGroup", ""),
+                resource=ref.get("resource", ""),
+                subresource=ref.get("subresource", ""),
+                namespace=ref.get("namespace", ""),
+                name=ref.get("name", ""),
+                code=int(event.get("responseStatus", {}).get("code", 0)),
+            )
+        )
+    return found

@@ -290,7 +290,7 @@ class NodeAgent(NodeControls):
         self._nodes_added += 1
         address = self._address()
         serving = self.plane.pki.issue(
-            f"kubelet-serving-{name}",
+            f"kubelet-serving-{name}-{address}",
             common_name=f"system:node:{name}",
             hosts=(address,),
             server=True,
