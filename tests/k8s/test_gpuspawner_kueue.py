@@ -1,9 +1,10 @@
 """GPUSpawner with Kueue: students wait in a fair queue with a visible place, not refused.
 
-The emulator runs a Kueue-like admission controller (tests/support/k8s_emulator/kueue.py):
+Still on the emulator's Kueue-like admission controller (tests/support/k8s_emulator/kueue.py):
 pods labelled ``kueue.x-k8s.io/queue-name`` are gated at create and admitted in creation
 order while the queue's quota allows. The spawners run in this test process, as in
 test_gpuspawner.py; JupyterHub's part (cancelling a spawn, then stop) is done by hand.
+The same scenarios with the real Kueue controller are tests/k8s/test_kueue_on_cluster.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,21 @@ pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
 QUEUE = "gpu-queue"
 HANG_GUARD = 30.0  # seconds; no assertion is about time
+
+
+@pytest.fixture
+def k8s_cluster(emulated_cluster):
+    return emulated_cluster
+
+
+@pytest.fixture
+def k8s_controls(emulated_cluster):
+    return emulated_cluster
+
+
+@pytest.fixture
+def hub_kubeconfig(emulated_cluster):
+    return emulated_cluster.kubeconfig
 
 
 @pytest.fixture(autouse=True)
