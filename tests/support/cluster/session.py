@@ -118,6 +118,14 @@ class Cleaner:
         for step in vars(defaults):
             setattr(kubelet.timings, step, getattr(defaults, step))
         for name in await self._names("/api/v1/namespaces") - self.baseline["namespaces"]:
+            # Its pods go at once, as default's do: the nodes are removed below, and a pod
+            # left terminating on a removed node waits for the pod GC (a minute or more).
+            with contextlib.suppress(ClientError):
+                await self.admin.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{name}/pods",
+                    body={"gracePeriodSeconds": 0, "propagationPolicy": "Background"},
+                )
             with contextlib.suppress(ClientError):
                 await self.admin.delete(f"/api/v1/namespaces/{name}")
         await self._empty_default()
