@@ -1,6 +1,7 @@
 """The GPU map on Kubernetes: the course-sessions service reads the GPU nodes and the
-allocation records of the hub's server and job pods, over real HTTP (the emulator, or the
-cluster of $KUBECONFIG), and each role sees the names it may.
+allocation records of the hub's server and job pods, with the hub's identity (the z2jh hub
+Role and hub_config/kubernetes/rbac.yaml) on the real control plane, and each role sees the
+names it may.
 
 The slices are those of tests/support/gpu_map_scene.py, recorded on pods as GPUSpawner
 (server pods) and the job service's Kubernetes executor (job pods) record them.
@@ -16,10 +17,10 @@ from gpuspawner.policy import Allocation, UserIdentity, load_catalog
 from gpuspawner.sessions.gpu_pools import pool_source
 from tests.support import gpu_map_scene as scene
 from tests.support.k8s_cluster import wait_for
-
 from tests.support.k8s_manifests import pod
 
 NODE = "gpu-map-node"
+NAMESPACE = "default"  # the users' namespace, where the hub's Role holds
 
 
 def recorded_pod(key: str, owner: str, course, profile: str, share, device: str) -> dict:
@@ -46,7 +47,7 @@ def recorded_pod(key: str, owner: str, course, profile: str, share, device: str)
 
 
 async def test_the_map_on_kubernetes_holds_servers_and_jobs_with_names_by_role(
-    k8s_controls, k8s_api, k8s_namespace, tmp_path
+    k8s_controls, k8s_api, hub_kubeconfig, tmp_path
 ):
     # Given a node with two RTX 4090s, and pods of three course servers and a research job
     k8s_controls.add_gpu_nodes(
@@ -56,14 +57,14 @@ async def test_the_map_on_kubernetes_holds_servers_and_jobs_with_names_by_role(
 
     def in_phase(name: str, phase: str):
         async def check() -> bool:
-            return (await core.read_namespaced_pod(name, k8s_namespace)).status.phase == phase
+            return (await core.read_namespaced_pod(name, NAMESPACE)).status.phase == phase
 
         return check
 
     devices = [f"{NODE}-0/0", f"{NODE}-0/0", f"{NODE}-0/0", f"{NODE}-0/1"]
     for (key, owner, course, profile, share), device in zip(scene.SLICES, devices, strict=True):
         await core.create_namespaced_pod(
-            k8s_namespace, recorded_pod(key, owner, course, profile, share, device)
+            NAMESPACE, recorded_pod(key, owner, course, profile, share, device)
         )
     # And a finished job's pod, which holds nothing any more
     # (its container exits 0, as the kubelet reports it; writing the status by hand would
@@ -71,17 +72,17 @@ async def test_the_map_on_kubernetes_holds_servers_and_jobs_with_names_by_role(
     done = recorded_pod("job:old1", "rex", None, "vision-lab", scene.SLICES[3][4], f"{NODE}-0/1")
     done["metadata"]["name"] = "job-finished"
     done["spec"]["restartPolicy"] = "Never"
-    await core.create_namespaced_pod(k8s_namespace, done)
+    await core.create_namespaced_pod(NAMESPACE, done)
     await wait_for(in_phase("job-finished", "Running"), what="job-finished running")
-    k8s_controls.complete_container(k8s_namespace, "job-finished")
+    k8s_controls.complete_container(NAMESPACE, "job-finished")
     await wait_for(in_phase("job-finished", "Succeeded"), what="job-finished done")
 
     # When the service's GPU map reads the cluster
     source = pool_source(
         allocation_ledger=None,
         simulated=None,
-        namespace=k8s_namespace,
-        kubeconfig=str(k8s_controls.kubeconfig),
+        namespace=NAMESPACE,
+        kubeconfig=str(hub_kubeconfig),
     )
     catalog_path = tmp_path / "catalog.yaml"
     catalog_path.write_text(scene.CATALOG)
