@@ -111,6 +111,7 @@ class Cleaner:
     async def clean(self) -> None:
         kubelet = self.agent.kubelet
         kubelet.scripts.clear()
+        kubelet.images.clear()  # a node a later test adds is a new node: no image pulled yet
         kubelet.unpullable_images.clear()
         kubelet.process_runner = None
         kubelet.serve_ports = False
