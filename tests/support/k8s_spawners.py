@@ -1,17 +1,19 @@
 """Spawners built in the test process against the cluster of ``kubespawner_env``.
 
 They are made as KubeSpawner's own cluster tests make them: no hub, a stand-in user
-(:class:`~tests.support.hub_users.HubUser`), and a notebook image the emulator never pulls.
+(:class:`~tests.support.hub_users.HubUser`), and a notebook image the node agent never pulls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 from jupyterhub.objects import Hub
+from kubernetes_asyncio import client
 from kubespawner import KubeSpawner
 from traitlets.config import Config
 
@@ -117,3 +119,48 @@ class ProgressLog:
     async def close(self) -> None:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def provide_volume(
+    admin: client.ApiClient,
+    *,
+    claim: str | None = None,
+    storage_class: str = "",
+    access_modes: tuple[str, ...] = ("ReadWriteOnce",),
+    capacity: str = "10Gi",
+) -> str:
+    """A PersistentVolume as a cluster admin provisions one (the test cluster has no
+    storage provisioner), through ``admin`` (the admin's ApiClient); its name.
+
+    With ``claim``, it is reserved for that claim in ``default`` (the claim binds as soon
+    as it exists); without, the first claim of ``storage_class`` that fits binds it. The
+    node agent mounts nothing, so a hostPath under /tmp stands for the storage.
+    """
+    name = f"pv-{secrets.token_hex(4)}"
+    spec: dict[str, Any] = {
+        "capacity": {"storage": capacity},
+        "accessModes": list(access_modes),
+        "storageClassName": storage_class,
+        "persistentVolumeReclaimPolicy": "Retain",
+        "hostPath": {"path": f"/tmp/{name}"},
+    }
+    if claim is not None:
+        spec["claimRef"] = {"namespace": "default", "name": claim}
+    await client.CoreV1Api(admin).create_persistent_volume(
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+    )
+    return name
+
+
+async def provide_storage_class(admin: client.ApiClient, name: str) -> None:
+    """A StorageClass whose volumes the admin provisions by hand and whose claims bind when
+    their first pod is scheduled (``WaitForFirstConsumer``, as most clusters' default)."""
+    await client.StorageV1Api(admin).create_storage_class(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )

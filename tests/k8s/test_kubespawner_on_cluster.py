@@ -1,4 +1,5 @@
-"""Plain KubeSpawner 7.1.0 starts, polls and stops servers against the emulated cluster."""
+"""Plain KubeSpawner 7.1.0 starts, polls and stops servers on the real control plane, with
+the hub's identity (the z2jh hub Role and hub_config/kubernetes/rbac.yaml)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 import time
 
 import pytest
+from kubernetes_asyncio import client
 from kubespawner import KubeSpawner
 
+from tests.support.cluster.identities import chart_hub_rbac
 from tests.support.k8s_cluster import wait_for
-from tests.support.k8s_spawners import make_kube_spawner
+from tests.support.k8s_spawners import make_kube_spawner, provide_storage_class, provide_volume
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
@@ -92,13 +95,18 @@ async def test_forty_users_start_poll_and_stop_concurrently(k8s_controls):
     assert [k8s_controls.get("pods", s.pod_name, "default") for s in spawners] == [None] * 40
 
 
-async def test_owned_services_go_with_the_pod_and_the_pvc_stays(k8s_controls):
+async def test_owned_services_go_with_the_pod_and_the_pvc_stays(k8s_controls, k8s_api):
     k8s_controls.add_gpu_nodes(1)
+    # The cluster's storage: a class whose claims bind when their first pod is scheduled,
+    # with a volume its admin provisioned
+    await provide_storage_class(k8s_api, "campus-local")
+    await provide_volume(k8s_api, storage_class="campus-local")
     spawner = make_kube_spawner(
         "dana",
         services_enabled=True,
         storage_pvc_ensure=True,
         storage_capacity="10Gi",
+        storage_class="campus-local",
         # as z2jh's dynamic storage does; the claim binds when its first consumer is scheduled
         volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}}],
         volume_mounts=[{"name": "home", "mountPath": "/home/jovyan"}],
@@ -119,8 +127,11 @@ async def test_owned_services_go_with_the_pod_and_the_pvc_stays(k8s_controls):
     assert k8s_controls.get("persistentvolumeclaims", spawner.pvc_name, "default") is not None
 
 
-async def test_user_namespaces_are_created_and_watched_across_namespaces(k8s_controls):
+async def test_user_namespaces_are_created_and_watched_across_namespaces(k8s_controls, k8s_api):
+    # Given a hub that its admin gave what KubeSpawner documents for user namespaces:
+    # ClusterRoles analogous to its usual Roles, and the right to create namespaces
     k8s_controls.add_gpu_nodes(1)
+    await grant_the_hub_its_role_cluster_wide(k8s_controls, k8s_api)
     spawner = make_kube_spawner(
         "erin", enable_user_namespaces=True, user_namespace_template="hub-{username}"
     )
@@ -132,3 +143,25 @@ async def test_user_namespaces_are_created_and_watched_across_namespaces(k8s_con
         == f"http://{k8s_controls.get('pods', spawner.pod_name, 'hub-erin')['status']['podIP']}:8888"
     )
     await spawner.stop()
+
+
+async def grant_the_hub_its_role_cluster_wide(k8s_controls, admin: client.ApiClient) -> None:
+    """A ClusterRole with the z2jh hub Role's rules (as ``helm template`` renders it) and
+    ``create`` on namespaces, bound to the hub's service account, as its admin would."""
+    hub = k8s_controls.identities["hub"]
+    chart = chart_hub_rbac(k8s_controls.plane.bin / "helm", hub.namespace)
+    role = next(doc for doc in chart if doc["kind"] == "Role")
+    rules = [*role["rules"], {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]}]
+    rbac = client.RbacAuthorizationV1Api(admin)
+    await rbac.create_cluster_role({"metadata": {"name": "hub-user-namespaces"}, "rules": rules})
+    await rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": "hub-user-namespaces"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "hub-user-namespaces",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": hub.name, "namespace": hub.namespace}],
+        }
+    )
