@@ -24,6 +24,7 @@ kernel started as in a cold start, with the job's environment, the imports still
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -55,6 +56,11 @@ def set_late(name: str) -> bool:
 
 
 READY = b"ready\n"
+FAILED = b"failed\n"
+"""Said instead of ``ready`` when the kernel could not be started ahead."""
+GONE = b"gone\n"
+"""Said while waiting, when the kernel started ahead or its folder is gone."""
+WATCH_SECONDS = 1.0
 MAX_MESSAGE = 1024 * 1024
 _KERNEL_OUTPUT_BUFFER = 64 * 1024
 
@@ -246,6 +252,19 @@ async def _receive_job(control: socket.socket) -> tuple[dict[str, Any], int] | N
     return json.loads(data), fds[0]
 
 
+async def _watch_kernel(control: socket.socket, kernel: WarmKernel, folder: Path) -> bool:
+    """While no job has come: if the kernel or its folder goes, say so to the pool (which
+    then gives its jobs to other runners) and return True; never returns otherwise."""
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        if not folder.is_dir() or not await kernel.alive():
+            with contextlib.suppress(Exception):
+                await kernel.shut_down()
+            with contextlib.suppress(OSError):
+                control.sendall(GONE)
+            return True
+
+
 async def serve_one_job(control_fd: int, folder: Path, kernel_name: str) -> int:
     """Start ahead, wait for one job, run it; the runner's exit code."""
     from .runner import run_job
@@ -262,10 +281,18 @@ async def serve_one_job(control_fd: int, folder: Path, kernel_name: str) -> int:
         problem = f"[job] the kernel started ahead ({kernel_name!r}) failed: {error}\n"
         kernel = None
     try:
-        control.sendall(READY)
+        control.sendall(READY if kernel is not None else FAILED)
     except OSError:
         pass
-    message = await _receive_job(control)
+    watch = asyncio.ensure_future(_watch_kernel(control, kernel, folder)) if kernel else None
+    try:
+        message = await _receive_job(control)
+    finally:
+        if watch is not None:
+            watch.cancel()
+    if watch is not None and watch.done() and not watch.cancelled() and watch.result():
+        problem = "[job] the kernel started ahead had ended; starting one for the job\n"
+        kernel = None
     if message is None:
         if kernel is not None:
             await kernel.shut_down()

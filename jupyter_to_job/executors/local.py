@@ -307,6 +307,7 @@ class LocalExecutor(JobExecutor):
         self._terminator: asyncio.Future[None] | None = None
         self._forced = False
         self._cgroup: Cgroup | None = None
+        self._warm_folder: Path | None = None
         self._attempts: JobAttemptsRow | None = None
         """The job's checkpoint and attempt, read as the attempt starts (None: no checkpoint)."""
 
@@ -505,7 +506,8 @@ class LocalExecutor(JobExecutor):
             self.warm_pool.release(warm)
             return None
         self._cgroup = warm.cgroup
-        shutil.rmtree(warm.folder, ignore_errors=True)
+        # Its kernel may still be starting in that folder: it goes when the job has ended.
+        self._warm_folder = warm.folder
         return _RunnerProcess(warm.pid, warm.start_time, warm.popen)
 
     # -- warm runners -------------------------------------------------------------------
@@ -646,6 +648,8 @@ class LocalExecutor(JobExecutor):
         if self._cgroup is not None:
             oom_killed = self._cgroup.oom_kills() > 0
             self._cgroup.remove()  # and whatever the job left running in it
+        if self._warm_folder is not None:
+            shutil.rmtree(self._warm_folder, ignore_errors=True)
         return JobOutcome(
             status,
             exit_code=process.exit_code,

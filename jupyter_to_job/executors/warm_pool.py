@@ -145,10 +145,15 @@ class WarmRunnerPool:
     def take(self, owner: str, flavor: str | None, limits: ResourceLimits) -> WarmRunner | None:
         """A warm runner for a job of ``owner`` with ``flavor`` and ``limits``, now that
         job's alone (it leaves the pool), or None: the job starts cold."""
-        for runner in self._runners.get((owner, flavor), []):
-            if runner.running() and runner.limits == limits:
-                self._forget(runner)
-                return runner
+        candidates = [
+            r for r in self._runners.get((owner, flavor), []) if r.running() and r.limits == limits
+        ]
+        # A ready one first; a job given one still starting waits for its kernel, which
+        # started before any other could.
+        candidates.sort(key=lambda r: not r.ready.is_set())
+        for runner in candidates:
+            self._forget(runner)
+            return runner
         return None
 
     async def wait_ready(self, owner: str, flavor: str | None) -> int:
@@ -197,17 +202,29 @@ class WarmRunnerPool:
             return
         except OSError:
             data = b""
-        if data.startswith(b"ready"):
+        if not data:  # the runner ended before its job came
+            runner.ready.set()
+            self.log.warning("Warm runner %d of %s ended by itself", runner.pid, runner.owner)
+            self.release(runner)
+            return
+        words = data.split()
+        if b"failed" in words or b"gone" in words:
+            # Its kernel could not start, or has gone: no job is handed to it.
+            runner.ready.set()
+            self.log.warning(
+                "Warm runner %d of %s has no kernel (%s); releasing it",
+                runner.pid,
+                runner.owner,
+                "it did not start" if b"failed" in words else "it ended, or its folder went",
+            )
+            self.release(runner)
+        elif b"ready" in words:
             runner.ready.set()
             if runner.idle_timer is not None:
                 runner.idle_timer.cancel()
             runner.idle_timer = asyncio.get_running_loop().call_later(
                 idle_seconds, self._idle, runner
             )
-        elif not data:  # the runner ended before its job came
-            runner.ready.set()
-            self.log.warning("Warm runner %d of %s ended by itself", runner.pid, runner.owner)
-            self.release(runner)
 
     def _idle(self, runner: WarmRunner) -> None:
         self.log.info("Releasing warm runner %d of %s: idle", runner.pid, runner.owner)

@@ -253,3 +253,51 @@ class LimitedGrant(CapacityGrant):
 def home_of(home: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     return home / "job.ipynb"
+
+
+async def test_a_job_that_comes_while_its_runner_starts_waits_for_that_kernel(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    # Given a runner was just started ahead for alice, and is still starting its kernel
+    manager = await make_manager()
+    manager.prewarm("alice")
+    (runner,) = manager.warm_pool.runners("alice", None)
+    assert not runner.ready.is_set()
+
+    # When her job comes at once
+    job_id = await submit(manager, "alice", tmp_path / "alice")
+    job = await finished(manager, job_id)
+
+    # Then that runner takes it and its kernel, started ahead, runs the job: nothing failed
+    log = log_of(manager, job_id)
+    assert job.status is JobStatus.COMPLETED, log
+    assert manager.store.get(job_id).pid == runner.pid
+    assert "the kernel was started ahead of the job (a warm start)" in log
+    assert "failed" not in log
+    # And its folder is gone with the job
+    assert not runner.folder.exists()
+
+
+async def test_a_runner_whose_kernel_died_tells_the_pool_and_the_job_goes_elsewhere(
+    make_manager: ManagerFactory, tmp_path: Path
+) -> None:
+    # Given a ready runner for alice whose kernel then dies
+    manager = await make_manager()
+    manager.prewarm("alice")
+    warm_pid = await warm_runner_of(manager, "alice")
+    (kernel,) = psutil.Process(warm_pid).children(recursive=True)
+    kernel.kill()
+
+    # Then the runner says so and leaves the pool before any job is handed to it
+    await eventually(
+        lambda: warm_pid not in [r.pid for r in manager.warm_pool.runners("alice", None)],
+        what="the runner without a kernel to leave the pool",
+    )
+
+    # And her next job runs, without a word of the dead kernel
+    job_id = await submit(manager, "alice", tmp_path / "alice")
+    job = await finished(manager, job_id)
+    log = log_of(manager, job_id)
+    assert job.status is JobStatus.COMPLETED, log
+    assert manager.store.get(job_id).pid != warm_pid
+    assert "failed" not in log and "had ended" not in log
