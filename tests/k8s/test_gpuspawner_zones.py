@@ -1,4 +1,4 @@
-"""GPUSpawner on the emulated cluster: a profile in the experimental zone mounts the user's
+"""GPUSpawner on the real control plane: a profile in the experimental zone mounts the user's
 folder of the zone's shared volume, which the course-sessions service wipes daily (it mounts
 the same volume: hub_config/kubernetes/values.yaml); production profiles never mount it."""
 
@@ -7,9 +7,11 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 from jupyterhub.spawner import SpawnException
+from kubernetes_asyncio import client
 
 from gpuspawner.kubernetes import GPUSpawner
-from tests.support.k8s_spawners import make_gpu_spawner
+from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_spawners import make_gpu_spawner, provide_volume
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
@@ -30,18 +32,28 @@ standing:
 """
 
 
-async def create_claim(spawner: GPUSpawner, name: str) -> None:
-    """A claim the cluster's admins made (the zone's shared one, a user's results)."""
-    await spawner.api.create_namespaced_persistent_volume_claim(
+async def create_claim(admin: client.ApiClient, name: str) -> None:
+    """A claim the cluster's admins made (the zone's shared one, a user's results), bound to
+    a volume they provisioned for it."""
+    core = client.CoreV1Api(admin)
+    await provide_volume(admin, claim=name, access_modes=("ReadWriteMany",))
+    await core.create_namespaced_persistent_volume_claim(
         "default",
         {
             "metadata": {"name": name},
             "spec": {
                 "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
                 "resources": {"requests": {"storage": "10Gi"}},
             },
         },
     )
+
+    async def bound() -> bool:
+        claim = await core.read_namespaced_persistent_volume_claim(name, "default")
+        return claim.status.phase == "Bound"
+
+    await wait_for(bound, timeout=60, what=f"the claim {name} bound")
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +64,7 @@ def fresh_inventory():
 
 
 async def test_an_experimental_profile_mounts_the_users_folder_of_the_zones_volume(
-    k8s_controls, tmp_path
+    k8s_controls, k8s_api, tmp_path
 ):
     # Given the zone's volume is the claim experimental-zone
     catalog = tmp_path / "catalog.yaml"
@@ -62,20 +74,17 @@ async def test_an_experimental_profile_mounts_the_users_folder_of_the_zones_volu
     spawner = make_gpu_spawner("ana.lee", catalog, profile="try-out")
     user = spawner._expand_user_properties("{username}")
     for claim in ("experimental-zone", f"results-{user}"):
-        await create_claim(spawner, claim)
+        await create_claim(k8s_api, claim)
 
     # When ana.lee starts the try-out profile
     await spawner.start()
 
     # Then her pod mounts her own folder of the zone's claim at /scratch, writable,
-    # beside her production claim
+    # beside her production claim (the API server leaves out a false readOnly: writable)
     pod = k8s_controls.get("pods", spawner.pod_name, "default")
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
-    assert volumes["scratch"]["persistentVolumeClaim"] == {
-        "claimName": "experimental-zone",
-        "readOnly": False,
-    }
+    assert volumes["scratch"]["persistentVolumeClaim"] == {"claimName": "experimental-zone"}
     assert mounts["scratch"] == {
         "name": "scratch",
         "mountPath": "/scratch",
