@@ -99,11 +99,12 @@ async def test_a_dra_template_follows_the_current_grant_and_goes_with_the_server
     whole._apply_grant(whole.decide_start())
     await whole._create_claim_templates()
 
-    # Then the template in the cluster is the whole GPU's, not the old quarter's
+    # Then the template in the cluster is the whole GPU's, not the old quarter's (as the
+    # API server stores it: with the claims' empty metadata)
     assert whole._plan is not None
     expected = whole._plan.resource_claim_templates[0]["spec"]
     current = k8s_controls.get("resourceclaimtemplates", name, "default", group=DRA_GROUP)
-    assert current is not None and current["spec"] == expected
+    assert current is not None and current["spec"] == {"metadata": {}, **expected}
     assert current["spec"] != old["spec"]
 
     # And when the server stops, its template goes with it
