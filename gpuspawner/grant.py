@@ -56,6 +56,10 @@ from .telemetry import DeviceTelemetry, telemetry_from_config
 
 SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
 """The folder whose ``sitecustomize`` applies ``GPUSPAWNER_TORCH_MEMORY_FRACTION``."""
+SITE_PATHS = ("LD_LIBRARY_PATH", "PYTHONPATH")
+"""The host's library and package paths: the admin's, kept under every share (a catalog
+may not set them)."""
+
 
 Target = Literal["local", "kubernetes"]
 
@@ -123,22 +127,23 @@ class Grant:
         """``base`` (the admin's and user's variables) with this grant applied on top.
 
         Nothing in ``base`` may loosen or misdescribe the share: its protected variables
-        go (JupyterHub's own and the host's library path stay), the catalog's variables
-        come next, the share's last. Locally, a PyTorch memory fraction brings the hook
-        that applies it on import (``PYTHONPATH``).
+        go (JupyterHub's own and the host's library and package paths stay), the catalog's
+        variables come next, the share's last. Locally, a memory fraction brings the hook
+        that applies it on import, first on ``PYTHONPATH``, before the site's entries.
         """
         env = {
             name: value
             for name, value in base.items()
             if not is_protected_variable(name)
             or name.startswith("JUPYTERHUB_")
-            or name == "LD_LIBRARY_PATH"
+            or name in SITE_PATHS
         }
         env.update(self.variables)
         share = dict(self.environment)
         if self.target == "local" and "GPUSPAWNER_TORCH_MEMORY_FRACTION" in share:
-            current = env.get("PYTHONPATH")
-            share["PYTHONPATH"] = SHARE_HOOKS + (os.pathsep + current if current else "")
+            # The hooks first, then the site's own path (site packages on PYTHONPATH, as
+            # environment modules on HPC systems set it): a share never loses the site.
+            share["PYTHONPATH"] = paths_first(SHARE_HOOKS, base.get("PYTHONPATH"))
         env.update(share)
         return env
 
@@ -151,6 +156,15 @@ class Grant:
             "device_ids": list(self.allocation.device_ids),
             "allocation": self.allocation.to_dict(),
         }
+
+
+def paths_first(first: str, then: str | None) -> str:
+    """The ``os.pathsep`` list ``first``, then the entries of ``then`` not already in it."""
+    entries = [entry for entry in first.split(os.pathsep) if entry]
+    for entry in (then or "").split(os.pathsep):
+        if entry and entry not in entries:
+            entries.append(entry)
+    return os.pathsep.join(entries)
 
 
 _warned_moved: set[tuple[str, str]] = set()

@@ -54,6 +54,7 @@ from traitlets import Dict, Enum, Float, Instance, Integer, List, Unicode, defau
 
 from gpuspawner.accounts import UserAccount
 from gpuspawner.cgroups import Cgroup, CgroupLimits, child_setup
+from gpuspawner.grant import paths_first
 
 from ..models import JobStatus
 from ..retries import (
@@ -356,7 +357,11 @@ class LocalExecutor(JobExecutor):
             # (a JAX fraction under its other name, say) could switch a framework off the GPU.
             env = {name: value for name, value in env.items() if not _host_share_variable(name)}
         env.update(self.extra_environment)
+        site_path = env.get("PYTHONPATH")
         env.update(self.environment)
+        if "PYTHONPATH" in self.environment:
+            # The share's hooks first, and the site's packages still there after them.
+            env["PYTHONPATH"] = paths_first(self.environment["PYTHONPATH"], site_path)
         account = self.account()
         if account is not None:
             env.update(account.environment())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from ..support import eventually
 from ..support.job_managers import ManagerFactory, finished
 from ..support.notebooks import notebook, wait_for_file
+
+REPO = Path(__file__).resolve().parents[2]
 
 GPU = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
 CATALOG = """
@@ -141,3 +144,45 @@ async def test_a_job_waits_in_the_queue_for_the_gpu_and_then_gets_it(
     assert "[cell 0] GPU: 0" in manager.read_log(waiter.job_id).data
     await finished(manager, holder.job_id)
     await eventually(lambda: not allocations(capacity), what="all shares to be released")
+
+
+async def test_a_fractional_job_keeps_the_sites_packages_on_its_pythonpath(
+    make_manager: ManagerFactory, tmp_path: Path, pool_capacity
+) -> None:
+    # Given a site that provides packages only through PYTHONPATH (environment modules on an
+    # HPC system), PyTorch among them
+    site = tmp_path / "site-packages"
+    (site / "campus_site_probe").mkdir(parents=True)
+    (site / "campus_site_probe" / "__init__.py").write_text("WHERE = 'the site'\n")
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(
+        "class cuda:\n"
+        "    is_available = staticmethod(lambda: True)\n"
+        "    device_count = staticmethod(lambda: 1)\n"
+        "    limits = []\n"
+        "    @staticmethod\n"
+        "    def set_per_process_memory_fraction(fraction, device):\n"
+        "        cuda.limits.append((fraction, device))\n"
+    )
+    manager = await make_manager(
+        capacity=pool_capacity(),
+        executor={"extra_environment": {"PYTHONPATH": f"{site}{os.pathsep}{REPO}"}},
+    )
+
+    # When a job on a quarter of the GPU imports them
+    created = await manager.create(
+        "alice",
+        CreateJob(input_path="site.ipynb", flavor="quarter", output_formats=["ipynb"]),
+        notebook=notebook(
+            "import campus_site_probe, torch\n"
+            "print('probe from', campus_site_probe.WHERE)\n"
+            "print('torch limits', torch.cuda.limits)"
+        ),
+    )
+    job = await finished(manager, created.job_id)
+
+    # Then it completes, with the site's packages and the share applied to PyTorch
+    log = manager.read_log(created.job_id).data
+    assert job.status is JobStatus.COMPLETED, log
+    assert "[cell 0] probe from the site" in log
+    assert "[cell 0] torch limits [(0.25, 0)]" in log

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -12,7 +13,7 @@ from jupyterhub.objects import Hub
 from traitlets.config import Config
 
 from gpuspawner.backends import make_backend
-from gpuspawner.grant import GPUAdmission, Grant
+from gpuspawner.grant import SHARE_HOOKS, GPUAdmission, Grant
 from gpuspawner.local import SimpleLocalGPUSpawner
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, UserIdentity
 from jupyter_to_job.capacity import JobTicket
@@ -107,6 +108,21 @@ def test_the_same_grant_is_rendered_as_an_environment_on_one_machine(catalog_pat
     assert environment["GPUSPAWNER_GPU_FRACTION"] == "1/4"
     assert environment["DATA"] == "/data" and environment["PATH"] == "/usr/bin"
     assert job.describe == "Quarter job: 1/4 of a GPU on GPU 0 (RTX 4090, 24 GiB, simulated)"
+
+
+def test_a_share_keeps_the_sites_package_path_after_its_hooks(catalog_path):
+    gpu = GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)
+    job = admission(catalog_path, "local").grant_job(
+        CapacityPool([gpu]), ANA, "quarter-job", key="job:j1", now=now(), running_jobs=[]
+    )
+
+    environment = job.environment_over({"PYTHONPATH": "/opt/site/python:/opt/lab"})
+
+    assert environment["PYTHONPATH"].split(os.pathsep) == [
+        SHARE_HOOKS,
+        "/opt/site/python",
+        "/opt/lab",
+    ]
 
 
 def test_a_share_the_back_end_cannot_give_is_refused_and_its_booking_freed(catalog_path):
