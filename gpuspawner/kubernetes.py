@@ -69,6 +69,7 @@ __all__ = [
     "GPUSpawner",
     "devices_from_nodes",
     "scheduling_refusal",
+    "unrecorded_slice",
 ]
 
 # The KubeSpawner traits a grant sets (see GPUSpawner._apply_grant).
@@ -115,6 +116,27 @@ def scheduling_refusal(message: str) -> str:
     return (
         "The cluster cannot place this server right now "
         f"({message.strip()[:200]}). Try again later, or tell the hub admins."
+    )
+
+
+def unrecorded_slice(pod_name: str, status: int | None, reason: str | None) -> str:
+    """The hub admins' sentence when a queued server's GPU slice could not be written on its
+    pod: the pool holds it until the hub restarts, and the rebuilt pool would not."""
+    loss = (
+        "The hub holds the slice until it restarts, then forgets it, and may give the same "
+        "slice to another server."
+    )
+    if status == 403:
+        return (
+            f"The GPU slice of {pod_name} is not recorded on its pod: the hub's service "
+            f"account may not patch pods (403 Forbidden). {loss} Hub admins: apply "
+            "hub_config/kubernetes/rbac.yaml (its Role campus-gpu-hub-pods grants patch on "
+            "pods)."
+        )
+    return (
+        f"The GPU slice of {pod_name} is not recorded on its pod (the API server answered "
+        f"{status} {reason}). {loss} Hub admins: once the API server answers again, stop "
+        "and start that server."
     )
 
 
@@ -604,7 +626,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                 _request_timeout=self.k8s_api_request_timeout,
             )
         except ApiException as error:  # the pool in memory has it; a restart would not
-            self.log.warning("Could not record %s's GPU slice on its pod: %s", self.pod_name, error)
+            self.log.error("%s", unrecorded_slice(self.pod_name, error.status, error.reason))
 
     async def load_user_options(self):
         """The course catalog, not KubeSpawner's profile_list, turns options into a pod.

@@ -1,0 +1,290 @@
+"""The hub's Kubernetes permissions cover what its code does, on the real control plane.
+
+The hub runs with the identity it has in production: the z2jh chart's hub Role (as
+``helm template`` renders it) plus ``hub_config/kubernetes/rbac.yaml``.
+
+Kueue's part is played by the test: a mutating admission webhook served from this process
+gates every pod labelled with a Kueue queue at create (the ``kueue.x-k8s.io/admission``
+scheduling gate, as Kueue's pod webhook does), and the test admits a pod by removing the
+gate as the cluster admin, as Kueue's controller would. Real Kueue comes in issue 25.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import ssl
+
+import pytest
+from kubernetes_asyncio import client
+from tornado import web
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+
+from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, decode_allocation
+from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.kueue import QUEUE_LABEL, QUEUED_LABEL
+from tests.support.cluster.identities import chart_hub_rbac, token_for
+from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
+
+pytestmark = pytest.mark.usefixtures("kubespawner_env")
+
+QUEUE = "gpu-servers"
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+WEBHOOK = "kueue-pod-gate"
+HANG_GUARD = 60.0  # seconds: only ends a test that would otherwise never end
+
+
+class _GateHandler(web.RequestHandler):
+    """Kueue's pod webhook, as far as the hub sees it: a queued pod is gated at create."""
+
+    def post(self) -> None:
+        review = json.loads(self.request.body)
+        request = review["request"]
+        gates = request["object"]["spec"].get("schedulingGates") or []
+        response = {"uid": request["uid"], "allowed": True}
+        if not any(gate["name"] == KUEUE_GATE for gate in gates):
+            patch = [
+                {
+                    "op": "add",
+                    "path": "/spec/schedulingGates",
+                    "value": [*gates, {"name": KUEUE_GATE}],
+                }
+            ]
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+        self.finish(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+        )
+
+
+class KueueStandIn:
+    """Gates queued pods at create (a webhook the API server calls) and admits them."""
+
+    def __init__(self, admin: client.ApiClient) -> None:
+        self.admin = admin
+        self.core = client.CoreV1Api(admin)
+
+    async def admit(self, pod_name: str) -> None:
+        """Once the pod waits at the gate, remove the gate, as Kueue does on admission."""
+
+        async def gated() -> bool:
+            try:
+                pod = await self.core.read_namespaced_pod(pod_name, "default")
+            except client.ApiException as error:
+                if error.status == 404:
+                    return False
+                raise
+            return any(g.name == KUEUE_GATE for g in pod.spec.scheduling_gates or [])
+
+        await wait_for(gated, timeout=HANG_GUARD, what=f"{pod_name} gated by the queue")
+        await self.core.patch_namespaced_pod(
+            pod_name,
+            "default",
+            [{"op": "remove", "path": "/spec/schedulingGates"}],
+            _content_type="application/json-patch+json",
+        )
+
+
+@pytest.fixture
+async def kueue(k8s_controls, k8s_api):
+    """The Kueue stand-in of this module: its webhook served here, registered as admin."""
+    webhook = k8s_controls.plane.pki.issue(
+        "kueue-webhook-serving", common_name="kueue-webhook", hosts=("127.0.0.1",), server=True
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(webhook.cert), str(webhook.key))
+    sockets = bind_sockets(0, "127.0.0.1")
+    port = sockets[0].getsockname()[1]
+    server = HTTPServer(web.Application([(r"/mutate", _GateHandler)]), ssl_options=context)
+    server.add_sockets(sockets)
+    admission = client.AdmissionregistrationV1Api(k8s_api)
+    await admission.create_mutating_webhook_configuration(
+        {
+            "metadata": {"name": WEBHOOK},
+            "webhooks": [
+                {
+                    "name": "mpod.kueue.campus-test.example",
+                    "clientConfig": {
+                        "url": f"https://127.0.0.1:{port}/mutate",
+                        "caBundle": base64.b64encode(k8s_controls.plane.pki.pem).decode(),
+                    },
+                    "rules": [
+                        {
+                            "operations": ["CREATE"],
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "resources": ["pods"],
+                        }
+                    ],
+                    "objectSelector": {
+                        "matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]
+                    },
+                    "failurePolicy": "Fail",
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 10,
+                }
+            ],
+        }
+    )
+    try:
+        yield KueueStandIn(k8s_api)
+    finally:
+        await admission.delete_mutating_webhook_configuration(WEBHOOK)
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_inventory():
+    GPUSpawner._inventories.clear()
+    yield
+    GPUSpawner._inventories.clear()
+
+
+def queued_spawner(name, catalog) -> GPUSpawner:
+    return make_gpu_spawner(name, catalog, kueue_queue_name=QUEUE)
+
+
+async def fill_the_gpu_and_queue_one_more(
+    k8s_controls, kueue: KueueStandIn, tmp_path
+) -> tuple[list[GPUSpawner], GPUSpawner, asyncio.Future]:
+    """One GPU shared four ways, held by four students whom the queue admitted at once;
+    a fifth student's start, waiting in the queue (started, not admitted)."""
+    k8s_controls.add_gpu_nodes(1, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
+    names = [f"student-{i}" for i in range(5)]
+    catalog = write_class_catalog(tmp_path / "catalog.yaml", names)
+    running = [queued_spawner(name, catalog) for name in names[:4]]
+    starts = [spawner.start() for spawner in running]
+    for spawner in running:
+        await kueue.admit(spawner.pod_name)
+    await asyncio.wait_for(asyncio.gather(*starts), HANG_GUARD)
+    late = queued_spawner(names[4], catalog)
+    start = late.start()
+    return running, late, start
+
+
+async def test_a_server_admitted_from_the_queue_keeps_its_gpu_slice_across_a_hub_restart(
+    k8s_controls, kueue, tmp_path
+):
+    # Given one GPU shared four ways, held by four students, and a fifth waiting in the
+    # GPU queue: her pod is gated, labelled as queued, with no slice recorded yet
+    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, kueue, tmp_path)
+    await wait_for(
+        lambda: k8s_controls.get("pods", late.pod_name, "default"),
+        timeout=HANG_GUARD,
+        what="the fifth student's pod",
+    )
+    waiting = k8s_controls.get("pods", late.pod_name, "default")
+    assert waiting["spec"]["schedulingGates"] == [{"name": KUEUE_GATE}]
+    assert waiting["metadata"]["labels"][QUEUED_LABEL] == "true"
+    assert ALLOCATION_ANNOTATION not in (waiting["metadata"].get("annotations") or {})
+
+    # When a student stops and the queue admits the fifth
+    await running[0].stop()
+    await kueue.admit(late.pod_name)
+    await asyncio.wait_for(start, HANG_GUARD)
+
+    # Then her pod records the slice the hub booked for her where she landed, and is no
+    # longer marked as queued
+    pod = k8s_controls.get("pods", late.pod_name, "default")
+    annotations = pod["metadata"].get("annotations") or {}
+    assert ALLOCATION_ANNOTATION in annotations, "the slice is not recorded on the pod"
+    assert QUEUED_LABEL not in pod["metadata"]["labels"]
+    held = late.capacity_pool.allocations[late._allocation.key]
+    assert decode_allocation(annotations[ALLOCATION_ANNOTATION]) == held
+    assert held.device_ids == (f"{pod['spec']['nodeName']}/0",)
+
+    # And after a hub restart, the pool rebuilt from the pods holds her slice as before,
+    # beside the three others: the GPU is full, nobody is given her slice
+    GPUSpawner._inventories.clear()
+    restarted = queued_spawner("student-1", tmp_path / "catalog.yaml")
+    await restarted.ensure_inventory()
+    assert restarted.capacity_pool.allocations[held.key] == held
+    assert len(restarted.capacity_pool.allocations) == 4
+    assert all(usage.fraction == 1 for usage in restarted.capacity_pool.usage().values())
+
+    await asyncio.gather(*(s.stop(now=True) for s in [*running[1:], late]))
+
+
+@pytest.fixture
+async def hub_without_patch(k8s_controls, k8s_api, tmp_path, monkeypatch):
+    """The spawners of this test run as a hub whose admin applied rbac.yaml as it was before
+    it granted patch on pods: the chart's hub Role and reading nodes, nothing more."""
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import clients
+
+    account = "hub-without-patch"
+    chart_role = next(
+        doc["metadata"]["name"]
+        for doc in chart_hub_rbac(k8s_controls.plane.bin / "helm", "default")
+        if doc["kind"] == "Role"
+    )
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": "default"}]
+    await client.CoreV1Api(k8s_api).create_namespaced_service_account(
+        "default", {"metadata": {"name": account}}
+    )
+    rbac = client.RbacAuthorizationV1Api(k8s_api)
+    await rbac.create_namespaced_role_binding(
+        "default",
+        {
+            "metadata": {"name": account},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": chart_role,
+            },
+            "subjects": subject,
+        },
+    )
+    await rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": account},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "campus-gpu-hub-nodes",
+            },
+            "subjects": subject,
+        }
+    )
+    kubeconfig = k8s_controls.plane.write_kubeconfig(
+        tmp_path / "hub-without-patch.kubeconfig",
+        user=f"system:serviceaccount:default:{account}",
+        token=token_for(k8s_controls.plane, "default", account),
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    clients.load_config.cache_clear()
+
+
+async def test_a_hub_that_may_not_patch_pods_tells_its_admins_what_is_lost_and_what_to_apply(
+    hub_without_patch, k8s_controls, kueue, tmp_path, caplog
+):
+    # Given a hub whose service account may not patch pods, one GPU held by four students
+    # and a fifth waiting in the queue
+    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, kueue, tmp_path)
+
+    # When the queue admits her
+    await running[0].stop()
+    with caplog.at_level(logging.INFO):
+        await kueue.admit(late.pod_name)
+        await asyncio.wait_for(start, HANG_GUARD)
+
+    # Then her server runs, and the hub's log says, as an error, what is lost and what
+    # the admins apply
+    pod = k8s_controls.get("pods", late.pod_name, "default")
+    assert ALLOCATION_ANNOTATION not in (pod["metadata"].get("annotations") or {})
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        "The GPU slice of jupyter-student-4 is not recorded on its pod: the hub's service "
+        "account may not patch pods (403 Forbidden). The hub holds the slice until it "
+        "restarts, then forgets it, and may give the same slice to another server. Hub "
+        "admins: apply hub_config/kubernetes/rbac.yaml (its Role campus-gpu-hub-pods grants "
+        "patch on pods)."
+    ]
+
+    await asyncio.gather(*(s.stop(now=True) for s in [*running[1:], late]))
