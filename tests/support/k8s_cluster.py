@@ -34,6 +34,7 @@ import yaml
 from kubernetes_asyncio import client, config
 
 from .cluster.control_plane import ControlPlaneUnavailable
+from .cluster.kueue import Kueue
 from .cluster.session import USERS_NAMESPACE_LABELS, ControlPlaneCluster
 from .k8s_emulator import EmulatedCluster
 
@@ -91,6 +92,20 @@ def k8s_cluster(request: pytest.FixtureRequest) -> Iterator[ControlPlaneCluster 
         yield cluster
     finally:
         cluster.reset()
+
+
+@pytest.fixture
+def kueue(k8s_cluster: ControlPlaneCluster | RealCluster) -> Kueue | None:
+    """Kueue v0.17.0 running in the test cluster (installed on first use, for the session):
+    its CRDs, RBAC, webhooks and controller. On an external cluster: whatever it runs."""
+    if isinstance(k8s_cluster, ControlPlaneCluster):
+        try:
+            return k8s_cluster.kueue()
+        except ControlPlaneUnavailable as error:
+            if os.environ.get("CI"):
+                raise
+            pytest.skip(str(error))
+    return None
 
 
 @pytest.fixture

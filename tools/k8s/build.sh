@@ -15,9 +15,11 @@ cache_root="${K8S_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/campus-gpu-hub/k8
 key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}_kueue-${KUEUE_VERSION}_r${BUILD_REVISION}"
 bin="$cache_root/$key/bin"
 tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kueue)
+kueue_manifests="$cache_root/$key/kueue-manifests.yaml"
 
 missing=()
 for t in "${tools[@]}"; do [[ -x "$bin/$t" ]] || missing+=("$t"); done
+[[ -s "$kueue_manifests" ]] || missing+=(kueue-manifests)
 if [[ "${1:-}" == "--print" ]]; then
   echo "$bin"
   [[ ${#missing[@]} -eq 0 ]]
@@ -64,5 +66,14 @@ done
 build helm helm helm.sh/helm/v3/cmd/helm "$helm_ldflags"
 build kueue kueue sigs.k8s.io/kueue/cmd/kueue \
   "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
+# Kueue's own installation manifests (CRDs, RBAC, webhooks), rendered from its module's
+# config/default with the kustomize that kubectl embeds; the tests point the webhooks at
+# the controller on loopback.
+if [[ ! -s "$kueue_manifests" ]]; then
+  log "rendering Kueue's manifests"
+  kueue_dir=$(cd "$here/kueue" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  "$bin/kubectl" kustomize "$kueue_dir/config/default" > "$kueue_manifests.tmp"
+  mv "$kueue_manifests.tmp" "$kueue_manifests"
+fi
 log "built in $((SECONDS - started)) s"
 echo "$bin"

@@ -130,7 +130,7 @@ class Component:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
 
-    def start(self, env: dict[str, str] | None = None) -> None:
+    def start(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             self.argv,
@@ -139,6 +139,7 @@ class Component:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env=env,
+            cwd=cwd,
         )
         log.close()
 

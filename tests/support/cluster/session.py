@@ -20,6 +20,7 @@ from ..k8s_emulator.kubelet import KubeletTimings
 from ..k8s_emulator.node_controls import SyncNodeControls
 from .control_plane import ControlPlane
 from .identities import SESSION_LABEL, Identity, make_identities
+from .kueue import Kueue
 from .node_agent import NodeAgent
 
 Object = dict[str, Any]
@@ -60,6 +61,12 @@ CLUSTER_KINDS = (
     ("node.k8s.io/v1", "runtimeclasses"),
     ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"),
     ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"),
+    ("kueue.x-k8s.io/v1beta2", "clusterqueues"),
+    ("kueue.x-k8s.io/v1beta2", "resourceflavors"),
+    ("kueue.x-k8s.io/v1beta2", "cohorts"),
+    ("kueue.x-k8s.io/v1beta2", "workloadpriorityclasses"),
+    ("kueue.x-k8s.io/v1beta2", "admissionchecks"),
+    ("kueue.x-k8s.io/v1beta2", "topologies"),
 )
 CLEAN_GUARD = 60.0
 
@@ -78,7 +85,9 @@ class Cleaner:
         self.namespaced: list[tuple[str, str, bool]] = []
 
     async def snapshot(self) -> None:
-        """Remember the session's cluster-scoped objects and the namespaced kinds served."""
+        """Remember the session's cluster-scoped objects and the namespaced kinds served
+        (again after the session installs more, such as Kueue's)."""
+        self.namespaced = []
         for group_version, plural in (*CLUSTER_KINDS, ("v1", "namespaces")):
             self.baseline[plural] = await self._names(f"{_api(group_version)}/{plural}")
         discovered = [("v1", await self.admin.get("/api/v1"))]
@@ -208,6 +217,7 @@ class ControlPlaneCluster(SyncNodeControls):
         self.agent: NodeAgent = runner.emulator  # type: ignore[assignment]
         self.identities = identities
         self.cleaner = cleaner
+        self._kueue: Kueue | None = None
         self.url = plane.url
         self.kubeconfig = plane.admin_kubeconfig
 
@@ -261,6 +271,15 @@ class ControlPlaneCluster(SyncNodeControls):
                 raise
 
         return self.call(read)  # type: ignore[no-any-return]
+
+    def kueue(self) -> Kueue:
+        """Kueue's controller, installed in this cluster on first use (for the session)."""
+        if self._kueue is None:
+            kueue = Kueue(self.plane)
+            kueue.start()
+            self._kueue = kueue
+            self.call(self.cleaner.snapshot)
+        return self._kueue
 
     def reset(self) -> None:
         """Back to the session's start: called after each test."""

@@ -1,0 +1,100 @@
+"""Run a command with folders and files mounted at absolute paths, as a container sees them.
+
+``python -m tests.support.cluster.mounts SPEC -- COMMAND...`` enters a private mount
+namespace (root only), lays a writable overlay over each top-level folder the mounts need
+(``/etc``, ``/srv``, ``/usr``...: the machine's files stay as they are, new folders land in
+the overlay's upper folder under the pod's own folder), bind-mounts each source at its
+target, and executes the command. Nothing outside the process changes. SPEC is a JSON file::
+
+    {"scratch": "/pods/ns/pod/mounts",
+     "binds": [{"source": "/pods/ns/pod/volumes/config", "target": "/etc/app", "read_only": true}]}
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    _check(
+        _libc.mount(
+            source.encode(),
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {source} on {target}",
+    )
+
+
+def top_folder(target: str) -> str:
+    """``/etc/kueue/certs`` -> ``/etc``: the folder overlaid so the target can be made."""
+    parts = Path(target).parts
+    return "/" + parts[1] if len(parts) > 1 else "/"
+
+
+def enter(spec: dict) -> None:
+    """Set up the mounts of ``spec`` in a mount namespace of this process's own."""
+    _check(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
+    scratch = Path(spec["scratch"])
+    binds = spec.get("binds") or []
+    overlaid = sorted({top_folder(bind["target"]) for bind in binds} - {"/"})
+    for top in overlaid:
+        if not Path(top).is_dir() or Path(top).is_symlink():
+            # Making it would change the machine: only folders that exist are overlaid.
+            raise OSError(f"cannot mount under {top}: it is not a folder of this machine")
+        upper = scratch / "upper" / top.strip("/")
+        work = scratch / "work" / top.strip("/")
+        upper.mkdir(parents=True, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
+        _mount(
+            "overlay",
+            top,
+            "overlay",
+            0,
+            f"lowerdir={top},upperdir={upper},workdir={work}",
+        )
+    for bind in binds:
+        source, target = Path(bind["source"]), Path(bind["target"])
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch(exist_ok=True)
+        _mount(str(source), str(target), None, MS_BIND | MS_REC, None)
+        if bind.get("read_only"):
+            _mount("none", str(target), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+
+
+def main(argv: list[str]) -> None:
+    if "--" not in argv or argv.index("--") != 1 or len(argv) < 3:
+        sys.exit("usage: python -m tests.support.cluster.mounts SPEC -- COMMAND...")
+    spec = json.loads(Path(argv[0]).read_text())
+    enter(spec)
+    command = argv[2:]
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
