@@ -1,7 +1,9 @@
 """The hub's Kubernetes permissions cover what its code does, on the real control plane.
 
 The hub runs with the identity it has in production: the z2jh chart's hub Role (as
-``helm template`` renders it) plus ``hub_config/kubernetes/rbac.yaml``.
+``helm template`` renders it) plus ``hub_config/kubernetes/rbac.yaml``. The API server's
+audit log holds every request of that service account, so the verbs the hub needs are read
+from what its code paths really asked for, not from a list kept by hand.
 
 Kueue's part is played by the test: a mutating admission webhook served from this process
 gates every pod labelled with a Kueue queue at create (the ``kueue.x-k8s.io/admission``
@@ -16,9 +18,12 @@ import base64
 import json
 import logging
 import ssl
+from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubespawner import KubeSpawner
 from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
@@ -26,9 +31,17 @@ from tornado.netutil import bind_sockets
 from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, decode_allocation
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.kueue import QUEUE_LABEL, QUEUED_LABEL
-from tests.support.cluster.identities import chart_hub_rbac, token_for
+from gpuspawner.sessions.gpu_pools import pool_source
+from tests.support.cluster.control_plane import AuditedRequest, audited_requests
+from tests.support.cluster.identities import HUB_RBAC, chart_hub_rbac, rbac_documents, token_for
 from tests.support.k8s_cluster import wait_for
-from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
+from tests.support.k8s_spawners import (
+    ProgressLog,
+    make_gpu_spawner,
+    provide_storage_class,
+    provide_volume,
+    write_class_catalog,
+)
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
@@ -288,3 +301,193 @@ async def test_a_hub_that_may_not_patch_pods_tells_its_admins_what_is_lost_and_w
     ]
 
     await asyncio.gather(*(s.stop(now=True) for s in [*running[1:], late]))
+
+
+# -- every request the hub makes is granted -------------------------------------------------
+
+Request = tuple[str, str, str, str]
+"""(verb, API group, resource, subresource), as the audit log names a request."""
+
+
+def grants_to(account: str, namespace: str, documents: list[dict[str, Any]]):
+    """The rules bound to ``account`` by ``documents``: (rule, the namespace it holds in,
+    None for the whole cluster)."""
+    roles = {(doc["kind"], doc["metadata"]["name"]): doc for doc in documents}
+    for binding in documents:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(
+            subject.get("kind") == "ServiceAccount"
+            and subject["name"] == account
+            and subject.get("namespace", binding["metadata"].get("namespace")) == namespace
+            for subject in binding.get("subjects") or []
+        ):
+            continue
+        ref = binding["roleRef"]
+        role = roles.get((ref["kind"], ref["name"]))
+        assert role is not None, f"{binding['kind']} {binding['metadata']['name']} binds no role"
+        scope = namespace if binding["kind"] == "RoleBinding" else None
+        for rule in role.get("rules") or []:
+            yield rule, scope
+
+
+def granted(request: AuditedRequest, rules) -> bool:
+    resource = request.resource + (f"/{request.subresource}" if request.subresource else "")
+    for rule, scope in rules:
+        if scope is not None and request.namespace != scope:
+            continue
+        if (
+            {request.group, "*"} & set(rule.get("apiGroups") or [])
+            and {resource, "*"} & set(rule.get("resources") or [])
+            and {request.verb, "*"} & set(rule.get("verbs") or [])
+        ):
+            return True
+    return False
+
+
+def requests_since(log: Path, line: int, user: str, folder: Path) -> list[AuditedRequest]:
+    """The requests of ``user`` the audit log has from its ``line``-th line on."""
+    lines = log.read_text().splitlines()[line:] if log.exists() else []
+    tail = folder / "audit-since.log"
+    tail.write_text("".join(f"{text}\n" for text in lines if text.endswith("}")))
+    return audited_requests(tail, user)
+
+
+async def a_class_server_starts_restarts_and_stops(k8s_api, tmp_path: Path) -> None:
+    """A student's server with a share and a home claim (z2jh's default dynamic storage):
+    start with progress and events, a hub restart (state, reflectors, pool from pods),
+    stop."""
+    await provide_storage_class(k8s_api, "campus-local")
+    await provide_volume(k8s_api, storage_class="campus-local")
+    catalog = write_class_catalog(tmp_path / "class.yaml", ["ana"])
+    home = {
+        "storage_pvc_ensure": True,
+        "storage_class": "campus-local",
+        "storage_capacity": "10Gi",
+        "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}}],
+        "volume_mounts": [{"name": "home", "mountPath": "/home/jovyan"}],
+    }
+    spawner = make_gpu_spawner("ana", catalog, **home)
+    start = spawner.start()
+    progress = ProgressLog(spawner)
+    await asyncio.wait_for(start, HANG_GUARD)
+    await wait_for(
+        lambda: progress.last("Started container notebook"),
+        timeout=HANG_GUARD,
+        what="the pod's events on the progress page",
+    )
+    await progress.close()
+    state = spawner.get_state()
+    key = spawner._allocation.key
+
+    # The hub restarts: a new process, new reflectors, the pool rebuilt from the pods
+    await KubeSpawner._stop_all_reflectors()
+    GPUSpawner._inventories.clear()
+    again = make_gpu_spawner("ana", catalog, **home)
+    again.load_state(state)
+    assert await again.poll() is None
+    await again.ensure_inventory()
+    assert key in again.capacity_pool.allocations
+    await again.stop()
+
+
+async def a_dra_template_is_made_replaced_and_removed(tmp_path: Path) -> None:
+    """On DRA, a server's ResourceClaimTemplate is created, replaced when one is left from
+    an earlier start, and deleted with the server."""
+    catalog = write_class_catalog(tmp_path / "dra.yaml", ["ben"])
+    for _ in range(2):
+        spawner = make_gpu_spawner("ben", catalog, sharing_backend="dra", sharing_backend_config={})
+        spawner._apply_grant(spawner.decide_start())
+        await spawner._create_claim_templates()
+        spawner.release_allocation()
+    await spawner.stop()
+
+
+async def the_gpu_map_reads_the_cluster(hub_kubeconfig: Path) -> None:
+    """The course-sessions service (in the hub pod, with the hub's identity) reads the GPUs."""
+    source = pool_source(
+        allocation_ledger=None, simulated=None, namespace="default", kubeconfig=str(hub_kubeconfig)
+    )
+    assert source is not None
+    try:
+        pool = await source.read()
+    finally:
+        await source.close()
+    assert pool.devices
+
+
+async def a_queued_server_lands(k8s_controls, kueue: KueueStandIn, tmp_path: Path) -> None:
+    """Kueue mode: four servers admitted at once, a fifth waits, lands and is recorded."""
+    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, kueue, tmp_path)
+    await running[0].stop()
+    await kueue.admit(late.pod_name)
+    await asyncio.wait_for(start, HANG_GUARD)
+    pod = k8s_controls.get("pods", late.pod_name, "default")
+    assert ALLOCATION_ANNOTATION in pod["metadata"]["annotations"]
+    await asyncio.gather(*(s.stop(now=True) for s in [*running[1:], late]))
+
+
+# What the scenarios above ask the API server for, as the test reads it from the audit log.
+# A request the hub starts (or stops) making shows here first, not as a 403 in a cluster.
+HUB_REQUESTS: set[Request] = {
+    ("create", "", "pods", ""),  # KubeSpawner's start
+    ("delete", "", "pods", ""),  # KubeSpawner's stop
+    ("list", "", "pods", ""),  # KubeSpawner's pod reflector; the GPU pool and the map
+    ("watch", "", "pods", ""),  # KubeSpawner's pod reflector
+    ("list", "", "events", ""),  # KubeSpawner's event reflector (progress)
+    ("watch", "", "events", ""),
+    ("create", "", "persistentvolumeclaims", ""),  # the home claim (z2jh's dynamic storage)
+    ("patch", "", "pods", ""),  # Kueue mode: the slice of a server landed from the queue
+    ("list", "", "nodes", ""),  # the GPU inventory and the map (rbac.yaml)
+    ("create", "resource.k8s.io", "resourceclaimtemplates", ""),  # DRA (rbac.yaml)
+    ("delete", "resource.k8s.io", "resourceclaimtemplates", ""),
+}
+
+
+async def test_every_request_of_the_hubs_code_paths_is_granted_by_the_shipped_rbac(
+    k8s_controls, k8s_api, kueue, hub_kubeconfig, tmp_path
+):
+    # Given the hub's service account, bound as the chart and rbac.yaml bind it
+    hub = k8s_controls.identities["hub"]
+    documents = chart_hub_rbac(k8s_controls.plane.bin / "helm", hub.namespace)
+    documents += rbac_documents(HUB_RBAC, hub.namespace)
+    rules = list(grants_to(hub.name, hub.namespace, documents))
+    log = k8s_controls.plane.audit_log
+    first_line = len(log.read_text().splitlines()) if log.exists() else 0
+
+    # When the hub lands a server from the Kueue queue (on a GPU node it adds), starts,
+    # restarts and stops a server with its home claim, makes DRA templates and shows the
+    # GPU map
+    await a_queued_server_lands(k8s_controls, kueue, tmp_path)
+    await a_class_server_starts_restarts_and_stops(k8s_api, tmp_path)
+    await a_dra_template_is_made_replaced_and_removed(tmp_path)
+    await the_gpu_map_reads_the_cluster(hub_kubeconfig)
+    # (the reflectors' watches are written down when they end)
+    await KubeSpawner._stop_all_reflectors()
+
+    def made() -> list[AuditedRequest]:
+        found = requests_since(log, first_line, hub.user, tmp_path)
+        watched = {r.resource for r in found if r.verb == "watch"}
+        return found if {"pods", "events"} <= watched else []
+
+    requests = await wait_for(
+        made, timeout=HANG_GUARD, what="the end of KubeSpawner's two watches in the audit log"
+    )
+
+    # Then the API server refused none of its requests
+    assert [r for r in requests if r.code == 403] == []
+    # And every kind of request is granted by the chart's hub Role or rbac.yaml
+    used = {(r.verb, r.group, r.resource, r.subresource) for r in requests}
+    assert sorted(r for r in requests if not granted(r, rules)) == []
+    assert used == HUB_REQUESTS
+    # And rbac.yaml, the grants this project adds to z2jh's, grants nothing they do not use
+    ours = list(grants_to(hub.name, hub.namespace, rbac_documents(HUB_RBAC, hub.namespace)))
+    unused = [
+        (verb, group, resource)
+        for rule, _ in ours
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        if (verb, group, resource, "") not in used
+    ]
+    assert unused == []
