@@ -3,8 +3,9 @@
 Server pods (GPUSpawner) and job pods (the job service's Kubernetes executor) carry the
 same allocation record; the hub and the job service both rebuild the pool from the
 cluster's node labels and pods, so a job never takes a class's reserved seats and the
-admin's GPU map shows jobs beside servers. The spawners and the job service's capacity
-hook run in this test process against the emulator over real HTTP.
+admin's GPU map shows jobs beside servers. The spawners (with the hub's identity) and the
+job service's capacity hook (with the job service's) run in this test process against the
+real control plane.
 """
 
 from __future__ import annotations
@@ -212,14 +213,14 @@ def test_the_pool_rebuilt_from_pods_holds_servers_and_jobs_but_not_ended_pods():
 
 
 async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_restart(
-    k8s_controls, k8s_cluster, k8s_api, tmp_path
+    k8s_controls, job_service_kubeconfig, k8s_api, tmp_path
 ):
     # Given 10 GPUs shared four ways, ML101 open with 10 of its 40 seats reserved,
     # and the job service reading the same cluster
     k8s_controls.add_gpu_nodes(10, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
     catalog = write_catalog(tmp_path / "catalog.yaml")
     core = client.CoreV1Api(k8s_api)
-    service = JobService(k8s_cluster.kubeconfig, catalog, tmp_path)
+    service = JobService(job_service_kubeconfig, catalog, tmp_path)
     await service.capacity.refresh_from_cluster()
     assert len(service.capacity.devices) == 10
 
@@ -258,7 +259,7 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
 
     # When the hub and the job service restart in the middle of the class
     GPUSpawner._inventories.clear()
-    restarted = JobService(k8s_cluster.kubeconfig, catalog, tmp_path)
+    restarted = JobService(job_service_kubeconfig, catalog, tmp_path)
     for job in started:  # what the manager's reconcile hands back from its store
         restarted.capacity.restore(job, None)
     warnings = await restarted.capacity.refresh_from_cluster()
@@ -287,7 +288,7 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
 
 
 async def test_the_hub_counts_a_job_that_starts_or_ends_after_it_read_the_cluster(
-    k8s_controls, k8s_cluster, k8s_api, tmp_path
+    k8s_controls, job_service_kubeconfig, k8s_api, tmp_path
 ):
     # Given a hub that has read the cluster (2 GPUs, no jobs yet) and the job service
     k8s_controls.add_gpu_nodes(2, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
@@ -296,7 +297,7 @@ async def test_the_hub_counts_a_job_that_starts_or_ends_after_it_read_the_cluste
     first = make_gpu_spawner(STUDENTS[0], catalog)
     await first.ensure_inventory()
     assert held_keys(first.capacity_pool) == set()
-    service = JobService(k8s_cluster.kubeconfig, catalog, tmp_path)
+    service = JobService(job_service_kubeconfig, catalog, tmp_path)
     service.now = CLASS_END + timedelta(minutes=1)  # no reservation: the job may start
     await service.capacity.refresh_from_cluster()
 
