@@ -32,10 +32,11 @@ from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, decode_allocatio
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.kueue import QUEUE_LABEL, QUEUED_LABEL
 from gpuspawner.sessions.gpu_pools import pool_source
-from tests.support.cluster.control_plane import AuditedRequest, audited_requests
+from tests.support.cluster.control_plane import AuditedRequest
 from tests.support.cluster.identities import HUB_RBAC, chart_hub_rbac, rbac_documents, token_for
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_spawners import (
+    AuditTail,
     ProgressLog,
     make_gpu_spawner,
     provide_storage_class,
@@ -345,14 +346,6 @@ def granted(request: AuditedRequest, rules) -> bool:
     return False
 
 
-def requests_since(log: Path, line: int, user: str, folder: Path) -> list[AuditedRequest]:
-    """The requests of ``user`` the audit log has from its ``line``-th line on."""
-    lines = log.read_text().splitlines()[line:] if log.exists() else []
-    tail = folder / "audit-since.log"
-    tail.write_text("".join(f"{text}\n" for text in lines if text.endswith("}")))
-    return audited_requests(tail, user)
-
-
 async def a_class_server_starts_restarts_and_stops(k8s_api, tmp_path: Path) -> None:
     """A student's server with a share and a home claim (z2jh's default dynamic storage):
     start with progress and events, a hub restart (state, reflectors, pool from pods),
@@ -452,8 +445,7 @@ async def test_every_request_of_the_hubs_code_paths_is_granted_by_the_shipped_rb
     documents = chart_hub_rbac(k8s_controls.plane.bin / "helm", hub.namespace)
     documents += rbac_documents(HUB_RBAC, hub.namespace)
     rules = list(grants_to(hub.name, hub.namespace, documents))
-    log = k8s_controls.plane.audit_log
-    first_line = len(log.read_text().splitlines()) if log.exists() else 0
+    audit = AuditTail(k8s_controls.plane.audit_log, hub.user)
 
     # When the hub lands a server from the Kueue queue (on a GPU node it adds), starts,
     # restarts and stops a server with its home claim, makes DRA templates and shows the
@@ -466,7 +458,7 @@ async def test_every_request_of_the_hubs_code_paths_is_granted_by_the_shipped_rb
     await KubeSpawner._stop_all_reflectors()
 
     def made() -> list[AuditedRequest]:
-        found = requests_since(log, first_line, hub.user, tmp_path)
+        found = audit.requests()
         watched = {r.resource for r in found if r.verb == "watch"}
         return found if {"pods", "events"} <= watched else []
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from traitlets.config import Config
 from gpuspawner.kubernetes import GPUSpawner
 
 from . import course_catalogs
+from .cluster.control_plane import AuditedRequest, audited_requests
 from .hub_users import HubUser
 
 S = TypeVar("S", bound=KubeSpawner)
@@ -164,3 +166,25 @@ async def provide_storage_class(admin: client.ApiClient, name: str) -> None:
             "volumeBindingMode": "WaitForFirstConsumer",
         }
     )
+
+
+class AuditTail:
+    """The requests ``user`` makes from now on, as the API server's audit log writes them
+    (``ControlPlaneCluster.plane.audit_log``): what one test's hub asked the cluster for,
+    whatever ran before it in the session."""
+
+    def __init__(self, log: Path, user: str) -> None:
+        self.log = log
+        self.user = user
+        self.start = len(self._lines())
+
+    def _lines(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def requests(self) -> list[AuditedRequest]:
+        # Whole lines only: the API server may be writing the last one.
+        lines = [line for line in self._lines()[self.start :] if line.endswith("}")]
+        with tempfile.NamedTemporaryFile("w", suffix=".log") as tail:
+            tail.write("".join(f"{line}\n" for line in lines))
+            tail.flush()
+            return audited_requests(Path(tail.name), self.user)
