@@ -1,4 +1,4 @@
-"""GPUSpawner on the emulated cluster with a weekly GPU-hour budget: the student's server
+"""GPUSpawner on the real control plane with a weekly GPU-hour budget: the student's server
 is recorded from the moment its spawner has started it until it stops, the spawn card shows what
 is left, and the next start past the budget is refused with a sentence before any pod."""
 

@@ -1,6 +1,6 @@
-"""GPUSpawner on the emulated cluster: a class starting at once, a hub restart, refusals.
+"""GPUSpawner on the real control plane: a class starting at once, a hub restart, refusals.
 
-The spawners run in this test process against the emulator over real HTTP, as
+The spawners run in this test process with the hub's identity, as
 KubeSpawner's own cluster tests do; JupyterHub's part (waiting for the server's
 HTTP endpoint) is not exercised here.
 """

@@ -1,4 +1,4 @@
-"""GPUSpawner on the emulated cluster: the environment a student picks is the pod's image.
+"""GPUSpawner on the real control plane: the environment a student picks is the pod's image.
 
 A course offers two images; the pick is checked against what the course offers and against
 the CUDA version GPU Feature Discovery reports for the node, before any pod is created.

@@ -1,6 +1,6 @@
 """The pod GPUSpawner asks for, per sharing back end, equals a literal expected manifest.
 
-"1/4 GPU, 10 GiB, compute 25 to 100 percent" and "one whole GPU" on an emulated node with
+"1/4 GPU, 10 GiB, compute 25 to 100 percent" and "one whole GPU" on a test node with
 an A100 80GB (GPU feature discovery labels), rendered into the pod KubeSpawner creates.
 """
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("kubespawner_env")
 async def test_gpuspawner_applies_the_grant_without_deciding_again(
     tmp_path, monkeypatch, k8s_controls
 ):
-    # Given ana's class server granted on the emulated cluster's GPUs
+    # Given ana's class server granted on the test cluster's GPUs
     k8s_controls.add_gpu_nodes(1, gpu_count=2)
     GPUSpawner._inventories.clear()
     spawner = make_gpu_spawner("ana", write_class_catalog(tmp_path / "c.yaml", ["ana"]))
