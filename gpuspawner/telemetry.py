@@ -1,18 +1,31 @@
-"""What each GPU is doing now (utilisation, memory, temperature) and who holds its slices.
+"""What each GPU is doing now (utilisation, memory, temperature), and each process on it.
 
 On one machine readings come from NVML (:class:`NVMLTelemetry`) or, in demos and tests,
-from a JSON file a test writes (:class:`SimulatedTelemetry`); on Kubernetes the DCGM
-exporter publishes them and Prometheus joins them to holders (see
-``hub_config/monitoring/``). :func:`holders_of` joins readings to the allocations of the
-capacity pool, for metrics and for GPU-aware reclaim.
+from a JSON file a test writes (:class:`SimulatedTelemetry`); on Kubernetes from the DCGM
+exporter and HAMi's monitor through Prometheus (:mod:`gpuspawner.prometheus_telemetry`).
+:func:`holders_of` joins readings to the allocations of the capacity pool;
+:mod:`gpuspawner.holder_use` turns them into each holder's own use, for the metrics, the
+GPU map and GPU-aware reclaim.
+
+A reading may list the processes on its GPU (:class:`ProcessReading`: NVML's
+``nvmlDeviceGetComputeRunningProcesses`` and ``nvmlDeviceGetProcessUtilization``). NVML
+names them by pid, which may belong to another PID namespace than the reader's (a
+container); :mod:`gpuspawner.process_owners` finds the server or job a visible pid
+belongs to, and says why when it cannot.
 
 Pure apart from reading NVML or the file: imports neither JupyterHub nor Kubernetes.
 
-The simulated readings file::
+The simulated readings file (``processes`` is optional: without it, only the device-wide
+numbers are known; a process names its ``pid``, or, in tests and demos where no real
+process runs, the ``holder`` it belongs to: the allocation key)::
 
     {"devices": [{"uuid": "sim-0", "index": 0, "utilization_pct": 35.0,
                   "memory_used_mib": 4096, "memory_total_mib": 24576,
-                  "temperature_c": 61.0}]}
+                  "temperature_c": 61.0,
+                  "processes": [{"pid": 4242, "utilization_pct": 35.0,
+                                 "memory_used_mib": 1200},
+                                {"holder": "server:ana/", "utilization_pct": 0,
+                                 "memory_used_mib": 900}]}]}
 """
 
 from __future__ import annotations
@@ -23,11 +36,31 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from .policy.capacity import Allocation, CapacityPool
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProcessReading:
+    """One process (or, on Kubernetes, one pod) using a GPU, at one instant."""
+
+    pid: int | None
+    """As NVML reports it: possibly a pid of another PID namespace. None for a pod."""
+    utilization_pct: float | None
+    """The highest SM utilisation NVML sampled for it since the last reading (0 when it
+    ran no kernel then); None when unknown."""
+    memory_used_mib: int | None
+    """GPU memory it holds; None when the driver does not say."""
+    holder: str | None = None
+    """The allocation key of the server or job it belongs to, once attributed."""
+    unattributed: str | None = None
+    """Why it belongs to no known holder (a sentence), when attribution failed."""
+    device_wide: str | None = None
+    """Set when the number is the whole GPU's rather than this holder's (an exporter that
+    gives every pod of a time-shared GPU the GPU's numbers): why, in a sentence."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +74,11 @@ class DeviceReading:
     memory_used_mib: int
     memory_total_mib: int
     temperature_c: float
+    processes: tuple[ProcessReading, ...] | None = None
+    """The processes on the GPU; None when per-process readings are not available (then
+    only the device-wide numbers are known), empty when none runs."""
+    no_processes_because: str | None = None
+    """When ``processes`` is None: why, in a sentence (NVML's answer, say)."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +123,17 @@ class DeviceTelemetry(Protocol):
 
 
 class NVMLTelemetry:
-    """Readings from NVML (nvidia-ml-py); no driver or no GPU gives none (logged once)."""
+    """Readings from NVML (nvidia-ml-py); no driver or no GPU gives none (logged once).
+
+    Each reading lists the compute processes on its GPU with their memory and their SM
+    utilisation since the previous reading (NVML keeps recent samples per process; the
+    highest one counts, so a short burst of work is not missed between two readings).
+    """
 
     def __init__(self) -> None:
         self._told = False
+        self._last_sample: dict[str, int] = {}
+        """Per GPU, the timestamp (µs) of the newest process sample already read."""
 
     def _tell_once(self, message: str, *args: object) -> None:
         if not self._told:
@@ -110,11 +155,12 @@ class NVMLTelemetry:
             readings = []
             for index in range(pynvml.nvmlDeviceGetCount()):
                 handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-                uuid = pynvml.nvmlDeviceGetUUID(handle)
+                uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
                 memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                processes, because = self._processes(pynvml, handle, uuid)
                 readings.append(
                     DeviceReading(
-                        uuid=uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+                        uuid=uuid,
                         index=index,
                         utilization_pct=float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
                         memory_used_mib=int(memory.used // 1024**2),
@@ -122,6 +168,8 @@ class NVMLTelemetry:
                         temperature_c=float(
                             pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
                         ),
+                        processes=processes,
+                        no_processes_because=because,
                     )
                 )
             return readings
@@ -130,6 +178,55 @@ class NVMLTelemetry:
             return []
         finally:
             pynvml.nvmlShutdown()
+
+    def _processes(
+        self, pynvml: Any, handle: Any, uuid: str
+    ) -> tuple[tuple[ProcessReading, ...] | None, str | None]:
+        """The compute processes on one GPU, or None and why NVML could not say."""
+        try:
+            running = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except pynvml.NVMLError as error:
+            return None, f"NVML does not list the processes on this GPU ({error})"
+        try:
+            samples = pynvml.nvmlDeviceGetProcessUtilization(handle, self._last_sample.get(uuid, 0))
+        except pynvml.NVMLError as error:
+            # NOT_FOUND: no process ran a kernel since the last reading (so each is at 0).
+            # Some builds answer SUCCESS with no samples through the same path.
+            if getattr(error, "value", None) not in (
+                pynvml.NVML_ERROR_NOT_FOUND,
+                pynvml.NVML_SUCCESS,
+            ):
+                return None, f"NVML gives no per-process utilisation on this GPU ({error})"
+            samples = []
+        return process_readings(running, samples, self._last_sample, uuid), None
+
+
+def process_readings(
+    running: Iterable[Any], samples: Iterable[Any], last_sample: dict[str, int], uuid: str
+) -> tuple[ProcessReading, ...]:
+    """NVML's running processes (``pid``, ``usedGpuMemory`` in bytes or None) joined to its
+    utilisation samples (``pid``, ``timeStamp`` in µs, ``smUtil`` in percent): the highest
+    sample of each process, 0 for a process without one. Records the newest timestamp in
+    ``last_sample[uuid]``, so the next reading asks only for newer samples."""
+    highest: dict[int, float] = {}
+    for sample in samples:
+        pid = int(sample.pid)
+        highest[pid] = max(highest.get(pid, 0.0), float(sample.smUtil))
+        last_sample[uuid] = max(last_sample.get(uuid, 0), int(sample.timeStamp))
+    found: dict[int, ProcessReading] = {}
+    for process in running:
+        pid = int(process.pid)
+        used = process.usedGpuMemory
+        memory = None if used is None else int(used // 1024**2)
+        previous = found.get(pid)  # one process may hold several contexts on one GPU
+        if previous is not None and previous.memory_used_mib is not None and memory is not None:
+            memory += previous.memory_used_mib
+        found[pid] = ProcessReading(pid, highest.get(pid, 0.0), memory)
+    return tuple(found[pid] for pid in sorted(found))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class SimulatedTelemetry:
@@ -189,6 +286,7 @@ def parse_readings(data: object) -> list[DeviceReading]:
                     memory_used_mib=int(item["memory_used_mib"]),
                     memory_total_mib=int(item["memory_total_mib"]),
                     temperature_c=float(item["temperature_c"]),
+                    processes=_parse_processes(item.get("processes"), number),
                 )
             )
         except KeyError as missing:
@@ -196,12 +294,63 @@ def parse_readings(data: object) -> list[DeviceReading]:
     return readings
 
 
+def _parse_processes(items: object, device: int) -> tuple[ProcessReading, ...] | None:
+    if items is None:
+        return None
+    if not isinstance(items, list):
+        raise ValueError(f'device #{device + 1}: "processes" must be a list')
+    found = []
+    for number, item in enumerate(items):
+        where = f"device #{device + 1}, process #{number + 1}"
+        if not isinstance(item, Mapping) or ("pid" in item) == ("holder" in item):
+            raise ValueError(
+                f'{where} must be an object with either a "pid" or a "holder" '
+                '(an allocation key such as "server:ana/")'
+            )
+        found.append(
+            ProcessReading(
+                pid=int(item["pid"]) if "pid" in item else None,
+                utilization_pct=_float(item.get("utilization_pct")),
+                memory_used_mib=_int(item.get("memory_used_mib")),
+                holder=str(item["holder"]) if "holder" in item else None,
+            )
+        )
+    return tuple(found)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def write_readings(path: str | Path, readings: Iterable[DeviceReading]) -> None:
     """Write ``readings`` as the simulated file (atomically: a reader never sees half)."""
     path = Path(path)
-    payload = {"devices": [reading.__dict__ for reading in readings]}
+    devices = []
+    for reading in readings:
+        item: dict[str, Any] = {
+            "uuid": reading.uuid,
+            "index": reading.index,
+            "utilization_pct": reading.utilization_pct,
+            "memory_used_mib": reading.memory_used_mib,
+            "memory_total_mib": reading.memory_total_mib,
+            "temperature_c": reading.temperature_c,
+        }
+        if reading.processes is not None:
+            item["processes"] = [
+                {
+                    **({"pid": p.pid} if p.holder is None else {"holder": p.holder}),
+                    "utilization_pct": p.utilization_pct,
+                    "memory_used_mib": p.memory_used_mib,
+                }
+                for p in reading.processes
+            ]
+        devices.append(item)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(payload, indent=1))
+    temporary.write_text(json.dumps({"devices": devices}, indent=1))
     temporary.replace(path)
 
 

@@ -166,15 +166,18 @@ def gpu_inputs(args: argparse.Namespace) -> dict:
                 "reclaimed for idleness."
             )
         return {}
+    from gpuspawner.process_owners import ledger_telemetry
     from gpuspawner.telemetry import telemetry_from_config
 
     from .reclaim import ledger_allocations
 
     path = args.allocation_ledger
-    return {
-        "telemetry": telemetry_from_config(args.gpu_readings),
-        "allocations": lambda: ledger_allocations(path),
-    }
+    # Each GPU process is attributed to the server or job whose cgroup or process tree it
+    # runs in, so a shared GPU's idle holders are told from its busy one.
+    telemetry = ledger_telemetry(
+        telemetry_from_config(args.gpu_readings), path, simulated=bool(args.gpu_readings)
+    )
+    return {"telemetry": telemetry, "allocations": lambda: ledger_allocations(path)}
 
 
 def usage_record(url: str | None) -> UsageStore | None:

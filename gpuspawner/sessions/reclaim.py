@@ -25,10 +25,14 @@ GPU is busy again) is withdrawn. "I'm still using it" (``keep_once``) works once
 server start, for ``idle`` and ``unopened-prewarm``: it restarts the idle clock and
 counts the server as opened. An expired grant and the end of class cannot be kept off.
 
-Utilisation is per device: NVML reports how busy a GPU is, not each process's part of
-it, so a share counts as busy whenever its device is (a slice next to a busy one is
-never reclaimed for idleness). A server whose device has no reading counts as busy:
-no telemetry never reclaims anyone.
+Utilisation is per holder where it can be told (:mod:`gpuspawner.holder_use`): each
+server's own processes on its GPU (NVML's per-process readings attributed through the
+server's cgroup or process tree on one machine; the exporters' per-pod series on
+Kubernetes), so three idle students are reclaimed next to a busy fourth on one card.
+Where it cannot (no per-process readings, or a process on the GPU that belongs to no
+known server or job), the device's utilisation stands in: a share then counts as busy
+whenever its GPU is. A server whose device has no reading counts as busy: no telemetry
+never reclaims anyone.
 """
 
 from __future__ import annotations
@@ -39,11 +43,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from gpuspawner.holder_use import use_by_holder, use_of_servers
 from gpuspawner.policy import Catalog
 from gpuspawner.policy.capacity import Allocation, CapacityPool
 from gpuspawner.policy.catalog import CourseReclaimPolicy, ReclaimPolicy, ResearchAllocation
 from gpuspawner.policy.instructors import profile_of
-from gpuspawner.telemetry import DeviceReading, holders_of
+from gpuspawner.telemetry import DeviceReading
 
 from .hub_time import parse_hub_time
 
@@ -255,21 +260,16 @@ def observe(
 def utilisation_by_server(
     readings: Sequence[DeviceReading], allocations: CapacityPool | Iterable[Allocation]
 ) -> dict[str, float]:
-    """The highest utilisation of the devices each server holds a slice of, by allocation key.
+    """Each server's utilisation of its share, by allocation key: its own where the
+    readings' processes are attributed to holders, its device's otherwise
+    (:func:`gpuspawner.holder_use.use_by_holder`).
 
     ``allocations``: on one machine the allocation ledger's (:func:`ledger_allocations`),
-    on Kubernetes those recorded on the pods
-    (:func:`gpuspawner.allocation_record.allocations_from_pods`), whose device ids
-    (``<node>/<index>``) the readings must then carry as their ``uuid``.
+    with readings attributed to the ledger's holders
+    (:func:`gpuspawner.process_owners.ledger_telemetry`); on Kubernetes the readings'
+    per-pod series name their holders (:mod:`gpuspawner.prometheus_telemetry`).
     """
-    levels: dict[str, float] = {}
-    by_uuid = {reading.uuid: reading for reading in readings}
-    for uuid, holders in holders_of(readings, allocations).items():
-        for holder in holders:
-            if holder.kind == "server":
-                level = by_uuid[uuid].utilization_pct
-                levels[holder.key] = max(level, levels.get(holder.key, 0.0))
-    return levels
+    return use_of_servers(use_by_holder(readings, allocations))
 
 
 def ledger_allocations(path: str) -> list[Allocation]:

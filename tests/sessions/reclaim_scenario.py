@@ -34,7 +34,7 @@ courses:
   - id: ml101
     title: Machine Learning 101
     instructors: [prof]
-    enrolment: {users: [alice, bob, carol]}
+    enrolment: {users: [alice, bob, carol, dave]}
     gpu: {fraction: 1/4}
     schedule:
       term: {first_day: 2025-02-17, last_day: 2025-06-01}

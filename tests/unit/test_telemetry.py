@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from fractions import Fraction
+from types import SimpleNamespace
 
 from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
@@ -13,8 +14,10 @@ from gpuspawner.telemetry import (
     DeviceReading,
     Holder,
     NVMLTelemetry,
+    ProcessReading,
     SimulatedTelemetry,
     holders_of,
+    process_readings,
     telemetry_from_config,
     write_readings,
 )
@@ -139,3 +142,115 @@ def test_the_admission_reads_the_file_its_telemetry_path_names(tmp_path):
     assert [r.temperature_c for r in admission.device_telemetry().read()] == [80]
     admission.telemetry_path = ""
     assert isinstance(admission.device_telemetry(), NVMLTelemetry)
+
+
+# -- per-process readings ----------------------------------------------------------------
+
+
+def test_a_simulated_file_carries_each_gpus_processes(tmp_path):
+    # Given a demo's readings: a process by pid, and one by the holder it stands for
+    path = tmp_path / "readings.json"
+    processes = (
+        ProcessReading(4242, 35.0, 1200),
+        ProcessReading(None, 0.0, 900, holder="server:ana/"),
+    )
+    write_readings(path, [DeviceReading("sim-0", 0, 35.0, 2100, 24 * GIB, 50.0, processes)])
+
+    # Then they read back as written; a GPU without "processes" has no per-process readings
+    [read] = SimulatedTelemetry(path).read()
+    assert read.processes == processes
+    write_readings(path, [reading("sim-0", 0)])
+    assert SimulatedTelemetry(path).read()[0].processes is None
+
+
+def test_a_process_must_name_a_pid_or_a_holder(tmp_path, caplog):
+    path = tmp_path / "readings.json"
+    device = {
+        "uuid": "sim-0",
+        "index": 0,
+        "utilization_pct": 1,
+        "memory_used_mib": 1,
+        "memory_total_mib": 24576,
+        "temperature_c": 40,
+    }
+    path.write_text(json.dumps({"devices": [{**device, "processes": [{"utilization_pct": 5}]}]}))
+    with caplog.at_level(logging.ERROR, logger="gpuspawner.telemetry"):
+        assert SimulatedTelemetry(path).read() == []
+    assert (
+        'device #1, process #1 must be an object with either a "pid" or a "holder"' in caplog.text
+    )
+
+
+def nvml_process(pid: int, used: int | None) -> SimpleNamespace:
+    return SimpleNamespace(pid=pid, usedGpuMemory=used)
+
+
+def nvml_sample(pid: int, stamp: int, sm: int) -> SimpleNamespace:
+    return SimpleNamespace(pid=pid, timeStamp=stamp, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+
+
+def test_each_process_gets_its_highest_sample_since_the_last_reading():
+    # Given NVML's running processes on a GPU and its utilisation samples
+    running = [nvml_process(20, 3 * 2**30), nvml_process(10, 2**30), nvml_process(30, None)]
+    samples = [nvml_sample(10, 1_000, 30), nvml_sample(10, 2_000, 60), nvml_sample(99, 3_000, 5)]
+    last: dict[str, int] = {}
+
+    # When they are joined
+    processes = process_readings(running, samples, last, "GPU-1")
+
+    # Then each process has its highest sample (0 without one), its memory in MiB (None
+    # where the driver does not say); a sample of a process no longer running is dropped;
+    assert processes == (
+        ProcessReading(10, 60.0, 1024),
+        ProcessReading(20, 0.0, 3072),
+        ProcessReading(30, 0.0, None),
+    )
+    # and the next reading asks only for samples newer than the newest one seen.
+    assert last == {"GPU-1": 3_000}
+
+
+class FakeNVMLError(Exception):
+    def __init__(self, value: int):
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+def fake_pynvml(*, processes=None, samples=None) -> SimpleNamespace:
+    """NVML's per-process calls answering with ``processes``/``samples``, or raising the
+    error code given instead."""
+
+    def answer(value):
+        def call(*args):
+            if isinstance(value, int):
+                raise FakeNVMLError(value)
+            return value
+
+        return call
+
+    return SimpleNamespace(
+        NVMLError=FakeNVMLError,
+        NVML_SUCCESS=0,
+        NVML_ERROR_NOT_SUPPORTED=3,
+        NVML_ERROR_NOT_FOUND=6,
+        nvmlDeviceGetComputeRunningProcesses=answer(processes),
+        nvmlDeviceGetProcessUtilization=answer(samples),
+    )
+
+
+def test_nvml_without_new_samples_reads_every_process_as_idle():
+    # NVML answers NOT_FOUND when no process ran a kernel since the last timestamp
+    nvml = fake_pynvml(processes=[nvml_process(10, 2**30)], samples=6)
+    processes, because = NVMLTelemetry()._processes(nvml, "handle", "GPU-1")
+    assert processes == (ProcessReading(10, 0.0, 1024),) and because is None
+
+
+def test_a_gpu_without_per_process_utilisation_says_why():
+    nvml = fake_pynvml(processes=[nvml_process(10, 2**30)], samples=3)
+    processes, because = NVMLTelemetry()._processes(nvml, "handle", "GPU-1")
+    assert processes is None
+    assert because == "NVML gives no per-process utilisation on this GPU (NVML error 3)"
+
+    nvml = fake_pynvml(processes=3, samples=[])
+    processes, because = NVMLTelemetry()._processes(nvml, "handle", "GPU-1")
+    assert processes is None
+    assert because == "NVML does not list the processes on this GPU (NVML error 3)"

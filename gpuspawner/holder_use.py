@@ -1,0 +1,128 @@
+"""How much of its GPU each server and job uses: readings joined to the slices' holders.
+
+On a shared GPU the device's utilisation says nothing about one holder: with four students
+at 1/4 of a card, one busy student makes the card busy for all four. So each holder's use
+is the sum of its own processes (NVML's per-process readings attributed by
+:mod:`gpuspawner.process_owners`; on Kubernetes the exporters' per-pod series,
+:mod:`gpuspawner.prometheus_telemetry`), and a holder of a GPU whose processes are all
+known but none of them its own uses nothing of it.
+
+Where that cannot be told (no per-process readings, or a process on the GPU that belongs
+to no known holder, such as a pid of another PID namespace), the holders of that GPU get
+the device's numbers, marked device-wide with the reason (:attr:`HolderUse.device_wide`):
+for reclaim that is the cautious answer (a share counts as idle only when its whole GPU
+is), and the metrics, the GPU map and the usage report say so.
+
+Pure: readings and allocations in, :class:`HolderUse` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .policy.capacity import Allocation, CapacityPool
+from .telemetry import DeviceReading, ProcessReading, holders_of
+
+MEASURED_HOLDER = "holder"
+MEASURED_DEVICE = "device"
+
+
+@dataclass(frozen=True)
+class HolderUse:
+    """What one server or job uses of the GPUs it holds slices of."""
+
+    key: str
+    """The allocation key: ``server:<user>/<server name>`` or ``job:<id>``."""
+    utilization_pct: float
+    """Its SM utilisation, in percent of a GPU (the highest over its GPUs)."""
+    memory_used_mib: int | None
+    """GPU memory it holds (summed over its GPUs); None when the driver does not say."""
+    device_wide: str | None = None
+    """None when measured for this holder; else why the GPU's own numbers stand in."""
+
+    @property
+    def measured(self) -> str:
+        """``holder`` or ``device``: the label metrics and the map's JSON carry."""
+        return MEASURED_DEVICE if self.device_wide else MEASURED_HOLDER
+
+
+def use_by_holder(
+    readings: Sequence[DeviceReading], allocations: CapacityPool | Iterable[Allocation]
+) -> dict[str, HolderUse]:
+    """Each holder's use, by allocation key, for the holders of the read GPUs.
+
+    A holder on a GPU without a reading is absent (nothing is known of it). A process
+    that names its holder directly (a pod's series on Kubernetes, whose devices the pool
+    names otherwise) counts for that holder even when the pool does not place it on the
+    reading's GPU.
+    """
+    parts: dict[str, list[HolderUse]] = {}
+    for reading in readings:
+        for use in _device_uses(reading, holders_of([reading], allocations)[reading.uuid]):
+            parts.setdefault(use.key, []).append(use)
+    return {key: _combined(key, uses) for key, uses in sorted(parts.items())}
+
+
+def _device_uses(reading: DeviceReading, holders: Sequence) -> list[HolderUse]:
+    keys = [holder.key for holder in holders]
+    if reading.processes is None:
+        why = reading.no_processes_because or "there are no per-process readings for this GPU"
+        return [_device_wide(reading, key, why) for key in keys]
+    own: dict[str, list[ProcessReading]] = {key: [] for key in keys}
+    shared: dict[str, str] = {}
+    for process in reading.processes:
+        problem = _unattributable(process, keys)
+        if problem is not None:
+            return [_device_wide(reading, key, problem) for key in keys]
+        assert process.holder is not None
+        own.setdefault(process.holder, []).append(process)
+        if process.device_wide:
+            shared.setdefault(process.holder, process.device_wide)
+    uses = []
+    for key, processes in own.items():
+        if key in shared:
+            uses.append(_device_wide(reading, key, shared[key]))
+            continue
+        memory = [p.memory_used_mib for p in processes]
+        uses.append(
+            HolderUse(
+                key,
+                min(100.0, sum(p.utilization_pct or 0.0 for p in processes)),
+                None if None in memory else sum(m for m in memory if m is not None),
+            )
+        )
+    return uses
+
+
+def _unattributable(process: ProcessReading, keys: Sequence[str]) -> str | None:
+    """Why ``process`` cannot be counted for one of this GPU's holders, or None."""
+    if process.holder is None:
+        return process.unattributed or (
+            f"process {process.pid} on this GPU was not matched to a server or job"
+        )
+    if keys and process.holder not in keys:
+        return (
+            f"process {process.pid} belongs to {process.holder}, which holds no slice of this GPU"
+        )
+    return None
+
+
+def _device_wide(reading: DeviceReading, key: str, why: str) -> HolderUse:
+    return HolderUse(key, reading.utilization_pct, reading.memory_used_mib, why)
+
+
+def _combined(key: str, uses: list[HolderUse]) -> HolderUse:
+    """One holder's use over the GPUs it holds: the busiest, the memory summed."""
+    memory = [use.memory_used_mib for use in uses]
+    return HolderUse(
+        key,
+        max(use.utilization_pct for use in uses),
+        None if None in memory else sum(m for m in memory if m is not None),
+        next((use.device_wide for use in uses if use.device_wide), None),
+    )
+
+
+def use_of_servers(uses: Mapping[str, HolderUse]) -> dict[str, float]:
+    """The utilisation of each server's share, by allocation key (reclaim reads this)."""
+    return {key: use.utilization_pct for key, use in uses.items() if key.startswith("server:")}
