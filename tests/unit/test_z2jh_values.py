@@ -1,26 +1,25 @@
 """The Zero to JupyterHub values deploy the whole hub (issue 12, item 1).
 
-Checked against the real chart, z2jh 4.4.0, without a cluster or helm: its values schema,
-its defaults (merged with ours as helm merges them) and its own hub configuration
-(``hub-files/jupyterhub_config.py``), run with our values as the hub pod runs it. The chart's
+Checked against the real chart, z2jh 4.4.0: its values schema, its defaults (merged with
+ours as helm merges them), its own hub configuration (``hub-files/jupyterhub_config.py``),
+run with our values as the hub pod runs it, and its templates rendered by helm. The chart's
 files are the reference copy in ``../shared/reference/z2jh`` (or ``$Z2JH_CHART_DIR``); the
-job service's manifests are checked against Kubernetes' OpenAPI schemas (1.32 to 1.34).
+job service and the usage database are this folder's own chart (``Chart.yaml``), rendered
+by helm and checked against Kubernetes' OpenAPI schemas (1.32 to 1.34). What only a cluster
+shows (Pod Security, RBAC, the API server's own checks) is in tests/k8s/test_values_*.py.
 """
 
 from __future__ import annotations
 
-import copy
-import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jsonschema
 import pytest
 import yaml
-from tornado.httpclient import AsyncHTTPClient
-from traitlets.config import Config, PyFileConfigLoader
+from traitlets.config import Config
 
 import gpuspawner.policy
 from gpuspawner.kubernetes import GPUSpawner
@@ -30,59 +29,43 @@ from gpuspawner.sessions.registration import with_reclaim_access
 from jupyter_to_job.hub import job_server_token_scopes, job_service_roles, job_service_url
 from jupyter_to_job.scopes import hub_custom_scopes
 from jupyter_to_job.service.app import JobServiceApp
-from tests.support.k8s_spawners import without_a_hub
-
-ROOT = Path(__file__).resolve().parents[2]
-K8S = ROOT / "hub_config" / "kubernetes"
-IMAGES = K8S / "images"
-DEMO_CATALOG = ROOT / "hub_config" / "local" / "catalog.yaml"
-Z2JH = Path(os.environ.get("Z2JH_CHART_DIR") or ROOT.parent / "shared" / "reference" / "z2jh")
-
-pytestmark = pytest.mark.skipif(
-    not (Z2JH / "values.schema.yaml").is_file(),
-    reason=f"the z2jh 4.4.0 chart files are not at {Z2JH} (set Z2JH_CHART_DIR)",
+from tests.support.z2jh_chart import (
+    ADMIN_IMAGES,
+    CHART_SECRETS,
+    DEMO_CATALOG,
+    IMAGES,
+    JOB_SERVICE,
+    K8S,
+    ROOT,
+    SESSIONS_SERVICE,
+    Z2JH,
+    ChartHub,
+    HelmRefused,
+    catalog_mount_path,
+    granted_to,
+    helm_merge,
+    job_service_config_file,
+    job_service_environment,
+    load_yaml,
+    manifests,
+    one,
+    render_campus,
+    render_z2jh,
+    secret_stand_in,
+    services_by_name,
+    shipped_values,
+    z2jh_missing,
 )
+
+pytestmark = pytest.mark.skipif(z2jh_missing() is not None, reason=z2jh_missing() or "")
 
 OVERLAYS = sorted((K8S / "backends").glob("*.yaml")) + [
     K8S / "sso.yaml",
     K8S / "experimental-zone.yaml",
 ]
 KUBERNETES_VERSIONS = ["1.32.0", "1.33.0", "1.34.0"]
-JOB_SERVICE = "jupyter-to-job"
-SESSIONS_SERVICE = "course-sessions"
 # The chart's own idle culler (cull.enabled, its default) stays on: idle servers free GPUs.
 CULLER = "jupyterhub-idle-culler"
-
-
-# -- helm, as far as these tests need it ---------------------------------------------------
-
-
-def helm_merge(defaults: Any, override: Any) -> Any:
-    """Values as helm merges them: maps key by key, anything else replaced, and a key set
-    to null in the override removed."""
-    if not (isinstance(defaults, dict) and isinstance(override, dict)):
-        return copy.deepcopy(override)
-    merged = copy.deepcopy(defaults)
-    for key, value in override.items():
-        if value is None:
-            merged.pop(key, None)
-        elif key in merged:
-            merged[key] = helm_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
-
-
-def shipped_values(*overlays: Path) -> dict[str, Any]:
-    """The chart's defaults with values.yaml and ``overlays`` over them (``--values`` order)."""
-    values = load_yaml(Z2JH / "values.yaml")
-    for path in (K8S / "values.yaml", *overlays):
-        values = helm_merge(values, load_yaml(path))
-    return values
 
 
 def schema_errors(values: dict[str, Any]) -> list[str]:
@@ -91,111 +74,6 @@ def schema_errors(values: dict[str, Any]) -> list[str]:
         f"{'.'.join(map(str, error.absolute_path))}: {error.message}"
         for error in validator.iter_errors(values)
     ]
-
-
-def manifests(name: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all((K8S / name).read_text()) if doc]
-
-
-def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    [found] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
-    return found
-
-
-# -- the chart's hub configuration, run as the hub pod runs it -------------------------------
-
-# The chart's names ConfigMap (/usr/local/etc/jupyterhub/config/<short name>), as rendered
-# with fullnameOverride: "" (its default): every name is the short name.
-CHART_NAMES = [
-    "hub",
-    "proxy-api",
-    "proxy-public",
-    "image-pull-secret",
-    "singleuser",
-    "user-scheduler",
-    "priority",
-]
-# What the chart puts in the hub Secret besides values.yaml.
-CHART_SECRETS = {
-    "hub.config.JupyterHub.cookie_secret": "c0ffee" * 10,
-    "hub.config.CryptKeeper.keys": "k" * 64,
-    f"hub.services.{JOB_SERVICE}.apiToken": "generated-by-the-chart",
-}
-
-
-def hub_pod_environment(values: dict[str, Any]) -> dict[str, str]:
-    """The hub container's environment: what the chart and Kubernetes set, and a stand-in
-    for each of ``hub.extraEnv`` (a Secret's or the pod's field, as the kubelet fills it)."""
-    environment = {
-        "POD_NAMESPACE": "campus",
-        "HUB_SERVICE_HOST": "10.96.0.10",
-        "HUB_SERVICE_PORT": "8081",
-        "PROXY_API_SERVICE_HOST": "10.96.0.11",
-        "PROXY_API_SERVICE_PORT": "8001",
-        "PROXY_PUBLIC_SERVICE_HOST": "10.96.0.12",
-        "PROXY_PUBLIC_SERVICE_PORT": "80",
-    }
-    for name, spec in values["hub"].get("extraEnv", {}).items():
-        environment[name] = spec if isinstance(spec, str) else f"stand-in-for-{name.lower()}"
-    return environment
-
-
-class ChartHub:
-    """The traitlets Config that z2jh's jupyterhub_config.py makes from some values.
-
-    The chart's files are copied with their one mount point, /usr/local/etc/jupyterhub,
-    moved to a temporary folder that holds what the chart mounts there; ``mounts`` move
-    our own mount points (a ConfigMap's path) for the catalog the configuration loads.
-    """
-
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.tmp_path = tmp_path
-        self.monkeypatch = monkeypatch
-        self.http_clients: list[str] = []
-        self.catalogs_loaded: list[str] = []
-
-    def run(self, values: dict[str, Any], *, mounts: dict[str, Path]) -> Config:
-        etc = self.tmp_path / "usr-local-etc-jupyterhub"
-        hub_files = self.tmp_path / "hub-files"
-        for folder in (etc / "secret", etc / "config", hub_files):
-            folder.mkdir(parents=True, exist_ok=True)
-        for name in ("jupyterhub_config.py", "z2jh.py"):
-            text = (Z2JH / "hub-files" / name).read_text()
-            assert "/usr/local/etc/jupyterhub" in text or name == "jupyterhub_config.py"
-            (hub_files / name).write_text(text.replace("/usr/local/etc/jupyterhub", str(etc)))
-        # The hub Secret: the values (with the Chart and Release the chart adds) and secrets.
-        secret_values = {
-            **values,
-            "Chart": {"Name": "jupyterhub", "Version": "4.4.0"},
-            "Release": {"Name": "campus", "Namespace": "campus", "Service": "Helm"},
-        }
-        (etc / "secret" / "values.yaml").write_text(yaml.safe_dump(secret_values))
-        for key, value in CHART_SECRETS.items():
-            (etc / "secret" / key).write_text(value)
-        for name in CHART_NAMES:
-            (etc / "config" / name).write_text(name)
-
-        for name, value in hub_pod_environment(values).items():
-            self.monkeypatch.setenv(name, value)
-        # The hub image has pycurl; this test needs only to see which client was asked for.
-        self.monkeypatch.setattr(
-            AsyncHTTPClient, "configure", classmethod(lambda cls, impl, **_: self._http(impl))
-        )
-        real_load_catalog = gpuspawner.policy.load_catalog
-
-        def load_mounted_catalog(path: Any, *args: Any, **kwargs: Any) -> Any:
-            self.catalogs_loaded.append(str(path))
-            return real_load_catalog(mounts.get(str(path), path), *args, **kwargs)
-
-        self.monkeypatch.setattr(gpuspawner.policy, "load_catalog", load_mounted_catalog)
-        self.monkeypatch.setattr(sys, "path", list(sys.path))  # the config prepends its folder
-        try:
-            return PyFileConfigLoader("jupyterhub_config.py", path=str(hub_files)).load_config()
-        finally:
-            sys.modules.pop("z2jh", None)  # its values are cached per process
-
-    def _http(self, impl: str) -> None:
-        self.http_clients.append(impl)
 
 
 @pytest.fixture
@@ -210,15 +88,6 @@ def catalog_mount(tmp_path: Path) -> Path:
 @pytest.fixture
 def chart_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ChartHub:
     return ChartHub(tmp_path, monkeypatch)
-
-
-def catalog_mount_path(values: dict[str, Any]) -> str:
-    """Where the hub pod mounts the course-catalog ConfigMap."""
-    [volume] = [v for v in values["hub"]["extraVolumes"] if v.get("configMap")]
-    assert volume["configMap"]["name"] == "course-catalog"
-    [mount] = [m for m in values["hub"]["extraVolumeMounts"] if m["name"] == volume["name"]]
-    assert mount["readOnly"] is True
-    return mount["mountPath"]
 
 
 # -- (a) the chart's schema ------------------------------------------------------------------
@@ -272,13 +141,10 @@ def test_the_hub_spawns_with_gpuspawner_and_the_mounted_catalog(hub_config, char
     assert hub_config.GPUAdmission.sharing_backend == "whole"
     assert chart_hub.catalogs_loaded == [catalog_mount_path(values)]
     # The chart's own settings are still there: KubeSpawner traits, the curl client.
-    assert hub_config.KubeSpawner.image == "registry.example.edu/campus-gpu-hub/user:0.1.0"
+    image = values["singleuser"]["image"]
+    assert hub_config.KubeSpawner.image == f"{image['name']}:{image['tag']}"
     assert hub_config.KubeSpawner.namespace == "campus"
     assert chart_hub.http_clients == ["tornado.curl_httpclient.CurlAsyncHTTPClient"]
-
-
-def services_by_name(config: Config) -> dict[str, dict[str, Any]]:
-    return {service["name"]: service for service in config.JupyterHub.services}
 
 
 def test_the_job_service_and_course_sessions_are_registered(hub_config):
@@ -319,9 +185,19 @@ def test_the_job_service_and_course_sessions_are_registered(hub_config):
     assert sessions["url"] == "http://stand-in-for-pod_ip:8767"
     # It shows the GPU map of the hub's namespace, so it is in the hub's Services menu.
     assert sessions["display"] is True
+    # Its secrets travel in its environment: the pre-warm secret, and the usage database's
+    # URL (with its password) for the course API's GPU-hour reports.
+    password = quote(secret_stand_in("campus-gpu-hub", "usage-db-password"), safe="")
     assert sessions["environment"] == {
-        "GPUSPAWNER_PREWARM_SECRET": "stand-in-for-gpuspawner_prewarm_secret"
+        "GPUSPAWNER_PREWARM_SECRET": secret_stand_in("campus-gpu-hub", "prewarm-secret"),
+        "GPUSPAWNER_SESSIONS_USAGE_DB": (
+            f"postgresql+psycopg://gpuhub:{password}@gpu-usage-db:5432/gpuhub"
+        ),
     }
+    assert (
+        hub_config.GPUAdmission.usage_db_url
+        == sessions["environment"]["GPUSPAWNER_SESSIONS_USAGE_DB"]
+    )
 
 
 def test_the_hub_serves_gpuspawners_pages_with_the_gpu_map_link(hub_config):
@@ -404,35 +280,6 @@ def test_the_course_page_reads_students_jobs_from_the_job_services_kubernetes_se
     assert any(
         peer["podSelector"]["matchLabels"].items() <= hub_pod.items() for peer in rule["from"]
     )
-
-
-@pytest.mark.k8s
-@pytest.mark.usefixtures("kubespawner_env")
-async def test_a_user_pod_gets_no_service_account_token(hub_config, catalog_mount):
-    # Given GPUSpawner configured as the chart configures it (the catalog where mounted)
-    config = copy.deepcopy(hub_config)
-    config.GPUAdmission.catalog_path = str(catalog_mount)
-    config.KubeSpawner.cmd = ["jupyterhub-singleuser"]
-    spawner = without_a_hub(GPUSpawner, "ada", config)
-    # when it makes a user's pod
-    pod = await spawner.get_pod_manifest()
-    # then no token is mounted, whatever the service account
-    assert pod.spec.automount_service_account_token is False
-    assert pod.spec.service_account_name is None
-    assert hub_config.KubeSpawner.automount_service_account_token is False
-
-
-@pytest.mark.k8s
-@pytest.mark.usefixtures("kubespawner_env")
-async def test_without_the_setting_a_user_pod_would_get_a_token(hub_config, catalog_mount):
-    # The check above can fail: with a service account and no setting, KubeSpawner mounts it.
-    config = copy.deepcopy(hub_config)
-    config.GPUAdmission.catalog_path = str(catalog_mount)
-    config.KubeSpawner.cmd = ["jupyterhub-singleuser"]
-    del config.KubeSpawner["automount_service_account_token"]
-    config.KubeSpawner.service_account = "default"
-    pod = await without_a_hub(GPUSpawner, "ada", config).get_pod_manifest()
-    assert pod.spec.automount_service_account_token is None  # the token is mounted
 
 
 def test_single_sign_on_adds_no_second_instructor_role(chart_hub, catalog_mount):
@@ -666,30 +513,33 @@ def test_a_zone_the_hub_pod_does_not_mount_as_servers_do_stops_the_hub(
 # -- the job service: its configuration, its RBAC, its pods ------------------------------------
 
 
-def job_service_config_file(tmp_path: Path, overlay: Path) -> Path:
-    """The job service's config file as its pod sees it: the ConfigMap's file, with the
-    gpu-sharing ConfigMap (made from ``overlay``) at its mount point under ``tmp_path``."""
-    docs = manifests("job-service.yaml")
-    text = one(docs, "ConfigMap", "jupyter-to-job-config")["data"]["jupyter_to_job_config.py"]
-    sharing = tmp_path / "sharing"
-    sharing.mkdir()
-    (sharing / "values.yaml").write_text(overlay.read_text())
-    mount = "/etc/jupyter-to-job/sharing/"
-    assert mount in text
-    path = tmp_path / "jupyter_to_job_config.py"
-    path.write_text(text.replace(mount, f"{sharing}/"))
-    return path
+def job_service(
+    tmp_path: Path, overlay: Path, monkeypatch: pytest.MonkeyPatch, docs: list[dict[str, Any]]
+) -> JobServiceApp:
+    """The job service as its pod starts it: the config of ``docs`` (the rendered chart),
+    the gpu-sharing ConfigMap made from ``overlay``, the Deployment's environment."""
+    for name, value in job_service_environment(docs).items():
+        monkeypatch.setenv(name, value)
+    app = JobServiceApp()
+    config = job_service_config_file(tmp_path, overlay, docs)
+    app.initialize([f"--JobServiceApp.config_file={config}"])
+    return app
 
 
 @pytest.mark.parametrize("overlay", sorted((K8S / "backends").glob("*.yaml")), ids=lambda p: p.stem)
-def test_the_job_service_admits_with_the_hubs_settings(overlay, tmp_path, chart_hub, catalog_mount):
-    # Given the hub installed with a back end, and the job service given the same file
-    values = shipped_values(overlay)
+def test_the_job_service_admits_with_the_hubs_settings(
+    overlay, tmp_path, chart_hub, catalog_mount, monkeypatch
+):
+    # Given the hub installed with a back end and the images an admin pushed, and the job
+    # service installed with the same values and given the same back-end file
+    values = shipped_values(overlay, settings=ADMIN_IMAGES)
     hub = chart_hub.run(values, mounts={catalog_mount_path(values): catalog_mount})
-    app = JobServiceApp()
-    app.initialize([f"--JobServiceApp.config_file={job_service_config_file(tmp_path, overlay)}"])
-    # then both admit with the same catalog and the same sharing back end
+    app = job_service(tmp_path, overlay, monkeypatch, render_campus(overlay))
+    # then both admit with the same catalog and the same sharing back end, and record
+    # GPU-hours in the same usage database (the catalog's budgets count both)
     assert app.config.GPUAdmission == hub.GPUAdmission
+    assert app.admission.usage_db_url == hub.GPUAdmission.usage_db_url
+    assert app.admission.usage_db_url.startswith("postgresql+psycopg://")
     assert app.executor_class.__name__ == "KubernetesExecutor"
     # and jobs run from the user image, with no service account of their own
     assert app.config.KubernetesExecutor.image == hub.KubeSpawner.image
@@ -700,7 +550,7 @@ def test_the_job_service_admits_with_the_hubs_settings(overlay, tmp_path, chart_
 
 
 def test_the_job_services_pod_gets_the_hubs_token_for_it():
-    docs = manifests("job-service.yaml")
+    docs = render_campus()
     deployment = one(docs, "Deployment", JOB_SERVICE)
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
@@ -716,7 +566,7 @@ def test_the_job_services_pod_gets_the_hubs_token_for_it():
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert labels["hub.jupyter.org/network-access-hub"] == "true"
     # It runs from the hub image, which has the [hub] extra.
-    values = shipped_values()
+    values = shipped_values(settings=ADMIN_IMAGES)
     assert container["image"] == f"{values['hub']['image']['name']}:{values['hub']['image']['tag']}"
 
 
@@ -746,28 +596,8 @@ EXECUTOR_REQUESTS = {
 }
 
 
-def granted_to(service_account: str, docs: list[dict[str, Any]]) -> set[tuple[str, ...]]:
-    """What the bindings among ``docs`` grant ``service_account``, rule by rule, expanded."""
-    roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"].endswith("Role")}
-    granted = set()
-    for binding in (d for d in docs if d["kind"].endswith("RoleBinding")):
-        if not any(
-            s["kind"] == "ServiceAccount" and s["name"] == service_account
-            for s in binding["subjects"]
-        ):
-            continue
-        role = roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
-        scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else "namespace"
-        for rule in role["rules"]:
-            for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    for verb in rule["verbs"]:
-                        granted.add((scope, group, resource, verb))
-    return granted
-
-
 def test_the_job_services_rbac_grants_exactly_what_the_executor_does():
-    docs = manifests("job-service.yaml") + manifests("rbac.yaml")
+    docs = render_campus() + manifests("rbac.yaml")
     assert granted_to(JOB_SERVICE, docs) == EXECUTOR_REQUESTS
     # The hub's service account gets none of it: it never creates Jobs.
     assert not any(resource == "jobs" for _, _, resource, _ in granted_to("hub", docs))
@@ -792,13 +622,12 @@ def test_the_table_names_every_resource_the_executor_touches_and_no_other():
     assert used == {resource for _, _, resource, _ in EXECUTOR_REQUESTS}
 
 
-def test_a_job_pod_gets_no_service_account_token(tmp_path):
+def test_a_job_pod_gets_no_service_account_token(tmp_path, monkeypatch):
     from gpuspawner.backends import cpu_only_plan
     from jupyter_to_job.k8s_objects import make_job
 
     overlay = K8S / "backends" / "whole.yaml"
-    app = JobServiceApp()
-    app.initialize([f"--JobServiceApp.config_file={job_service_config_file(tmp_path, overlay)}"])
+    app = job_service(tmp_path, overlay, monkeypatch, render_campus())
     executor = app.config.KubernetesExecutor
     job = make_job(
         job_id="j1",
@@ -812,11 +641,13 @@ def test_a_job_pod_gets_no_service_account_token(tmp_path):
     assert "serviceAccountName" not in pod
 
 
-def test_the_job_services_network_policy_admits_its_callers_and_job_pods_reach_it(tmp_path):
+def test_the_job_services_network_policy_admits_its_callers_and_job_pods_reach_it(
+    tmp_path, monkeypatch
+):
     from gpuspawner.backends import cpu_only_plan
     from jupyter_to_job.k8s_objects import make_job
 
-    docs = manifests("job-service.yaml")
+    docs = render_campus()
     [rule] = one(docs, "NetworkPolicy", JOB_SERVICE)["spec"]["ingress"]
     selectors = [peer["podSelector"]["matchLabels"] for peer in rule["from"]]
 
@@ -826,9 +657,7 @@ def test_the_job_services_network_policy_admits_its_callers_and_job_pods_reach_i
     # Job pods, as the executor labels them, upload their outputs to the Service
     job = make_job(job_id="j1", owner="ada", image="user", plan=cpu_only_plan())
     assert admitted(job["spec"]["template"]["metadata"]["labels"])
-    app = JobServiceApp()
-    overlay = K8S / "backends" / "whole.yaml"
-    app.initialize([f"--JobServiceApp.config_file={job_service_config_file(tmp_path, overlay)}"])
+    app = job_service(tmp_path, K8S / "backends" / "whole.yaml", monkeypatch, docs)
     [port] = one(docs, "Service", JOB_SERVICE)["spec"]["ports"]
     assert app.config.KubernetesExecutor.upload_url == (
         job_service_url(port["port"], host=JOB_SERVICE, name=JOB_SERVICE)
@@ -840,96 +669,6 @@ def test_the_job_services_network_policy_admits_its_callers_and_job_pods_reach_i
     assert admitted({"component": "hub", "app": "jupyterhub"})
     assert not admitted({"component": "autohttps", "app": "jupyterhub"})
     assert not admitted({"component": "user-scheduler", "app": "jupyterhub"})
-
-
-def api_permission(method: str, path: str, query: list[tuple[str, Any]]) -> tuple[str, ...]:
-    """The RBAC (scope, API group, resource, verb) that an API request needs."""
-    parts = path.strip("/").split("/")
-    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-    scope = "cluster"
-    if rest[0] == "namespaces" and len(rest) > 2:
-        scope, rest = "namespace", rest[2:]
-    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
-    verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-    if method == "GET":
-        watch = any(key == "watch" and str(value) == "true" for key, value in query)
-        verb = "watch" if watch else "get" if len(rest) > 1 else "list"
-    else:
-        verb = verbs[method]
-    return scope, group, resource, verb
-
-
-def test_api_permission_reads_requests_as_rbac_does():
-    assert api_permission("GET", "/api/v1/nodes", []) == ("cluster", "", "nodes", "list")
-    pods = "/api/v1/namespaces/campus/pods"
-    assert api_permission("GET", pods, [("watch", "true")])[3] == "watch"
-    assert api_permission("GET", f"{pods}/p/log", [])[2:] == ("pods/log", "get")
-    jobs = "/apis/batch/v1/namespaces/campus/jobs/j"
-    assert api_permission("PATCH", jobs, []) == ("namespace", "batch", "jobs", "patch")
-
-
-@pytest.mark.k8s
-async def test_what_the_executor_sends_to_the_cluster_is_granted(
-    k8s_cluster, k8s_controls, tmp_path, monkeypatch
-):
-    """On the emulator, a job that completes and one that is stopped, and the GPU pool's
-    read: every request the executor makes is one the job service's RBAC allows."""
-    import nbformat
-
-    from jupyter_to_job.executors.kube_client import KubeClient
-    from jupyter_to_job.executors.kubernetes import KubernetesExecutor
-    from jupyter_to_job.manager import JobManager
-    from jupyter_to_job.models import CreateJob, JobStatus
-    from tests.support import eventually
-    from tests.support.job_managers import finished, shut_down
-    from tests.support.k8s_job_pods import JOB_PODS, PodProcesses, k8s_job_config, kill_kernels
-    from tests.support.notebooks import notebook, wait_for_file
-
-    sent: set[tuple[str, ...]] = set()
-    send = KubeClient._send
-
-    async def recorded(self: KubeClient, method: str, path: str, **options: Any) -> Any:
-        sent.add(api_permission(method, path, options.get("query") or []))
-        return await send(self, method, path, **options)
-
-    monkeypatch.setattr(KubeClient, "_send", recorded)
-    pods_dir = tmp_path / "pods"
-    k8s_controls.add_gpu_nodes(1, product="NVIDIA-A100-SXM4-80GB", gpu_count=4)
-    k8s_controls.run_processes(PodProcesses(match=JOB_PODS, workdir=pods_dir))
-    config = k8s_job_config(k8s_cluster.kubeconfig, ttl_seconds_after_finished=60)
-    manager = JobManager(root_dir=str(tmp_path / "jobs"), config=config)
-    await manager.start()
-    try:
-
-        async def submit(nb: Any) -> str:
-            request = CreateJob(input_path="train.ipynb", output_formats=["ipynb"])
-            return (await manager.create("ada", request, notebook=nbformat.writes(nb))).job_id
-
-        done = await finished(manager, await submit(notebook("print('one')")))
-        assert done.status is JobStatus.COMPLETED, done.status_message
-        waiting = await submit(notebook("print('ready')\n" + wait_for_file(tmp_path / "never")))
-        await eventually(
-            lambda: "ready" in manager.read_log(waiting).data, what="the second job to run"
-        )
-        await manager.stop(waiting)
-        stopped = await finished(manager, waiting)
-        assert stopped.status is JobStatus.STOPPED, stopped.status_message
-        await KubernetesExecutor.cluster_pool_reader(config)()
-    finally:
-        await shut_down([manager])
-        kill_kernels(pods_dir)
-
-    granted = granted_to(JOB_SERVICE, manifests("job-service.yaml") + manifests("rbac.yaml"))
-    assert sent - granted == set()
-    # The scenario went the whole way: created, followed, expired, deleted, and the pool.
-    assert {
-        ("namespace", "batch", "jobs", "create"),
-        ("namespace", "", "pods", "watch"),
-        ("namespace", "", "pods/log", "get"),
-        ("namespace", "batch", "jobs", "patch"),
-        ("namespace", "batch", "jobs", "delete"),
-        ("cluster", "", "nodes", "list"),
-    } <= sent
 
 
 # -- (c) the manifests against Kubernetes' OpenAPI schemas -------------------------------------
@@ -945,6 +684,12 @@ def values_snippets() -> list[dict[str, Any]]:
             "kind": "NetworkPolicy",
             "metadata": {"name": "values-hub-ingress"},
             "spec": {"podSelector": {}, "ingress": hub["networkPolicy"]["ingress"]},
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "values-hub-egress"},
+            "spec": {"podSelector": {}, "egress": hub["networkPolicy"]["egress"]},
         },
         {
             "apiVersion": "networking.k8s.io/v1",
@@ -973,7 +718,7 @@ def values_snippets() -> list[dict[str, Any]]:
 
 def all_objects() -> list[tuple[str, dict[str, Any]]]:
     named = [(f"rbac.yaml {d['kind']}", d) for d in manifests("rbac.yaml")]
-    named += [(f"job-service.yaml {d['kind']}", d) for d in manifests("job-service.yaml")]
+    named += [(f"chart {d['kind']} {d['metadata']['name']}", d) for d in render_campus()]
     named += [(f"values.yaml {d['metadata']['name']}", d) for d in values_snippets()]
     return named
 
@@ -1048,15 +793,183 @@ def test_the_extras_the_images_install_exist_and_name_what_each_needs():
     assert any('"${wheel}[hub]"' in step for step in hub_steps), hub_steps
 
 
-def test_servers_and_jobs_run_from_the_user_image(tmp_path):
-    values = shipped_values()
-    image = f"{values['singleuser']['image']['name']}:{values['singleuser']['image']['tag']}"
-    assert values["singleuser"]["image"]["name"].endswith("/campus-gpu-hub/user")
-    app = JobServiceApp()
-    config = job_service_config_file(tmp_path, K8S / "backends" / "whole.yaml")
-    app.initialize([f"--JobServiceApp.config_file={config}"])
-    assert app.config.KubernetesExecutor.image == image
+def test_servers_and_jobs_run_from_the_user_image(tmp_path, monkeypatch, chart_hub, catalog_mount):
+    values = shipped_values(settings=ADMIN_IMAGES)
+    hub = chart_hub.run(values, mounts={catalog_mount_path(values): catalog_mount})
+    assert values["singleuser"]["image"]["name"].endswith("/user")
+    app = job_service(tmp_path, K8S / "backends" / "whole.yaml", monkeypatch, render_campus())
+    assert app.config.KubernetesExecutor.image == hub.KubeSpawner.image
     assert "user.Dockerfile" in (K8S / "values.yaml").read_text()
+
+
+# Where the shipped files name images: a key "image" (a string, or z2jh's name and tag), and
+# the job service's c.KubernetesExecutor.image.
+EXECUTOR_IMAGE = re.compile(r'c\.KubernetesExecutor\.image = "([^"]*)"')
+THE_IMAGES = {
+    "values.yaml": {
+        "hub.image": {"name": "REGISTRY/campus-gpu-hub/hub", "tag": "0.1.0"},
+        "singleuser.image": {"name": "REGISTRY/campus-gpu-hub/user", "tag": "0.1.0"},
+    }
+}
+FROM_THE_VALUES = {
+    "{{ .Values.hub.image.name }}:{{ .Values.hub.image.tag }}",
+    "{{ .Values.singleuser.image.name }}:{{ .Values.singleuser.image.tag }}",
+}
+# Images of others, pinned to a release: PostgreSQL's official image for the usage database.
+PINNED_PUBLIC_IMAGE = re.compile(r"docker\.io/library/postgres:\d+\.\d+")
+
+
+def image_references(value: Any, where: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, reference) of every image named in a parsed YAML document."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if key == "image" and isinstance(item, (str, dict)):
+                found.append((path, item))
+            else:
+                found += image_references(item, path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += image_references(item, f"{where}[{index}]")
+    elif isinstance(value, str):
+        found += [(f"{where} (config)", match) for match in EXECUTOR_IMAGE.findall(value)]
+    return found
+
+
+def shipped_image_references() -> dict[str, dict[str, Any]]:
+    """Every image reference of the shipped files, by file and place."""
+    files = [
+        *sorted(K8S.glob("*.yaml")),
+        *sorted((K8S / "backends").glob("*.yaml")),
+    ]
+    references = {}
+    for path in files:
+        found = {}
+        for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            found.update(
+                (f"{index}:{where}" if index else where, ref)
+                for where, ref in image_references(doc)
+            )
+        if found:
+            references[str(path.relative_to(K8S))] = found
+    return references
+
+
+def test_every_image_is_named_in_one_place_of_the_values():
+    # Given every file an admin installs (values.yaml, the overlays, the job service, the
+    # usage database, RBAC)
+    references = shipped_image_references()
+    # Then the hub's and the servers' images are named once, in values.yaml, and share one
+    # tag (a YAML anchor: one value to change)
+    assert references.pop("values.yaml") == THE_IMAGES["values.yaml"]
+    text = (K8S / "values.yaml").read_text()
+    assert text.count("&release") == 1 and re.search(r"tag: \*release\b", text)
+    # and the job service's Deployment and its jobs read them from there (rendered by the
+    # chart, not written twice)
+    job_service = references.pop("job-service.yaml")
+    assert set(job_service.values()) == FROM_THE_VALUES, job_service
+    # and every other image is someone else's, pinned to a release
+    others = {
+        f"{name} {where}": ref for name, found in references.items() for where, ref in found.items()
+    }
+    assert all(PINNED_PUBLIC_IMAGE.fullmatch(ref) for ref in others.values()), others
+
+
+def edited_values(tmp_path: Path, registry: str, tag: str) -> Path:
+    """values.yaml after an admin put their registry and tag where its comments say (the
+    README's REGISTRY and TAG)."""
+    text = (K8S / "values.yaml").read_text()
+    assert text.count('&release "0.1.0"') == 1
+    edited = text.replace("REGISTRY/", f"{registry}/").replace(
+        '&release "0.1.0"', f'&release "{tag}"'
+    )
+    path = tmp_path / "values.yaml"
+    path.write_text(edited)
+    return path
+
+
+def rendered_images(objects: list[dict[str, Any]]) -> dict[str, str]:
+    """Every image the rendered ``objects`` run or hand on, by object and place."""
+    images = {}
+    for obj in objects:
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        for where, ref in image_references(obj):
+            images[f"{name} {where}"] = ref
+    return images
+
+
+def test_with_the_registry_and_tag_set_once_every_image_comes_from_them(
+    tmp_path, monkeypatch, chart_hub, catalog_mount
+):
+    # Given values.yaml with the admin's registry and tag, set once
+    registry, tag = "registry.campus.test", "2026.2"
+    values_file = edited_values(tmp_path, registry, tag)
+    hub_image = f"{registry}/campus-gpu-hub/hub:{tag}"
+    user_image = f"{registry}/campus-gpu-hub/user:{tag}"
+    # When helm renders the hub (z2jh 4.4.0, as released) and this folder's chart with it
+    campus = render_campus(values_file, images=None)
+    images = rendered_images(render_z2jh(values_file) + campus)
+    # Then the hub and the job service run the hub image, the image pullers pull the user
+    # image, and the job service runs jobs from it
+    ours = {where: ref for where, ref in images.items() if ref.startswith(registry)}
+    pod = "spec.template.spec"
+    assert ours == {
+        f"Deployment/hub {pod}.containers[0].image": hub_image,
+        f"Deployment/jupyter-to-job {pod}.containers[0].image": hub_image,
+        f"DaemonSet/hook-image-puller {pod}.initContainers[0].image": user_image,
+        f"DaemonSet/continuous-image-puller {pod}.initContainers[0].image": user_image,
+        "ConfigMap/jupyter-to-job-config data.jupyter_to_job_config.py (config)": user_image,
+    }
+    # and the hub starts servers, and the job service jobs, from the user image
+    values = yaml.safe_load(values_file.read_text())
+    hub = chart_hub.run(
+        helm_merge(load_yaml(Z2JH / "values.yaml"), values),
+        mounts={catalog_mount_path(values): catalog_mount},
+    )
+    assert hub.KubeSpawner.image == user_image
+    app = job_service(tmp_path, K8S / "backends" / "whole.yaml", monkeypatch, campus)
+    assert app.config.KubernetesExecutor.image == user_image
+    # and no other image is a placeholder that cannot be pulled
+    others = [ref for ref in images.values() if not ref.startswith(registry)]
+    assert others and not [
+        ref for ref in others if re.search(r"REGISTRY|example|set-by-chartpress", ref)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "sentence"),
+    [
+        (None, "values.yaml still names the images REGISTRY/campus-gpu-hub/hub"),
+        (
+            {"hub.image.name": "registry.campus.test/gpu-hub/hub"},
+            "values.yaml still names the images",
+        ),
+        (
+            {**ADMIN_IMAGES, "singleuser.image.name": "registry.campus.test/other/user"},
+            "put both in the same registry folder",
+        ),
+        ({**ADMIN_IMAGES, "hub.image.tag": "0.2.0"}, "give both the same tag"),
+    ],
+    ids=["as shipped", "half set", "two registries", "two tags"],
+)
+def test_the_chart_refuses_images_that_were_not_pushed_as_the_readme_says(settings, sentence):
+    # Given values.yaml as shipped, or with the images set by halves
+    # When the job service's chart is installed, then helm refuses with what to do, before
+    # any pod exists that could not pull its image
+    with pytest.raises(HelmRefused) as refused:
+        render_campus(images=settings)
+    assert sentence in refused.value.message
+    assert "README.md" in refused.value.message or "then install again" in refused.value.message
+
+
+def test_the_readme_builds_and_pushes_the_images_values_yaml_names():
+    readme = (K8S / "README.md").read_text()
+    values = load_yaml(K8S / "values.yaml")
+    for part, dockerfile in (("hub", "hub.Dockerfile"), ("singleuser", "user.Dockerfile")):
+        name = values[part]["image"]["name"].replace("REGISTRY", "$REGISTRY")
+        assert f"-f hub_config/kubernetes/images/{dockerfile} -t {name}:$TAG" in readme
+        assert f"docker push {name}:$TAG" in readme
 
 
 def test_the_image_builds_send_no_local_environment():
