@@ -90,9 +90,10 @@ async def evict_running_pod(k8s_api: Any, job_id: str) -> str:
         "kind": "Eviction",
         "metadata": {"name": name, "namespace": "default"},
     }
-    await client.CoreV1Api(k8s_api).create_namespaced_pod_eviction(
+    response = await client.CoreV1Api(k8s_api).create_namespaced_pod_eviction(
         name, "default", eviction, _preload_content=False
     )
+    assert response.status == 201, await response.text()  # unread, an error does not raise
     return str(name)
 
 

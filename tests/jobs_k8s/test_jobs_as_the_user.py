@@ -1,11 +1,13 @@
 """Scenarios: a job on Kubernetes runs as its owner, in their home, and its outputs come back.
 
-The user's server is started by GPUSpawner on the emulator with Zero to JupyterHub's
-default storage (a ``claim-<user>`` PVC at /home/jovyan, uid 1000, fsGroup 100, as the
-chart's hub configuration sets them); the job service is a JobManager running Kubernetes
-Jobs with the service's HTTP handlers in this process (a table stands in for the hub's
-token check). Job pods run as local processes; a PVC is one local folder for every pod
-that mounts it, so the home a job writes in is the one the test reads.
+The user's server is started by GPUSpawner (as the hub, with the hub's account) on the test
+cluster with Zero to JupyterHub's default storage (a ``claim-<user>`` PVC at /home/jovyan,
+uid 1000, fsGroup 100, as the chart's hub configuration sets them; the claim is bound to a
+volume made for it, the cluster having no provisioner); the job service is a JobManager
+running Kubernetes Jobs with its own account and the service's HTTP handlers in this
+process (a table stands in for the hub's token check). Job pods run as local processes; a
+PVC is one local folder for every pod that mounts it, so the home a job writes in is the
+one the test reads.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from jupyter_to_job.scopes import READ_JOBS_SCOPE, access_scope
 from jupyter_to_job.service.handlers import NotFoundHandler, service_handlers
 from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
-from tests.support.k8s_job_pods import PodProcesses
+from tests.support.k8s_job_pods import PodProcesses, make_home_claim, provide_volume
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 from tests.support.notebooks import notebook, wait_for_file
 
@@ -164,16 +166,7 @@ async def submit(manager: JobManager, owner: str, nb: Any, path: str, **fields: 
 
 async def home_claim(k8s_api: Any, user: str) -> None:
     """The home PVC the user's server made when it first started (``claim-<user>``)."""
-    await client.CoreV1Api(k8s_api).create_namespaced_persistent_volume_claim(
-        "default",
-        {
-            "metadata": {"name": f"claim-{user}"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-        },
-    )
+    await make_home_claim(k8s_api, f"claim-{user}")
 
 
 async def upload_token(k8s_api: Any, job_id: str) -> str:
@@ -197,6 +190,7 @@ async def test_a_researchers_job_runs_as_them_in_their_home_and_its_outputs_open
     # Given rhea's server, started by GPUSpawner with z2jh's home storage, and her notebook
     # saved in the folder "project" of her home
     catalog = write_class_catalog(tmp_path / "catalog.yaml", ["rhea"])
+    await provide_volume(k8s_api, "claim-rhea")  # the storage her claim will be bound to
     spawner = make_gpu_spawner("rhea", catalog, **Z2JH_HOME_STORAGE)
     await spawner.start()
     server_pod = await client.CoreV1Api(k8s_api).read_namespaced_pod(

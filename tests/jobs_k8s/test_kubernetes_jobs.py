@@ -1,4 +1,4 @@
-"""Scenarios: notebook jobs run as Kubernetes Jobs on the emulator, their pods as real processes."""
+"""Scenarios: notebook jobs run as Kubernetes Jobs on the test cluster, their pods as real processes."""
 
 from __future__ import annotations
 

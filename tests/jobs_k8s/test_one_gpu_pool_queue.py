@@ -2,7 +2,7 @@
 
 The job service's capacity hook (``FlavorCapacity``) rebuilds its pool from the cluster's
 node labels and pods, as it does with the Kubernetes executor; the jobs run as Kubernetes
-Jobs on the emulator, their pods as real processes.
+Jobs on the test cluster, their pods as real processes.
 """
 
 from __future__ import annotations
@@ -61,14 +61,17 @@ def write_catalog(path: Path) -> Path:
 
 
 async def test_research_jobs_wait_with_positions_behind_reserved_seats_and_start_as_class_ends(
-    job_pods: Any, make_k8s_manager: ManagerFactory, k8s_cluster: Any, tmp_path: Path
+    job_pods: Any,
+    make_k8s_manager: ManagerFactory,
+    job_service_kubeconfig: Path,
+    tmp_path: Path,
 ) -> None:
     # Given a node with 4 GPUs, ML101 open with 2 GPUs' worth of reserved seats, and the
     # job service's pool read from the cluster
     manager = await make_k8s_manager(flavors={"a100": {"gpu": {"count": 1}}})
     catalog = load_catalog(write_catalog(tmp_path / "catalog.yaml"))
     config = Config()
-    config.KubernetesExecutor.kubeconfig = str(k8s_cluster.kubeconfig)
+    config.KubernetesExecutor.kubeconfig = str(job_service_kubeconfig)
     config.KubernetesExecutor.namespace = "default"
     clock = {"now": NOW}
     capacity = FlavorCapacity(
@@ -114,7 +117,7 @@ async def test_research_jobs_wait_with_positions_behind_reserved_seats_and_start
 
 
 async def test_the_job_service_on_kubernetes_takes_its_gpus_from_the_clusters_nodes(
-    k8s_controls: Any, k8s_cluster: Any, tmp_path: Path
+    k8s_controls: Any, job_service_kubeconfig: Path, tmp_path: Path
 ) -> None:
     # Given a cluster with two GPU nodes of two GPUs each
     k8s_controls.add_gpu_nodes(2, gpu_count=2)
@@ -125,7 +128,7 @@ async def test_the_job_service_on_kubernetes_takes_its_gpus_from_the_clusters_no
             f"--JobServiceApp.root_dir={tmp_path / 'service'}",
             "--JobServiceApp.executor_class=jupyter_to_job.executors.kubernetes.KubernetesExecutor",
             f"--JobServiceApp.allocation_ledger={tmp_path / 'ledger.json'}",
-            f"--KubernetesExecutor.kubeconfig={k8s_cluster.kubeconfig}",
+            f"--KubernetesExecutor.kubeconfig={job_service_kubeconfig}",
             "--KubernetesExecutor.namespace=default",
         ]
     )

@@ -5,7 +5,7 @@ checkpoint and completes; without it the job fails once, saying to choose a flav
 more memory.
 
 The job's pods run the real runner as local processes (``PodProcesses``), the home PVC is
-one local folder, and the emulator's kubelet OOM-kills the container as a node's would
+one local folder, and the node agent OOM-kills the container as a node's kubelet would
 (exit 137, reason ``OOMKilled``); the flavor comes from a catalog through the job
 service's own admission (``FlavorCapacity``).
 """

@@ -1,4 +1,4 @@
-"""Scenario: the three-stage pipeline on Kubernetes (the emulator; pods run as local
+"""Scenario: the three-stage pipeline on Kubernetes (the test cluster; pods run as local
 processes, a PVC is one local folder for every pod that mounts it).
 
 Each job of the pipeline is a Kubernetes Job in alice's home claim; the stages pass files

@@ -1,17 +1,22 @@
-"""Job pods as local processes on the Kubernetes API emulator (tests and benchmarks).
+"""Job pods as local processes on the test cluster's nodes (tests and benchmarks).
 
 :class:`PodProcesses` runs the containers of job pods with their volumes made as local
 folders, so the runner really executes "in" the pod; :func:`kill_kernels` ends what a
-real container's end would have taken along (a kernel left by a runner killed for memory).
+real container's end would have taken along (a kernel left by a runner killed for memory);
+:func:`make_home_claim` makes a user's home claim, bound to a volume, as the real
+PersistentVolume controller wants it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio import client
 from traitlets.config import Config
 
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
@@ -21,6 +26,7 @@ from .k8s_emulator import PodMatch, ProcessRunner
 
 JOB_PODS = PodMatch(labels="app.kubernetes.io/managed-by=jupyter-to-job")
 IMAGE = "registry.example.edu/jobs:test"
+CLAIM_GUARD = 60.0
 
 Object = dict[str, Any]
 
@@ -97,6 +103,52 @@ class PodProcesses(ProcessRunner):
 def kill_kernels(folder: Path) -> None:
     """Kill runners and kernels left by pods (a real container's end would take them along)."""
     kill_job_processes(folder.rglob("status.json"))
+
+
+async def make_home_claim(api: Any, claim: str, namespace: str = "default") -> None:
+    """PersistentVolumeClaim ``claim``, bound to a volume made for it (see :func:`provide_volume`),
+    as the user's server made it when it first started."""
+    await provide_volume(api, claim, namespace)
+    core = client.CoreV1Api(api)
+    body = {
+        "metadata": {"name": claim},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "resources": {"requests": {"storage": "10Gi"}},
+        },
+    }
+    # An earlier test's claim of that name may still be going (its protection finalizer
+    # is removed once its last pod is gone).
+    deadline = asyncio.get_running_loop().time() + CLAIM_GUARD
+    while True:
+        try:
+            await core.create_namespaced_persistent_volume_claim(namespace, body)
+            return
+        except client.ApiException as error:
+            if error.status != 409 or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.1)
+
+
+async def provide_volume(api: Any, claim: str, namespace: str = "default") -> None:
+    """A PersistentVolume reserved for ``claim`` (``claimRef``), for the PersistentVolume
+    controller to bind it to when it comes, as an admin provisions storage statically: the
+    test cluster has no storage provisioner. Its ``hostPath`` is never used (the node agent
+    gives a claim one local folder, :meth:`PodProcesses.claim_folder`)."""
+    await client.CoreV1Api(api).create_persistent_volume(
+        {
+            "metadata": {"name": f"{claim}-{secrets.token_hex(4)}"},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "persistentVolumeReclaimPolicy": "Delete",
+                "claimRef": {"namespace": namespace, "name": claim},
+                "hostPath": {"path": f"/tmp/campus-test-volumes/{namespace}/{claim}"},
+            },
+        }
+    )
 
 
 def k8s_job_config(kubeconfig: Path, **executor: Any) -> Config:
