@@ -291,8 +291,10 @@ class KubernetesExecutor(JobExecutor):
     backoff_limit = Integer(
         0,
         help="""Retries of a failed pod. 0: a notebook runs at most once, side effects
-        included: ``c.KubernetesExecutor.backoff_limit = 1``. A job with a checkpoint has
-        its own retries instead (``c.JobManager.max_job_retries`` bounds them).""",
+        included: ``c.KubernetesExecutor.backoff_limit = 1``. The Job controller starts
+        each retry from the first cell, after its back-off (10 s, then doubling); the job's
+        log says so. A job with a checkpoint has its own retries instead
+        (``c.JobManager.max_job_retries`` bounds them).""",
     ).tag(config=True)
 
     ttl_seconds_after_finished = Integer(
@@ -913,6 +915,12 @@ class KubernetesExecutor(JobExecutor):
                     else:
                         if followed:  # a new attempt: its runner reports afresh
                             self.progress = RunProgress(self.job_id)
+                            if self._attempts is None:  # retried by backoff_limit alone
+                                self.log_line(
+                                    f"---- run {len(followed) + 1} of {self.backoff_limit + 1}: "
+                                    "its pod failed, and the cluster runs the job again from "
+                                    "the start ----"
+                                )
                         await self._count_attempts(pod)
                         self.log_line(f"pod {pod_name} started on {node}")
                     return pod
