@@ -284,7 +284,7 @@ def _ours_on_kubernetes(workdir: Path, notebook: Path) -> tuple[float, float, fl
     try:
         cluster.add_gpu_nodes(1)
         pods = workdir / "pods"
-        cluster.run_processes(PodProcesses(match=JOB_PODS, workdir=pods, cluster=cluster))
+        cluster.run_processes(PodProcesses(match=JOB_PODS, workdir=pods))
         return asyncio.run(job(cluster.kubeconfig))
     finally:
         kill_kernels(workdir / "pods")
