@@ -7,7 +7,9 @@ job's output into them, read a notebook's parameters, and report the server's GP
 Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``jupyter_to_job``):
 reads are ``read``, the rest ``write``. Errors are JSON ``{"message", "reason"}``. The
 handlers that take a body stream it (:class:`~jupyter_to_job.rest.BoundedBodyMixin`), so a
-body over its limit is a 413 with a JSON body rather than tornado's bare 400.
+body over its limit is a 413 with a JSON body rather than tornado's bare 400. Every path
+the user names is checked by :mod:`.user_files` before the contents manager opens it, so
+a link out of their files, a folder, a pipe or a file the server may not read is a 4xx.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from ..rest import (
 )
 from ..schedules_api import parse_schedule
 from .backends import JobsBackend
+from .user_files import check_file_to_read, check_file_to_write, file_error, files_root
 
 AUTH_RESOURCE = "jupyter_to_job"
 URL_PREFIX = "jupyter-to-job/api"
@@ -108,6 +111,19 @@ class JobsExtensionHandler(ExtensionHandlerMixin, APIHandler):
 
     # -- the user's files ----------------------------------------------------------------
 
+    def check_to_read(self, path: str, what: str) -> None:
+        """A 4xx unless ``path`` is a file in the user's files this server can read (see
+        :mod:`.user_files`); before the contents manager, whose OSErrors would be 500s."""
+        root = files_root(self.contents_manager)
+        if root is not None:
+            check_file_to_read(root, path, what)
+
+    def check_to_write(self, path: str, what: str) -> None:
+        """A 4xx unless a ``what`` can be saved at ``path`` inside the user's files."""
+        root = files_root(self.contents_manager)
+        if root is not None:
+            check_file_to_write(root, path, what)
+
     async def read_notebook(self, path: str) -> dict[str, Any]:
         """The SAVED notebook at ``path`` (relative to the server's root), checked."""
         contents = self.contents_manager
@@ -116,8 +132,11 @@ class JobsExtensionHandler(ExtensionHandlerMixin, APIHandler):
             f"There is no notebook {path!r} in your files. Save it, then run it as a job.",
             "no-such-file",
         )
+        self.check_to_read(path, "notebook")
         try:
             model = await ensure_async(contents.get(path, content=False))
+        except OSError as error:  # changed between the check and the read
+            raise file_error(error, path, "notebook") from None
         except web.HTTPError as error:
             if error.status_code == 404:
                 raise missing from None
@@ -136,6 +155,8 @@ class JobsExtensionHandler(ExtensionHandlerMixin, APIHandler):
         try:
             model = await ensure_async(contents.get(path, content=True, type="notebook"))
             notebook = json.loads(json.dumps(model["content"]))  # a plain dict, as on the wire
+        except OSError as error:
+            raise file_error(error, path, "notebook") from None
         except web.HTTPError as error:
             if error.status_code == 404:
                 raise missing from None
@@ -288,6 +309,21 @@ def check_save_path(path: str, fmt: str) -> str:
     return pure.as_posix()
 
 
+def cannot_save(error: web.HTTPError, path: str, what: str) -> ApiError:
+    """The contents manager's refusal to save ``path``, as a 4xx; what it did not expect
+    stays a 500 (a full disk, say), with the file system's own words."""
+    cause = error.__cause__
+    if isinstance(cause, OSError) and (error.status_code >= 500 or error.status_code == 403):
+        mapped = file_error(cause, path, what, writing=True)
+        if mapped.reason != "unusable-path":
+            return mapped
+    return ApiError(
+        400 if error.status_code < 500 else 500,
+        f"The file {path!r} cannot be written ({error.log_message}).",
+        "cannot-save",
+    )
+
+
 class SaveOutputHandler(JobsBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
         if self.request.method != "POST":
@@ -305,6 +341,7 @@ class SaveOutputHandler(JobsBodyHandler):
         except ValidationError as error:
             raise validation_error(error) from None
         path = check_save_path(request.path, fmt)
+        self.check_to_write(path, "job output")
         contents = self.contents_manager
         if await ensure_async(contents.exists(path)) and not request.overwrite:
             raise ApiError(
@@ -335,12 +372,10 @@ class SaveOutputHandler(JobsBodyHandler):
         try:
             await self._make_parents(path)
             saved = await ensure_async(contents.save(model, path))
+        except OSError as error:
+            raise file_error(error, path, "job output", writing=True) from None
         except web.HTTPError as error:
-            raise ApiError(
-                400 if error.status_code < 500 else 500,
-                f"The file {path!r} cannot be written ({error.log_message}).",
-                "cannot-save",
-            ) from None
+            raise cannot_save(error, path, "job output") from None
         self.write_json(SavedOutput(path=saved["path"], size=saved.get("size") or 0), 201)
 
     async def _make_parents(self, path: str) -> None:
@@ -441,10 +476,13 @@ class TemplateFiles(JobsBodyHandler):
             path = check_template_path(path)
         except TemplateError as error:
             raise ApiError(400, str(error), "not-a-template") from None
+        self.check_to_read(path, "pipeline template")
         try:
             model = await ensure_async(
                 self.contents_manager.get(path, content=True, type="file", format="text")
             )
+        except OSError as error:  # changed between the check and the read
+            raise file_error(error, path, "pipeline template") from None
         except web.HTTPError as error:
             if error.status_code == 404:
                 raise ApiError(
@@ -551,6 +589,7 @@ class PipelineTemplatesHandler(TemplateFiles):
             request = SaveTemplate.model_validate(json_object(self.request_body()))
         except ValidationError as error:
             raise validation_error(error, "template") from None
+        self.check_to_write(request.path, "pipeline template")
         contents = self.contents_manager
         if await ensure_async(contents.exists(request.path)) and not request.overwrite:
             raise ApiError(
@@ -566,12 +605,10 @@ class PipelineTemplatesHandler(TemplateFiles):
         }
         try:
             saved = await ensure_async(contents.save(model, request.path))
+        except OSError as error:
+            raise file_error(error, request.path, "pipeline template", writing=True) from None
         except web.HTTPError as error:
-            raise ApiError(
-                400 if error.status_code < 500 else 500,
-                f"The file {request.path!r} cannot be written ({error.log_message}).",
-                "cannot-save",
-            ) from None
+            raise cannot_save(error, request.path, "pipeline template") from None
         self.write_json(SavedTemplate(path=saved["path"], size=saved.get("size") or 0), 201)
 
 

@@ -5,7 +5,9 @@ The server runs jobs itself (embedded manager, local executor), as on Binder or 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import secrets
 import signal
 import subprocess
@@ -61,8 +63,11 @@ class StandaloneServer:
 
 
 @contextmanager
-def standalone_server(work: Path, *options: str) -> Iterator[StandaloneServer]:
-    """A fresh server in ``work`` (empty home and data folders), with extra ``options``."""
+def standalone_server(
+    work: Path, *options: str, account: pwd.struct_passwd | None = None
+) -> Iterator[StandaloneServer]:
+    """A fresh server in ``work`` (empty home and data folders), with extra ``options``;
+    run as ``account`` where given (by root: see os_accounts.py), its folders its own."""
     root, data = work / "home", work / "data"
     root.mkdir()
     (port,) = free_loopback_ports(1)
@@ -75,6 +80,19 @@ def standalone_server(work: Path, *options: str) -> Iterator[StandaloneServer]:
         JUPYTER_CONFIG_DIR=str(work / "config"),
         PATH=os.pathsep.join([str(VENV_BIN), env.get("PATH", "")]),
     )
+    as_account: dict[str, Any] = {}
+    if account is not None:
+        home = work / "account-home"
+        for folder in (root, data, work / "runtime", work / "config", home):
+            folder.mkdir(exist_ok=True)
+            os.chown(folder, account.pw_uid, account.pw_gid)
+        env.update(HOME=str(home), USER=account.pw_name, LOGNAME=account.pw_name)
+        as_account = {
+            "user": account.pw_uid,
+            "group": account.pw_gid,
+            "extra_groups": [],
+            "cwd": str(work),
+        }
     command = [
         str(VENV_BIN / "jupyter"),
         "server",
@@ -89,12 +107,17 @@ def standalone_server(work: Path, *options: str) -> Iterator[StandaloneServer]:
         "--LogStore.follow_interval=0.05",
         *options,
     ]
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 and account is None:
         command.append("--allow-root")
     log_path = work / "server.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **as_account,
         )
     running = StandaloneServer(f"http://127.0.0.1:{port}/", token, root, data)
     try:
@@ -110,7 +133,8 @@ def standalone_server(work: Path, *options: str) -> Iterator[StandaloneServer]:
             time.sleep(0.1)
         yield running
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended: say why above
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(20)
         except subprocess.TimeoutExpired:
