@@ -225,7 +225,7 @@ async def test_a_server_admitted_from_the_queue_keeps_its_gpu_slice_across_a_hub
 
 
 @pytest.fixture
-async def hub_without_patch(k8s_controls, k8s_api, tmp_path, monkeypatch):
+async def hub_without_patch(kubespawner_env, k8s_controls, k8s_api, tmp_path, monkeypatch):
     """The spawners of this test run as a hub whose admin applied rbac.yaml as it was before
     it granted patch on pods: the chart's hub Role and reading nodes, nothing more."""
     from kubernetes_asyncio.config import kube_config
@@ -352,7 +352,8 @@ async def a_class_server_starts_restarts_and_stops(k8s_api, tmp_path: Path) -> N
     stop."""
     await provide_storage_class(k8s_api, "campus-local")
     await provide_volume(k8s_api, storage_class="campus-local")
-    catalog = write_class_catalog(tmp_path / "class.yaml", ["ana"])
+    # (nora: no earlier test's claim of her name can still be going)
+    catalog = write_class_catalog(tmp_path / "class.yaml", ["nora"])
     home = {
         "storage_pvc_ensure": True,
         "storage_class": "campus-local",
@@ -360,7 +361,7 @@ async def a_class_server_starts_restarts_and_stops(k8s_api, tmp_path: Path) -> N
         "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}}],
         "volume_mounts": [{"name": "home", "mountPath": "/home/jovyan"}],
     }
-    spawner = make_gpu_spawner("ana", catalog, **home)
+    spawner = make_gpu_spawner("nora", catalog, **home)
     start = spawner.start()
     progress = ProgressLog(spawner)
     await asyncio.wait_for(start, HANG_GUARD)
@@ -376,7 +377,7 @@ async def a_class_server_starts_restarts_and_stops(k8s_api, tmp_path: Path) -> N
     # The hub restarts: a new process, new reflectors, the pool rebuilt from the pods
     await KubeSpawner._stop_all_reflectors()
     GPUSpawner._inventories.clear()
-    again = make_gpu_spawner("ana", catalog, **home)
+    again = make_gpu_spawner("nora", catalog, **home)
     again.load_state(state)
     assert await again.poll() is None
     await again.ensure_inventory()
