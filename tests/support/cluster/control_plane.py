@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -39,6 +40,7 @@ ADMISSION_PLUGINS = (
 # agent speaks the WebSocket channel protocol, not SPDY, which the translation would use.
 FEATURE_GATES = "TranslateStreamCloseWebsocketRequests=false"
 STARTUP_GUARD = 120.0
+PR_SET_PDEATHSIG = 1
 # Every request of a service account is written down (who, verb, resource, answer), so
 # tests can check the components' RBAC against what they really asked for.
 AUDIT_POLICY = {
@@ -73,6 +75,12 @@ def tools_folder() -> Path:
             f"{folder}): run `make k8s-tools` (it builds them from their Go modules, once)."
         )
     return folder
+
+
+def _end_with_parent() -> None:
+    """In the child: SIGTERM when the test process ends, even if it is killed (no orphaned
+    control plane outlives a test run)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -140,6 +148,7 @@ class Component:
             start_new_session=True,
             env=env,
             cwd=cwd,
+            preexec_fn=_end_with_parent,
         )
         log.close()
 

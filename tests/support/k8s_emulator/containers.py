@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fnmatch
 import os
 import signal
@@ -66,6 +67,12 @@ class ContainerScript:
     oom_killed: bool = False
     output: str = ""
     image_pull_error: str | None = None
+
+
+def end_with_parent() -> None:
+    """In a container's process: SIGKILL when the test process ends, even if it is killed,
+    as a node's containers go with the node."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def exit_reason(code: int) -> str:
@@ -178,6 +185,7 @@ class ProcessContainer:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=end_with_parent,
         )
         self._pump = asyncio.create_task(self._read_output())
 
