@@ -6,20 +6,28 @@ course (or research allocation / job). Who is named follows one rule
 holders of the slices that run a course they teach (the catalog's instructors and the
 course's instructor group, as in the course API); everyone else sees only which course
 holds a slice, and which slice is their own.
+
+Given readings (:mod:`gpuspawner.telemetry`) and each holder's use of its GPU
+(:mod:`gpuspawner.holder_use`), each GPU shows how busy it is, and each slice whose holder
+the viewer may see shows its own utilisation and memory, or says that the number is the
+whole GPU's (and why) where the holders of that GPU cannot be told apart.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .holder_use import HolderUse
 from .policy.capacity import Allocation, CapacityPool
 from .policy.catalog import Catalog
 from .policy.entitlements import UserIdentity
 from .policy.instructors import taught_courses
 from .policy.units import format_mib
+from .telemetry import DeviceReading
 
 PALETTE = (
     "#4e79a7",
@@ -101,8 +109,35 @@ def _fraction_text(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
+def use_json(use: HolderUse | None) -> dict[str, Any] | None:
+    """A holder's use as the map's JSON carries it (None: no reading of its GPU)."""
+    if use is None:
+        return None
+    return {
+        "utilization_pct": use.utilization_pct,
+        "memory_used_mib": use.memory_used_mib,
+        "measured": use.measured,
+        "device_wide_because": use.device_wide,
+    }
+
+
+def reading_json(reading: DeviceReading | None) -> dict[str, Any] | None:
+    """A GPU's own reading as the map's JSON carries it (None: no reading)."""
+    if reading is None:
+        return None
+    return {
+        "utilization_pct": reading.utilization_pct,
+        "memory_used_mib": reading.memory_used_mib,
+        "temperature_c": reading.temperature_c,
+    }
+
+
 def _slice_json(
-    allocation: Allocation, viewer: MapViewer, left: Fraction, titles: dict[str, str]
+    allocation: Allocation,
+    viewer: MapViewer,
+    left: Fraction,
+    titles: dict[str, str],
+    use: HolderUse | None,
 ) -> dict[str, Any]:
     group = allocation.course_id or allocation.profile_id
     mine = allocation.owner == viewer.name
@@ -130,15 +165,26 @@ def _slice_json(
         "left_pct": round(float(left * 100), 2),
         "memory_mib": allocation.memory_mib,
         "colour": _colour(group),
+        # How busy a slice is tells of its holder's work: shown to whom the holder is named.
+        "use": use_json(use) if holder is not None else None,
     }
 
 
 def gpu_map_json(
-    pool: CapacityPool, viewer: MapViewer, *, titles: dict[str, str] | None = None
+    pool: CapacityPool,
+    viewer: MapViewer,
+    *,
+    titles: dict[str, str] | None = None,
+    readings: Sequence[DeviceReading] = (),
+    uses: Mapping[str, HolderUse] | None = None,
 ) -> dict[str, Any]:
     """The GPU map page's picture as JSON, with names by :func:`holder_name`.
 
-    ``titles``: course and profile titles by id (labels of anonymous slices). The shape::
+    ``titles``: course and profile titles by id (labels of anonymous slices);
+    ``readings``: the GPUs' own readings (by id, else index, as
+    :func:`~gpuspawner.telemetry.holders_of` matches them); ``uses``: each holder's use
+    (:func:`~gpuspawner.holder_use.use_by_holder`), shown on the slices whose holder the
+    viewer may see. The shape::
 
         {"viewer": {"name": "ana", "role": "student"},
          "gpus": [{"id": "sim-0", "label": "GPU 0 (RTX 4090, 24 GiB, simulated)", "model": "RTX 4090",
@@ -149,17 +195,25 @@ def gpu_map_json(
                                "holder": "ana" | null, "mine": true, "label": "you",
                                "job_id": null, "server_name": "", "fraction": "1/4",
                                "share_pct": 25.0, "left_pct": 0.0, "memory_mib": 6144,
-                               "colour": "#4e79a7"}]}],
+                               "colour": "#4e79a7",
+                               "use": {"utilization_pct": 35.0, "memory_used_mib": 1200,
+                                       "measured": "holder" | "device",
+                                       "device_wide_because": null | "a sentence"} | null}],
+                   "reading": {"utilization_pct": 35.0, "memory_used_mib": 2048,
+                               "temperature_c": 61.0} | null}],
          "totals": {"gpus": 2, "slices": 1, "servers": 1, "jobs": 0, "free_gpus": 1}}
     """
     titles = titles or {}
+    uses = uses or {}
+    by_id = {reading.uuid: reading for reading in readings}
+    by_index = {reading.index: reading for reading in readings}
     gpus = []
     kinds = {"server": 0, "job": 0}
     for slot in pool.usage().values():
         left = Fraction(0)
         slices = []
         for allocation in sorted(slot.holders, key=lambda a: a.key):
-            item = _slice_json(allocation, viewer, left, titles)
+            item = _slice_json(allocation, viewer, left, titles, uses.get(allocation.key))
             kinds[item["kind"]] += 1
             slices.append(item)
             left += allocation.fraction
@@ -175,6 +229,7 @@ def gpu_map_json(
                 "used_pct": round(float(slot.fraction * 100), 2),
                 "simulated": device.simulated,
                 "slices": slices,
+                "reading": reading_json(by_id.get(device.id) or by_index.get(device.index)),
             }
         )
     return {

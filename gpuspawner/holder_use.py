@@ -34,8 +34,9 @@ class HolderUse:
 
     key: str
     """The allocation key: ``server:<user>/<server name>`` or ``job:<id>``."""
-    utilization_pct: float
-    """Its SM utilisation, in percent of a GPU (the highest over its GPUs)."""
+    utilization_pct: float | None
+    """Its SM utilisation, in percent of a GPU (the highest over its GPUs); None when a
+    reading gave its memory but not its utilisation (unknown, never taken for idle)."""
     memory_used_mib: int | None
     """GPU memory it holds (summed over its GPUs); None when the driver does not say."""
     device_wide: str | None = None
@@ -81,15 +82,15 @@ def _device_uses(reading: DeviceReading, holders: Sequence) -> list[HolderUse]:
             shared.setdefault(process.holder, process.device_wide)
     uses = []
     for key, processes in own.items():
-        if key in shared:
-            uses.append(_device_wide(reading, key, shared[key]))
-            continue
+        # A process marked device-wide carries its GPU's numbers already (an exporter's).
+        levels = [p.utilization_pct for p in processes]
         memory = [p.memory_used_mib for p in processes]
         uses.append(
             HolderUse(
                 key,
-                min(100.0, sum(p.utilization_pct or 0.0 for p in processes)),
+                None if None in levels else min(100.0, sum(x for x in levels if x is not None)),
                 None if None in memory else sum(m for m in memory if m is not None),
+                shared.get(key),
             )
         )
     return uses
@@ -114,15 +115,21 @@ def _device_wide(reading: DeviceReading, key: str, why: str) -> HolderUse:
 
 def _combined(key: str, uses: list[HolderUse]) -> HolderUse:
     """One holder's use over the GPUs it holds: the busiest, the memory summed."""
+    levels = [use.utilization_pct for use in uses]
     memory = [use.memory_used_mib for use in uses]
     return HolderUse(
         key,
-        max(use.utilization_pct for use in uses),
+        None if None in levels else max(x for x in levels if x is not None),
         None if None in memory else sum(m for m in memory if m is not None),
         next((use.device_wide for use in uses if use.device_wide), None),
     )
 
 
 def use_of_servers(uses: Mapping[str, HolderUse]) -> dict[str, float]:
-    """The utilisation of each server's share, by allocation key (reclaim reads this)."""
-    return {key: use.utilization_pct for key, use in uses.items() if key.startswith("server:")}
+    """The utilisation of each server's share, by allocation key (reclaim reads this; a
+    server whose utilisation is unknown is left out, so it counts as busy)."""
+    return {
+        key: use.utilization_pct
+        for key, use in uses.items()
+        if key.startswith("server:") and use.utilization_pct is not None
+    }

@@ -15,9 +15,11 @@ job service they appear on its ``/metrics`` (see ``jupyter_to_job/metrics.py``).
   (:class:`GPUPoolCollector`): allocations per GPU, course, profile, kind and sharing back
   end; each GPU's allocated fraction and holders; ``gpuspawner_allocation_info`` (one per
   slice, with ``namespace``/``pod`` on Kubernetes for the DCGM join); the GPUs'
-  utilisation, memory and temperature and each slice's view of its GPU's utilisation
-  (one machine: NVML or ``c.GPUAdmission.telemetry_path``); the profiles' idle limits
-  (catalog ``reclaim.idle_after``); the Kueue queue's length.
+  utilisation, memory and temperature and each slice's own utilisation and memory (one
+  machine: NVML or ``c.GPUAdmission.telemetry_path``, each process attributed to its
+  server or job by :mod:`.process_owners`; ``measured="device"`` where the GPU's numbers
+  stand in, :mod:`.holder_use`); the profiles' idle limits (catalog
+  ``reclaim.idle_after``); the Kueue queue's length.
 
 Label cardinality: ``profile`` and ``course`` come from the catalog (tens), ``reason``
 from :class:`~gpuspawner.policy.Refusal` codes (about ten), ``gpu`` from the inventory.
@@ -40,9 +42,12 @@ from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .holder_use import use_by_holder
+from .ledger import AllocationLedger, ProcessHolder
 from .policy import CapacityPool, Catalog, Refusal
 from .policy.admission import WAIT_CODES
 from .policy.catalog import Course, ProfileSection
+from .process_owners import ProcessOwners, attribute
 from .telemetry import DeviceReading, holders_of
 
 ADMISSIONS = Counter(
@@ -216,7 +221,7 @@ def pool_metrics(view: PoolView) -> list[GaugeMetricFamily]:
 
 
 def _telemetry_metrics(view: PoolView, names: dict[str, str]) -> list[GaugeMetricFamily]:
-    """Per-GPU readings, and each slice's view of its GPU's utilisation."""
+    """Per-GPU readings, and each slice's own use of its GPU (or the GPU's, said so)."""
     if not view.readings:
         return []
     by_index = {device.index: device for device in view.pool.devices}
@@ -246,27 +251,41 @@ def _telemetry_metrics(view: PoolView, names: dict[str, str]) -> list[GaugeMetri
         used.add_metric(gpu, reading.memory_used_mib * MIB)
         total.add_metric(gpu, reading.memory_total_mib * MIB)
         temperature.add_metric(gpu, reading.temperature_c)
+    slice_labels = ["gpu", "user", "course", "profile", "kind", "name", "measured"]
     slices = GaugeMetricFamily(
         "gpuspawner_slice_utilization_percent",
-        "For each slice held now, the utilisation of the GPU it is on (a share of a GPU is "
-        "not measured apart from the others on it: a slice is idle when its GPU is).",
-        labels=["gpu", "user", "course", "profile", "kind", "name"],
+        "For each slice held now, its holder's SM utilisation of the GPU it is on: its own "
+        "processes' (measured=\"holder\"), or the whole GPU's where they cannot be told apart "
+        '(measured="device": no per-process readings, or a process of no known holder).',
+        labels=slice_labels,
     )
-    by_uuid = {reading.uuid: reading for reading in view.readings}
-    for uuid, held in holders_of(view.readings, view.pool).items():
-        for holder in held:
-            slices.add_metric(
-                [
-                    label(by_uuid[uuid]),
-                    holder.user,
-                    holder.course_id or "",
-                    holder.profile_id,
-                    holder.kind,
-                    holder.name,
-                ],
-                by_uuid[uuid].utilization_pct,
-            )
-    return [utilisation, used, total, temperature, slices]
+    slice_memory = GaugeMetricFamily(
+        "gpuspawner_slice_memory_used_bytes",
+        "For each slice held now, the GPU memory its holder's processes hold on the GPU it is "
+        'on (measured="holder"), or the whole GPU\'s (measured="device"); absent where the '
+        "driver does not say.",
+        labels=slice_labels,
+    )
+    for reading in view.readings:
+        holders = {h.key: h for h in holders_of([reading], view.pool)[reading.uuid]}
+        for key, use in use_by_holder([reading], view.pool).items():
+            holder = holders.get(key)
+            if holder is None:
+                continue
+            labels = [
+                label(reading),
+                holder.user,
+                holder.course_id or "",
+                holder.profile_id,
+                holder.kind,
+                holder.name,
+                use.measured,
+            ]
+            if use.utilization_pct is not None:
+                slices.add_metric(labels, use.utilization_pct)
+            if use.memory_used_mib is not None:
+                slice_memory.add_metric(labels, use.memory_used_mib * MIB)
+    return [utilisation, used, total, temperature, slices, slice_memory]
 
 
 class GPUPoolCollector(Collector):
@@ -318,14 +337,32 @@ def view_of_spawners(spawners: list[Any]) -> PoolView:
         if kubernetes and getattr(spawner, "kueue_queue_name", ""):
             place = spawner.queue_place()
             queue_length = max(queue_length or 0, place[1] if place else 0)
+    readings = [] if kubernetes else admission.device_telemetry().read()
+    if any(p.pid is not None for r in readings for p in r.processes or ()):
+        readings = attribute(readings, _process_owners(admission, spawners))
     return PoolView(
         pool=first.capacity_pool,
         backend=backend,
-        readings=[] if kubernetes else admission.device_telemetry().read(),
+        readings=readings,
         catalog=admission.catalog_in_force(),
         pods=pods,
         queue_length=queue_length,
     )
+
+
+def _process_owners(admission: Any, spawners: list[Any]) -> ProcessOwners:
+    """Who holds each slice's process on this machine: the allocation ledger's holders, or
+    without a ledger, the hub's own servers' processes."""
+    simulated = bool(admission.telemetry_path)  # simulated processes hold no GPU device
+    if admission.allocation_ledger:
+        holders = AllocationLedger(admission.allocation_ledger).holders()
+        return ProcessOwners(holders, gpu_files=not simulated)
+    found: dict[str, ProcessHolder | None] = {}
+    for spawner in spawners:
+        allocation, pid = getattr(spawner, "_allocation", None), getattr(spawner, "pid", 0)
+        if allocation is not None and pid:
+            found[allocation.key] = ProcessHolder.of_pid(pid)
+    return ProcessOwners(found, gpu_files=not simulated)
 
 
 _collector: GPUPoolCollector | None = None

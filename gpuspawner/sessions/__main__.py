@@ -115,6 +115,12 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "then reads the GPU nodes and these pods' allocation records (not the ledger)",
     )
     parser.add_argument(
+        "--prometheus-url",
+        default=env("prometheus-url"),
+        help="on Kubernetes: the Prometheus that scrapes the hub, the DCGM exporter and HAMi's "
+        "monitor; each server's GPU use is read from it, for idle reclaim and the GPU map",
+    )
+    parser.add_argument(
         "--usage-db",
         default=env("usage-db"),
         help="the GPU-hour usage record's SQLAlchemy URL (the hub's c.GPUAdmission."
@@ -154,10 +160,20 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
 def gpu_inputs(args: argparse.Namespace) -> dict:
     """GPU readings and who holds each device, for idle reclaim (none without a ledger).
 
-    One machine: the allocation ledger, and NVML or a simulated readings file. On
-    Kubernetes the same pure join (:func:`.reclaim.utilisation_by_server`) takes the pods'
-    allocation annotations; this command line does not read them yet.
+    One machine: the allocation ledger, and NVML or a simulated readings file. Kubernetes:
+    the exporters' per-pod series from Prometheus, which name each pod's slice themselves
+    (the hub's ``gpuspawner_allocation_info``), so no allocations are read besides.
     """
+    if args.prometheus_url and args.kubernetes_namespace:
+        from gpuspawner.prometheus_telemetry import PrometheusTelemetry
+
+        return {"telemetry": PrometheusTelemetry(args.prometheus_url), "allocations": tuple}
+    if args.prometheus_url:
+        log.warning(
+            "--prometheus-url is set but --kubernetes-namespace is not: GPU use is read from "
+            "Prometheus only on Kubernetes; on one machine it comes from NVML or "
+            "--gpu-readings."
+        )
     if not args.allocation_ledger:
         if args.gpu_readings:
             log.warning(
@@ -327,6 +343,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                         allocation_ledger=args.allocation_ledger,
                         simulated=args.simulated_gpus,
                         namespace=args.kubernetes_namespace,
+                        gpu_readings=args.gpu_readings,
+                        prometheus_url=args.prometheus_url,
                     ),
                     args.job_service_url,
                 ),

@@ -11,19 +11,28 @@ id, instructors the holders of the slices of the courses they teach (the catalog
 instructors and instructor groups, as the course API decides), everyone else only which
 course holds a slice and which one is theirs. Anyone who may access the service (its
 ``access:services`` scope) may look.
+
+Where the pool source reads telemetry, each GPU shows how busy it is and each slice whose
+holder the viewer may see shows its own use, or the GPU's, said to be device-wide
+(:mod:`gpuspawner.holder_use`). The readings are read at most once per refresh period,
+whoever looks.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 from tornado import web
 
 from gpuspawner.gpu_map import gpu_map_json, map_viewer
+from gpuspawner.holder_use import use_by_holder
 from gpuspawner.policy import Catalog
 from gpuspawner.spawn_page import _templates
+from gpuspawner.telemetry import DeviceReading
 
 from .course_api import CourseAPI, identity_of
 from .gpu_pools import GPUPoolSource
@@ -50,6 +59,23 @@ class GPUMap:
     def __init__(self, api: CourseAPI, source: GPUPoolSource | None):
         self.api = api
         self.source = source
+        self._readings: tuple[float, list[DeviceReading]] | None = None
+
+    async def readings(self) -> list[DeviceReading]:
+        """The source's GPU readings, read again at most once per refresh period (NVML or
+        Prometheus is not asked once per viewer); none without telemetry, or on failure."""
+        telemetry = self.source.telemetry if self.source is not None else None
+        if telemetry is None:
+            return []
+        now = time.monotonic()
+        if self._readings is None or now - self._readings[0] >= POLL_SECONDS:
+            try:
+                found = await asyncio.to_thread(telemetry.read)
+            except (OSError, RuntimeError, ValueError) as error:
+                log.warning("GPU map: the GPUs' readings could not be read: %s", error)
+                found = []
+            self._readings = (now, found)
+        return self._readings[1]
 
     def catalog(self) -> Catalog | None:
         return self.api.service.catalog.current(self.api.service.clock())
@@ -66,8 +92,13 @@ class GPUMap:
             )
         catalog = self.catalog()
         pool = await self.source.read()
+        readings = await self.readings()
         picture = gpu_map_json(
-            pool, map_viewer(catalog, identity_of(user)), titles=catalog_titles(catalog)
+            pool,
+            map_viewer(catalog, identity_of(user)),
+            titles=catalog_titles(catalog),
+            readings=readings,
+            uses=use_by_holder(readings, pool),
         )
         picture["where"] = self.source.where
         picture["refresh_seconds"] = POLL_SECONDS

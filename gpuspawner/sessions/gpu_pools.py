@@ -8,6 +8,12 @@
   kubernetes_asyncio from the hub's namespace.
 
 Either way servers and jobs are in the same pool, as admission sees them.
+
+Each source may also read how busy the GPUs and their holders are (``telemetry``): on one
+machine NVML (or the simulated readings file), each process attributed to its server or
+job through the ledger's holders (:func:`gpuspawner.process_owners.ledger_telemetry`); on
+Kubernetes the exporters' per-pod series from Prometheus
+(:class:`gpuspawner.prometheus_telemetry.PrometheusTelemetry`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from gpuspawner.allocation_record import pool_from_cluster
 from gpuspawner.inventory import discover_nvml_gpus, simulated_gpus
 from gpuspawner.ledger import AllocationLedger
 from gpuspawner.policy import CapacityPool, GPUDevice
+from gpuspawner.telemetry import DeviceTelemetry
 
 log = logging.getLogger("gpuspawner.sessions.gpu_map")
 
@@ -32,6 +39,8 @@ class GPUPoolSource(Protocol):
 
     where: str
     """``"one machine"`` or ``"Kubernetes"``: shown on the page."""
+    telemetry: DeviceTelemetry | None
+    """How busy the GPUs and each holder are; None: the map shows no use."""
 
     async def read(self) -> CapacityPool: ...
 
@@ -46,8 +55,14 @@ class LedgerPool:
 
     where = "one machine"
 
-    def __init__(self, path: str, devices: Callable[[], list[GPUDevice]]):
+    def __init__(
+        self,
+        path: str,
+        devices: Callable[[], list[GPUDevice]],
+        telemetry: DeviceTelemetry | None = None,
+    ):
         self.ledger = AllocationLedger(path, log)
+        self.telemetry = telemetry
         self._devices = devices
         self._known: list[GPUDevice] | None = None
 
@@ -62,8 +77,14 @@ class ClusterPool:
 
     where = "Kubernetes"
 
-    def __init__(self, namespace: str, kubeconfig: str | None = None):
+    def __init__(
+        self,
+        namespace: str,
+        kubeconfig: str | None = None,
+        telemetry: DeviceTelemetry | None = None,
+    ):
         self.namespace = namespace
+        self.telemetry = telemetry
         self.kubeconfig = kubeconfig
         self._api: Any = None
 
@@ -114,11 +135,20 @@ def pool_source(
     simulated: str | None,
     namespace: str | None,
     kubeconfig: str | None = None,
+    gpu_readings: str | None = None,
+    prometheus_url: str | None = None,
 ) -> GPUPoolSource | None:
     """The source the service's flags name: the cluster's pods when a namespace is given,
-    else the ledger; None when neither (the page then says the map is not configured)."""
+    else the ledger; None when neither (the page then says the map is not configured).
+
+    GPU use comes from NVML, or the simulated readings file ``gpu_readings``, on one
+    machine; from the Prometheus at ``prometheus_url`` on Kubernetes (none without it).
+    """
     if namespace:
-        return ClusterPool(namespace, kubeconfig)
+        from gpuspawner.prometheus_telemetry import PrometheusTelemetry
+
+        readings = PrometheusTelemetry(prometheus_url) if prometheus_url else None
+        return ClusterPool(namespace, kubeconfig, readings)
     if allocation_ledger:
         specs = json.loads(simulated) if simulated else None
         if specs is not None and not isinstance(specs, list):
@@ -126,5 +156,11 @@ def pool_source(
                 "--simulated-gpus must be a JSON list such as "
                 '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
             )
-        return LedgerPool(allocation_ledger, lambda: machine_devices(specs))
+        from gpuspawner.process_owners import ledger_telemetry
+        from gpuspawner.telemetry import telemetry_from_config
+
+        telemetry = ledger_telemetry(
+            telemetry_from_config(gpu_readings), allocation_ledger, simulated=bool(gpu_readings)
+        )
+        return LedgerPool(allocation_ledger, lambda: machine_devices(specs), telemetry)
     return None

@@ -110,6 +110,7 @@ def course_sessions_service(
     kubernetes_namespace: str | None = None,
     job_service_url: str | None = None,
     experimental_root: str | Path | None = None,
+    prometheus_url: str | None = None,
 ) -> dict:
     """The hub-managed service entry for ``c.JupyterHub.services``.
 
@@ -131,6 +132,9 @@ def course_sessions_service(
     (give the role ``sessions_service_role(job_service=...)``). ``experimental_root`` (the
     hub's ``c.GPUAdmission.experimental_root``, or where the zone's volume is mounted on
     Kubernetes): the service warns about and wipes the experimental zone daily.
+    ``prometheus_url`` (Kubernetes, with ``kubernetes_namespace``): the Prometheus that
+    scrapes the hub, the DCGM exporter and HAMi's monitor; each server's own GPU use is
+    read there, for idle reclaim and the GPU map (hub_config/monitoring/README.md).
 
     The hub passes only ``environment`` (and its own ``JUPYTERHUB_*`` variables) to a managed
     service, so the pre-warm secret travels there rather than on the command line, where
@@ -151,6 +155,8 @@ def course_sessions_service(
         command += ["--kubernetes-namespace", kubernetes_namespace]
     if job_service_url is not None:
         command += ["--job-service-url", job_service_url]
+    if prometheus_url is not None:
+        command += ["--prometheus-url", prometheus_url]
     if experimental_root is not None:
         command += ["--experimental-root", str(experimental_root)]
     if dry_run:

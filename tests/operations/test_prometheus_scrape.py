@@ -150,6 +150,8 @@ def test_prometheus_sees_the_students_gpu_slice_and_its_gpu(monitored):
     mine = prometheus.query('gpuspawner_slice_utilization_percent{user="alice"}')
     assert value(mine) == 12
     assert mine[0]["metric"]["course"] == "ml101"
+    # (the readings file gives no per-process numbers: her GPU's, said to be the device's)
+    assert mine[0]["metric"]["measured"] == "device"
     # And the shipped recording rule carries it on
     assert value(prometheus.wait_for('gpuspawner:slice_utilization_percent{user="alice"}')) == 12
     assert value(prometheus.wait_for("gpuspawner_server_start_duration_seconds_count")) >= 1

@@ -1,7 +1,8 @@
 """GPU-aware reclaim on a shared card, per holder: four ml101 students at 1/4 of one GPU,
-one of them busy. The service reads simulated per-process readings (NVML's shape: a pid,
-its SM utilisation, its memory) and attributes each pid to the server whose process tree
-it runs in, through the allocation ledger's holders, as it does on a real machine.
+one of them busy. On one machine the service reads simulated per-process readings (NVML's
+shape: a pid, its SM utilisation, its memory) and attributes each pid to the server whose
+process tree it runs in, through the allocation ledger's holders, as it does on a real
+machine; on Kubernetes it reads HAMi's per-container series from Prometheus.
 
 Each student's "server" is a real process the ledger records as its slice's holder, with
 a child standing for its kernel, the process NVML would report."""
@@ -23,6 +24,7 @@ import pytest
 
 from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.policy.share import GPUDevice
+from gpuspawner.prometheus_telemetry import ALLOCATION_INFO, SERIES
 from gpuspawner.sessions.__main__ import build_parser, gpu_inputs
 from gpuspawner.sessions.audit import AuditLog
 from gpuspawner.sessions.hub_client import HubClient
@@ -30,6 +32,7 @@ from gpuspawner.sessions.service import SessionsService
 from gpuspawner.sessions.watched_catalog import WatchedCatalog
 from gpuspawner.telemetry import DeviceReading, ProcessReading, write_readings
 
+from ..support.prometheus_api import prometheus_api, vector_sample
 from .fake_hub import FakeHub
 from .reclaim_scenario import RECLAIM_CATALOG_YAML, gpu_server, server_allocation
 from .scenario import hub_user, utc
@@ -210,3 +213,54 @@ async def test_pids_of_another_pid_namespace_fall_back_to_the_device_and_say_so(
     told = [r.getMessage() for r in caplog.records if "device-wide" in r.getMessage()]
     assert len(told) == len(STUDENTS), told
     assert all("PID namespace" in message for message in told)
+
+
+async def test_on_kubernetes_hamis_per_container_use_reclaims_the_idle_students(tmp_path):
+    # Given the four students' pods at 1/4 of one HAMi-shared card, bob's container busy,
+    # as Prometheus has them from HAMi's monitor and the hub's allocation info
+    answers: dict[str, list] = {name: [] for name in (*SERIES, ALLOCATION_INFO)}
+    card = {"namespace": "jhub", "container": "notebook", "device_uuid": "GPU-aaa"}
+    answers["hami_container_device_utilization_ratio"] = [
+        vector_sample(64.0 if name == "bob" else 0.0, pod=f"jupyter-{name}", **card)
+        for name in STUDENTS
+    ]
+    answers[ALLOCATION_INFO] = [
+        vector_sample(1, user=name, kind="server", name="", namespace="jhub", pod=f"jupyter-{name}")
+        for name in STUDENTS
+    ]
+    catalog_path = tmp_path / "catalog.yaml"
+    catalog_path.write_text(RECLAIM_CATALOG_YAML)
+    audit_path = tmp_path / "audit.jsonl"
+    users = [hub_user(name, gpu_server(name, "ml101", utc(3, 8, 55))) for name in STUDENTS]
+    hub = FakeHub(token=TOKEN, users={u["name"]: u for u in users}, now=utc(3, 8, 55))
+    clock = Clock(utc(3, 9, 0))
+
+    with prometheus_api(answers) as prometheus_url:
+        # and the service started for the cluster with the admins' Prometheus,
+        args = build_parser({}).parse_args(
+            [
+                "--catalog",
+                str(catalog_path),
+                "--kubernetes-namespace",
+                "jhub",
+                "--prometheus-url",
+                prometheus_url,
+            ]
+        )
+        async with hub.serving() as api_url:
+            service = SessionsService(
+                HubClient(api_url, TOKEN),
+                WatchedCatalog(catalog_path, AuditLog(audit_path)),
+                AuditLog(audit_path),
+                clock=clock,
+                **gpu_inputs(args),
+            )
+            # when it runs a round every 5 minutes from 09:00 to 10:30 UTC,
+            for minute in range(0, 91, 5):
+                clock.now = utc(3, 9, 0) + timedelta(minutes=minute)
+                await service.tick()
+
+    # then alice, carol and dave are reclaimed at 09:30 and bob keeps his server.
+    reclaimed = [(e["user"], e["time"]) for e in audit(audit_path) if e["action"] == "reclaim"]
+    assert reclaimed == [(name, utc(3, 9, 30).isoformat()) for name in ("alice", "carol", "dave")]
+    assert "" in hub.users["bob"]["servers"]

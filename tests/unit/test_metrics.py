@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 
 from gpuspawner.metrics import PoolView, counted_admission, pool_metrics
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, load_catalog
-from gpuspawner.telemetry import DeviceReading
+from gpuspawner.telemetry import DeviceReading, ProcessReading
 from jupyter_to_job.metrics import job_metrics
 from jupyter_to_job.store import JobRow
 
@@ -61,7 +61,8 @@ def test_a_scrape_shows_each_gpu_its_holders_and_their_view_of_its_utilisation()
     assert value("gpuspawner_allocations", {**labels, "backend": "local"}) == 2
     assert value("gpuspawner_gpu_allocated_fraction", {"gpu": gpu0, "model": "RTX 4090"}) == 0.75
     assert value("gpuspawner_gpu_holders", {"gpu": pool.devices[1].label, "model": "RTX 4090"}) == 0
-    # And each slice carries its GPU's utilisation with its holder's labels
+    # And each slice carries its GPU's utilisation with its holder's labels, said to be
+    # the device's (these readings have no per-process numbers)
     assert (
         value(
             "gpuspawner_slice_utilization_percent",
@@ -72,6 +73,7 @@ def test_a_scrape_shows_each_gpu_its_holders_and_their_view_of_its_utilisation()
                 "profile": "batch",
                 "kind": "job",
                 "name": "j1",
+                "measured": "device",
             },
         )
         == 0.0
@@ -90,6 +92,42 @@ def test_a_scrape_shows_each_gpu_its_holders_and_their_view_of_its_utilisation()
         "pod": "",
     }
     assert value("gpuspawner_allocation_info", info) == 1
+
+
+def test_each_slice_reports_its_own_use_where_the_gpus_processes_are_attributed():
+    # Given the shared GPU busy at 80 % because of ben's kernel alone, ana idle with 3 GiB
+    # held, and cy's job holding nothing yet
+    pool = busy_pool()
+    processes = (
+        ProcessReading(11, 0.0, 3 * GIB, holder="server:ana/"),
+        ProcessReading(12, 80.0, 5 * GIB, holder="server:ben/"),
+    )
+    readings = [DeviceReading("sim-0", 0, 80.0, 8 * GIB, 24 * GIB, 60.0, processes)]
+    registry = scrape(pool_metrics(PoolView(pool, "local", readings)))
+    gpu0 = pool.devices[0].label
+
+    def slice_value(metric: str, user: str, kind: str = "server", name: str = "") -> float | None:
+        course = "" if kind == "job" else "ml101"
+        profile = "batch" if kind == "job" else "ml101"
+        labels = {
+            "gpu": gpu0,
+            "user": user,
+            "course": course,
+            "profile": profile,
+            "kind": kind,
+            "name": name,
+            "measured": "holder",
+        }
+        return registry.get_sample_value(metric, labels)
+
+    # Then each slice has its own utilisation and memory, measured for its holder
+    assert slice_value("gpuspawner_slice_utilization_percent", "ana") == 0.0
+    assert slice_value("gpuspawner_slice_utilization_percent", "ben") == 80.0
+    assert slice_value("gpuspawner_slice_utilization_percent", "cy", "job", "j1") == 0.0
+    assert slice_value("gpuspawner_slice_memory_used_bytes", "ana") == 3 * GIB * 1024 * 1024
+    assert slice_value("gpuspawner_slice_memory_used_bytes", "cy", "job", "j1") == 0
+    # while the GPU's own series still say how busy the whole card is
+    assert registry.get_sample_value("gpuspawner_gpu_utilization_percent", {"gpu": gpu0}) == 80.0
 
 
 def test_without_readings_there_are_no_device_series_but_allocations_still_show():
