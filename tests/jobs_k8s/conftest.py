@@ -38,8 +38,9 @@ Object = dict[str, Any]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "k8s_cluster" in getattr(item, "fixturenames", ()):
+    here = Path(__file__).parent
+    for item in items:  # the session's items: only this folder's are marked
+        if here in item.path.parents and "k8s_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.k8s)
 
 
