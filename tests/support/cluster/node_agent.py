@@ -368,15 +368,21 @@ class NodeAgent(NodeControls):
         except ClientError as error:
             if error.status != 404:
                 raise
-            await host.client.create(
-                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
-                {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": host.name, "namespace": "kube-node-lease"},
-                    "spec": spec,
-                },
-            )
+            try:
+                await host.client.create(
+                    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+                    {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {"name": host.name, "namespace": "kube-node-lease"},
+                        "spec": spec,
+                    },
+                )
+            except ClientError as conflict:
+                # The heartbeat made it meanwhile (a node added just before a beat): renew it.
+                if conflict.status != 409:
+                    raise
+                await host.client.merge_patch(path, {"spec": spec})
 
     async def _heartbeats(self) -> None:
         beats = 0
