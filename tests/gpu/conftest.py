@@ -20,9 +20,7 @@ from jupyter_to_job.manager import JobManager
 from ..support.job_capacity import catalog_capacity
 from ..support.job_managers import shut_down
 from ..support.job_processes import kill_leftovers
-
-REPO = Path(__file__).resolve().parents[2]
-HANG_GUARD = 300
+from .gpu_jobs import HANG_GUARD, LEDGER, REPO
 
 GPU_CATALOG = """
 flavors:
@@ -48,11 +46,16 @@ def gpus() -> list[GPUDevice]:
 
 @pytest.fixture
 async def gpu_manager(tmp_path: Path, gpus: list[GPUDevice]) -> AsyncIterator[Callable[..., Any]]:
-    """``await gpu_manager(**local_executor_settings)``: a job manager admitting jobs by
-    ``GPU_CATALOG`` over this machine's real GPUs."""
+    """``await gpu_manager(devices=..., ledger=..., **local_executor_settings)``: a job
+    manager admitting jobs by ``GPU_CATALOG`` over this machine's real GPUs (or the
+    ``devices`` given, a few of them), with the one-machine allocation ledger at
+    ``tmp_path/gpu-allocations.json`` when ``ledger`` (the ledger records each job's
+    runner as its slice's holder, as on the workstation)."""
     managers: list[JobManager] = []
 
-    async def make(**executor: Any) -> JobManager:
+    async def make(
+        *, devices: list[GPUDevice] | None = None, ledger: bool = False, **executor: Any
+    ) -> JobManager:
         config = Config()
         config.LocalExecutor.extra_environment = {"PYTHONPATH": str(REPO)}
         config.LocalExecutor.poll_interval = 0.1
@@ -60,12 +63,16 @@ async def gpu_manager(tmp_path: Path, gpus: list[GPUDevice]) -> AsyncIterator[Ca
         for name, value in executor.items():
             setattr(config.LocalExecutor, name, value)
         manager = JobManager(root_dir=str(tmp_path / "root"), config=config)
-        manager.capacity = catalog_capacity(
+        inventory = list(devices if devices is not None else gpus)
+        capacity = catalog_capacity(
             tmp_path,
-            GPU_CATALOG % {"count": len(gpus)},
+            GPU_CATALOG % {"count": len(inventory)},
             ["alice", "bob", "carol", "dave", "erin"],
-            devices=gpus,
+            devices=inventory,
         )
+        if ledger:
+            capacity.ledger_path = str(tmp_path / LEDGER)
+        manager.capacity = capacity
         await manager.start()
         managers.append(manager)
         return manager
