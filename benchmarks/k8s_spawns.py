@@ -98,6 +98,7 @@ class ClassStart:
 def _catalog(path: Path, students: list[str]) -> Path:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     start, end = now - timedelta(minutes=10), now + timedelta(minutes=120)
+    overnight = ", overnight: true" if end.time() < start.time() else ""
     path.write_text(
         textwrap.dedent(
             f"""\
@@ -110,7 +111,7 @@ def _catalog(path: Path, students: list[str]) -> Path:
                   timezone: UTC
                   term: {{first_day: {(now - timedelta(days=1)).date()}, last_day: {(now + timedelta(days=9)).date()}}}
                   windows:
-                    - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+                    - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"{overnight}}}
             """
         )
     )

@@ -299,6 +299,8 @@ def _window(rng: random.Random) -> dict:
         window["day"] = DAY_NAMES[rng.randint(0, 6)]
     window["start"] = f"{start // 60:02d}:{start % 60:02d}"
     window["end"] = f"{end // 60 % 24:02d}:{end % 60:02d}"
+    if end < start:
+        window["overnight"] = True
     return window
 
 

@@ -60,6 +60,7 @@ from .units import (
     parse_size_bytes,
     parse_size_mib,
 )
+from .wording import duration
 from .yaml_source import LineMap, YAMLSourceError, field_name, line_for, load_with_lines
 
 ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -83,6 +84,16 @@ PROTECTED_VARIABLES = frozenset(
         "XLA_PYTHON_CLIENT_PREALLOCATE",
     }
 )
+
+
+class FieldError(ValueError):
+    """A check of a whole block that is about one of its fields: raised by a model
+    validator, it is reported at that field's line (``field`` is relative to the block),
+    as a field validator's error would be, rather than at the block's first line."""
+
+    def __init__(self, message: str, *field: str | int):
+        super().__init__(message)
+        self.field = field
 
 
 def is_protected_variable(name: str) -> bool:
@@ -147,8 +158,9 @@ class Compute(CatalogModel):
     def _ordered(self) -> Compute:
         # Checked here (GPUShare checks it too) so the error points at the compute block.
         if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(
-                f"the compute min ({self.min}%) cannot be larger than its max ({self.max}%)"
+            raise FieldError(
+                f"the compute min ({self.min}%) cannot be larger than its max ({self.max}%)",
+                "min",
             )
         return self
 
@@ -303,19 +315,44 @@ class StorageMount(CatalogModel):
 
 
 class WindowSpec(CatalogModel):
-    """A weekly class window: ``{day: Mon, start: "10:00", end: "12:00"}``; ``days`` for several."""
+    """A weekly class window: ``{day: Mon, start: "10:00", end: "12:00"}``; ``days`` for several.
+
+    A window ends after it starts on the same day. One that runs past midnight says so with
+    ``overnight: true`` (``{day: Fri, start: "22:00", end: "01:00", overnight: true}``: it
+    ends on Saturday); without it, an end before the start (``12:00``-``10:15``) is an
+    error, not a 22-hour class.
+    """
 
     day: Annotated[int, BeforeValidator(parse_weekday)] | None = None
     days: list[Annotated[int, BeforeValidator(parse_weekday)]] | None = None
     start: Annotated[Any, BeforeValidator(parse_clock)]
     end: Annotated[Any, BeforeValidator(parse_clock)]
+    overnight: bool = False
+    """The class runs past midnight: it ends at ``end`` on the next day."""
 
     @model_validator(mode="after")
     def _one_day_field(self) -> WindowSpec:
         if (self.day is None) == (self.days is None):
             raise ValueError("give either day (one day) or days (a list of days)")
+        start, end = f"{self.start:%H:%M}", f"{self.end:%H:%M}"
         if self.start == self.end:
-            raise ValueError("a class window must end at a different time than it starts")
+            raise FieldError(
+                f"the window ends when it starts ({start}); give the time the class ends",
+                "end",
+            )
+        if self.end < self.start and not self.overnight:
+            raise FieldError(
+                f"the window ends at {end}, before it starts at {start}; correct the times, "
+                "or, for a class that runs past midnight, add overnight: true to the window",
+                "end",
+            )
+        if self.end > self.start and self.overnight:
+            raise FieldError(
+                f"overnight: true says the class runs past midnight, but it ends at {end}, "
+                f"after it starts at {start} on the same day; remove overnight, or correct "
+                "the times",
+                "overnight",
+            )
         return self
 
     def weekly(self) -> list[WeeklyWindow]:
@@ -332,13 +369,16 @@ class Term(CatalogModel):
     @model_validator(mode="after")
     def _ordered(self) -> Term:
         if self.first_day > self.last_day:
-            raise ValueError(
-                f"the term's first_day ({self.first_day}) comes after its last_day ({self.last_day})"
+            raise FieldError(
+                f"the term's first_day ({self.first_day}) comes after its last_day "
+                f"({self.last_day}); correct one of them",
+                "first_day",
             )
         if (self.last_day - self.first_day).days > MAX_TERM_DAYS:
-            raise ValueError(
+            raise FieldError(
                 f"a term may last at most three years; this one runs from {self.first_day} to "
-                f"{self.last_day}. Split it into terms or use a research allocation."
+                f"{self.last_day}. Split it into terms or use a research allocation.",
+                "last_day",
             )
         return self
 
@@ -448,12 +488,15 @@ class ProfileSection(CatalogEntry):
 
     @model_validator(mode="after")
     def _experimental_storage_in_its_zone(self) -> ProfileSection:
-        for mount in self.storage:
+        for position, mount in enumerate(self.storage):
             if mount.source == "experimental" and self.zone != "experimental":
-                raise ValueError(
+                raise FieldError(
                     f"the storage {mount.name!r} is in the experimental zone, which is wiped "
                     "every day, but this profile is in production; add zone: experimental, "
-                    "or use persistent storage"
+                    "or use persistent storage",
+                    "storage",
+                    position,
+                    "source",
                 )
         return self
 
@@ -541,7 +584,11 @@ class ResearchAllocation(ProfileSection):
         if not self.users and not self.groups:
             raise ValueError("a research allocation must name at least one user or group")
         if self.starts and self.starts > self.expires:
-            raise ValueError(f"starts ({self.starts}) comes after expires ({self.expires})")
+            raise FieldError(
+                f"starts ({self.starts}) comes after expires ({self.expires}); an allocation "
+                "starts on or before the day it expires",
+                "starts",
+            )
         return self
 
     def active_on(self, day: date) -> bool:
@@ -682,27 +729,36 @@ class JobFlavor(CatalogEntry):
         if self.oom_retry_memory is None:
             return self
         if self.resources.memory is None:
-            raise ValueError(
+            raise FieldError(
                 "oom_retry_memory needs resources.memory: a job can only run out of a memory "
-                "limit it has; set the flavor's memory, or remove oom_retry_memory"
+                "limit it has; set the flavor's memory, or remove oom_retry_memory",
+                "oom_retry_memory",
             )
         if self.oom_retry_memory <= self.resources.memory:
-            raise ValueError(
+            raise FieldError(
                 f"oom_retry_memory ({format_bytes(self.oom_retry_memory)}) must be larger "
                 f"than the flavor's memory ({format_bytes(self.resources.memory)}), or a job "
-                "that ran out would run out again; raise it, or remove it"
+                "that ran out would run out again; raise it, or remove it",
+                "oom_retry_memory",
             )
         return self
 
     @model_validator(mode="after")
     def _deadlines(self) -> JobFlavor:
+        for name in ("default_deadline", "max_deadline"):
+            if getattr(self, name) <= timedelta(0):
+                raise FieldError(f"{name} must be longer than zero, such as 1h", name)
         if self.default_deadline > self.max_deadline:
-            raise ValueError(
-                f"default_deadline ({self.default_deadline}) is longer than max_deadline "
-                f"({self.max_deadline})"
+            # At the default's line, unless the file sets only the maximum.
+            only_max = self.model_fields_set & {"default_deadline", "max_deadline"} == {
+                "max_deadline"
+            }
+            raise FieldError(
+                f"default_deadline ({duration(self.default_deadline)}) is longer than "
+                f"max_deadline ({duration(self.max_deadline)}); shorten default_deadline, "
+                "or raise max_deadline",
+                "max_deadline" if only_max else "default_deadline",
             )
-        if self.default_deadline <= timedelta(0):
-            raise ValueError("default_deadline must be longer than zero")
         return self
 
 
@@ -753,6 +809,12 @@ class CatalogError(ValueError):
 def _field_name(loc: tuple) -> str:
     # Pydantic marks an invalid mapping key with "[key]"; the key itself names the field.
     return field_name(tuple(part for part in loc if part != "[key]"))
+
+
+def _located_field(error: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The field a block's check was about (:class:`FieldError`), below the error's loc."""
+    raised = (error.get("ctx") or {}).get("error")
+    return tuple(raised.field) if isinstance(raised, FieldError) else ()
 
 
 def _clean_message(error: Mapping[str, Any], allowed: list[str] | None) -> str:
@@ -1013,7 +1075,7 @@ def load_catalog(path: str | Path) -> Catalog:
             parsed.append((file, CatalogFile.model_validate(data), lines))
         except ValidationError as error:
             for item in error.errors():
-                loc = tuple(item["loc"])
+                loc = tuple(item["loc"]) + _located_field(item)
                 problems.append(
                     CatalogProblem(
                         file,

@@ -112,6 +112,7 @@ def demo_course(now: datetime, by_name: bool = True) -> str:
     """
     start = (now - timedelta(minutes=15)).replace(second=0, microsecond=0)
     end = start + timedelta(hours=3)
+    overnight = ", overnight: true" if end.time() < start.time() else ""  # a class past midnight
     people = (
         f"""\
     instructors: [{INSTRUCTOR}]
@@ -134,7 +135,7 @@ courses:
       timezone: UTC
       term: {{first_day: {start.date()}, last_day: {(start + timedelta(days=120)).date()}}}
       windows:
-        - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+        - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"{overnight}}}
       lead_time: 10m
       grace: 10m
     reclaim: {{idle_after: 30m, warning: 10m, keep_once: true}}

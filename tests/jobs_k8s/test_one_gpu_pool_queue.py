@@ -22,6 +22,7 @@ from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.service.app import JobServiceApp
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from tests.support import eventually
+from tests.support.course_catalogs import window
 from tests.support.job_managers import ManagerFactory, finished
 from tests.support.notebooks import notebook, wait_for_file
 
@@ -48,7 +49,7 @@ def write_catalog(path: Path) -> Path:
                   timezone: UTC
                   term: {{first_day: {(NOW - timedelta(days=1)).date()}, last_day: {(NOW + timedelta(days=30)).date()}}}
                   windows:
-                    - {{day: {start:%a}, start: "{start:%H:%M}", end: "{CLASS_END:%H:%M}"}}
+                    - {window(start, CLASS_END)}
             flavors:
               - id: a100
                 title: Whole GPU

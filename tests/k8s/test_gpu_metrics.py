@@ -18,6 +18,7 @@ from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, encode_allocatio
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.metrics import pool_metrics, view_of_spawners
 from gpuspawner.policy import Allocation
+from tests.support.course_catalogs import window
 from tests.support.k8s_spawners import make_gpu_spawner
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
@@ -40,7 +41,7 @@ def write_catalog(path: Path) -> Path:
                   timezone: UTC
                   term: {{first_day: {(NOW - timedelta(days=1)).date()}, last_day: {(NOW + timedelta(days=30)).date()}}}
                   windows:
-                    - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+                    - {window(start, end)}
             """
         )
     )

@@ -35,6 +35,7 @@ from jupyter_to_job import k8s_objects
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from tests.support.course_catalogs import window
 from tests.support.k8s_spawners import make_gpu_spawner
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
@@ -63,7 +64,7 @@ def write_catalog(path: Path) -> Path:
                   timezone: UTC
                   term: {{first_day: {(NOW - timedelta(days=1)).date()}, last_day: {(NOW + timedelta(days=30)).date()}}}
                   windows:
-                    - {{day: {start:%a}, start: "{start:%H:%M}", end: "{CLASS_END:%H:%M}"}}
+                    - {window(start, CLASS_END)}
             flavors:
               - id: a100
                 title: Whole GPU

@@ -11,8 +11,10 @@ from pathlib import Path
 
 
 def window(start: datetime, end: datetime) -> str:
-    """A one-line weekly window (UTC) covering ``start``..``end``; may cross midnight."""
-    return f'{{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}'
+    """A one-line weekly window (UTC) covering ``start``..``end``; one that crosses midnight
+    says so (``overnight: true``), as the catalog asks."""
+    overnight = ", overnight: true" if end.time() < start.time() else ""
+    return f'{{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"{overnight}}}'
 
 
 def minute(moment: datetime) -> datetime:

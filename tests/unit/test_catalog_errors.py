@@ -138,7 +138,7 @@ MALFORMED = [
               windows: [{day: Mon, start: "10:00", end: "12:00"}]
         """,
         6,
-        "courses[0].gpu.compute",
+        "courses[0].gpu.compute.min",
         ["min (60%) cannot be larger than its max (40%)"],
         id="compute-min-above-max",
     ),
@@ -205,9 +205,47 @@ MALFORMED = [
                 - {day: Tue, start: "10:00", end: "10:00"}
         """,
         8,
-        "courses[0].schedule.windows[1]",
-        ["must end at a different time than it starts"],
+        "courses[0].schedule.windows[1].end",
+        ["the window ends when it starts (10:00); give the time the class ends"],
         id="end-equals-start",
+    ),
+    pytest.param(
+        """\
+        courses:
+          - id: ml101
+            title: Machine Learning
+            schedule:
+              term: {first_day: 2024-02-19, last_day: 2024-06-01}
+              windows:
+                - day: Mon
+                  start: "12:00"
+                  end: "10:15"
+        """,
+        9,
+        "courses[0].schedule.windows[0].end",
+        [
+            "the window ends at 10:15, before it starts at 12:00; correct the times, or, for "
+            "a class that runs past midnight, add overnight: true to the window"
+        ],
+        id="end-before-start-is-not-a-22-hour-class",
+    ),
+    pytest.param(
+        """\
+        courses:
+          - id: ml101
+            title: Machine Learning
+            schedule:
+              term: {first_day: 2024-02-19, last_day: 2024-06-01}
+              windows:
+                - day: Mon
+                  start: "10:00"
+                  end: "12:00"
+                  overnight: true
+        """,
+        10,
+        "courses[0].schedule.windows[0].overnight",
+        ["overnight: true says the class runs past midnight, but it ends at 12:00, after it"],
+        id="overnight-window-that-ends-the-same-day",
     ),
     pytest.param(
         """\
@@ -245,8 +283,8 @@ MALFORMED = [
                 last_day: 2024-02-19
               windows: [{day: Mon, start: "10:00", end: "12:00"}]
         """,
-        5,
-        "courses[0].schedule.term",
+        6,
+        "courses[0].schedule.term.first_day",
         ["first_day (2024-06-01) comes after its last_day (2024-02-19)"],
         id="term-first-day-after-last-day",
     ),

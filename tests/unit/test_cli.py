@@ -44,7 +44,7 @@ CATALOG = """\
         schedule:
           timezone: America/New_York
           term: {first_day: 2024-02-19, last_day: 2024-06-01}
-          windows: [{day: Fri, start: "22:00", end: "01:00"}]
+          windows: [{day: Fri, start: "22:00", end: "01:00", overnight: true}]
     research:
       - id: vision-lab
         title: Vision lab
@@ -298,7 +298,7 @@ class TestWarnings:
             course_with(
                 '{days: [Mon, Wed], start: "10:00", end: "12:00"}\n'
                 '{day: Wed, start: "12:00", end: "13:00"}\n'  # touching: fine
-                '{day: Sun, start: "23:00", end: "01:00"}\n'
+                '{day: Sun, start: "23:00", end: "01:00", overnight: true}\n'
                 '{day: Mon, start: "00:30", end: "02:00"}\n'  # past midnight into Monday
                 '{day: Wed, start: "11:00", end: "11:30"}'
             )

@@ -16,6 +16,7 @@ from traitlets.config import Config
 
 from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.local import SimpleLocalGPUSpawner
+from tests.support.course_catalogs import window
 from tests.support.hub_users import HubUser
 
 ONE_GPU = [{"model": "RTX 4090", "memory": "24GiB"}]
@@ -39,7 +40,7 @@ def catalog(tmp_path: Path) -> Path:
                   timezone: UTC
                   term: {{first_day: {(now - timedelta(days=1)).date()}, last_day: {(now + timedelta(days=30)).date()}}}
                   windows:
-                    - {{day: {start:%a}, start: "{start:%H:%M}", end: "{end:%H:%M}"}}
+                    - {window(start, end)}
             """
         )
     )
