@@ -7,7 +7,10 @@
   is: the flavor's image, CPU, memory and variables, and the GPU share's pod plan and
   node that the job service's admission rendered (``c.GPUAdmission.sharing_backend``).
   Nothing is decided again here: no catalog read, no render, no node read. The
-  ConfigMap is then owned by the Job, so it goes when the Job goes.
+  ConfigMap is then owned by the Job, so it goes when the Job goes; a DRA share's
+  ResourceClaimTemplate is made owned by the ConfigMap, so it goes too (the job service
+  may only create templates). An API server that refuses any of it (403: the job service's
+  Role lacks a permission) fails the job at once, with the API server's words.
 - **Log**: the job's pod is watched, and its log streamed (``follow=true``) into the
   durable log store as it is written. A broken stream is reopened with ``sinceTime``,
   and a cursor of timestamps (``pod_log.PodLogCursor``) keeps every line exactly once;
@@ -696,20 +699,57 @@ class KubernetesExecutor(JobExecutor):
     async def execute(self) -> JobOutcome:
         kube = await self._client()
         configmap, job, plan = await self.build_objects()
+        try:
+            await self._create_objects(kube, configmap, job, plan)
+        except KubeError as error:
+            if error.status != 403:
+                raise
+            raise JobNotStartable(
+                f"The job service is not allowed to start jobs here: {error.message}. Tell "
+                "the hub admins: the job service's Role lacks this permission."
+            ) from None
+        where = f" in the queue {self.queue_name}" if self.queue_name else ""
+        self.log_line(f"Kubernetes Job {self.namespace}/{self.name} created{where}")
+        attempts = self._attempts
+        checkpoint = self._checkpoint
+        if attempts is not None and checkpoint is not None and self.run == 0:
+            # The path the runner gets is the pod's, not one of this service's folders.
+            self.store.set_job_checkpoint(
+                self.job_id, attempts.checkpoint_folder, checkpoint.path, attempts.max_attempts
+            )
+            self.log_line(
+                f"checkpoint folder {checkpoint.path}; attempt 1 of {attempts.max_attempts}"
+            )
+        if self.stop_reason is not None:  # a stop that came before the Job existed
+            self._start_deleting()
+        return await self._follow()
+
+    async def _create_objects(
+        self, kube: KubeClient, configmap: dict[str, Any], job: dict[str, Any], plan: Any
+    ) -> None:
+        """The job's ConfigMap, its GPU's ResourceClaimTemplates (DRA), its upload Secret and
+        its Job; what the Job does not own yet goes if the Job cannot be made."""
         namespace = self.namespace
-        for template in plan.resource_claim_templates:
-            group, version = template["apiVersion"].split("/")
-            with contextlib.suppress(KubeError):  # 409: made for an earlier try
-                await kube.request(
-                    "POST",
-                    f"/apis/{group}/{version}/namespaces/{namespace}/resourceclaimtemplates",
-                    body=template,
-                )
         configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
         secrets = f"/api/v1/namespaces/{namespace}/secrets"
         owned = [f"{configmaps}/{self.name}"]
-        await self._create(configmaps, configmap)
+        made = await self._create(configmaps, configmap)
         try:
+            for template in plan.resource_claim_templates:
+                # Owned by the ConfigMap, itself owned by the Job below: the garbage collector
+                # deletes the template with the Job, and the Role needs no more than create.
+                group, version = template["apiVersion"].split("/")
+                parent = {**owner_reference(made), "apiVersion": "v1", "kind": "ConfigMap"}
+                metadata = {**template["metadata"], "ownerReferences": [parent]}
+                try:
+                    await kube.request(
+                        "POST",
+                        f"/apis/{group}/{version}/namespaces/{namespace}/resourceclaimtemplates",
+                        body={**template, "metadata": metadata},
+                    )
+                except KubeError as error:
+                    if error.status != 409:  # 409: made for an earlier try
+                        raise
             if self.job_upload_url:
                 secret = make_upload_secret(
                     job_id=self.job_id,
@@ -733,21 +773,6 @@ class KubernetesExecutor(JobExecutor):
                 body={"metadata": {"ownerReferences": [owner_reference(created)]}},
                 content_type="application/merge-patch+json",
             )
-        where = f" in the queue {self.queue_name}" if self.queue_name else ""
-        self.log_line(f"Kubernetes Job {namespace}/{self.name} created{where}")
-        attempts = self._attempts
-        checkpoint = self._checkpoint
-        if attempts is not None and checkpoint is not None and self.run == 0:
-            # The path the runner gets is the pod's, not one of this service's folders.
-            self.store.set_job_checkpoint(
-                self.job_id, attempts.checkpoint_folder, checkpoint.path, attempts.max_attempts
-            )
-            self.log_line(
-                f"checkpoint folder {checkpoint.path}; attempt 1 of {attempts.max_attempts}"
-            )
-        if self.stop_reason is not None:  # a stop that came before the Job existed
-            self._start_deleting()
-        return await self._follow()
 
     async def _create(self, path: str, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create ``manifest``; one left by an earlier try of this very job is taken over."""

@@ -124,13 +124,15 @@ async def make_k8s_manager(
     job_service_kubeconfig: Path, tmp_path: Path, pods_dir: Path
 ) -> AsyncIterator[ManagerFactory]:
     """``await make_k8s_manager(**executor_traits)``: a started manager running Kubernetes
-    Jobs with the job service's own credentials."""
+    Jobs with the job service's own credentials (or ``kubeconfig=``'s)."""
     managers: list[JobManager] = []
 
-    async def make(*, root: Path | None = None, **executor: Any) -> JobManager:
+    async def make(
+        *, root: Path | None = None, kubeconfig: Path | None = None, **executor: Any
+    ) -> JobManager:
         manager = JobManager(
             root_dir=str(root or tmp_path / "root"),
-            config=k8s_job_config(job_service_kubeconfig, **executor),
+            config=k8s_job_config(kubeconfig or job_service_kubeconfig, **executor),
         )
         await manager.start()
         managers.append(manager)
