@@ -41,6 +41,22 @@ def clip(
 
 
 @dataclass(frozen=True)
+class IntervalUse:
+    """How much of its GPUs an interval used, as read while it ran (the course-sessions
+    service's rounds): per holder where its processes could be told apart, else its GPU's
+    numbers (device-wide)."""
+
+    observed_seconds: float
+    """How long its use was read."""
+    busy_seconds: float
+    """Its utilisation summed over that time: seconds at 100 % of one GPU's SMs."""
+    device_wide_seconds: float
+    """The part of ``observed_seconds`` whose numbers were its GPU's, not its own."""
+    peak_memory_mib: int | None = None
+    """The most GPU memory it was seen holding; None when never said."""
+
+
+@dataclass(frozen=True)
 class UsageInterval:
     """One allocation's time on the GPU: a server's run or a job's, as the record keeps it."""
 
@@ -61,6 +77,8 @@ class UsageInterval:
     allocation: str | None = None
     """The research allocation it is charged to, if any."""
     groups: tuple[str, ...] = ()
+    use: IntervalUse | None = None
+    """What it used of its GPUs, where that was read; None: never read."""
 
     def gpu_hours(
         self,

@@ -9,6 +9,14 @@ be checked against the allocations to the last digit.
 By ``group``, an interval counts for each group its owner was in when it started (so the
 lines may add up to more than the total); by the other keys the lines add up to the total,
 an interval without a course or allocation going to the line with an empty name.
+
+Each line also says how much of what was held was used, where the course-sessions service
+read it (:class:`~.intervals.IntervalUse`): the hours observed, the GPU-hours of work done
+in them (``used_gpu_hours``: utilisation times time, in whole GPUs), the mean utilisation,
+and the part of the observed time whose numbers were the GPU's rather than the holder's own
+(``device_wide_pct``: a shared GPU whose processes could not be told apart). These cover
+the whole of each interval counted, not only its part inside the range; they are empty
+where nothing was observed.
 """
 
 from __future__ import annotations
@@ -51,6 +59,9 @@ class ReportLine:
     intervals: int = 0
     running: int = 0
     """Intervals still open at the report's ``now`` (counted up to it)."""
+    observed_seconds: float = 0.0
+    busy_seconds: float = 0.0
+    device_wide_seconds: float = 0.0
 
     @property
     def gpu_hours(self) -> Fraction:
@@ -63,6 +74,10 @@ class ReportLine:
             self.server_gpu_hours += hours
         self.intervals += 1
         self.running += running
+        if interval.use is not None:
+            self.observed_seconds += interval.use.observed_seconds
+            self.busy_seconds += interval.use.busy_seconds
+            self.device_wide_seconds += interval.use.device_wide_seconds
 
 
 @dataclass
@@ -91,13 +106,14 @@ class UsageReport:
             "gpu_hours_exact": format_fraction(line.gpu_hours),
             "intervals": line.intervals,
             "running": line.running,
+            **_use_fields(line),
         }
 
     def to_csv(self) -> str:
         """The lines as CSV, with a header row."""
         out = io.StringIO()
         fields = [self.by, "from", "to", "server_gpu_hours", "job_gpu_hours", "gpu_hours"]
-        fields += ["gpu_hours_exact", "intervals", "running"]
+        fields += ["gpu_hours_exact", "intervals", "running", *USE_FIELDS]
         writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.rows())
@@ -118,6 +134,21 @@ class UsageReport:
 
     def to_json_text(self) -> str:
         return json.dumps(self.to_json(), indent=1) + "\n"
+
+
+USE_FIELDS = ("observed_hours", "used_gpu_hours", "mean_utilization_pct", "device_wide_pct")
+
+
+def _use_fields(line: ReportLine) -> dict[str, float | None]:
+    """What the line's intervals used, where it was observed (None: never observed)."""
+    if line.observed_seconds <= 0:
+        return dict.fromkeys(USE_FIELDS)
+    return {
+        "observed_hours": round(line.observed_seconds / 3600, DECIMAL_PLACES),
+        "used_gpu_hours": round(line.busy_seconds / 3600, DECIMAL_PLACES),
+        "mean_utilization_pct": round(100 * line.busy_seconds / line.observed_seconds, 1),
+        "device_wide_pct": round(100 * line.device_wide_seconds / line.observed_seconds, 1),
+    }
 
 
 def _names(interval: UsageInterval, by: str) -> Sequence[str]:

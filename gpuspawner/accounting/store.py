@@ -1,5 +1,11 @@
 """The usage record: one row per allocation interval, SQLAlchemy 2 (SQLite or PostgreSQL).
 
+Beside each interval, what it used of its GPUs (``gpu_use``, one row per interval, added to
+at each round of the course-sessions service that reads the GPUs: :meth:`UsageStore
+.record_use`): per holder where its processes could be told apart, else device-wide, and
+how much of the time was which. A table of its own, so a record made before it existed
+gains it as it is opened.
+
 A row opens when a granted server or job is running (the hub's spawner once the server
 answers, the job service when it starts a job) and closes when it stops. Its share is
 kept as an exact fraction (numerator and denominator) and its times as naive UTC with
@@ -23,6 +29,7 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     CursorResult,
+    Float,
     Index,
     Integer,
     String,
@@ -34,7 +41,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from ..databases import UTCDateTime, database_engine
-from .intervals import UsageInterval
+from ..holder_use import HolderUse
+from .intervals import IntervalUse, UsageInterval
 
 
 class _Base(DeclarativeBase):
@@ -67,7 +75,7 @@ class UsageRow(_Base):
     end_reason: Mapped[str | None] = mapped_column(String(32))
     """``stopped``; ``gone``: found no longer running after a restart."""
 
-    def interval(self) -> UsageInterval:
+    def interval(self, use: IntervalUse | None = None) -> UsageInterval:
         return UsageInterval(
             key=self.key,
             kind=self.kind,
@@ -80,6 +88,28 @@ class UsageRow(_Base):
             course=self.course,
             allocation=self.allocation,
             groups=tuple(self.groups or ()),
+            use=use,
+        )
+
+
+class GPUUseRow(_Base):
+    """What one interval used of its GPUs, summed over the rounds that read it."""
+
+    __tablename__ = "gpu_use"
+
+    usage_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    """The interval's ``gpu_usage`` row."""
+    observed_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    busy_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    device_wide_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    peak_memory_mib: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    def use(self) -> IntervalUse:
+        return IntervalUse(
+            observed_seconds=self.observed_seconds,
+            busy_seconds=self.busy_seconds,
+            device_wide_seconds=self.device_wide_seconds,
+            peak_memory_mib=self.peak_memory_mib,
         )
 
 
@@ -178,6 +208,36 @@ class UsageStore:
                 closed.append(row.key)
         return closed
 
+    def record_use(self, uses: Iterable[HolderUse], seconds: float) -> int:
+        """Add one reading of each holder's use, standing for the last ``seconds``, to its
+        open interval's; returns how many intervals it was added to. A holder whose
+        utilisation is unknown, or without an open interval, is skipped."""
+        known = {use.key: use for use in uses if use.utilization_pct is not None}
+        if not known or seconds <= 0:
+            return 0
+        with self._sessions.begin() as session:
+            rows = session.scalars(
+                select(UsageRow).where(UsageRow.key.in_(sorted(known)), UsageRow.ended.is_(None))
+            ).all()
+            for row in rows:
+                use = known[row.key]
+                record = session.get(GPUUseRow, row.id)
+                if record is None:
+                    record = GPUUseRow(
+                        usage_id=row.id,
+                        observed_seconds=0.0,
+                        busy_seconds=0.0,
+                        device_wide_seconds=0.0,
+                    )
+                    session.add(record)
+                record.observed_seconds += seconds
+                record.busy_seconds += seconds * (use.utilization_pct or 0.0) / 100
+                if use.device_wide:
+                    record.device_wide_seconds += seconds
+                if use.memory_used_mib is not None:
+                    record.peak_memory_mib = max(record.peak_memory_mib or 0, use.memory_used_mib)
+            return len(rows)
+
     # -- read ------------------------------------------------------------------------------
 
     def intervals(
@@ -207,9 +267,12 @@ class UsageStore:
             query = query.where(UsageRow.allocation == allocation)
         if courses is not None:
             query = query.where(UsageRow.course.in_(sorted(courses)))
+        joined = query.add_columns(GPUUseRow).outerjoin(
+            GPUUseRow, GPUUseRow.usage_id == UsageRow.id
+        )
         with self._sessions() as session:
-            rows = session.scalars(query.order_by(UsageRow.started, UsageRow.id)).all()
-            return [row.interval() for row in rows]
+            found = session.execute(joined.order_by(UsageRow.started, UsageRow.id)).all()
+            return [row.interval(use.use() if use is not None else None) for row, use in found]
 
     def open_keys(self, kinds: Collection[str] = ("server", "job")) -> list[str]:
         """The keys of the intervals still open."""

@@ -124,7 +124,8 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "--usage-db",
         default=env("usage-db"),
         help="the GPU-hour usage record's SQLAlchemy URL (the hub's c.GPUAdmission."
-        "usage_db_url), for the course API's usage reports",
+        "usage_db_url), for the course API's usage reports; where GPU use is read (a "
+        "ledger, or Prometheus), each round's use per server and job is added to it",
     )
     parser.add_argument(
         "--job-service-url",
@@ -236,7 +237,7 @@ def course_api_server(
         authenticate=lambda value: hub_auth.user_for_token(value, sync=False),
         access_scope=f"access:services!service={name}",
         check_scopes=hub_auth.check_scopes,
-        usage=usage_record(usage_db),
+        usage=service.usage or usage_record(usage_db),
     )
     prefix = environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{name}/")
     app = Application(
@@ -319,6 +320,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             "Some courses ask for pre-warming but GPUSPAWNER_PREWARM_SECRET is not set; "
             "servers will not be pre-warmed. Give the service and the spawner the same secret."
         )
+    gpu = gpu_inputs(args)
     service = SessionsService(
         HubClient(api_url, token),
         catalog,
@@ -327,7 +329,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         secret=secret,
         dry_run=args.dry_run,
         zone_wiper=zone_wiper(args, audit),
-        **gpu_inputs(args),
+        # Each round's GPU use per holder goes into the usage record (the usage reports).
+        usage=usage_record(args.usage_db) if gpu else None,
+        **gpu,
     )
     try:
         asyncio.run(

@@ -25,6 +25,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from gpuspawner.accounting.store import UsageStore
+from gpuspawner.holder_use import HolderUse, use_by_holder, use_of_servers
 from gpuspawner.policy import Catalog, ClassSession, Course
 from gpuspawner.policy.capacity import Allocation
 from gpuspawner.policy.course_overrides import course_overrides
@@ -47,7 +51,6 @@ from .reclaim import (
     policy_of,
     reclaim_at,
     server_key,
-    utilisation_by_server,
     warn_from,
 )
 from .watched_catalog import WatchedCatalog
@@ -601,6 +604,7 @@ class SessionsService:
         telemetry: DeviceTelemetry | None = None,
         allocations: Callable[[], Iterable[Allocation]] | None = None,
         zone_wiper: ExperimentalZoneWiper | None = None,
+        usage: UsageStore | None = None,
     ):
         self.client = client
         self.catalog = catalog
@@ -619,6 +623,10 @@ class SessionsService:
         self._utilisation_error: str | None = None
         self.zone_wiper = zone_wiper
         """Warns about and wipes the experimental zone's folder (None: not on this service)."""
+        self.usage = usage
+        """The GPU-hour usage record, where each round's GPU use per holder is added to the
+        intervals (None: not recorded)."""
+        self._use_read_at: datetime | None = None
 
     def utilisation(self) -> dict[str, float]:
         """This round's GPU utilisation by allocation key (empty without telemetry)."""
@@ -628,7 +636,9 @@ class SessionsService:
             readings = self.telemetry.read()
             if not readings:
                 return {}
-            return utilisation_by_server(readings, list(self.allocations()))
+            uses = use_by_holder(readings, list(self.allocations()))
+            self._record_use(uses.values())
+            return use_of_servers(uses)
         except (OSError, RuntimeError, ValueError) as error:
             # An unreadable ledger must not stop pre-warming and class-end reclaim: with
             # no utilisation every server counts as busy, so none is reclaimed as idle.
@@ -641,6 +651,20 @@ class SessionsService:
                     error,
                 )
             return {}
+
+    def _record_use(self, uses: Iterable[HolderUse]) -> None:
+        """Add this round's use of each holder to its usage interval, as standing for the
+        time since the previous round (at most two rounds: a gap while the service was
+        down is not counted)."""
+        now = self.clock()
+        previous, self._use_read_at = self._use_read_at, now
+        if self.usage is None or previous is None:
+            return
+        seconds = min((now - previous).total_seconds(), 2 * self.interval)
+        try:
+            self.usage.record_use(uses, seconds)
+        except SQLAlchemyError:  # the record's trouble must not stop reclaiming
+            log.exception("Could not add this round's GPU use to the usage record")
 
     def warnings_for(self, catalog: Catalog, user: dict) -> list[ReclaimWarning]:
         """The warnings the owner of ``user``'s servers sees now (the API and the lab)."""

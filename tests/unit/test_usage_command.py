@@ -66,7 +66,8 @@ def test_an_empty_record_gives_a_report_with_only_its_header(write_yaml, db, cap
     )
     assert status == 0
     assert capsys.readouterr().out == (
-        "course,from,to,server_gpu_hours,job_gpu_hours,gpu_hours,gpu_hours_exact,intervals,running\n"
+        "course,from,to,server_gpu_hours,job_gpu_hours,gpu_hours,gpu_hours_exact,intervals,running,"
+        "observed_hours,used_gpu_hours,mean_utilization_pct,device_wide_pct\n"
     )
 
 
