@@ -5,21 +5,30 @@ Instructors run it before handing a catalog to the hub::
     gpuspawner check catalog.yaml                      # errors, or a summary of the week
     gpuspawner check catalog/ --from 2024-03-18        # the week from another day
     gpuspawner check catalog.yaml --user alice --groups ml101 --at 2024-03-18T09:55
-    gpuspawner check catalog.yaml --gpu-memory 24GiB   # also warn about shares too large
+    gpuspawner check catalog.yaml --hub-config jupyterhub_config.py   # the hub's GPUs
+    gpuspawner check catalog.yaml --gpu-memory 24GiB   # GPUs of this size (Kubernetes)
 
 Errors go to stderr as ``file:line: field: message`` and the exit status is 1. Warnings
 (things the hub accepts but that are probably mistakes: a class inside a daylight-saving
 gap, overlapping windows, zero seats, more GPU memory than any GPU has) go to stderr as
 ``file:line: warning: field: message``; the exit status stays 0.
+
+GPU shares are compared with the GPUs the hub would use, and the summary says which:
+``--gpu-memory`` sizes when given; otherwise the one-machine inventory of
+``c.GPUAdmission`` (``gpu_inventory``, ``simulated_gpus``) in ``--hub-config``, read
+without running the file, or its default: the GPUs NVML finds on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from .accounting.usage_command import add_usage_parser, run_usage
@@ -109,7 +118,16 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="the memory of the hub's GPUs, such as 24GiB (once per kind of GPU): warn about "
-        "GPU shares that ask for more memory than the largest one has",
+        "GPU shares that ask for more memory than the largest one has (on Kubernetes, where "
+        "the GPUs are the nodes'); without it, the hub's inventory is used",
+    )
+    check_parser.add_argument(
+        "--hub-config",
+        metavar="FILE",
+        type=Path,
+        help="the hub's jupyterhub_config.py: compare GPU shares with the GPUs it would use on "
+        "one machine (c.GPUAdmission.gpu_inventory and simulated_gpus, read without running "
+        "the file); without it, the GPUs NVML finds on this machine",
     )
     add_usage_parser(commands)
     return parser
@@ -152,7 +170,12 @@ def check(args: argparse.Namespace) -> int:
         noun = "1 error" if count == 1 else f"{count} errors"
         print(f"{noun}: fix the catalog and run gpuspawner check again.", file=sys.stderr)
         return 1
-    print_warnings(catalog_warnings(catalog, max(args.gpu_memory, default=None)))
+    try:
+        inventory = gpu_inventory(args.gpu_memory, args.hub_config)
+    except HubConfigError as error:
+        print(f"gpuspawner check: {error}", file=sys.stderr)
+        return 2
+    print_warnings(catalog_warnings(catalog, inventory))
     for problem in catalog.override_problems:
         print(f"warning: an instructor's change is left out: {problem}", file=sys.stderr)
     zone = ZoneInfo(catalog.settings.timezone)
@@ -160,7 +183,7 @@ def check(args: argparse.Namespace) -> int:
         user = UserIdentity(args.user, args.groups, args.admin)
         print_user_view(catalog, user, _aware(args.at, zone))
     else:
-        print_summary(catalog, args.path, _aware(args.start, zone))
+        print_summary(catalog, args.path, _aware(args.start, zone), inventory)
     return 0
 
 
@@ -170,13 +193,142 @@ def _aware(moment: datetime | None, zone: tzinfo) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
 
 
+# -- the GPUs shares are compared with ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GPUInventory:
+    """The GPUs ``gpuspawner check`` compares GPU shares with, and where they come from."""
+
+    largest_mib: int | None
+    """The memory of the largest GPU; None: no GPU is known, so nothing is compared."""
+    largest: str
+    """The largest GPU in words, for a warning: ``the largest GPU NVML finds here (H200)``."""
+    summary: str
+    """A sentence for the summary: which inventory was used, or why none was."""
+
+
+class HubConfigError(ValueError):
+    """A ``--hub-config`` file whose GPU settings cannot be read."""
+
+
+GPU_SETTINGS = ("gpu_inventory", "simulated_gpus")
+
+
+def gpu_inventory(gpu_memory: list[int], hub_config: Path | None) -> GPUInventory:
+    """The GPUs the hub would use: ``gpu_memory`` sizes when given; otherwise the
+    one-machine inventory of ``hub_config`` (or of a hub with the default settings), found
+    the way the hub finds it (:meth:`GPUAdmission.local_devices`: NVML, or simulated GPUs)."""
+    if gpu_memory:
+        sizes = ", ".join(format_mib(m) for m in sorted(set(gpu_memory)))
+        return GPUInventory(
+            max(gpu_memory),
+            "the largest GPU given with --gpu-memory",
+            f"GPU shares are compared with the GPUs given with --gpu-memory ({sizes}).",
+        )
+    settings = read_hub_gpu_settings(hub_config) if hub_config is not None else {}
+    from traitlets import TraitError
+
+    from .grant import GPUAdmission  # the hub's own inventory; heavy, so only here
+
+    try:
+        admission = GPUAdmission(**settings)
+        devices = admission.local_devices()
+    except (TraitError, ValueError, TypeError) as error:
+        raise HubConfigError(
+            f"{hub_config}: c.GPUAdmission's GPU settings are not valid ({error}); fix them, "
+            "or give --gpu-memory SIZE instead"
+        ) from None
+    if not devices:
+        if hub_config is not None:
+            mode = admission.gpu_inventory
+            detail = {
+                "nvml": "NVML finds no GPU here",
+                "simulated": "its simulated_gpus list none",
+            }.get(mode, "NVML finds no GPU here, and its simulated_gpus list none")
+            why = (
+                f"the hub configured in {hub_config} would have none on this machine "
+                f"(gpu_inventory {mode!r}: {detail}). Give --gpu-memory SIZE"
+            )
+        else:
+            why = (
+                "NVML finds none on this machine. Give --hub-config FILE (the hub's "
+                "simulated GPUs) or --gpu-memory SIZE"
+            )
+        return GPUInventory(
+            None, "", f"GPU shares are not compared with any GPU: {why} to compare them."
+        )
+    largest = max(devices, key=lambda d: d.memory_mib)
+    labels = ", ".join(d.label for d in devices)
+    if largest.simulated:
+        source = f"the simulated GPUs of c.GPUAdmission.simulated_gpus in {hub_config}"
+    else:
+        source = "the GPUs NVML finds on this machine"
+    return GPUInventory(
+        largest.memory_mib,
+        f"the largest of {source} ({largest.model})",
+        f"GPU shares are compared with {source}: {labels}.",
+    )
+
+
+def read_hub_gpu_settings(path: Path) -> dict[str, Any]:
+    """``c.GPUAdmission.gpu_inventory`` and ``simulated_gpus`` as ``path`` sets them, read
+    without running it (a hub config may start processes or write files as it loads); the
+    last assignment wins, as when the hub runs it (one inside a condition counts as if it
+    ran). Each must be written as a literal."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except OSError as error:
+        raise HubConfigError(f"{path} cannot be read: {error.strerror}") from None
+    except (SyntaxError, ValueError) as error:
+        raise HubConfigError(
+            f"{path} is not valid Python ({error}); give the hub's jupyterhub_config.py"
+        ) from None
+    found: dict[str, Any] = {}
+    assignments = [
+        (node.lineno, target, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+    ]
+    for line, target, value in sorted(assignments, key=lambda item: item[0]):
+        name = _gpu_admission_setting(target)
+        if name is None:
+            continue
+        try:
+            found[name] = ast.literal_eval(value)
+        except ValueError:
+            raise HubConfigError(
+                f"{path}:{line}: c.GPUAdmission.{name} is computed, not written as a value, "
+                "so gpuspawner check cannot read it without running the file; write it as a "
+                "literal, or give --gpu-memory SIZE instead"
+            ) from None
+    return found
+
+
+def _gpu_admission_setting(target: ast.expr) -> str | None:
+    """``simulated_gpus`` for the target ``c.GPUAdmission.simulated_gpus``, and so on."""
+    if (
+        isinstance(target, ast.Attribute)
+        and target.attr in GPU_SETTINGS
+        and isinstance(target.value, ast.Attribute)
+        and target.value.attr == "GPUAdmission"
+        and isinstance(target.value.value, ast.Name)
+        and target.value.value.id == "c"
+    ):
+        return target.attr
+    return None
+
+
 # -- warnings -----------------------------------------------------------------------------
 
 
-def catalog_warnings(catalog: Catalog, gpu_memory_mib: int | None = None) -> list[CatalogProblem]:
+def catalog_warnings(
+    catalog: Catalog, inventory: GPUInventory | None = None
+) -> list[CatalogProblem]:
     """What a valid catalog says that is probably not meant, located like errors.
 
-    ``gpu_memory_mib`` is the memory of the hub's largest GPU, when known.
+    ``inventory``: the hub's GPUs, when known (GPU shares larger than its largest warn).
     """
     warnings: list[CatalogProblem] = []
     for course in catalog.courses:
@@ -210,16 +362,16 @@ def catalog_warnings(catalog: Catalog, gpu_memory_mib: int | None = None) -> lis
             )
         )
     warnings += _environment_warnings(catalog, profiles)
-    if gpu_memory_mib is not None:
+    largest = inventory.largest_mib if inventory is not None else None
+    if inventory is not None and largest is not None:
         shares = [(p.id, p.share) for p in (*gpu_profiles, *catalog.flavors)]
         for profile_id, share in shares:
-            if share is not None and share.memory_mib and share.memory_mib > gpu_memory_mib:
+            if share is not None and share.memory_mib and share.memory_mib > largest:
                 warnings.append(
                     catalog.origins[profile_id].problem(
                         f"asks for {format_mib(share.memory_mib)} of GPU memory, more than the "
-                        f"{format_mib(gpu_memory_mib)} of the largest GPU given with "
-                        "--gpu-memory, so it can never start; lower it, or check which GPUs "
-                        "the hub has",
+                        f"{format_mib(largest)} of {inventory.largest}, so it can never "
+                        "start; lower it, or check which GPUs the hub has",
                         "gpu",
                         "memory",
                     )
@@ -348,8 +500,11 @@ def print_warnings(warnings: list[CatalogProblem]) -> None:
 # -- the catalog summary ------------------------------------------------------------------
 
 
-def print_summary(catalog: Catalog, path: Path, start: datetime) -> None:
-    """Every course with its classes in the 7 days from ``start``, then grants and profiles."""
+def print_summary(
+    catalog: Catalog, path: Path, start: datetime, inventory: GPUInventory | None = None
+) -> None:
+    """Every course with its classes in the 7 days from ``start``, then grants and profiles;
+    which GPUs the shares were compared with (``inventory``)."""
     zone = ZoneInfo(catalog.settings.timezone)
     counts = ", ".join(
         _count(len(items), noun)
@@ -362,6 +517,8 @@ def print_summary(catalog: Catalog, path: Path, start: datetime) -> None:
     print(f"{path} is a valid catalog: {counts}.")
     local = start.astimezone(zone)
     print(f"Classes are listed for the 7 days from {local:%a %d %b %Y %H:%M} ({zone.key}).")
+    if inventory is not None:
+        print(inventory.summary)
     experimental = catalog.settings.experimental_zone
     if experimental is not None:
         in_zone = [

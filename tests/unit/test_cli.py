@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuspawner import grant
 from gpuspawner.cli import main
+from gpuspawner.grant import GPUAdmission
+from gpuspawner.policy import GPUDevice
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,6 +230,21 @@ def course_with(
     return "\n".join(lines) + "\n"
 
 
+BIG_SHARES = """\
+    standing:
+      - id: small
+        title: Small share
+        gpu: {memory: 12GiB}
+      - id: big
+        title: Big share
+        gpu: {fraction: 1/2, memory: 40GiB}
+    flavors:
+      - id: huge
+        title: Huge job
+        gpu: {memory: 100GiB}
+    """
+
+
 def warnings_in(err: str) -> list[str]:
     return [line for line in err.splitlines() if ": warning: " in line]
 
@@ -355,21 +373,7 @@ class TestWarnings:
     def test_given_gpu_memory_then_shares_larger_than_the_largest_gpu_are_warned(
         self, write_yaml, capsys
     ):
-        path = write_yaml(
-            """\
-            standing:
-              - id: small
-                title: Small share
-                gpu: {memory: 12GiB}
-              - id: big
-                title: Big share
-                gpu: {fraction: 1/2, memory: 40GiB}
-            flavors:
-              - id: huge
-                title: Huge job
-                gpu: {memory: 100GiB}
-            """
-        )
+        path = write_yaml(BIG_SHARES)
 
         _, _, without = run(capsys, "check", str(path))
         status, _, err = run(
@@ -383,6 +387,127 @@ class TestWarnings:
             "than the 80 GiB of the largest GPU given with --gpu-memory, so it can never start; "
             "lower it, or check which GPUs the hub has"
         ]
+
+    def test_given_gpu_memory_then_the_summary_names_the_sizes_compared_with(
+        self, capsys, catalog_file
+    ):
+        _, out, _ = run(capsys, "check", str(catalog_file), "--gpu-memory", "80GiB")
+
+        assert "GPU shares are compared with the GPUs given with --gpu-memory (80 GiB).\n" in out
+
+    def test_given_the_hub_config_then_shares_are_compared_with_its_simulated_gpus(
+        self, write_yaml, tmp_path, capsys
+    ):
+        # Given a catalog with a 40 GiB share, and the demo hub's config with two 24 GiB GPUs
+        path = write_yaml(BIG_SHARES)
+        config = tmp_path / "jupyterhub_config.py"
+        config.write_text(
+            "c = get_config()  # noqa\n"
+            'c.GPUAdmission.simulated_gpus = [{"model": "H100", "memory": "80GiB"}]\n'
+            "# the last setting wins, as when the hub runs the file\n"
+            'c.GPUAdmission.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB", '
+            '"count": 2}]\n'
+        )
+        # When the instructor checks it against the hub's config, without --gpu-memory
+        status, out, err = run(capsys, "check", str(path), "--hub-config", str(config))
+        # Then both shares larger than an RTX 4090 warn, naming the inventory used
+        assert status == 0
+        assert warnings_in(err) == [
+            f"{path}:7: warning: standing[1].gpu.memory: asks for 40 GiB of GPU memory, more "
+            f"than the 24 GiB of the largest of the simulated GPUs of "
+            f"c.GPUAdmission.simulated_gpus in {config} (RTX 4090), so it can never start; "
+            "lower it, or check which GPUs the hub has",
+            f"{path}:11: warning: flavors[0].gpu.memory: asks for 100 GiB of GPU memory, more "
+            f"than the 24 GiB of the largest of the simulated GPUs of "
+            f"c.GPUAdmission.simulated_gpus in {config} (RTX 4090), so it can never start; "
+            "lower it, or check which GPUs the hub has",
+        ]
+        assert (
+            f"GPU shares are compared with the simulated GPUs of c.GPUAdmission.simulated_gpus "
+            f"in {config}: GPU 0 (RTX 4090, 24 GiB, simulated), GPU 1 (RTX 4090, 24 GiB, "
+            "simulated).\n"
+        ) in out
+
+    def test_given_a_hub_config_then_it_is_read_without_running_it(
+        self, write_yaml, tmp_path, capsys
+    ):
+        # Given a hub config that does things as it loads (this one would fail)
+        config = tmp_path / "jupyterhub_config.py"
+        config.write_text(
+            'raise SystemExit("the hub config ran")\n'
+            'c.GPUAdmission.gpu_inventory = "simulated"\n'
+            'c.GPUAdmission.simulated_gpus = [{"model": "L4", "memory": "24GiB"}]\n'
+        )
+        # When it is given to check, then only its GPU settings are read
+        status, out, _ = run(
+            capsys, "check", str(write_yaml(BIG_SHARES)), "--hub-config", str(config)
+        )
+        assert status == 0
+        assert "GPU 0 (L4, 24 GiB, simulated)" in out
+
+    def test_given_a_computed_gpu_setting_then_check_says_to_write_a_value(
+        self, catalog_file, tmp_path, capsys
+    ):
+        config = tmp_path / "jupyterhub_config.py"
+        config.write_text(
+            "import os\n"
+            'c.GPUAdmission.simulated_gpus = [{"model": os.environ["GPU"], "memory": "8GiB"}]\n'
+        )
+
+        status, _, err = run(capsys, "check", str(catalog_file), "--hub-config", str(config))
+
+        assert status == 2
+        assert err == (
+            f"gpuspawner check: {config}:2: c.GPUAdmission.simulated_gpus is computed, not "
+            "written as a value, so gpuspawner check cannot read it without running the file; "
+            "write it as a literal, or give --gpu-memory SIZE instead\n"
+        )
+
+    def test_given_an_invalid_gpu_setting_then_check_says_so(self, catalog_file, tmp_path, capsys):
+        config = tmp_path / "jupyterhub_config.py"
+        config.write_text('c.GPUAdmission.gpu_inventory = "gpus"\n')
+
+        status, _, err = run(capsys, "check", str(catalog_file), "--hub-config", str(config))
+
+        assert status == 2
+        assert f"{config}: c.GPUAdmission's GPU settings are not valid" in err
+        assert "or give --gpu-memory SIZE instead" in err
+
+    def test_given_no_gpu_flags_then_the_gpus_nvml_finds_here_are_used(
+        self, write_yaml, capsys, monkeypatch
+    ):
+        # NVML stands in here (no GPU on this machine): it reports one H200, as on the hub
+        # machine where this was tried; tests/gpu/ covers NVML itself on real hardware.
+        h200 = GPUDevice(id="GPU-1", index=0, model="H200", memory_mib=143771)
+        monkeypatch.setattr(GPUAdmission, "_inventory_cache", {})
+        monkeypatch.setattr(grant, "discover_nvml_gpus", lambda: [h200])
+        path = write_yaml(BIG_SHARES.replace("100GiB", "160GiB"))
+
+        _, out, err = run(capsys, "check", str(path))
+
+        assert warnings_in(err) == [
+            f"{path}:11: warning: flavors[0].gpu.memory: asks for 160 GiB of GPU memory, more "
+            "than the 140.4 GiB of the largest of the GPUs NVML finds on this machine (H200), "
+            "so it can never start; lower it, or check which GPUs the hub has"
+        ]
+        assert (
+            "GPU shares are compared with the GPUs NVML finds on this machine: GPU 0 (H200, "
+            "140.4 GiB).\n"
+        ) in out
+
+    def test_given_no_gpu_flags_and_no_gpu_here_then_the_summary_says_nothing_was_compared(
+        self, write_yaml, capsys, monkeypatch
+    ):
+        monkeypatch.setattr(GPUAdmission, "_inventory_cache", {})
+        monkeypatch.setattr(grant, "discover_nvml_gpus", lambda: [])
+
+        _, out, err = run(capsys, "check", str(write_yaml(BIG_SHARES)))
+
+        assert warnings_in(err) == []
+        assert (
+            "GPU shares are not compared with any GPU: NVML finds none on this machine. Give "
+            "--hub-config FILE (the hub's simulated GPUs) or --gpu-memory SIZE to compare them."
+        ) in out
 
     def test_given_a_gpu_memory_without_a_unit_then_usage_exits_2(self, capsys, catalog_file):
         with pytest.raises(SystemExit) as exit_:
