@@ -185,6 +185,8 @@ setup(
             "ruff",
             "mypy",
             "types-PyYAML",
+            # The typed modules reach psutil (the ledger's slice holders, through the metrics).
+            "types-psutil",
             # `make lint` checks the import contracts in pyproject.toml with lint-imports.
             "import-linter>=2.17,<3",
             # Rendered manifests are checked against the real Kubernetes OpenAPI schemas.
