@@ -176,8 +176,8 @@ def check(args: argparse.Namespace) -> int:
         print(f"gpuspawner check: {error}", file=sys.stderr)
         return 2
     print_warnings(catalog_warnings(catalog, inventory))
-    for problem in catalog.override_problems:
-        print(f"warning: an instructor's change is left out: {problem}", file=sys.stderr)
+    for left_out in catalog.override_problems:
+        print(f"warning: an instructor's change is left out: {left_out}", file=sys.stderr)
     zone = ZoneInfo(catalog.settings.timezone)
     if args.user is not None:
         user = UserIdentity(args.user, args.groups, args.admin)
