@@ -210,6 +210,7 @@ class PrometheusTelemetry:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._last_error: str | None = None
+        self._told: set[tuple[str, str]] = set()
 
     def read(self) -> list[DeviceReading]:
         try:
@@ -229,7 +230,20 @@ class PrometheusTelemetry:
         self._last_error = None
         if not series[ALLOCATION_INFO]:
             log.debug("Prometheus has no %s: it does not scrape the hub yet", ALLOCATION_INFO)
-        return readings_from_series(series)
+        readings = readings_from_series(series)
+        for reading in readings:
+            for process in reading.processes or ():
+                told = (reading.uuid, process.device_wide or "")
+                if process.device_wide and told not in self._told:
+                    if len(self._told) >= 256:  # GPUs come and go: keep the log bounded
+                        self._told.clear()
+                    self._told.add(told)
+                    log.warning(
+                        "GPU use on %s is counted device-wide, not per server or job: %s.",
+                        reading.uuid,
+                        process.device_wide,
+                    )
+        return readings
 
     def query(self, expr: str) -> list[Sample]:
         """The instant vector of ``expr`` (``/api/v1/query``); raises OSError when

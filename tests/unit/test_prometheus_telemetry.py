@@ -208,3 +208,23 @@ def test_a_prometheus_that_cannot_answer_gives_no_readings_and_says_so_once(prom
     with caplog.at_level(logging.ERROR, logger="gpuspawner.prometheus_telemetry"):
         assert PrometheusTelemetry("http://127.0.0.1:9/").read() == []
     assert "Cannot read GPU use per pod from Prometheus" in caplog.text
+
+
+def test_a_time_shared_gpu_is_said_once_to_be_counted_device_wide(prometheus, caplog):
+    url, answers = prometheus
+    answers.update({name: [] for name in (*SERIES, ALLOCATION_INFO)})
+    answers[ALLOCATION_INFO] = HUB_SLICES
+    shared = {"Hostname": "node-a", "UUID": "GPU-aaa", "gpu": "0"}
+    answers["DCGM_FI_DEV_GPU_UTIL"] = [
+        sample(namespace=NS, pod="jupyter-ana", **shared, value=80),
+        sample(namespace=NS, pod="jupyter-ben", **shared, value=80),
+    ]
+    telemetry = PrometheusTelemetry(url)
+    with caplog.at_level(logging.WARNING, logger="gpuspawner.prometheus_telemetry"):
+        telemetry.read()
+        telemetry.read()
+    told = [r.getMessage() for r in caplog.records]
+    assert told == [
+        "GPU use on node-a/GPU-aaa is counted device-wide, not per server or job: the DCGM "
+        "exporter gives each of the 2 pods on this time-shared GPU the GPU's numbers."
+    ]
