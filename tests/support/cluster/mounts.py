@@ -7,7 +7,8 @@ the overlay's upper folder under the pod's own folder), bind-mounts each source 
 target, and executes the command. Nothing outside the process changes. SPEC is a JSON file::
 
     {"scratch": "/pods/ns/pod/mounts",
-     "binds": [{"source": "/pods/ns/pod/volumes/config", "target": "/etc/app", "read_only": true}]}
+     "binds": [{"source": "/pods/ns/pod/volumes/config", "target": "/etc/app", "read_only": true}],
+     "cwd": "/srv/app"}
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def enter(spec: dict) -> None:
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     scratch = Path(spec["scratch"])
     binds = spec.get("binds") or []
-    overlaid = sorted({top_folder(bind["target"]) for bind in binds} - {"/"})
+    cwd = spec.get("cwd")
+    targets = [bind["target"] for bind in binds] + ([cwd] if cwd else [])
+    overlaid = sorted({top_folder(target) for target in targets} - {"/"})
     for top in overlaid:
         if not Path(top).is_dir() or Path(top).is_symlink():
             # Making it would change the machine: only folders that exist are overlaid.
@@ -85,6 +88,10 @@ def enter(spec: dict) -> None:
         _mount(str(source), str(target), None, MS_BIND | MS_REC, None)
         if bind.get("read_only"):
             _mount("none", str(target), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+    if cwd:
+        # A container's working directory is made when missing, as container runtimes do.
+        Path(cwd).mkdir(parents=True, exist_ok=True)
+        os.chdir(cwd)
 
 
 def main(argv: list[str]) -> None:

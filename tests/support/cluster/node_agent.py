@@ -11,6 +11,7 @@ over TLS, verifying the API server's client certificate.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import ssl
@@ -23,12 +24,13 @@ from tornado.netutil import bind_sockets
 
 from ..k8s_emulator import errors
 from ..k8s_emulator.client import ClientError, Informer, KubeClient
-from ..k8s_emulator.kubelet import Kubelet, KubeletTimings
+from ..k8s_emulator.kubelet import Kubelet, KubeletTimings, VolumeMountError
 from ..k8s_emulator.logs import LogQuery, check_log_options, container_log, stream_log
 from ..k8s_emulator.node_controls import NodeControls
 from ..k8s_emulator.pod_exec import PROTOCOLS, ExecRequest, PodExecHandler
 from ..k8s_emulator.timestamps import micro, rfc3339
 from .control_plane import ControlPlane
+from .services import ServiceProxy, service_links
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,9 @@ AGENT_ROLE: Object = {
     "apiVersion": "rbac.authorization.k8s.io/v1",
     "kind": "ClusterRole",
     "metadata": {"name": AGENT_USER},
-    "rules": [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list", "watch"]}],
+    "rules": [
+        {"apiGroups": [""], "resources": ["pods", "nodes", "services"], "verbs": ["list", "watch"]}
+    ],
 }
 AGENT_BINDING: Object = {
     "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -71,6 +75,7 @@ class NodeKubelet(Kubelet):
         super().__init__(agent.watcher, lambda: agent.nodes.cache, **kwargs)
         self.agent = agent
         self.strict_references = True
+        self.probes = True
 
     def client_for(self, node: str | None) -> KubeClient:
         host = self.agent.hosts.get(node or "")
@@ -82,11 +87,106 @@ class NodeKubelet(Kubelet):
         await self.resolve_env(worker, container)
         return await super().make_container(worker, container, script)
 
+    async def resolve_env(self, worker: Any, container: Object) -> dict[str, str]:
+        env = await super().resolve_env(worker, container)
+        if worker.pod["spec"].get("enableServiceLinks", True):
+            # The Services of the pod's namespace, as the kubelet links them (own values win).
+            links = service_links(self.agent.services.in_namespace(worker.namespace))
+            env = {**links, **env}
+        return env
+
+    async def volume_files(self, worker: Any) -> dict[str, dict[str, bytes]]:
+        """ConfigMap and Secret volumes (the emulator's kubelet), and the projected and
+        downwardAPI volumes a real kubelet fills: the service account token (a TokenRequest
+        bound to the pod, as the node), ``kube-root-ca.crt``, the pod's own fields."""
+        files = await super().volume_files(worker)
+        for volume in worker.pod["spec"].get("volumes") or []:
+            if "projected" in volume:
+                made: dict[str, bytes] = {}
+                for source in volume["projected"].get("sources") or []:
+                    made.update(await self._projected(worker, source))
+                files[volume["name"]] = made
+            elif "downwardAPI" in volume:
+                files[volume["name"]] = _downward_files(
+                    worker.pod, volume["downwardAPI"].get("items") or []
+                )
+        return files
+
+    async def _projected(self, worker: Any, source: Object) -> dict[str, bytes]:
+        client = self.client_for(worker.node)
+        if "serviceAccountToken" in source:
+            request = source["serviceAccountToken"]
+            account = worker.pod["spec"].get("serviceAccountName") or "default"
+            answer = await client.create(
+                f"/api/v1/namespaces/{worker.namespace}/serviceaccounts/{account}/token",
+                {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {
+                        "audiences": [request["audience"]] if request.get("audience") else None,
+                        "expirationSeconds": request.get("expirationSeconds", 3607),
+                        "boundObjectRef": {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "name": worker.name,
+                            "uid": worker.uid,
+                        },
+                    },
+                },
+            )
+            return {request.get("path", "token"): answer["status"]["token"].encode()}
+        for kind, key in (("configmaps", "configMap"), ("secrets", "secret")):
+            if key in source:
+                ref = source[key]
+                try:
+                    obj = await client.get(
+                        f"/api/v1/namespaces/{worker.namespace}/{kind}/{ref['name']}"
+                    )
+                except ClientError:
+                    if ref.get("optional"):
+                        return {}
+                    raise VolumeMountError(
+                        f'MountVolume.SetUp failed: {kind[:-1]} "{ref["name"]}" not found'
+                    ) from None
+                data = obj.get("data") or {}
+                decode = (
+                    (lambda v: base64.b64decode(v)) if kind == "secrets" else (lambda v: v.encode())
+                )
+                items = ref.get("items") or [{"key": k, "path": k} for k in data]
+                return {
+                    item["path"]: decode(data[item["key"]]) for item in items if item["key"] in data
+                }
+        if "downwardAPI" in source:
+            return _downward_files(worker.pod, source["downwardAPI"].get("items") or [])
+        return {}
+
     def on_pod(self, kind: str, pod: Object, old: Object | None) -> None:
         # Only pods bound to a node this agent runs (another agent's nodes are not ours).
         if pod["spec"].get("nodeName") not in self.agent.hosts and kind != "DELETED":
             return
         super().on_pod(kind, pod, old)
+
+
+def _downward_files(pod: Object, items: list[Object]) -> dict[str, bytes]:
+    """A downwardAPI volume's files: the pod's own fields (resource fields are left out)."""
+    meta = pod["metadata"]
+    fields = {
+        "metadata.name": meta.get("name", ""),
+        "metadata.namespace": meta.get("namespace", ""),
+        "metadata.uid": meta.get("uid", ""),
+        "metadata.labels": "\n".join(
+            f'{k}="{v}"' for k, v in sorted((meta.get("labels") or {}).items())
+        ),
+        "metadata.annotations": "\n".join(
+            f'{k}="{v}"' for k, v in sorted((meta.get("annotations") or {}).items())
+        ),
+    }
+    made = {}
+    for item in items:
+        field = (item.get("fieldRef") or {}).get("fieldPath")
+        if field in fields:
+            made[item["path"]] = fields[field].encode()
+    return made
 
 
 class KubeletHandler(web.RequestHandler):
@@ -254,19 +354,34 @@ class NodeAgent(NodeControls):
         self.pods = Informer(
             self.watcher, "/api/v1/pods", lambda *event: self.kubelet.on_pod(*event), kind="Pod"
         )
+        self.services = ServiceProxy(lambda: self.pods.cache, self.plane.folder / "hosts")
+        self.service_informer = Informer(
+            self.watcher,
+            "/api/v1/services",
+            lambda *event: self.services.on_service(*event),
+            kind="Service",
+        )
         for name, coroutine in (
             ("nodes", self.nodes.run()),
             ("pods", self.pods.run()),
+            ("services", self.service_informer.run()),
             ("heartbeats", self._heartbeats()),
         ):
             self._tasks.append(asyncio.create_task(coroutine, name=f"node-agent-{name}"))
         await asyncio.wait_for(
-            asyncio.gather(self.nodes.synced.wait(), self.pods.synced.wait()), 30
+            asyncio.gather(
+                self.nodes.synced.wait(),
+                self.pods.synced.wait(),
+                self.service_informer.synced.wait(),
+            ),
+            30,
         )
 
     async def stop(self) -> None:
         if kubelet := getattr(self, "kubelet", None):
             await kubelet.stop()
+        if services := getattr(self, "services", None):
+            await services.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

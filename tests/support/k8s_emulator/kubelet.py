@@ -121,6 +121,7 @@ class PodWorker:
         self.task: asyncio.Task[None] | None = None
         self.volumes: dict[str, dict[str, bytes]] = {}
         """The files of each ConfigMap and Secret volume, by volume name."""
+        self._probes: set[asyncio.Future[None]] = set()
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -318,11 +319,44 @@ class PodWorker:
         if self.kubelet.timings.ready:
             await asyncio.sleep(self.kubelet.timings.ready)
         self.phase = "Running"
-        for status in self.statuses.values():
+        by_name = {c["name"]: c for c in spec.get("containers") or []}
+        for name, status in self.statuses.items():
             if "running" in status["state"]:
-                status["ready"] = True
+                status["ready"] = not self._probe_readiness(by_name[name])
         await self.push_status()
         return True
+
+    def _probe_readiness(self, container: Object) -> bool:
+        """Start probing ``container``'s readiness, if it has a probe and the node probes;
+        True when it is to be probed (not ready until the probe says so)."""
+        probe = container.get("readinessProbe")
+        if not probe or not self.kubelet.probes:
+            return False
+        task = asyncio.ensure_future(self._probe_loop(container["name"], probe))
+        self._probes.add(task)
+        task.add_done_callback(self._probes.discard)
+        return True
+
+    async def _probe_loop(self, name: str, probe: Object) -> None:
+        """Readiness as the kubelet probes it; the period is at most a second here (the
+        same decisions as the real one, sooner)."""
+        await asyncio.sleep(min(float(probe.get("initialDelaySeconds") or 0), 5.0))
+        period = min(float(probe.get("periodSeconds") or 10), 1.0)
+        successes = failures = 0
+        while not self.deleting.is_set():
+            status = self.statuses.get(name) or {}
+            if "running" not in status.get("state", {}):
+                return
+            ok = await self.kubelet.probe(self, name, probe)
+            successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
+            ready = status.get("ready", False)
+            if not ready and successes >= int(probe.get("successThreshold") or 1):
+                status["ready"] = True
+                await self.push_status()
+            elif ready and failures >= int(probe.get("failureThreshold") or 3):
+                status["ready"] = False
+                await self.push_status()
+            await asyncio.sleep(period)
 
     async def _mount_volumes(self) -> bool:
         """Fetch the pod's ConfigMap and Secret volumes; until they exist the pod waits in
@@ -509,7 +543,7 @@ class PodWorker:
                         if self.deleting.is_set():
                             return
                         if await self._launch(by_name[name], self.statuses):
-                            self.statuses[name]["ready"] = True
+                            self.statuses[name]["ready"] = not self._probe_readiness(by_name[name])
                             waits[asyncio.ensure_future(self.containers[name].wait())] = name
                 if not waits:
                     codes = [
@@ -547,6 +581,8 @@ class PodWorker:
             )
 
     async def _kill_all(self) -> None:
+        for task in list(self._probes):
+            task.cancel()
         for instance in self.containers.values():
             with contextlib.suppress(Exception):
                 await asyncio.shield(instance.stop(0))
@@ -592,6 +628,8 @@ class Kubelet:
         self.strict_references = False
         # Which images the registry has (None: every image); others fail to pull.
         self.registry: Callable[[str], bool] | None = None
+        # Readiness probes (httpGet, tcpSocket) are run: a real node's kubelet does.
+        self.probes = False
 
     def host_ip(self, node_name: str) -> str:
         node = self._nodes().get(("", node_name)) or {}
@@ -611,6 +649,48 @@ class Kubelet:
             f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": '
             f'failed to resolve reference "{image}": {image}: not found'
         )
+
+    async def probe(self, worker: PodWorker, container: str, probe: Object) -> bool:
+        """One readiness probe of ``container``: an HTTP GET answered 200 to 399, or a TCP
+        connection accepted, at the pod's address; an exec probe passes (not run here)."""
+        spec = next(
+            (c for c in worker.pod["spec"].get("containers") or [] if c["name"] == container), {}
+        )
+        action = probe.get("httpGet") or probe.get("tcpSocket")
+        if action is None:
+            return True
+        port = action.get("port")
+        if isinstance(port, str) and not port.isdigit():
+            port = next(
+                (p["containerPort"] for p in spec.get("ports") or [] if p.get("name") == port),
+                None,
+            )
+        if port is None or worker.pod_ip is None:
+            return False
+        host = action.get("host") or worker.pod_ip
+        timeout = float(probe.get("timeoutSeconds") or 1)
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), timeout
+            )
+        except (OSError, TimeoutError):
+            return False
+        try:
+            if "httpGet" not in probe:
+                return True
+            path = action.get("path") or "/"
+            writer.write(
+                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.34\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), timeout)
+            parts = line.decode(errors="replace").split()
+            return len(parts) >= 2 and parts[1].isdigit() and 200 <= int(parts[1]) < 400
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            writer.close()
 
     def client_for(self, node: str | None) -> KubeClient:
         """The client that acts for ``node`` (a real node agent has one identity per node)."""

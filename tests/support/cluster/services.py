@@ -1,0 +1,246 @@
+"""Services on the node's loopback: what kube-proxy and the cluster's DNS give a pod.
+
+There is no kube-proxy and no cluster DNS in the test cluster. The node agent stands in for
+both, for the pods it runs with their images' commands (images.py):
+
+- each Service with a selector and a ClusterIP ``10.96.A.B`` is served at ``127.96.A.B``
+  (all of 127/8 is this machine's loopback) on its ports, each connection forwarded to a
+  ready pod the selector picks, at the target port (a number or a container port's name);
+- a hosts file per namespace names each Service as cluster DNS would (``name``,
+  ``name.ns``, ``name.ns.svc``, ``name.ns.svc.cluster.local``), rewritten in place as
+  Services come and go; containers see it as their ``/etc/hosts``;
+- :func:`service_links` are the ``{NAME}_SERVICE_HOST``/``_PORT`` variables the kubelet
+  gives a pod for the Services that exist when it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import itertools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..k8s_emulator.selectors import label_selector_from_dict, labels_match
+
+log = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+CLUSTER_DOMAIN = "cluster.local"
+
+
+def service_address(cluster_ip: str) -> str | None:
+    """Where the node serves a ClusterIP: ``10.96.3.7`` -> ``127.96.3.7``; None for none."""
+    try:
+        address = ipaddress.ip_address(cluster_ip)
+    except ValueError:
+        return None
+    if address.version != 4:
+        return None
+    _, second, third, fourth = str(address).split(".")
+    return f"127.{second}.{third}.{fourth}"
+
+
+def _link_name(service: str) -> str:
+    return service.upper().replace("-", "_")
+
+
+def service_links(services: list[Object]) -> dict[str, str]:
+    """The Docker-link style variables the kubelet sets for ``services`` (one namespace)."""
+    env: dict[str, str] = {}
+    for service in services:
+        address = service_address((service.get("spec") or {}).get("clusterIP") or "")
+        ports = (service.get("spec") or {}).get("ports") or []
+        if address is None or not ports:
+            continue
+        name = _link_name(service["metadata"]["name"])
+        first = ports[0]
+        env[f"{name}_SERVICE_HOST"] = address
+        env[f"{name}_SERVICE_PORT"] = str(first["port"])
+        env[f"{name}_PORT"] = f"{first.get('protocol', 'TCP').lower()}://{address}:{first['port']}"
+        for port in ports:
+            protocol = port.get("protocol", "TCP")
+            if port.get("name"):
+                env[f"{name}_SERVICE_PORT_{_link_name(port['name'])}"] = str(port["port"])
+            prefix = f"{name}_PORT_{port['port']}_{protocol}"
+            env[prefix] = f"{protocol.lower()}://{address}:{port['port']}"
+            env[f"{prefix}_PROTO"] = protocol.lower()
+            env[f"{prefix}_PORT"] = str(port["port"])
+            env[f"{prefix}_ADDR"] = address
+    return env
+
+
+def hosts_text(namespace: str, services: list[Object]) -> str:
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    for service in sorted(services, key=lambda s: s["metadata"]["name"]):
+        address = service_address((service.get("spec") or {}).get("clusterIP") or "")
+        if address is None:
+            continue
+        name = service["metadata"]["name"]
+        names = [
+            name,
+            f"{name}.{namespace}",
+            f"{name}.{namespace}.svc",
+            f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}",
+        ]
+        lines.append(f"{address}\t{' '.join(names)}")
+    return "\n".join(lines) + "\n"
+
+
+def _target_port(pod: Object, port: Object) -> int | None:
+    target = port.get("targetPort", port["port"])
+    if isinstance(target, int):
+        return target
+    if isinstance(target, str) and target.isdigit():
+        return int(target)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for declared in container.get("ports") or []:
+            if declared.get("name") == target:
+                return int(declared["containerPort"])
+    return None
+
+
+def _ready(pod: Object) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or not status.get("podIP"):
+        return False
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+class ServiceProxy:
+    """Serves every Service of the cluster on loopback, and keeps the hosts files."""
+
+    def __init__(self, pods: Callable[[], dict[tuple[str, str], Object]], folder: Path) -> None:
+        self._pods = pods
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.services: dict[tuple[str, str], Object] = {}
+        self._servers: dict[tuple[str, str], list[asyncio.Server]] = {}
+        self._turn = itertools.count()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def hosts_file(self, namespace: str) -> Path:
+        """The namespace's hosts file (made if missing): a pod's ``/etc/hosts``."""
+        path = self.folder / f"{namespace}.hosts"
+        if not path.exists():
+            self._write_hosts(namespace)
+        return path
+
+    def in_namespace(self, namespace: str) -> list[Object]:
+        return [s for (ns, _), s in self.services.items() if ns == namespace]
+
+    def on_service(self, kind: str, service: Object, old: Object | None) -> None:
+        key = (service["metadata"].get("namespace", ""), service["metadata"]["name"])
+        if kind == "DELETED":
+            self.services.pop(key, None)
+        else:
+            self.services[key] = service
+        task = asyncio.ensure_future(self._serve(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._write_hosts(key[0])
+
+    def _write_hosts(self, namespace: str) -> None:
+        path = self.folder / f"{namespace}.hosts"
+        text = hosts_text(namespace, self.in_namespace(namespace))
+        # Rewritten in place: a container's bind mount of the file sees the new names.
+        with open(path, "a+") as hosts:
+            hosts.seek(0)
+            hosts.truncate()
+            hosts.write(text)
+
+    async def _serve(self, key: tuple[str, str]) -> None:
+        for server in self._servers.pop(key, []):
+            server.close()
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+        service = self.services.get(key)
+        if service is None:
+            return
+        spec = service.get("spec") or {}
+        address = service_address(spec.get("clusterIP") or "")
+        if address is None or not spec.get("selector"):
+            return
+        servers = []
+        for port in spec.get("ports") or []:
+            if port.get("protocol", "TCP") != "TCP":
+                continue
+            try:
+                server = await asyncio.start_server(
+                    lambda reader, writer, p=port: self._forward(key, p, reader, writer),
+                    address,
+                    port["port"],
+                )
+            except OSError as error:
+                log.warning("service %s/%s port %s: %s", *key, port["port"], error)
+                continue
+            servers.append(server)
+        self._servers[key] = servers
+
+    def _endpoint(self, key: tuple[str, str], port: Object) -> tuple[str, int] | None:
+        service = self.services.get(key)
+        if service is None:
+            return None
+        selector = service["spec"].get("selector") or {}
+        candidates = []
+        for pod in self._pods().values():
+            meta = pod.get("metadata") or {}
+            if meta.get("namespace") != key[0] or not _ready(pod):
+                continue
+            if not labels_match(
+                label_selector_from_dict({"matchLabels": selector}), meta.get("labels")
+            ):
+                continue
+            target = _target_port(pod, port)
+            if target is not None:
+                candidates.append((pod["status"]["podIP"], target))
+        if not candidates:
+            return None
+        candidates.sort()
+        return candidates[next(self._turn) % len(candidates)]
+
+    async def _forward(
+        self,
+        key: tuple[str, str],
+        port: Object,
+        client_reader: asyncio.StreamReader,
+        client_writer: asyncio.StreamWriter,
+    ) -> None:
+        endpoint = self._endpoint(key, port)
+        if endpoint is None:
+            client_writer.close()  # no ready endpoint: refused, as kube-proxy's REJECT
+            return
+        try:
+            reader, writer = await asyncio.open_connection(*endpoint)
+        except OSError:
+            client_writer.close()
+            return
+
+        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    sink.close()
+
+        await asyncio.gather(pump(client_reader, writer), pump(reader, client_writer))
+
+    async def stop(self) -> None:
+        for servers in self._servers.values():
+            for server in servers:
+                server.close()
+        self._servers.clear()
+        for task in list(self._tasks):
+            task.cancel()
