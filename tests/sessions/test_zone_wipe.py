@@ -220,7 +220,7 @@ def test_a_wipe_missed_by_more_than_an_hour_is_left_out(tmp_path):
         (
             "standing:\n  - id: p\n    title: P\n    storage:\n"
             "      - {name: s, source: experimental, mount: /s}\n",
-            "standing[0]",
+            "standing[0].storage[0].source",
             "this profile is in production; add zone: experimental",
         ),
         (
