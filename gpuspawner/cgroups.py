@@ -13,9 +13,12 @@ its memory. Both hierarchies exist in the field and both are handled:
   ``memory.limit_in_bytes`` (and ``memory.memsw.limit_in_bytes``), ``cpu.cfs_quota_us``;
   kills are counted in ``memory.oom_control``.
 
-Groups are made under the calling process's own cgroup (``<own>/campus-gpu-hub/<name>``),
-so the hub never reaches outside the subtree it was given. A process joins its group
-between fork and exec (:meth:`Cgroup.join`), before it can allocate anything.
+Groups are made under the calling process's own cgroup, in its hub instance's folder
+(``<own>/campus-gpu-hub/<hub id>/<name>``, :mod:`gpuspawner.hub_instance`): the hub never
+reaches outside the subtree it was given, and a group it finds left behind (and kills what
+runs in) is always one it made itself, never another hub's group for the same user. A
+process joins its group between fork and exec (:meth:`Cgroup.join`), before it can allocate
+anything.
 
 :class:`CgroupLimits` is the one setting (``c.CgroupLimits.enforce``) that the
 LocalGPUSpawner and the job service's LocalExecutor both read.
@@ -35,8 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Enum, Unicode, default
+from traitlets import Enum, TraitError, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
+
+from .hub_instance import HUB_ID_VARIABLE, HubIdError, process_scope, valid_hub_id
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +143,8 @@ class Cgroup:
                 os.kill(pid, signal.SIGKILL)
 
     def remove(self, *, attempts: int = 50) -> None:
-        """Kill what is left and delete the group (its counters go with it)."""
+        """Kill what is left and delete the group (its counters go with it), and its hub's
+        folder when that holds no other group now."""
         if self.processes():
             self.kill_all()
         for folder in self.folders.values():
@@ -153,6 +159,9 @@ class Cgroup:
                         log.warning("Could not remove the cgroup %s: %s", folder, error)
                         break
                     time.sleep(0.02)  # the killed processes are being reaped
+            # Busy while the hub has other groups; made again for its next one.
+            with contextlib.suppress(OSError):
+                folder.parent.rmdir()
 
 
 def child_setup(
@@ -204,15 +213,25 @@ class CgroupHierarchy(ABC):
 
     version = 0
 
-    def __init__(self, mounts: dict[str, Path], bases: dict[str, Path], group_name: str):
+    def __init__(
+        self, mounts: dict[str, Path], bases: dict[str, Path], group_name: str, hub_id: str
+    ):
         self.mounts = mounts
         """Controller (``unified`` for v2) → where its hierarchy is mounted."""
         self.bases = bases
         """Controller → this process's own cgroup folder in that hierarchy."""
         self.group_name = group_name
+        self.hub_id = hub_id
+        """The hub instance (or lone process) whose groups these are: they live in a folder
+        of that name, and nothing outside it is ever removed or killed."""
 
     def describe(self) -> str:
-        return f"cgroup v{self.version} ({', '.join(str(p) for p in self.bases.values())})"
+        folders = ", ".join(str(self.hub_folder(c)) for c in self.bases)
+        return f"cgroup v{self.version} ({folders})"
+
+    def hub_folder(self, controller: str) -> Path:
+        """This hub's folder in ``controller``'s hierarchy: its groups, and only its."""
+        return self.bases[controller] / self.group_name / self.hub_id
 
     def create(self, name: str, limits: ResourceLimits, *, kill_together: bool = False) -> Cgroup:
         """A group for one server or job. ``kill_together``: when the kernel kills one of
@@ -222,12 +241,11 @@ class CgroupHierarchy(ABC):
             raise ValueError(f"not a usable cgroup name: {name!r}")
         folders: dict[str, Path] = {}
         for controller, base in self.bases.items():
-            parent = base / self.group_name
-            self._prepare_parent(controller, base, parent)
+            parent = self.hub_folder(controller)
             folder = parent / name
-            if folder.exists():  # left behind by a process that died with its group
+            if folder.exists():  # this hub's own, left by a process that died with its group
                 Cgroup(name, {controller: folder}, limits, self.version).remove()
-            folder.mkdir(exist_ok=True)
+            self._make_group_folder(controller, base, folder)
             folders[controller] = folder
         group = Cgroup(name, folders, limits, self.version)
         try:
@@ -240,8 +258,39 @@ class CgroupHierarchy(ABC):
             raise
         return group
 
+    def group_of(self, pid: int, name: str, *, proc: Path = Path("/proc")) -> Cgroup | None:
+        """This hub's group ``name``, if process ``pid`` runs in it (another hub's group of
+        the same name is not); None otherwise."""
+        try:
+            paths = _own_paths(proc / str(pid) / "cgroup")
+        except OSError:
+            return None
+        suffix = f"/{self.group_name}/{self.hub_id}/{name}"
+        folders: dict[str, Path] = {}
+        for controller in self.bases:
+            key = "" if controller == "unified" else controller
+            path = paths.get(key, "")
+            if not path.endswith(suffix):
+                return None
+            folders[controller] = self.mounts[controller] / path.lstrip("/")
+        return Cgroup(name, folders, ResourceLimits(), self.version)
+
+    def _make_group_folder(
+        self, controller: str, base: Path, folder: Path, *, attempts: int = 20
+    ) -> None:
+        # Another process of this hub (its job service) removes the hub's folder when its
+        # last group goes: make it again if it went in between.
+        for attempt in range(attempts):
+            self._prepare_parent(controller, base, folder.parent)
+            try:
+                folder.mkdir(exist_ok=True)
+                return
+            except FileNotFoundError:
+                if attempt == attempts - 1:
+                    raise
+
     def _prepare_parent(self, controller: str, base: Path, parent: Path) -> None:
-        parent.mkdir(exist_ok=True)
+        parent.mkdir(parents=True, exist_ok=True)
 
     @abstractmethod
     def _write_limits(self, group: Cgroup) -> None:
@@ -274,7 +323,7 @@ class CgroupV2(CgroupHierarchy):
         # A cgroup with processes of its own cannot enable them ("no internal processes"),
         # so the hub's own processes first move into a leaf beside the groups it makes:
         # what systemd expects of a unit with Delegate=yes.
-        parent.mkdir(exist_ok=True)
+        parent.mkdir(parents=True, exist_ok=True)
         enable = " ".join(f"+{c}" for c in self.CONTROLLERS)
         try:
             (base / "cgroup.subtree_control").write_text(enable)
@@ -287,6 +336,9 @@ class CgroupV2(CgroupHierarchy):
                 with contextlib.suppress(OSError):  # gone meanwhile, or a kernel thread
                     (leaf / "cgroup.procs").write_text(pid)
             (base / "cgroup.subtree_control").write_text(enable)
+        # Down every level to the hub's folder: campus-gpu-hub, then <hub id>.
+        for level in reversed(parent.relative_to(base).parents[:-1]):
+            (base / level / "cgroup.subtree_control").write_text(enable)
         (parent / "cgroup.subtree_control").write_text(enable)
 
     def _write_limits(self, group: Cgroup) -> None:
@@ -305,9 +357,13 @@ class CgroupV2(CgroupHierarchy):
 def detect_hierarchy(
     group_name: str = "campus-gpu-hub",
     *,
+    hub_id: str | None = None,
     proc: Path = Path("/proc"),
 ) -> CgroupHierarchy:
-    """The hierarchy this process can make limited groups in; raises :class:`CgroupsUnavailable`."""
+    """The hierarchy this process can make limited groups in, for the groups of hub
+    ``hub_id`` (None: this process's own, :func:`~gpuspawner.hub_instance.process_scope`);
+    raises :class:`CgroupsUnavailable`."""
+    scope = hub_id or process_scope()
     try:
         own = _own_paths(proc / "self" / "cgroup")
         mounts = _mounts(proc / "self" / "mounts")
@@ -329,10 +385,10 @@ def detect_hierarchy(
         except OSError:
             available = set()
         if {"memory", "cpu"} <= available:
-            return _writable(CgroupV2({"unified": v2}, {"unified": base}, group_name))
+            return _writable(CgroupV2({"unified": v2}, {"unified": base}, group_name, scope))
     if "memory" in v1 and "cpu" in v1:
         bases = {c: point / own[c].lstrip("/") for c, point in v1.items()}
-        return _writable(CgroupV1(v1, bases, group_name))
+        return _writable(CgroupV1(v1, bases, group_name, scope))
     raise CgroupsUnavailable(
         "neither a cgroup v2 hierarchy with the memory and cpu controllers nor the cgroup v1 "
         "memory and cpu hierarchies are available to this process"
@@ -391,22 +447,72 @@ class CgroupLimits(LoggingConfigurable):
         """,
     )
 
-    _hierarchies: dict[str, CgroupHierarchy | CgroupsUnavailable] = {}
+    hub_id = Unicode(
+        config=True,
+        help="""
+        The hub instance whose servers and jobs these groups hold: they are made under
+        ``<group_name>/<hub_id>``, and a group found there left behind (whose processes are
+        killed) is always this hub's own. So several hubs on one machine (a staging hub, a
+        second demo, a test run) never touch each other's servers and jobs, even for the
+        same user name.
+
+        Defaults to ``$GPUSPAWNER_HUB_ID``, which the hub hands to its services
+        (``jupyter_to_job.hub.job_service(hub_id=...)``); LocalGPUSpawner's default is the id
+        kept in the hub's runtime folder beside its cookie secret
+        (:func:`gpuspawner.hub_instance.hub_instance_id`). A process given none has a scope
+        of its own, which a restart of it does not find again. Example::
+
+            from gpuspawner.hub_instance import hub_instance_id
+            c.CgroupLimits.hub_id = hub_instance_id("/var/lib/jupyterhub")
+        """,
+    )
+
+    @default("hub_id")
+    def _default_hub_id(self) -> str:
+        return os.environ.get(HUB_ID_VARIABLE, "")
+
+    @validate("hub_id")
+    def _valid_hub_id(self, proposal: dict) -> str:
+        if not proposal["value"]:
+            return ""
+        try:
+            return valid_hub_id(proposal["value"])
+        except HubIdError as error:
+            raise TraitError(str(error)) from None
+
+    _hierarchies: dict[tuple[str, str], CgroupHierarchy | CgroupsUnavailable] = {}
+    _warned_unscoped = False
+
+    @property
+    def scope(self) -> str:
+        """The folder this process's groups live in: its hub's id, else its own scope."""
+        if self.hub_id:
+            return self.hub_id
+        if not CgroupLimits._warned_unscoped:
+            CgroupLimits._warned_unscoped = True
+            self.log.warning(
+                "No hub id was handed to this process (c.CgroupLimits.hub_id or $%s): its "
+                "control groups are its own, apart from its hub's, and a restart of it does "
+                "not find them again.",
+                HUB_ID_VARIABLE,
+            )
+        return process_scope()
 
     def hierarchy(self) -> CgroupHierarchy | None:
         """The hierarchy in use, or None when limits are not enforced."""
         if self.enforce == "off":
             return None
-        found = self._hierarchies.get(self.group_name)
+        key = (self.group_name, self.hub_id)
+        found = self._hierarchies.get(key)
         if found is None:
             try:
-                found = detect_hierarchy(self.group_name)
+                found = detect_hierarchy(self.group_name, hub_id=self.scope)
                 self.log.info("CPU and memory limits are enforced with %s", found.describe())
             except CgroupsUnavailable as error:
                 found = error
                 level = logging.ERROR if self.enforce == "required" else logging.WARNING
                 self.log.log(level, "CPU and memory limits are NOT enforced: %s.", error)
-            self._hierarchies[self.group_name] = found
+            self._hierarchies[key] = found
         if isinstance(found, CgroupsUnavailable):
             if self.enforce == "required":
                 raise CgroupsUnavailable(
@@ -435,22 +541,8 @@ class CgroupLimits(LoggingConfigurable):
             return None
 
     def of_process(self, pid: int, name: str) -> Cgroup | None:
-        """The group ``name`` that process ``pid`` runs in (made by this or an earlier
-        process of the service), or None when it runs in none: after a restart, the
-        group of a server or job started before it."""
+        """The group ``name`` of this hub that process ``pid`` runs in (made by this or an
+        earlier process of the hub or service), or None when it runs in none: after a
+        restart, the group of a server or job started before it."""
         hierarchy = self.hierarchy()
-        if hierarchy is None:
-            return None
-        try:
-            paths = _own_paths(Path("/proc") / str(pid) / "cgroup")
-        except OSError:
-            return None
-        suffix = f"/{self.group_name}/{name}"
-        folders: dict[str, Path] = {}
-        for controller in hierarchy.bases:
-            key = "" if controller == "unified" else controller
-            path = paths.get(key, "")
-            if not path.endswith(suffix):
-                return None
-            folders[controller] = hierarchy.mounts[controller] / path.lstrip("/")
-        return Cgroup(name, folders, ResourceLimits(), hierarchy.version)
+        return hierarchy.group_of(pid, name) if hierarchy is not None else None

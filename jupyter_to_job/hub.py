@@ -22,6 +22,8 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
+from gpuspawner.hub_instance import HUB_ID_VARIABLE
+
 from .scopes import READ_JOBS_SCOPE, SERVICE_NAME, WRITE_JOBS_SCOPE, access_scope
 
 DEFAULT_PORT = 8766
@@ -66,6 +68,7 @@ def job_service(
     usage_db_url: str | None = None,
     run_as: str | None = None,
     notebook_dir_template: str | None = None,
+    hub_id: str | None = None,
     name: str = SERVICE_NAME,
     ip: str = "127.0.0.1",
     python: str = sys.executable,
@@ -83,6 +86,9 @@ def job_service(
     ``run_as="owner"`` runs each job as its owner's system account (the service then runs as
     root; see ``LocalExecutor.run_as``); ``notebook_dir_template`` is where users' notebook
     paths start (``{username}``; default: their home), so jobs run beside their notebook.
+    ``hub_id`` (the hub's ``c.CgroupLimits.hub_id``, see :mod:`gpuspawner.hub_instance`): the
+    jobs' control groups go into the hub's own folder, so this service, like its hub, never
+    touches another hub's groups or jobs on the same machine.
     ``args`` are extra settings such as ``"--JobManager.max_running_jobs=4"``.
     """
     env = dict(environment or {})
@@ -95,6 +101,7 @@ def job_service(
         "JUPYTER_TO_JOB_USAGE_DB": usage_db_url,
         "JUPYTER_TO_JOB_RUN_AS": run_as,
         "JUPYTER_TO_JOB_NOTEBOOK_DIR": notebook_dir_template,
+        HUB_ID_VARIABLE: hub_id,
         "JUPYTER_TO_JOB_SIMULATED_GPUS": (
             json.dumps(list(simulated_gpus)) if simulated_gpus is not None else None
         ),

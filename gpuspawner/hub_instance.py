@@ -1,0 +1,101 @@
+"""Which hub instance a process belongs to: an id kept in the hub's runtime folder.
+
+Several hubs share real machines: a staging hub beside the production one, two demos on
+other ports, test runs. Each must touch only what it started. So each hub instance has an
+id, made at its first start and kept in ``hub-instance-id`` in its runtime folder (where its
+database and cookie secret are), and everything it makes on the machine that another hub
+could also name is scoped by it: its control groups live under ``campus-gpu-hub/<id>/``
+(:mod:`gpuspawner.cgroups`), so its clean-up of leftovers, and every kill that clean-up
+does, reach its own groups only. The hub hands its id to the services it starts (the job
+service, the course-sessions service) in ``$GPUSPAWNER_HUB_ID``, so a hub's servers and jobs
+share one scope::
+
+    from gpuspawner.hub_instance import hub_instance_id
+
+    HUB_ID = hub_instance_id("/var/lib/jupyterhub")
+    c.CgroupLimits.hub_id = HUB_ID
+    c.JupyterHub.services.append(job_service(..., hub_id=HUB_ID))
+
+A process of no hub (the job manager inside one JupyterLab, a test) gets a scope of its own
+(:func:`process_scope`), which nothing else shares.
+
+Pure standard library and psutil: the job service imports it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import tempfile
+from pathlib import Path
+
+import psutil
+
+HUB_ID_VARIABLE = "GPUSPAWNER_HUB_ID"
+"""How a hub hands its id to the services it starts."""
+HUB_ID_FILE = "hub-instance-id"
+"""The file in the hub's runtime folder that keeps its id."""
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""What an id may be: a name usable as a folder (a cgroup) and in a log line."""
+
+
+class HubIdError(ValueError):
+    """The id file exists but holds no usable id; the message says what to do."""
+
+
+def hub_instance_id(folder: str | os.PathLike[str]) -> str:
+    """The id of the hub whose runtime folder is ``folder``: read back from its
+    ``hub-instance-id`` file, or made (``hub-`` and 12 random hex digits) and saved there at
+    the first start. Two processes starting at once get the same id.
+
+    Deleting the file gives the hub a new id at its next start: groups it made before are
+    then another hub's to it, and are left alone (remove them by hand once they are empty).
+    """
+    path = Path(folder) / HUB_ID_FILE
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(f"hub-{secrets.token_hex(6)}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        # A hard link appears with its whole content at once, and only if nobody was first.
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+    return _read(path)
+
+
+def _read(path: Path) -> str:
+    value = path.read_text().strip()
+    if not HUB_ID.match(value):
+        raise HubIdError(
+            f"{path} does not hold a hub id (letters, digits, '_', '.' and '-', at most 64, "
+            "on one line). Delete it to give the hub a new id, then start the hub again."
+        )
+    return value
+
+
+def process_scope(pid: int | None = None) -> str:
+    """A scope for one process that belongs to no hub: ``process-<pid>-<start time>``, so
+    neither another process nor a later one with the same pid ever shares it."""
+    pid = os.getpid() if pid is None else pid
+    return f"process-{pid}-{int(psutil.Process(pid).create_time())}"
+
+
+def valid_hub_id(value: str) -> str:
+    """``value`` if it can be a hub id; otherwise :class:`HubIdError` says what can."""
+    if not HUB_ID.match(value):
+        raise HubIdError(
+            f"{value!r} cannot be a hub id: use letters, digits, '_', '.' and '-' (at most "
+            "64, starting with a letter or digit), as gpuspawner.hub_instance.hub_instance_id "
+            "makes them."
+        )
+    return value
