@@ -6,10 +6,13 @@ the hub will stop it, and to change course. The spawners give
 :meth:`~gpuspawner.course_profiles.CourseProfilesMixin.running_server`, built here from
 what the server was granted (or, after a hub restart, from its saved state), and
 ``templates/home.html`` shows it with a live countdown and a "Change course" button.
+When the user's last server ended without the hub stopping it, the page says why
+(:func:`ended_unasked`, the local spawners' ``stop_notice``).
 """
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
@@ -87,3 +90,36 @@ def running_server(
     else:
         share = f"{allocation.fraction} of a GPU"
     return RunningServer(title, share, session_end, zone, course)
+
+
+def ended_unasked(exit_status: int | None, at: datetime, zone: tzinfo = UTC) -> str:
+    """What a server's owner is told when it ended at ``at`` without the hub stopping it:
+    ``exit_status`` as ``Popen.returncode`` gives it (negative: killed by that signal),
+    None when the hub could not learn it (the server started before the hub's last
+    restart). Empty for a server that exited by itself without an error (JupyterLab's
+    File > Shut Down)."""
+    local = at.astimezone(zone)
+    when = f"{local:%H:%M} {local.tzname() or zone}"
+    lost = "Work not saved before then is lost."
+    if exit_status is None:
+        return (
+            f"Your last server ended by {when} without the hub stopping it (it had started "
+            "before the hub last restarted, so the hub cannot tell how it ended). "
+            f"{lost} Start it again; if this happens again, tell the hub admins."
+        )
+    if exit_status < 0:
+        number = -exit_status
+        try:
+            name = f"{signal.Signals(number).name}, signal {number}"
+        except ValueError:
+            name = f"signal {number}"
+        return (
+            f"Your last server was stopped from outside the hub at {when} ({name}). "
+            f"{lost} Start it again; if this happens again, tell the hub admins."
+        )
+    if exit_status > 0:
+        return (
+            f"Your last server ended with an error at {when} (exit code {exit_status}). "
+            f"{lost} Start it again; if this happens again, tell the hub admins."
+        )
+    return ""

@@ -4,6 +4,12 @@ Servers are local processes (JupyterHub's LocalProcessSpawner, or its simple
 variant for demos). Each one gets its share through its environment: the GPUs
 CUDA sees, soft memory limits for PyTorch, JAX and TensorFlow, optional HAMi-core
 enforcement, and its session end for the JupyterLab countdown.
+
+A hub signals only the server process it started: it records the process's start time with
+its pid and, after a restart, signals that pid only while it is still that very process
+(pids get reused). Its cgroups carry the hub's own id (:mod:`gpuspawner.hub_instance`). A
+server that ends without the hub stopping it (killed from outside, crashed, out of memory)
+is explained to its owner on the home page and on the spawn page (``stop_notice``).
 """
 
 from __future__ import annotations
@@ -14,17 +20,25 @@ import re
 import shutil
 import stat
 import tempfile
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
+import psutil
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
+from jupyterhub.utils import url_path_join
 from traitlets import Enum, Instance, List, Unicode, default, observe
 
 from .accounts import NoSuchAccount, UserAccount
 from .cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
 from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
 from .grant import SHARE_HOOKS, Grant
+from .home_page import ended_unasked
+from .hub_instance import hub_instance_id
+from .ledger import ProcessHolder
 from .policy import GPUDevice
+from .policy.schedule import parse_timezone
 
 __all__ = ["SHARE_HOOKS", "LocalGPUSpawner", "LocalGPUSpawnerMixin", "SimpleLocalGPUSpawner"]
 
@@ -61,12 +75,26 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
 
     @default("cgroups")
     def _default_cgroups(self) -> CgroupLimits:
-        return CgroupLimits(parent=self)
+        from jupyterhub.app import JupyterHub  # the hub's own application, when it runs
+
+        cgroups = CgroupLimits(parent=self)
+        if not cgroups.hub_id and JupyterHub.initialized():
+            # Neither configured nor handed over: this hub's id, kept in its runtime
+            # folder (where its cookie secret is), so a restart finds its groups again.
+            secret = Path(JupyterHub.instance().cookie_secret_file).resolve()
+            cgroups.hub_id = hub_instance_id(secret.parent)
+        return cgroups
 
     _cgroup: Cgroup | None = None
     _configured_start: tuple[list[str], str] | None = None
+    _server_process: ProcessHolder | None = None
+    """The server's process as this hub started it: its pid and start time."""
+    _stopping = False
+    """The hub is stopping the server: its end is asked for."""
+    _end_noted = False
     stop_notice: str = ""
-    """Why the last server ended unasked (out of memory), shown on the next spawn page."""
+    """Why the last server ended unasked (killed from outside, crashed, out of memory),
+    shown on the home page and the next spawn page until the next start."""
 
     def gpu_devices(self) -> list[GPUDevice]:
         return self.admission.local_devices()
@@ -213,6 +241,71 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
         if os.path.isdir(self.scratch_dir) and not os.path.islink(self.scratch_dir):
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
+    # -- the server's process: only the one this hub started ----------------------------
+
+    def _is_our_process(self) -> bool:
+        """Whether ``self.pid`` is still the server process this hub started."""
+        if self.proc is not None and self.proc.pid == self.pid:
+            return self.proc.poll() is None  # our child: its pid is ours until reaped
+        holder = self._server_process
+        return holder is not None and holder.pid == self.pid and holder.is_alive()
+
+    async def _signal(self, sig):
+        """Signal the server's process only while it is the one this hub started; another
+        process that has its pid now (after a reboot, or any reuse) is never signalled."""
+        if not self._is_our_process():
+            if psutil.pid_exists(self.pid) and self._server_process is not None:
+                self.log.warning(
+                    "Process %d is no longer %s's server (that one has ended; the pid now "
+                    "belongs to another process): it is not signalled.",
+                    self.pid,
+                    self._log_name,
+                )
+            return False
+        return await super()._signal(sig)
+
+    def _adopt_process(self, pid: int, recorded: object) -> ProcessHolder | None:
+        """After a hub restart: the server's process as the saved state recorded it, or,
+        from a state saved before start times were recorded, the process with that pid if
+        it is this hub's server of this user (its environment names both)."""
+        holder = ProcessHolder.from_dict(recorded)
+        if holder is not None:
+            return holder if holder.pid == pid else None
+        try:
+            environment = psutil.Process(pid).environ()
+        except psutil.Error:
+            return None
+        api_url = self.hub.api_url  # as Spawner.get_env hands it to the server
+        if self.hub_connect_url is not None:
+            api_url = url_path_join(self.hub_connect_url, urlparse(api_url).path)
+        mine = (
+            environment.get("JUPYTERHUB_USER") == self.user.name
+            and environment.get("JUPYTERHUB_SERVER_NAME", "") == (self.name or "")
+            and environment.get("JUPYTERHUB_API_URL") == api_url
+        )
+        return ProcessHolder.of_pid(pid) if mine else None
+
+    def _note_unasked_end(self, exit_status: int | None) -> None:
+        """The server ended without the hub stopping it: say why to its owner, once."""
+        if self._end_noted or self._stopping or self.stop_notice:
+            return
+        self._end_noted = True
+        notice = ended_unasked(exit_status, datetime.now(UTC), self._notice_zone())
+        if notice:
+            self.stop_notice = notice
+            self.log.warning(
+                "Server %s ended without the hub stopping it (exit status %s)",
+                self._log_name,
+                "unknown" if exit_status is None else exit_status,
+            )
+
+    def _notice_zone(self) -> tzinfo:
+        try:
+            catalog = self.admission.catalog_in_force()
+            return parse_timezone(catalog.settings.timezone) if catalog else UTC
+        except Exception:  # a notice in UTC is better than none
+            return UTC
+
     def _end_cgroup(self) -> None:
         """After the server's process ended: note an out-of-memory kill, drop the group."""
         cgroup, self._cgroup = self._cgroup, None
@@ -226,6 +319,7 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
                 + ". Work not saved before then is lost. Use less memory (free large "
                 "variables, load data in pieces) or choose a profile with more memory."
             )
+            self._end_noted = True
             self.log.warning("Server %s was killed for using more than its memory", self._log_name)
         cgroup.remove()
 
@@ -240,6 +334,8 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             self.release_allocation()
             raise
         self.stop_notice = ""
+        self._stopping = self._end_noted = False
+        self._server_process = None
         self.progress_note(grant.describe)
         if limits.cpu:
             self.cpu_limit = limits.cpu
@@ -267,12 +363,14 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             self.release_allocation()
             self._end_cgroup()
             raise
+        self._server_process = ProcessHolder.of_pid(self.pid)
         # From now on the server's process, not the hub, holds its GPU slice.
         self.hold_allocation(self.pid)
         self.record_started()
         return address
 
     async def poll(self):
+        proc, restored = self.proc, self.proc is None and bool(self.pid)
         status = await super().poll()
         cgroup = self._cgroup
         if status is None and cgroup is not None and cgroup.oom_kills() > 0:
@@ -286,9 +384,14 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
                 await asyncio.sleep(0.1)
         if status is not None:
             self._end_cgroup()
+            if proc is not None:
+                self._note_unasked_end(proc.returncode)
+            elif restored:  # started before the hub's restart: not our child, no status
+                self._note_unasked_end(None)
         return status
 
     async def stop(self, now=False):
+        self._stopping = True
         try:
             await super().stop(now=now)
         finally:
@@ -303,13 +406,17 @@ class LocalGPUSpawnerMixin(CourseProfilesMixin):
             state["gpuspawner"] = course
         if self.stop_notice:  # kept past clear_state: the hub makes a new spawner after a stop
             state["gpuspawner_stop_notice"] = self.stop_notice
+        if self.pid and self._server_process is not None:
+            state["gpuspawner_process"] = self._server_process.to_dict()
         return state
 
     def load_state(self, state):
         super().load_state(state)
         notice = state.get("gpuspawner_stop_notice") if isinstance(state, dict) else None
         self.stop_notice = notice if isinstance(notice, str) else ""
-        if self.pid:  # a server started before a hub restart: find its group again
+        if self.pid:  # a server started before a hub restart: find it and its group again
+            recorded = state.get("gpuspawner_process") if isinstance(state, dict) else None
+            self._server_process = self._adopt_process(self.pid, recorded)
             self._cgroup = self.cgroups.of_process(self.pid, self.cgroup_name)
         self.restore_course_state(state, pid=self.pid)
 
