@@ -182,8 +182,9 @@ class _RunnerProcess:
         return self.popen.returncode if self.popen is not None else None
 
     def signal_group(self, signum: int) -> None:
-        """Signal the runner's whole process group (it leads its own session)."""
-        if not self.running():
+        """Signal the runner's whole process group (it leads its own session), only while
+        its pid is still the runner this service started (its start time says so)."""
+        if not self.running() or not same_process_running(self.pid, self.start_time):
             return
         try:
             os.killpg(self.pid, signum)
@@ -706,7 +707,14 @@ class LocalExecutor(JobExecutor):
             expected_uid = os.geteuid()
             if self.run_as == "owner":
                 expected_uid = UserAccount.for_hub_user(self.job.owner).uid
-            if started_after_job and kernel.uids().real == expected_uid and os.getpgid(pid) == pid:
+            # A job with a cgroup started its kernel in it (another hub's never is).
+            in_job_group = self._cgroup is None or pid in self._cgroup.processes()
+            if (
+                started_after_job
+                and in_job_group
+                and kernel.uids().real == expected_uid
+                and os.getpgid(pid) == pid
+            ):
                 os.killpg(pid, signal.SIGKILL)
         except (psutil.Error, ProcessLookupError, PermissionError, LookupError):
             pass

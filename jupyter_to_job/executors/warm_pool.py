@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuspawner.cgroups import Cgroup, ResourceLimits
+from gpuspawner.ledger import ProcessHolder
 
 from ..warm_start import set_late
 from .process_exit import ProcessExit
@@ -71,6 +72,13 @@ class WarmRunner:
 
     def running(self) -> bool:
         return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the runner's process group (it leads its own session), only while its
+        pid is still the runner this service started (its start time says so)."""
+        if self.running() and ProcessHolder(self.pid, self.start_time).is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
 
     def keeps_kernel(self, environment: dict[str, str]) -> bool:
         """Whether a job with ``environment`` may run in the kernel started ahead."""
@@ -240,8 +248,7 @@ class WarmRunnerPool:
             while runner.running():
                 left = deadline - asyncio.get_running_loop().time()
                 if left <= 0:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(runner.pid, signal.SIGKILL)
+                    runner.kill()
                     deadline += _RELEASE_GRACE
                 await ended.wait(max(left, 0.05))
         finally:
