@@ -38,16 +38,27 @@ LINT_PATHS ?= gpuspawner jupyter_to_job tests benchmarks hub_config setup.py
 TYPED_PATHS ?= gpuspawner/policy gpuspawner/grant.py gpuspawner/accounting
 PYTEST_ARGS ?= -v tests
 DEMO_CONFIG := $(CURDIR)/hub_config/local/jupyterhub_config.py
-DEMO_DIR := .run/demo
 SSO_CONFIG := $(CURDIR)/hub_config/sso/jupyterhub_config.py
-SSO_DIR := .run/demo-sso
 WORKSTATION_CONFIG := $(CURDIR)/hub_config/workstation/jupyterhub_config.py
+# Each demo keeps every file it writes while it runs (database, cookie secret, the proxy's
+# pid file, GPU ledger, job store, logs, sockets) in its runtime folder: GPUSPAWNER_DEMO_RUNTIME
+# when set, else its own folder below. Demos with other runtime folders and ports
+# (GPUSPAWNER_DEMO_PORT and the others of hub_config/local/README.md) run side by side.
+DEMO_DIR ?= $(abspath $(or $(GPUSPAWNER_DEMO_RUNTIME),.run/demo))
+SSO_DIR ?= $(abspath $(or $(GPUSPAWNER_DEMO_RUNTIME),.run/demo-sso))
 # Outside the checkout: each person's jobs reach their own folder in it by name.
-WORKSTATION_DIR ?= /var/lib/campus-gpu-hub-demo
+WORKSTATION_DIR ?= $(abspath $(or $(GPUSPAWNER_DEMO_RUNTIME),/var/lib/campus-gpu-hub-demo))
+# The workstation hub's servers and jobs run as other accounts, so its Python must be one they
+# can run: a virtualenv of the system's Python in its runtime folder (.venv's Python may live
+# in root's home, as pyenv's does), made once, remade when the project's requirements change.
+WORKSTATION_PYTHON ?= /usr/bin/python3
+WORKSTATION_VENV ?= $(WORKSTATION_DIR)/venv
+WORKSTATION_STAMP := $(WORKSTATION_VENV)/.campus-gpu-hub-installed
+WORKSTATION_EXTRAS := hub,singleuser,sso
 
 export PATH := $(BIN):$(NODE_BIN):$(PATH)
 
-.PHONY: system-deps help setup labextension jstest ui-test demo demo-sso demo-workstation test lint typecheck pytest bench constraints \
+.PHONY: system-deps help setup labextension jstest ui-test demo demo-sso demo-workstation workstation-root test lint typecheck pytest bench constraints \
 	k8s-tools clean distclean
 
 help:
@@ -95,24 +106,45 @@ $(NODE_STAMP): package.json package-lock.json
 
 demo: setup
 	mkdir -p $(DEMO_DIR)
-	cd $(DEMO_DIR) && exec $(BIN)/jupyterhub -f $(DEMO_CONFIG)
+	cd $(DEMO_DIR) && GPUSPAWNER_DEMO_RUNTIME=$(DEMO_DIR) exec $(BIN)/jupyterhub -f $(DEMO_CONFIG)
 
 # The same hub logging in through OpenID Connect; it starts the stand-in campus provider
 # (hub_config/sso/campus_idp) on http://127.0.0.1:8010. Password for every demo person:
 # campus-demo. Set CAMPUS_OIDC_ISSUER (see hub_config/sso/README.md) for a real provider.
 demo-sso: setup
 	mkdir -p $(SSO_DIR)
-	cd $(SSO_DIR) && exec $(BIN)/jupyterhub -f $(SSO_CONFIG)
+	cd $(SSO_DIR) && GPUSPAWNER_DEMO_RUNTIME=$(SSO_DIR) exec $(BIN)/jupyterhub -f $(SSO_CONFIG)
 
 # The production setup for one shared machine (hub_config/workstation), with the demo's
 # people, courses and flavors: it creates their system accounts, so it needs root.
-demo-workstation: setup
+demo-workstation: workstation-root setup $(WORKSTATION_STAMP)
+	mkdir -p $(WORKSTATION_DIR)
+	cd $(WORKSTATION_DIR) && PATH=$(WORKSTATION_VENV)/bin:$$PATH GPUSPAWNER_DEMO_RUNTIME=$(WORKSTATION_DIR) \
+	  exec $(WORKSTATION_VENV)/bin/jupyterhub -f $(WORKSTATION_CONFIG)
+
+workstation-root:
 	@if [ "$$(id -u)" != 0 ]; then \
 	  echo "make demo-workstation creates the demo people's system accounts and runs each server and job as its owner, so it needs root: sudo make demo-workstation. (make demo needs no root, and has no isolation between users.)" >&2; \
 	  exit 1; \
 	fi
+
+# The project installed as for .venv (editable, so it runs this checkout's code, which every
+# account must therefore be able to read), from the system's Python, with umask 022.
+# Debian's python3-venv is installed when that Python cannot make virtualenvs.
+$(WORKSTATION_STAMP): $(INSTALL_INPUTS) | workstation-root
+	@test -x $(WORKSTATION_PYTHON) || { echo "The workstation hub needs a Python every account can run, and $(WORKSTATION_PYTHON) does not exist. Install one (sudo apt-get install -y python3-venv) or name it: sudo make demo-workstation WORKSTATION_PYTHON=/usr/local/bin/python3" >&2; exit 1; }
+	@$(WORKSTATION_PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	  echo "Installing from Debian: python3-venv"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; }
+	@echo "Building the workstation hub's virtualenv $(WORKSTATION_VENV) from $(WORKSTATION_PYTHON), readable by every account (once; again only when setup.py, pyproject.toml, constraints.txt or the lab extension change)."
 	mkdir -p $(WORKSTATION_DIR)
-	cd $(WORKSTATION_DIR) && GPUSPAWNER_DEMO_RUNTIME=$(WORKSTATION_DIR) exec $(BIN)/jupyterhub -f $(WORKSTATION_CONFIG)
+	chmod 0711 $(WORKSTATION_DIR)
+	umask 022 && $(WORKSTATION_PYTHON) -m venv $(WORKSTATION_VENV)
+	umask 022 && $(WORKSTATION_VENV)/bin/python -m pip install --quiet -c constraints.txt -e '.[$(WORKSTATION_EXTRAS)]'
+	umask 022 && mkdir -p $(WORKSTATION_VENV)/share/jupyter/labextensions/@campus-gpu-hub $(WORKSTATION_VENV)/etc/jupyter/jupyter_server_config.d
+	ln -sfn $(CURDIR)/$(LABEXT_BUILD) $(WORKSTATION_VENV)/share/jupyter/labextensions/@campus-gpu-hub/jupyter-to-job
+	install -m 0644 jupyter-config/jupyter_server_config.d/jupyter_to_job.json $(WORKSTATION_VENV)/etc/jupyter/jupyter_server_config.d/
+	touch $@
 
 test: setup system-deps k8s-tools lint typecheck jstest pytest ui-test
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import gpuspawner
+from gpuspawner.hub_instance import HUB_ID_VARIABLE, hub_instance_id
 from gpuspawner.persistent_secret import persistent_secret
 from gpuspawner.policy import load_catalog
 from gpuspawner.policy.roles import course_roles
@@ -34,8 +35,14 @@ from jupyter_to_job.scopes import hub_custom_scopes
 c = get_config()  # noqa: F821
 
 HERE = Path(__file__).resolve().parent
-RUNTIME = Path(os.environ.get("GPUSPAWNER_DEMO_RUNTIME", Path.cwd()))
+# Every file the demo writes while it runs lives here (database, cookie secret, the proxy's
+# pid file, ledger, job store, logs, sockets), so demos with other runtime folders and ports
+# run side by side without touching each other.
+RUNTIME = Path(os.environ.get("GPUSPAWNER_DEMO_RUNTIME") or Path.cwd()).resolve()
 CATALOG = RUNTIME / "catalog"
+# This hub instance's id, kept in its runtime folder: its servers' and jobs' cgroups carry it,
+# so it never kills another hub's processes (gpuspawner/hub_instance.py).
+HUB_ID = hub_instance_id(RUNTIME)
 # "sso": hub_config/sso/ sets up the authenticator; enrolment comes from its groups.
 SSO = os.environ.get("GPUSPAWNER_DEMO_AUTH") == "sso"
 
@@ -183,6 +190,9 @@ c.ConfigurableHTTPProxy.api_url = (
 )
 c.JupyterHub.db_url = f"sqlite:///{RUNTIME / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(RUNTIME / "jupyterhub_cookie_secret")
+# Not the current folder's: a hub that finds a pid file stops the proxy it names.
+c.ConfigurableHTTPProxy.pid_file = str(RUNTIME / "jupyterhub-proxy.pid")
+c.CgroupLimits.hub_id = HUB_ID
 node_bin = HERE.parent.parent / "node_modules" / ".bin" / "configurable-http-proxy"
 if node_bin.exists():
     c.ConfigurableHTTPProxy.command = [str(node_bin)]
@@ -255,6 +265,7 @@ SESSIONS_SERVICE = course_sessions_service(
     job_service_url=job_service_url(JOB_SERVICE_PORT),
     experimental_root=c.GPUAdmission.experimental_root,
 )
+SESSIONS_SERVICE.setdefault("environment", {})[HUB_ID_VARIABLE] = HUB_ID
 c.JupyterHub.services.append(SESSIONS_SERVICE)
 c.JupyterHub.load_roles.append(sessions_service_role(job_service="jupyter-to-job"))
 # Reclaim warnings on the home page (templates/home.html) and in JupyterLab.
@@ -274,6 +285,7 @@ JOB_SERVICE = job_service(
     usage_db_url=c.GPUAdmission.usage_db_url,
     # Jobs start in their notebook's folder, so what a notebook writes lands beside it.
     notebook_dir_template=c.SimpleLocalGPUSpawner.home_dir_template,
+    hub_id=HUB_ID,
 )
 c.JupyterHub.services.append(JOB_SERVICE)
 # Every user: Run as Job on their own notebooks; the admin: every user's jobs.

@@ -1,7 +1,9 @@
 """One shared GPU workstation in production: every person's server and jobs run as their own
 system account, under their profile's CPU and memory limits.
 
-Start it as root with ``sudo make demo-workstation`` (http://127.0.0.1:8000). It is the
+Start it as root with ``sudo make demo-workstation`` (http://127.0.0.1:8000), which runs it
+from a virtualenv of the system's Python in its runtime folder, made at the first start, so
+that every account can run the hub's Python wherever the checkout's own lives. It is the
 demo hub of hub_config/local (same users, courses, flavors and port variables), made safe
 for a machine that several people share:
 
@@ -62,9 +64,10 @@ for needed in (Path(sys.executable).resolve().parent, Path(sys.prefix), HERE.par
     if blocked is not None:
         sys.exit(
             f"{needed} is inside {blocked}, which other accounts cannot enter, so no server "
-            "or job could start. Install the hub where every account can read it (for "
-            "example a virtualenv in /opt/campus-gpu-hub), or allow entering that folder: "
-            f"chmod o+x {blocked}"
+            "or job could start. Start the hub from a virtualenv every account can read "
+            "(sudo make demo-workstation builds one in its runtime folder from the system's "
+            "Python; for the checkout itself, clone it outside root's home), or allow "
+            f"entering that folder: chmod o+x {blocked}"
         )
 
 # What the hub and the services make is theirs alone (the database, the cookie secret, the

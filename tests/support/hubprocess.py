@@ -610,3 +610,154 @@ def copy_log(hub: RunningHub, destination: Path) -> Path:
     destination.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(hub.log_path, destination)
     return destination
+
+
+# ---------------------------------------------------------------------------------------
+# A demo as a person starts it: `make demo` or `make demo-workstation`
+
+
+DEMO_PORT_VARIABLES = (
+    "GPUSPAWNER_DEMO_PORT",
+    "GPUSPAWNER_DEMO_HUB_PORT",
+    "GPUSPAWNER_DEMO_PROXY_API_PORT",
+    "GPUSPAWNER_DEMO_SESSIONS_PORT",
+    "GPUSPAWNER_DEMO_JOBS_PORT",
+)
+
+
+class DemoHub:
+    """One demo hub started as its README says, ``make <target>`` from the checkout, with a
+    runtime folder and ports of its own in the environment (``GPUSPAWNER_DEMO_RUNTIME``,
+    ``GPUSPAWNER_DEMO_PORT``, ...), in a process group of its own like a terminal's.
+
+    ``make_options`` are added to the command line (``-o setup``: use the checkout's set-up
+    as it is). It talks to the hub as a person would: ``admin`` (an admin of every demo)
+    logs in through the login form and makes the token ``api()`` uses, so
+    :class:`BrowserlessUser` works with it as with a :class:`RunningHub`.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        runtime: Path,
+        *,
+        make_options: tuple[str, ...] = (),
+        extra_env: Mapping[str, str] | None = None,
+    ):
+        self.target = target
+        self.runtime = runtime
+        self.make_options = make_options
+        self.ports = dict(zip(DEMO_PORT_VARIABLES, free_loopback_ports(5), strict=True))
+        self.port = self.ports["GPUSPAWNER_DEMO_PORT"]
+        self.log_path = runtime.parent / f"{runtime.name}.log"
+        self._env = RunningHub._environment(
+            {
+                "GPUSPAWNER_DEMO_RUNTIME": str(runtime),
+                **{name: str(port) for name, port in self.ports.items()},
+                **(extra_env or {}),
+            }
+        )
+        self._process: subprocess.Popen[bytes] | None = None
+        self._record = ProcessRecord()
+        self.admin_token = ""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/hub/api"
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """Call ``/hub/api<path>`` as the demo's ``admin``."""
+        headers = {"Authorization": f"token {self.admin_token}", **kwargs.pop("headers", {})}
+        kwargs.setdefault("timeout", 30)
+        return requests.request(method, self.api_url + path, headers=headers, **kwargs)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def launch(self) -> None:
+        """``make <target>``, without waiting (``wait_ready()`` then)."""
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                ["make", "--no-print-directory", *self.make_options, self.target],
+                cwd=REPO_ROOT,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._record.add_root(self._process.pid)
+        self._record.watch()
+
+    def wait_ready(self, timeout: float = HUB_READY_TIMEOUT) -> None:
+        """Wait until the hub answers through its proxy, then sign ``admin`` in."""
+        process = self._process
+        assert process is not None, "launch() first"
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise HubError(
+                    f"make {self.target} exited with code {process.returncode} before the hub "
+                    f"was ready. Log tail ({self.log_path}):\n{self.log_tail()}"
+                )
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(self.api_url + "/", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise HubError(
+                    f"make {self.target} did not answer {self.api_url}/ within {timeout:.0f} s. "
+                    f"Log tail ({self.log_path}):\n{self.log_tail()}"
+                )
+            time.sleep(POLL_INTERVAL)
+        admin = BrowserlessUser(self, "admin")  # type: ignore[arg-type]
+        admin.login()
+        made = admin.session.post(
+            f"{self.api_url}/users/admin/tokens",
+            json={"note": "side-by-side test"},
+            headers={"X-XSRFToken": admin.xsrf()},
+            timeout=30,
+        )
+        made.raise_for_status()
+        self.admin_token = made.json()["token"]
+
+    def stop(self) -> None:
+        """Stop the demo as Ctrl-C in its terminal would (SIGTERM to its process group: make
+        and the hub, which stops its servers, proxy and services), and wait for it."""
+        process = self._process
+        if process is None:
+            return
+        self._record.refresh()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(HUB_STOP_TIMEOUT * 3)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        self._process = None
+
+    def restart(self) -> None:
+        """Stop the demo and start it again, with the same runtime folder and ports."""
+        self.stop()
+        self.launch()
+        self.wait_ready()
+
+    def close(self) -> None:
+        """Stop the demo, then end whatever it started that still runs (jobs run on after
+        their service ends, by design)."""
+        self.stop()
+        self._record.unwatch()
+        self._record.terminate_all()
