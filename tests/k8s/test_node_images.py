@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
 
-from ..support.cluster.images import ImageRunner, default_images
+from ..support.cluster.images import ImageRunner
 from ..support.cluster.services import service_address
 from ..support.k8s_cluster import wait_for
 
@@ -30,16 +29,9 @@ USER_IMAGE = "registry.test/campus-gpu-hub/user:0.1.0"
 
 
 @pytest.fixture
-def images(k8s_controls, tmp_path: Path) -> ImageRunner:
+def images(k8s_controls) -> ImageRunner:
     k8s_controls.add_gpu_nodes(1)
-    runner = ImageRunner(
-        workdir=tmp_path / "node",
-        images=default_images(k8s_controls.plane.bin / "kube-scheduler"),
-        hosts=k8s_controls.agent.services.hosts_file,
-        inherit_environment=False,
-    )
-    k8s_controls.run_processes(runner)
-    return runner
+    return k8s_controls.run_images()
 
 
 def web_objects() -> list[dict]:
@@ -154,3 +146,52 @@ async def test_a_pod_finds_services_by_name_and_its_token_where_clients_look(k8s
         "namespace": "default",
         "has_token": True,
     }
+
+
+async def test_a_claim_of_the_test_storage_class_is_provisioned_and_outlives_its_pod(
+    k8s_api, images
+):
+    core = client.CoreV1Api(k8s_api)
+    await core.create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": "notes"},
+            "spec": {
+                "storageClassName": "campus-test-local",
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+
+    def writer(name: str, command: str) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": USER_IMAGE,
+                        "command": ["sh", "-c", command],
+                        "volumeMounts": [{"name": "notes", "mountPath": "/home/jovyan/notes"}],
+                    }
+                ],
+                "volumes": [{"name": "notes", "persistentVolumeClaim": {"claimName": "notes"}}],
+            },
+        }
+
+    async def ended(name: str) -> bool:
+        return (await core.read_namespaced_pod(name, "default")).status.phase == "Succeeded"
+
+    await core.create_namespaced_pod("default", writer("first", "echo kept > notes/a.txt"))
+    await wait_for(lambda: ended("first"), timeout=60, what="the first pod to write")
+    await core.create_namespaced_pod("default", writer("second", "cat notes/a.txt"))
+    await wait_for(lambda: ended("second"), timeout=60, what="the second pod to read")
+
+    claim = await core.read_namespaced_persistent_volume_claim("notes", "default")
+    answer = await core.read_namespaced_pod_log("second", "default", _preload_content=False)
+    assert claim.status.phase == "Bound"
+    assert (await answer.read()).decode() == "kept\n"

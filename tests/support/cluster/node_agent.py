@@ -30,7 +30,9 @@ from ..k8s_emulator.node_controls import NodeControls
 from ..k8s_emulator.pod_exec import PROTOCOLS, ExecRequest, PodExecHandler
 from ..k8s_emulator.timestamps import micro, rfc3339
 from .control_plane import ControlPlane
+from .dra import GPUKubeletPlugin
 from .services import ServiceProxy, service_links
+from .volumes import FolderProvisioner, storage_class
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,11 @@ AGENT_ROLE: Object = {
     "kind": "ClusterRole",
     "metadata": {"name": AGENT_USER},
     "rules": [
-        {"apiGroups": [""], "resources": ["pods", "nodes", "services"], "verbs": ["list", "watch"]}
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "nodes", "services", "persistentvolumeclaims"],
+            "verbs": ["list", "watch"],
+        }
     ],
 }
 AGENT_BINDING: Object = {
@@ -93,13 +99,16 @@ class NodeKubelet(Kubelet):
             # The Services of the pod's namespace, as the kubelet links them (own values win).
             links = service_links(self.agent.services.in_namespace(worker.namespace))
             env = {**links, **env}
-        return env
+        # The DRA driver's CDI edits for the claims the container uses come last (dra.py).
+        return {**env, **self.agent.dra.container_environment(worker.pod, container)}
 
     async def volume_files(self, worker: Any) -> dict[str, dict[str, bytes]]:
         """ConfigMap and Secret volumes (the emulator's kubelet), and the projected and
         downwardAPI volumes a real kubelet fills: the service account token (a TokenRequest
         bound to the pod, as the node), ``kube-root-ca.crt``, the pod's own fields."""
         files = await super().volume_files(worker)
+        # Then the pod's DRA claims are prepared, as the kubelet does before the sandbox.
+        await self.agent.dra.prepare(worker.pod, worker.node, self.client_for(worker.node))
         for volume in worker.pod["spec"].get("volumes") or []:
             if "projected" in volume:
                 made: dict[str, bytes] = {}
@@ -165,6 +174,8 @@ class NodeKubelet(Kubelet):
         if pod["spec"].get("nodeName") not in self.agent.hosts and kind != "DELETED":
             return
         super().on_pod(kind, pod, old)
+        if kind == "DELETED":
+            self.agent.dra.unprepare(pod["metadata"]["uid"])
 
 
 def _downward_files(pod: Object, items: list[Object]) -> dict[str, bytes]:
@@ -328,12 +339,15 @@ class NodeAgent(NodeControls):
         address_block: int = 10,
     ) -> None:
         self.plane = plane
+        self.node_root = plane.folder / "node"
+        """The node's own files: pods' volumes, and claims' folders (volumes.py)."""
         self.timings = timings or KubeletTimings()
         self.hosts: dict[str, NodeHost] = {}
         self._address_block = address_block
         self._next_address = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._clients: list[KubeClient] = []
+        self.dra = GPUKubeletPlugin(plane.folder / "nodes")
 
     def _client(self, identity: Any = None, agent: str = "campus-test-node-agent") -> KubeClient:
         client = KubeClient(self.plane.url, agent, ssl_context=self.plane.ssl_context(identity))
@@ -361,10 +375,20 @@ class NodeAgent(NodeControls):
             lambda *event: self.services.on_service(*event),
             kind="Service",
         )
+        with contextlib.suppress(ClientError):
+            await self.admin.create("/apis/storage.k8s.io/v1/storageclasses", storage_class())
+        self.provisioner = FolderProvisioner(self.admin, self.node_root)
+        claims = Informer(
+            self.watcher,
+            "/api/v1/persistentvolumeclaims",
+            lambda *event: self.provisioner.on_claim(*event),
+            kind="PersistentVolumeClaim",
+        )
         for name, coroutine in (
             ("nodes", self.nodes.run()),
             ("pods", self.pods.run()),
             ("services", self.service_informer.run()),
+            ("claims", claims.run()),
             ("heartbeats", self._heartbeats()),
         ):
             self._tasks.append(asyncio.create_task(coroutine, name=f"node-agent-{name}"))
@@ -454,6 +478,19 @@ class NodeAgent(NodeControls):
                 return seen
             await asyncio.sleep(0.05)
         return created
+
+    async def add_gpu_nodes(
+        self, count: int = 1, *, dra: bool = False, **options: Any
+    ) -> list[str]:
+        """As NodeControls'; with ``dra=True`` the nodes' GPUs are DRA devices that NVIDIA's
+        driver publishes (dra.py), and no device plugin advertises ``nvidia.com/gpu``."""
+        if dra:
+            options.setdefault("extended_resources", {})
+        names = await super().add_gpu_nodes(count, **options)
+        for name in names if dra else []:
+            node = self.nodes.cache.get(("", name)) or await self.admin.get(f"/api/v1/nodes/{name}")
+            await self.dra.publish(self.hosts[name].client, self.admin, node)
+        return names
 
     async def remove_node(self, name: str) -> None:
         """Delete the Node (its pods are deleted by the cluster) and stop serving it."""

@@ -20,6 +20,7 @@ from ..k8s_emulator.kubelet import KubeletTimings
 from ..k8s_emulator.node_controls import SyncNodeControls
 from .control_plane import ControlPlane
 from .identities import SESSION_LABEL, Identity, make_identities
+from .images import Image, ImageRunner, default_images
 from .kueue import Kueue
 from .node_agent import NodeAgent
 
@@ -280,6 +281,21 @@ class ControlPlaneCluster(SyncNodeControls):
             self._kueue = kueue
             self.call(self.cleaner.snapshot)
         return self._kueue
+
+    def run_images(self, images: dict[str, Image] | None = None) -> ImageRunner:
+        """From now on (this test), the node runs pods of known images with their images'
+        commands (images.py): the project's images, configurable-http-proxy, kube-scheduler,
+        pause, or ``images``. Needs root (each container has a mount namespace)."""
+        runner = ImageRunner(
+            workdir=self.agent.node_root,
+            images=images
+            if images is not None
+            else default_images(self.plane.bin / "kube-scheduler"),
+            hosts=self.agent.services.hosts_file,
+            inherit_environment=False,
+        )
+        self.run_processes(runner)
+        return runner
 
     def reset(self) -> None:
         """Back to the session's start: called after each test."""
