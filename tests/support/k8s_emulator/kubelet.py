@@ -64,6 +64,10 @@ CONFIG_RETRY_SECONDS = 1.0
 class VolumeMountError(RuntimeError):
     """A volume's ConfigMap or Secret does not exist (the pod waits for it)."""
 
+    reason = "FailedMount"
+    """The Warning event's reason (a node's other set-up steps before the containers, such
+    as preparing DRA claims, wait the same way under their own reason)."""
+
 
 class ContainerConfigError(RuntimeError):
     """The container's environment names a Secret, ConfigMap or key that does not exist."""
@@ -366,7 +370,7 @@ class PodWorker:
                 self.volumes = await self.kubelet.volume_files(self)
                 return True
             except VolumeMountError as error:
-                await self.event("FailedMount", str(error), type="Warning")
+                await self.event(error.reason, str(error), type="Warning")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.deleting.wait(), CONFIG_RETRY_SECONDS)
             if self.deleting.is_set():
