@@ -195,6 +195,11 @@ setup(
             OAUTHENTICATOR,
             # A real SMTP server receives the job service's finish mails in tests.
             "aiosmtpd",
+            # What Zero to JupyterHub's hub image (k8s-hub) brings beside JupyterHub, which the
+            # chart's own hub configuration uses: the test cluster's node runs the hub image
+            # from this virtualenv (tests/support/cluster/images.py).
+            "pycurl",
+            "jupyterhub-idle-culler",
         ],
     },
     entry_points={
