@@ -6,6 +6,14 @@ The plan creates one ``ResourceClaimTemplate`` named after the server, lists it 
 ``gpu.nvidia.com``, narrowed by CEL selectors on the device's ``productName`` attribute and
 ``memory`` capacity when the share names them.
 
+The driver publishes ``productName`` as NVML says it (``NVIDIA H100 80GB HBM3``), while the
+hub knows GPU models from GPU feature discovery's labels, whose spaces are dashes
+(``NVIDIA-H100-80GB-HBM3``, so the model ``H100-80GB-HBM3``). The selector compares the two
+in the labels' spelling: the device's name with its spaces as dashes is the chosen model, or
+ends with ``-`` and the model (so an ``L4`` is not an ``L40S``); a share's catalog models
+(when no model is chosen) need only be part of it. A vendor prefix the hub adds to a model
+(``NVIDIA Tesla-T4`` for the label ``Tesla-T4``) is not required of the device's name.
+
 The template's API version is the one the cluster serves (``claim_api_version``):
 ``resource.k8s.io/v1`` (GA, Kubernetes 1.34 and later; the default), ``v1beta2`` (1.33 and
 later) or ``v1beta1`` (1.32 and later). v1beta1 has no ``exactly`` in a device request: its
@@ -34,7 +42,7 @@ from typing import Any, ClassVar
 
 from gpuspawner.policy.share import GPUShare
 
-from .base import PodGPUPlan, SharingBackend, mib_quantity
+from .base import PodGPUPlan, SharingBackend, mib_quantity, product_label_value
 from .framework_limits import memory_not_isolated
 
 SHARING_STRATEGIES = ("MPS", "TimeSlicing")
@@ -48,6 +56,21 @@ CLAIM = "gpu"
 def _cel_string(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("'", "\\'")
     return f"'{escaped}'"
+
+
+def product_selector(driver: str, gpu_model: str | None, models: tuple[str, ...]) -> str | None:
+    """The CEL expression that picks devices of ``gpu_model`` (the model chosen for the
+    share), else of one of the catalog's ``models``; None when neither says a model."""
+    name = f"device.attributes[{_cel_string(driver)}].productName.replace(' ', '-')"
+    if gpu_model:
+        model = product_label_value(gpu_model.removeprefix("NVIDIA "))
+        exact, suffix = _cel_string(model), _cel_string(f"-{model}")
+        return f"cel.bind(product, {name}, product == {exact} || product.endsWith({suffix}))"
+    if models:
+        return " || ".join(
+            f"{name}.contains({_cel_string(product_label_value(m))})" for m in models
+        )
+    return None
 
 
 class DRABackend(SharingBackend):
@@ -95,10 +118,8 @@ class DRABackend(SharingBackend):
     ) -> PodGPUPlan:
         driver = _cel_string(self.resource_names["driver"])
         selectors = []
-        models = [gpu_model] if gpu_model else list(share.models)
-        if models:
-            product = f"device.attributes[{driver}].productName"
-            expression = " || ".join(f"{product}.contains({_cel_string(m)})" for m in models)
+        expression = product_selector(self.resource_names["driver"], gpu_model, share.models)
+        if expression:
             selectors.append({"cel": {"expression": expression}})
 
         plan = self._new_plan()

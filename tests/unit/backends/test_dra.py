@@ -30,8 +30,10 @@ QUARTER_TEMPLATE = {
                             "selectors": [
                                 {
                                     "cel": {
-                                        "expression": "device.attributes['gpu.nvidia.com']"
-                                        ".productName.contains('NVIDIA A100-SXM4-80GB')"
+                                        "expression": "cel.bind(product, "
+                                        "device.attributes['gpu.nvidia.com'].productName"
+                                        ".replace(' ', '-'), product == 'A100-SXM4-80GB' "
+                                        "|| product.endsWith('-A100-SXM4-80GB'))"
                                     }
                                 },
                                 {
@@ -141,9 +143,11 @@ def test_given_one_whole_gpu_then_a_claim_for_one_device_of_that_model():
                                         "selectors": [
                                             {
                                                 "cel": {
-                                                    "expression": "device.attributes"
-                                                    "['gpu.nvidia.com'].productName"
-                                                    ".contains('NVIDIA A100-SXM4-80GB')"
+                                                    "expression": "cel.bind(product, "
+                                                    "device.attributes['gpu.nvidia.com']"
+                                                    ".productName.replace(' ', '-'), "
+                                                    "product == 'A100-SXM4-80GB' || "
+                                                    "product.endsWith('-A100-SXM4-80GB'))"
                                                 }
                                             }
                                         ],
@@ -211,8 +215,10 @@ def test_given_a_fraction_on_an_unknown_gpu_then_no_memory_limit_and_that_is_sai
     assert request["exactly"]["selectors"] == [
         {
             "cel": {
-                "expression": "device.attributes['gpu.nvidia.com'].productName.contains('A100') "
-                "|| device.attributes['gpu.nvidia.com'].productName.contains('H100')"
+                "expression": "device.attributes['gpu.nvidia.com'].productName"
+                ".replace(' ', '-').contains('A100') || "
+                "device.attributes['gpu.nvidia.com'].productName"
+                ".replace(' ', '-').contains('H100')"
             }
         }
     ]
@@ -242,6 +248,36 @@ def test_given_only_memory_then_the_server_is_told_its_memory_and_frameworks_kee
         "strategy": "MPS",
         "mpsConfig": {"defaultPinnedDeviceMemoryLimit": "20Gi"},
     }
+
+
+@pytest.mark.parametrize(
+    ("gpu_model", "model"),
+    [
+        # The hub's model from GFD's label NVIDIA-H100-80GB-HBM3; NVML and the driver say
+        # "NVIDIA H100 80GB HBM3", which the old contains('NVIDIA H100-80GB-HBM3') missed.
+        ("NVIDIA H100-80GB-HBM3", "H100-80GB-HBM3"),
+        # GFD's label Tesla-T4: the driver says "Tesla T4", without NVIDIA in front.
+        ("NVIDIA Tesla-T4", "Tesla-T4"),
+        ("NVIDIA L4", "L4"),
+    ],
+)
+def test_given_a_gpu_model_then_the_claim_asks_for_its_name_in_the_labels_spelling(
+    gpu_model, model
+):
+    plan = make_backend("dra").render(WHOLE, gpu_model=gpu_model, name="t")
+
+    request = plan.resource_claim_templates[0]["spec"]["spec"]["devices"]["requests"][0]
+    # The device's name, spaces as dashes, is the model or ends with "-<model>": an L4
+    # claim is not given an L40S
+    assert request["exactly"]["selectors"] == [
+        {
+            "cel": {
+                "expression": "cel.bind(product, device.attributes['gpu.nvidia.com']"
+                f".productName.replace(' ', '-'), product == '{model}' "
+                f"|| product.endsWith('-{model}'))"
+            }
+        }
+    ]
 
 
 def test_given_more_memory_than_the_gpu_then_no_claim_is_made():
