@@ -9,9 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_emulator import EmulatedCluster
-from tests.support.k8s_manifests import pod
 
 SERVED = {
     "1.32": ["v1beta1"],
@@ -53,49 +51,6 @@ async def test_resource_k8s_io_is_served_in_the_versions_of_the_release(cluster)
             f"/apis/resource.k8s.io/{version_name}/namespaces/default/resourceclaims",
         )
         assert code == (200 if version_name in SERVED[release] else 404), version_name
-
-
-def claim_spec(version: str) -> dict[str, Any]:
-    """One GPU from the class gpu.nvidia.com, in the request shape of ``version``."""
-    if version == "v1beta1":
-        request = {"name": "gpu", "deviceClassName": "gpu.nvidia.com"}
-    else:
-        request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
-    return {"devices": {"requests": [request]}}
-
-
-async def test_a_claim_in_the_newest_served_version_is_allocated(cluster):
-    version = SERVED[played(cluster)][0]
-    cluster.add_gpu_nodes(1, gpu_count=0)
-    cluster.simulate_dra()
-    cluster.add_dra_devices("gpu-node-0", 1)
-    code, _ = await call(
-        cluster,
-        "POST",
-        f"/apis/resource.k8s.io/{version}/namespaces/default/resourceclaimtemplates",
-        {
-            "apiVersion": f"resource.k8s.io/{version}",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu"},
-            "spec": {"spec": claim_spec(version)},
-        },
-    )
-    assert code == 201
-    manifest = pod("trainer")
-    manifest["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-    code, _ = await call(cluster, "POST", "/api/v1/namespaces/default/pods", manifest)
-    assert code == 201
-
-    async def running() -> bool:
-        _, current = await call(cluster, "GET", "/api/v1/namespaces/default/pods/trainer")
-        return current["status"].get("phase") == "Running"
-
-    await wait_for(running, what="Running once its claim is allocated")
-    _, claims = await call(
-        cluster, "GET", f"/apis/resource.k8s.io/{version}/namespaces/default/resourceclaims"
-    )
-    (claim,) = claims["items"]
-    assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
 
 
 def test_a_release_the_emulator_cannot_play_is_refused(tmp_path):

@@ -20,14 +20,13 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
 from .apiserver import ApiServer
-from .client import ClientError, Informer, KubeClient
-from .dra import DeviceAllocator
+from .client import Informer, KubeClient
 from .jobs import JobController
 from .kubelet import Kubelet, KubeletTimings
 from .kueue import PREEMPTED_MESSAGE, KueueController
 from .node_controls import NodeControls, SyncNodeControls
 from .podgc import PodGarbageCollector
-from .resources import NAMESPACE, dra_version, lookup, minor_of
+from .resources import NAMESPACE, lookup, minor_of
 from .scheduler import Scheduler
 from .server import ServerSettings, make_app
 from .store import Store
@@ -71,7 +70,6 @@ class KubernetesEmulator(NodeControls):
         job_backoff_delay: float = 0.0,
         namespaces: Iterable[str] = (),
         serve_ports: bool = False,
-        simulate_dra: bool = False,
         kubernetes_version: str = "1.34",
     ) -> None:
         self.host = host
@@ -86,7 +84,6 @@ class KubernetesEmulator(NodeControls):
         self.job_backoff_delay = job_backoff_delay
         self.namespaces = tuple(namespaces)
         self.serve_ports = serve_ports
-        self.simulate_dra = simulate_dra
         self._tasks: list[asyncio.Task[None]] = []
         self._clients: list[KubeClient] = []
         self._server: HTTPServer | None = None
@@ -133,24 +130,6 @@ class KubernetesEmulator(NodeControls):
             kind="PersistentVolumeClaim",
         )
         self.scheduler = Scheduler(client, pods, nodes, self.scheduler_names)
-        dra = dra_version(self.settings.kubernetes_minor)
-        dra_informers = [
-            Informer(
-                client,
-                f"/apis/resource.k8s.io/{dra}/{plural}",
-                lambda *event: self.scheduler.retry_unschedulable(),
-                kind=kind,
-                api_version=f"resource.k8s.io/{dra}",
-            )
-            for plural, kind in (
-                ("resourceclaims", "ResourceClaim"),
-                ("resourceslices", "ResourceSlice"),
-                ("deviceclasses", "DeviceClass"),
-            )
-        ]
-        self.devices = DeviceAllocator(client, *dra_informers, version=dra)
-        if self.simulate_dra:
-            self.scheduler.devices = self.devices
         self.kubelet = Kubelet(
             client, lambda: nodes.cache, timings=self.timings, api_port=self.port
         )
@@ -172,7 +151,6 @@ class KubernetesEmulator(NodeControls):
             ("job-pods-informer", self.jobs.pods.run()),
             ("job-controller", self.jobs.run()),
             ("kueue", self.kueue.run()),
-            *((f"dra-informer-{i}", informer.run()) for i, informer in enumerate(dra_informers)),
         ):
             self._tasks.append(asyncio.create_task(coroutine, name=f"emulator-{name}"))
         await asyncio.wait_for(
@@ -180,7 +158,6 @@ class KubernetesEmulator(NodeControls):
                 pods.synced.wait(),
                 nodes.synced.wait(),
                 claims.synced.wait(),
-                *(informer.synced.wait() for informer in dra_informers),
                 self.jobs.jobs.synced.wait(),
                 self.jobs.pods.synced.wait(),
             ),
@@ -239,56 +216,6 @@ class KubernetesEmulator(NodeControls):
     ) -> None:
         """Stop a pod as Kueue stops a preempted plain pod (TerminationTarget, delete)."""
         await self.kueue.preempt(namespace, name, message)
-
-    def set_simulate_dra(self, enabled: bool = True) -> None:
-        """Pods with resourceClaims stay Pending until their claims are allocated devices
-        from ResourceSlices (dra.py); off, they are scheduled as if they had none."""
-        self.simulate_dra = enabled
-        self.scheduler.devices = self.devices if enabled else None
-        self.scheduler.retry_unschedulable()
-
-    async def add_dra_devices(
-        self,
-        node: str,
-        count: int,
-        *,
-        driver: str = "gpu.nvidia.com",
-        device_class: str | None = None,
-    ) -> None:
-        """Publish ``count`` devices ``gpu-0..`` of ``driver`` on ``node`` in a ResourceSlice
-        (and a DeviceClass named after the driver, selecting it, if none exists yet)."""
-        client = self._clients[0]
-        class_name = device_class or driver
-        try:
-            await client.get(f"{self.devices.api}/deviceclasses/{class_name}")
-        except ClientError as error:
-            if error.status != 404:
-                raise
-            await client.create(
-                f"{self.devices.api}/deviceclasses",
-                {
-                    "apiVersion": self.devices.api_version,
-                    "kind": "DeviceClass",
-                    "metadata": {"name": class_name},
-                    "spec": {
-                        "selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]
-                    },
-                },
-            )
-        await client.create(
-            f"{self.devices.api}/resourceslices",
-            {
-                "apiVersion": self.devices.api_version,
-                "kind": "ResourceSlice",
-                "metadata": {"generateName": f"{node}-{driver}-"},
-                "spec": {
-                    "driver": driver,
-                    "nodeName": node,
-                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": f"gpu-{i}"} for i in range(count)],
-                },
-            },
-        )
 
     def get(
         self,
@@ -429,13 +356,6 @@ class EmulatedCluster(SyncNodeControls):
 
     def preempt_by_kueue(self, namespace: str, name: str, message: str = PREEMPTED_MESSAGE) -> None:
         self.call(self.emulator.preempt_by_kueue, namespace, name, message)
-
-    def simulate_dra(self, enabled: bool = True) -> None:
-        """Pods with resourceClaims wait for a device (see KubernetesEmulator.set_simulate_dra)."""
-        self.call(self.emulator.set_simulate_dra, enabled)
-
-    def add_dra_devices(self, node: str, count: int, **options: Any) -> None:
-        self.call(self.emulator.add_dra_devices, node, count, **options)
 
     def get(
         self,

@@ -257,11 +257,6 @@ def served(group: str, version: str, minor: int = 34) -> bool:
     return group != DRA_GROUP or minor >= DRA_VERSIONS.get(version, 99)
 
 
-def dra_version(minor: int = 34) -> str:
-    """The newest resource.k8s.io version 1.<minor> serves."""
-    return next(v for v, first in DRA_VERSIONS.items() if minor >= first)
-
-
 def version_info(minor: int = 34) -> dict[str, str]:
     """/version's major, minor and gitVersion for 1.<minor>."""
     return {"major": "1", "minor": str(minor), "gitVersion": f"v1.{minor}.0"}

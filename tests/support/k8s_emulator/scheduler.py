@@ -16,7 +16,6 @@ from collections import defaultdict
 from typing import Any
 
 from .client import ClientError, Informer, KubeClient
-from .dra import DeviceAllocator, cannot_allocate
 from .events import scheduler_event
 from .scheduling import is_terminal, place
 from .timestamps import micro, rfc3339
@@ -41,8 +40,6 @@ class Scheduler:
         self._assumed: dict[Key, tuple[str, Object]] = {}
         self._failures: dict[Key, tuple[str, str, int]] = {}  # event name, message, count
         self._binding: set[asyncio.Task[None]] = set()
-        # DRA (dra.py): None schedules pods with resourceClaims as if they had none.
-        self.devices: DeviceAllocator | None = None
 
     def wants(self, pod: Object) -> bool:
         spec = pod.get("spec") or {}
@@ -147,28 +144,10 @@ class Scheduler:
             message = f"0/{total} nodes are available: {missing}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
             await self._unschedulable_pod(key, pod, message)
             return
-        claims: list[Object] = []
-        if self.devices is not None and pod["spec"].get("resourceClaims"):
-            found = await self.devices.pod_claims(pod)
-            total = len(nodes)
-            if isinstance(found, str):
-                message = f"0/{total} nodes are available: {found}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
-                await self._unschedulable_pod(key, pod, message)
-                return
-            claims = found
-            allowed = self.devices.feasible_nodes(claims, (n["metadata"]["name"] for n in nodes))
-            if not allowed:
-                await self._unschedulable_pod(key, pod, cannot_allocate(total))
-                return
-            nodes = [n for n in nodes if n["metadata"]["name"] in allowed]
         placement = place(pod, nodes, self._pods_by_node())
         if placement.node is None:
             await self._unschedulable_pod(key, pod, placement.message)
             return
-        if claims and self.devices is not None:
-            if not await self.devices.allocate(pod, claims, placement.node):
-                await self._unschedulable_pod(key, pod, cannot_allocate(len(nodes)))
-                return
         # Like the real scheduler, assume the placement and bind asynchronously, so the
         # next pod is placed while this binding is on its way.
         self._assumed[key] = (placement.node, pod)
