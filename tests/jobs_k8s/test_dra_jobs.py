@@ -1,9 +1,11 @@
 """Scenarios: a GPU job on a cluster that shares GPUs with Dynamic Resource Allocation (the
-``dra`` back end): its ResourceClaimTemplate is made with its Job and goes with it, and a
-job service whose account may not make one says so at once.
+``dra`` back end): it runs on the GPU the real scheduler allocated to its claim, its
+ResourceClaimTemplate is made with its Job and goes with it, and a job service whose account
+may not make one says so at once.
 
-The test cluster has no DRA driver, so the job's pod never gets its GPU: these scenarios
-look only at what the job service makes and removes, and what the job's owner reads.
+DRA nodes (``add_gpu_nodes(..., dra=True)``) publish their GPUs as NVIDIA's DRA driver does
+(tests/support/cluster/dra.py); on the ``job_pods`` node no driver publishes any, so a job's
+claim stays unallocated and its pod Pending.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ async def on_dra(manager: JobManager, k8s_api: Any, folder: Path) -> JobManager:
     return manager
 
 
-async def submit(manager: JobManager) -> str:
+async def submit(manager: JobManager, code: str = "print('on the GPU')") -> str:
     request = CreateJob(input_path="train.ipynb", output_formats=["ipynb"], flavor="a100")
-    nb = nbformat.writes(notebook("print('on the GPU')"))
+    nb = nbformat.writes(notebook(code))
     return (await manager.create("alice", request, notebook=nb)).job_id
 
 
@@ -78,6 +80,42 @@ async def job_objects(k8s_api: Any, job_id: str) -> list[str]:
         "default", label_selector=selector
     )
     return ["Job"] * len(jobs.items) + ["ConfigMap"] * len(maps.items)
+
+
+async def test_a_dra_job_runs_on_the_gpu_allocated_to_its_claim_which_goes_when_it_ends(
+    k8s_controls: Any,
+    pod_processes: Any,
+    make_k8s_manager: ManagerFactory,
+    k8s_api: Any,
+    tmp_path: Path,
+) -> None:
+    # Given the job service on a DRA cluster whose one A100 node publishes its GPU
+    k8s_controls.add_gpu_nodes(1, dra=True, gpu_count=1)
+    k8s_controls.run_processes(pod_processes)
+    gpu = k8s_controls.call(lambda: k8s_controls.agent.dra.gpus["gpu-node-0"]["gpu-0"])
+    manager = await on_dra(await make_k8s_manager(), k8s_api, tmp_path)
+
+    # When alice's GPU job runs a notebook that prints the GPUs CUDA would see
+    job_id = await submit(manager, "import os\nprint(os.environ['CUDA_VISIBLE_DEVICES'])")
+    job = await finished(manager, job_id)
+
+    # Then it completed on the GPU the scheduler allocated to its claim
+    log = manager.read_log(job_id).data
+    assert job.status is JobStatus.COMPLETED, log
+    assert f"[cell 0] {gpu.uuid}" in log.splitlines()
+    # and its pod done, its claim is deleted by the cluster
+    await eventually(lambda: _no_claims(k8s_api), what="the job's claim to be deleted")
+
+
+async def _no_claims(k8s_api: Any) -> bool:
+    response = await k8s_api.call_api(
+        "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims",
+        "GET",
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    return not json.loads(await response.read())["items"]
 
 
 async def test_a_dra_jobs_claim_template_goes_with_its_job(
