@@ -21,12 +21,14 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 import psutil
 import pytest
 import requests
+
+from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
 
 from ..support import until
 from ..support.hubprocess import REPO_ROOT, BrowserlessUser, DemoHub, copy_log
@@ -93,6 +95,7 @@ def three_hubs(request: pytest.FixtureRequest) -> Iterator[tuple[DemoHub, DemoHu
             stack.callback(shutil.rmtree, folder, ignore_errors=True)
         stack.callback(remove_accounts, [name for name in names if name not in existed])
         for hub in hubs:
+            stack.callback(remove_empty_cgroups, hub)
             stack.callback(hub.close)
             hub.launch()
         try:
@@ -105,6 +108,25 @@ def three_hubs(request: pytest.FixtureRequest) -> Iterator[tuple[DemoHub, DemoHu
                 for name, hub in zip("abw", hubs, strict=True):
                     print(f"--- {copy_log(hub, ARTIFACTS / f'hub-{name}.log')} ---")  # type: ignore[arg-type]
                     print(hub.log_tail(80))
+
+
+def remove_empty_cgroups(hub: DemoHub) -> None:
+    """The groups of the jobs the test ended itself (jobs outlive their hub, so nobody else
+    removes them): the hub's folder and what it holds, if empty (rmdir never kills)."""
+    id_file = hub.runtime / "hub-instance-id"
+    if not id_file.is_file():
+        return
+    try:
+        hierarchy = detect_hierarchy(hub_id=id_file.read_text().strip())
+    except CgroupsUnavailable:
+        return
+    for controller in hierarchy.bases:
+        folder = hierarchy.hub_folder(controller)
+        for group in folder.glob("*/") if folder.is_dir() else []:
+            with suppress(OSError):
+                group.rmdir()
+        with suppress(OSError):
+            folder.rmdir()
 
 
 def remove_accounts(names: list[str]) -> None:
@@ -239,6 +261,10 @@ def test_demos_and_a_workstation_hub_never_touch_each_others_servers_jobs_or_pro
         for hub in (a, b, w):
             groups = Path(f"/proc/{server_process(hub).pid}/cgroup").read_text()
             assert f"/campus-gpu-hub/{ids[hub]}/server-student1" in groups
+        # ... and its job service, handed the hub's id, its jobs in the same hub's folder
+        for hub in (a, w):
+            groups = Path(f"/proc/{kept[hub]['job'][0]}/cgroup").read_text()
+            assert f"/campus-gpu-hub/{ids[hub]}/job-{jobs[hub]}" in groups
 
         # When demo B stops student1's server, starts it again, and is restarted
         students[b].user.stop_server()
