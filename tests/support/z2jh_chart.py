@@ -6,6 +6,11 @@
   rendered by ``helm template`` (:func:`render_z2jh`);
 - this folder's own chart, ``hub_config/kubernetes/Chart.yaml`` (the job service and the
   usage database), rendered by helm with the images an admin sets (:func:`render_campus`);
+- the z2jh chart as its release packages it (:func:`released_z2jh_chart`), ``helm lint``
+  (:func:`helm_lint`) and other helm commands (:func:`helm`), the README's commands
+  (:func:`readme_commands`, :func:`overlay_commands`), and every rendered object applied
+  to an API server with server-side apply, with the warnings it answers
+  (:func:`server_side_apply`, :func:`pod_security_warnings`);
 - the job service's configuration as its pod reads it (:func:`job_service_config_file`,
   :func:`job_service_environment`);
 - NetworkPolicies read as a network plugin enforces them (:func:`egress_allowed`,
@@ -19,6 +24,8 @@ import copy
 import ipaddress
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,6 +35,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes_asyncio import client
 from tornado.httpclient import AsyncHTTPClient
 from traitlets.config import Config, PyFileConfigLoader
 
@@ -54,6 +62,7 @@ ADMIN_IMAGES = {
     "hub.image.name": f"{ADMIN_REGISTRY}/hub",
     "singleuser.image.name": f"{ADMIN_REGISTRY}/user",
 }
+Z2JH_VERSION = "4.4.0"
 # What the z2jh 4.4.0 release fills in where the chart's git copy says "set-by-chartpress"
 # (the hub's and the servers' image tags are values.yaml's).
 Z2JH_RELEASE_TAGS = {
@@ -124,7 +133,8 @@ def one(docs: Sequence[Object], kind: str, name: str) -> Object:
 
 
 class HelmRefused(Exception):
-    """``helm template`` stopped; ``message`` is what it said."""
+    """A helm command (``helm template``, ``lint``, ``install``...) stopped; ``message`` is
+    what it said."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -141,6 +151,26 @@ def helm_binary() -> Path:
         pytest.skip(str(error))
 
 
+def helm(*arguments: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``helm ARGUMENTS`` (with the cluster of ``kubeconfig``, else none); raises
+    :class:`HelmRefused` with what helm said when it exits with an error."""
+    command = [str(helm_binary()), *arguments]
+    if kubeconfig is not None:
+        command.append(f"--kubeconfig={kubeconfig}")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        said = (done.stdout.strip(), done.stderr.strip())  # lint's findings are on stdout
+        raise HelmRefused("\n".join(part for part in said if part))
+    return done
+
+
+def _value_options(values: Sequence[Path], settings: Mapping[str, str] | None) -> list[str]:
+    return [
+        *(f"--values={path}" for path in values),
+        *(f"--set-string={key}={value}" for key, value in (settings or {}).items()),
+    ]
+
+
 def helm_template(
     chart: Path,
     *,
@@ -151,20 +181,48 @@ def helm_template(
     show_only: Sequence[str] = (),
 ) -> list[Object]:
     """The objects ``helm template`` renders; raises :class:`HelmRefused`."""
-    command = [
-        str(helm_binary()),
+    done = helm(
         "template",
         release,
         str(chart),
         f"--namespace={namespace}",
-        *(f"--values={path}" for path in values),
-        *(f"--set-string={key}={value}" for key, value in (settings or {}).items()),
+        *_value_options(values, settings),
         *(f"--show-only={template}" for template in show_only),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise HelmRefused(done.stderr.strip())
+    )
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def helm_lint(
+    chart: Path, *, values: Sequence[Path] = (), settings: Mapping[str, str] | None = None
+) -> str:
+    """What ``helm lint --strict`` says of ``chart`` with ``values``; raises
+    :class:`HelmRefused` (with its findings) when the chart fails."""
+    done = helm("lint", "--strict", str(chart), *_value_options(values, settings))
+    return done.stdout
+
+
+def released_z2jh_chart(folder: Path) -> Path:
+    """The z2jh chart as its 4.4.0 release packages it, made in ``folder`` from the git copy.
+
+    The release tool (chartpress) puts the version in Chart.yaml and the image tags in
+    values.yaml, and z2jh's tools/generate-json-schema.py writes ``values.schema.json``
+    from ``values.schema.yaml`` (it drops the descriptions, which validate nothing; they
+    are kept here). helm validates values only against ``values.schema.json``: with the
+    git copy alone, ``helm lint`` and ``helm install`` would take any misspelt value.
+    """
+    chart = folder / "jupyterhub"
+    if chart.is_dir():
+        return chart
+    shutil.copytree(Z2JH_CHART, chart)
+    metadata = chart / "Chart.yaml"
+    text = metadata.read_text()
+    assert text.count("version: 0.0.1-set.by.chartpress") == 1
+    metadata.write_text(text.replace("0.0.1-set.by.chartpress", Z2JH_VERSION))
+    values = chart / "values.yaml"
+    values.write_text(values.read_text().replace("set-by-chartpress", Z2JH_VERSION))
+    schema = load_yaml(chart / "values.schema.yaml")
+    (chart / "values.schema.json").write_text(json.dumps(schema))
+    return chart
 
 
 def render_campus(
@@ -183,16 +241,201 @@ def render_campus(
 
 
 def render_z2jh(
-    *overlays: Path, settings: Mapping[str, str] | None = None, show_only: Sequence[str] = ()
+    *overlays: Path,
+    settings: Mapping[str, str] | None = None,
+    show_only: Sequence[str] = (),
+    chart: Path = Z2JH_CHART,
+    namespace: str = NAMESPACE,
 ) -> list[Object]:
-    """The z2jh 4.4.0 release with values.yaml and ``overlays``, as helm renders it."""
+    """The z2jh 4.4.0 release with values.yaml and ``overlays``, as helm renders it (from
+    ``chart``: the git copy, or :func:`released_z2jh_chart`)."""
     return helm_template(
-        Z2JH_CHART,
+        chart,
         release=RELEASE,
+        namespace=namespace,
         values=[K8S / "values.yaml", *overlays],
         settings={**Z2JH_RELEASE_TAGS, **(settings or {})},
         show_only=show_only,
     )
+
+
+# -- the README's commands, as an admin runs them --------------------------------------------
+
+
+def readme_commands(heading: str) -> str:
+    """The ``sh`` block under the README's heading that starts with ``heading`` (its
+    "Deploy" steps: ``"### 2."``, ``"### 3."``)."""
+    text = (K8S / "README.md").read_text()
+    found = re.search(
+        rf"^{re.escape(heading)}[^\n]*\n+```sh\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE
+    )
+    assert found, f"README.md has no sh block under a heading starting {heading!r}"
+    return found.group(1)
+
+
+def overlay_commands(overlay: Path) -> str:
+    """The ``kubectl`` commands an overlay's opening comment tells the admin to run first
+    (the Secret sso.yaml reads, the claim experimental-zone.yaml mounts), for the release's
+    namespace ``$NS`` where they say ``campus``."""
+    commands: list[str] = []
+    continued = False  # the comment's next indented line continues the last command
+    for line in overlay.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        text = line.removeprefix("#").removeprefix("   ")
+        if text.startswith("kubectl"):
+            commands.append(text)
+            continued = True
+        elif continued and text.startswith("  "):
+            commands[-1] += "\n" + text
+        else:
+            continued = False
+    return "".join(command.replace(" -n campus ", " -n $NS ") + "\n" for command in commands)
+
+
+# -- applied to an API server ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One object the API server took by server-side apply, with the warnings it answered
+    (the ``Warning`` headers' texts, as kubectl prints them after ``Warning:``)."""
+
+    kind: str
+    name: str
+    warnings: tuple[str, ...]
+
+
+@dataclass
+class ApplyOutcome:
+    """What the API server answered to each object: ``applied``, or ``refused`` (by
+    ``Kind/name``, its sentence)."""
+
+    applied: list[Applied] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def warnings(self) -> dict[str, tuple[str, ...]]:
+        return {f"{a.kind}/{a.name}": a.warnings for a in self.applied if a.warnings}
+
+
+class ApiResources:
+    """Where each kind is served (its resource name, and whether it is namespaced), read
+    from the API server's discovery as kubectl reads it."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.found: dict[tuple[str, str], tuple[str, bool]] = {}
+        self.read: set[str] = set()
+
+    async def of(self, api_version: str, kind: str) -> tuple[str, bool]:
+        if api_version not in self.read:
+            path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            listing, _, _ = await self.api.call_api(
+                path, "GET", response_types_map={200: "object"}, auth_settings=["BearerToken"]
+            )
+            for resource in listing["resources"]:
+                if "/" not in resource["name"]:
+                    key = (api_version, resource["kind"])
+                    self.found[key] = (resource["name"], resource["namespaced"])
+            self.read.add(api_version)
+        if (api_version, kind) not in self.found:
+            raise LookupError(
+                f"The API server serves no {kind} in {api_version}: install what defines it "
+                "(its CustomResourceDefinition) first."
+            )
+        return self.found[(api_version, kind)]
+
+    async def path(self, obj: Object, namespace: str) -> str:
+        api_version, name = obj["apiVersion"], obj["metadata"]["name"]
+        plural, namespaced = await self.of(api_version, obj["kind"])
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if namespaced:
+            return f"{base}/namespaces/{namespace}/{plural}/{name}"
+        return f"{base}/{plural}/{name}"
+
+    async def is_namespaced(self, obj: Object) -> bool:
+        return (await self.of(obj["apiVersion"], obj["kind"]))[1]
+
+
+def warning_texts(headers: Any) -> tuple[str, ...]:
+    """The texts of an answer's ``Warning`` headers (``299 - "text"``, RFC 7234)."""
+    texts = []
+    for header in headers.getall("Warning", []):
+        quoted = re.fullmatch(r'\d{3} \S+ "(.*)"', header)
+        texts.append(quoted.group(1).replace('\\"', '"') if quoted else header)
+    return tuple(texts)
+
+
+async def server_side_apply(
+    api: client.ApiClient,
+    objects: Sequence[Object],
+    namespace: str,
+    *,
+    dry_run: bool,
+    field_manager: str = "campus-gpu-hub-admin",
+) -> ApplyOutcome:
+    """``kubectl apply --server-side [--dry-run=server] -n NAMESPACE`` of ``objects``, one
+    object at a time so that each answer's warnings are its own: namespaced objects go to
+    ``namespace``, unknown fields are refused (strict field validation, kubectl's default),
+    and a field another manager owns is a conflict, not taken over."""
+    resources = ApiResources(api)
+    outcome = ApplyOutcome()
+    query = [("fieldManager", field_manager), ("fieldValidation", "Strict")]
+    if dry_run:
+        query.append(("dryRun", "All"))
+    for original in objects:
+        obj = copy.deepcopy(original)
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        if await resources.is_namespaced(obj):
+            obj["metadata"]["namespace"] = namespace
+        try:
+            _, _, headers = await api.call_api(
+                await resources.path(obj, namespace),
+                "PATCH",
+                query_params=query,
+                header_params={
+                    "Content-Type": "application/apply-patch+yaml",
+                    "Accept": "application/json",
+                },
+                body=obj,
+                response_types_map={200: "object", 201: "object"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=False,
+            )
+        except client.ApiException as error:
+            outcome.refused[name] = json.loads(error.body).get("message", error.body)
+            continue
+        outcome.applied.append(
+            Applied(obj["kind"], obj["metadata"]["name"], warning_texts(headers))
+        )
+    return outcome
+
+
+POD_SECURITY_WARNING = re.compile(r'^would violate PodSecurity "(?P<level>[a-z]+):[^"]*": ')
+
+
+def pod_security_warnings(outcome: ApplyOutcome, level: str) -> dict[str, list[str]]:
+    """The Pod Security warnings of ``level`` (baseline, restricted) by ``Kind/name``: each
+    check the object's pods would fail, as the API server words it."""
+    found: dict[str, list[str]] = {}
+    for name, texts in outcome.warnings.items():
+        for text in texts:
+            matched = POD_SECURITY_WARNING.match(text)
+            if matched and matched["level"] == level:
+                checks = re.split(r", (?=[a-zA-Z]+[^,(]*\()", text[matched.end() :])
+                found.setdefault(name, []).extend(checks)
+    return found
+
+
+def other_warnings(outcome: ApplyOutcome) -> dict[str, list[str]]:
+    """The warnings that are not Pod Security's (deprecations, unknown fields...)."""
+    found: dict[str, list[str]] = {}
+    for name, texts in outcome.warnings.items():
+        for text in texts:
+            if not POD_SECURITY_WARNING.match(text):
+                found.setdefault(name, []).append(text)
+    return found
 
 
 # -- the chart's hub configuration, run as the hub pod runs it -------------------------------
