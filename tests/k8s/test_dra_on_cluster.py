@@ -382,3 +382,55 @@ async def test_a_second_dra_server_on_a_taken_gpu_is_refused_and_leaves_nothing(
 
 async def _only_claims_of(k8s_api: client.ApiClient, pod: str) -> bool:
     return all(name.startswith(f"{pod}-gpu-") for name in await claims(k8s_api))
+
+
+async def test_a_claim_whose_gpu_config_the_driver_cannot_read_keeps_its_pod_creating(
+    k8s_api, k8s_controls
+):
+    # Given a DRA node, and a claim template whose MPS settings have a field NVIDIA's driver
+    # does not know (the API server stores opaque parameters unread: only the driver reads them)
+    k8s_controls.add_gpu_nodes(1, dra=True, gpu_count=1)
+    template = one_gpu_template("typo")
+    template["spec"]["spec"]["devices"]["config"] = [
+        {
+            "requests": ["gpu"],
+            "opaque": {
+                "driver": DRIVER,
+                "parameters": {
+                    "apiVersion": "resource.nvidia.com/v1beta1",
+                    "kind": "GpuConfig",
+                    "sharing": {"strategy": "MPS", "mpsConfig": {"activeThreadPercentage": 25}},
+                },
+            },
+        }
+    ]
+    await api(k8s_api, "POST", f"{DRA}/namespaces/default/resourceclaimtemplates", template)
+
+    # When a pod uses it
+    core = client.CoreV1Api(k8s_api)
+    await core.create_namespaced_pod("default", claiming_pod("trainer", "typo"))
+
+    # Then the scheduler allocates its claim the GPU, but the node cannot prepare the claim:
+    # the pod waits in ContainerCreating, and its events say why
+    event = await eventually(
+        lambda: _event(core, "trainer", "FailedPrepareDynamicResources"), what="the event"
+    )
+    claim = await claim_of(k8s_api, "trainer")
+    assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    assert event.type == "Warning"
+    assert event.message == (
+        f"Failed to prepare dynamic resources: ResourceClaim {claim['metadata']['name']}: "
+        "error decoding config: strict decoding error: unknown field "
+        '"sharing.mpsConfig.activeThreadPercentage"'
+    )
+    current = await core.read_namespaced_pod("trainer", "default")
+    assert current.status.phase == "Pending"
+    (status,) = current.status.container_statuses
+    assert status.state.waiting.reason == "ContainerCreating"
+
+
+async def _event(core: client.CoreV1Api, pod: str, reason: str) -> Any:
+    events = await core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={pod},reason={reason}"
+    )
+    return events.items[0] if events.items else None
