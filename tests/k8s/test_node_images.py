@@ -17,7 +17,6 @@ import pytest
 from kubernetes_asyncio import client
 
 from ..support.cluster.images import ImageRunner
-from ..support.cluster.services import service_address
 from ..support.k8s_cluster import wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -77,7 +76,7 @@ def web_objects() -> list[dict]:
     ]
 
 
-async def test_a_deployment_serves_a_configmap_through_its_service(k8s_api, images):
+async def test_a_deployment_serves_a_configmap_through_its_service(k8s_api, k8s_controls, images):
     apps, core = client.AppsV1Api(k8s_api), client.CoreV1Api(k8s_api)
     configmap, deployment, service = web_objects()
     await core.create_namespaced_config_map("default", configmap)
@@ -90,7 +89,7 @@ async def test_a_deployment_serves_a_configmap_through_its_service(k8s_api, imag
 
     await wait_for(ready, timeout=60, what="the web Deployment to be ready")
     cluster_ip = (await core.read_namespaced_service("web", "default")).spec.cluster_ip
-    address = service_address(cluster_ip)
+    address = k8s_controls.agent.services.address(cluster_ip)
 
     # Reached through the Service's own port, which forwards to the pod's named port
     with urllib.request.urlopen(f"http://{address}:80/index.html", timeout=10) as answer:

@@ -23,15 +23,15 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .pki import CertificateAuthority, KeyPair, service_account_keys
+from .pod_network import session_ranges
 
 REPO = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT = REPO / "tools" / "k8s" / "build.sh"
 TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
-SERVICE_CIDR = "10.96.0.0/16"
 ADMISSION_PLUGINS = (
     "NamespaceLifecycle,ServiceAccount,LimitRanger,ResourceQuota,PodSecurity,"
     "DefaultTolerationSeconds,NodeRestriction"
@@ -182,8 +182,12 @@ class ControlPlane:
     folder: Path
     bin: Path = field(default_factory=tools_folder)
     components: list[Component] = field(default_factory=list)
+    _started: ClassVar[int] = 0
 
     def __post_init__(self) -> None:
+        ControlPlane._started += 1
+        self.index = ControlPlane._started % 4
+        self.pod_range, self.service_range = session_ranges(os.getpid(), self.index)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.pki = CertificateAuthority(self.folder / "pki")
         self.api_port = free_port()
@@ -244,7 +248,7 @@ class ControlPlane:
             hosts=(
                 "127.0.0.1",
                 "localhost",
-                "10.96.0.1",
+                str(next(self.service_range.hosts())),
                 "kubernetes",
                 "kubernetes.default",
                 "kubernetes.default.svc",
@@ -293,7 +297,7 @@ class ControlPlane:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.pki.cert_path}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--service-cluster-ip-range={self.service_range}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={sa.cert}",
                 f"--service-account-signing-key-file={sa.key}",

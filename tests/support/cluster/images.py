@@ -30,7 +30,8 @@ from ..k8s_emulator.containers import ProcessRunner
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
 NODE_BIN = REPO / "node_modules" / ".bin"
-ALLOW_ROOT = REPO / "tests" / "support" / "cluster" / "image_config"
+IMAGE_FILES = Path(__file__).parent / "image_files"
+ALLOW_ROOT = IMAGE_FILES / "jupyter"
 """A Jupyter config folder saying ``allow_root``: the servers here run as root."""
 
 Object = dict[str, Any]
@@ -47,6 +48,8 @@ class Image:
     entrypoint: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=dict)
     """Absolute path in the container -> a file or folder of this machine."""
+    runs_as_pod_user: bool = False
+    """Its entrypoint switches to the pod's ``runAsUser`` itself ($RUN_AS_UID, $RUN_AS_GID)."""
 
 
 def project_image(working_dir: str, home: str) -> Image:
@@ -70,6 +73,14 @@ def default_images(kube_scheduler: Path) -> dict[str, Image]:
             files={"/usr/local/bin/kube-scheduler": str(kube_scheduler)}
         ),
         "registry.k8s.io/pause": Image(entrypoint=("sleep", "infinity")),
+        # PostgreSQL's official image: its entrypoint with Debian's PostgreSQL of this
+        # machine (as `make test` installs it), running the server as the pod's user.
+        "docker.io/library/postgres": Image(
+            entrypoint=(str(IMAGE_FILES / "postgres-entrypoint.sh"),),
+            env={"PGDATA": "/var/lib/postgresql/data"},
+            working_dir="/",
+            runs_as_pod_user=True,
+        ),
     }
 
 
@@ -86,6 +97,8 @@ class ImageRunner(ProcessRunner):
     images: dict[str, Image] = field(default_factory=dict)
     hosts: Any = None
     """A callable: the namespace's hosts file (the node's ServiceProxy.hosts_file)."""
+    network: Any = None
+    """The node's PodNetwork (pod_network.py), when pods get network namespaces."""
 
     def image(self, name: str) -> Image | None:
         repo = repository(name)
@@ -143,9 +156,14 @@ class ImageRunner(ProcessRunner):
         container_dir.mkdir(parents=True, exist_ok=True)
         workdir = container.get("workingDir") or image.working_dir
         spec = container_dir / "mounts.json"
-        spec.write_text(
-            json.dumps({"scratch": str(container_dir / "scratch"), "binds": binds, "cwd": workdir})
-        )
+        layout: dict[str, Any] = {
+            "scratch": str(container_dir / "scratch"),
+            "binds": binds,
+            "cwd": workdir,
+        }
+        if self.network is not None and self.network.has_pod(meta["uid"]):
+            layout["netns"] = self.network.namespace(meta["uid"])
+        spec.write_text(json.dumps(layout))
         command = list(container.get("command") or image.entrypoint)
         argv = command + list(container.get("args") or [])
         if not argv:
@@ -155,6 +173,14 @@ class ImageRunner(ProcessRunner):
             "PYTHONPATH": str(REPO),
             **image.env,
         }
+        if image.runs_as_pod_user:
+            security = {
+                **((pod.get("spec") or {}).get("securityContext") or {}),
+                **(container.get("securityContext") or {}),
+            }
+            if security.get("runAsUser") is not None:
+                base["RUN_AS_UID"] = str(security["runAsUser"])
+                base["RUN_AS_GID"] = str(security.get("runAsGroup", security["runAsUser"]))
         launcher = [sys.executable, "-m", "tests.support.cluster.mounts", str(spec), "--"]
         return launcher + argv, {**base, **self.env, **env}, pod_dir
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
 MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 4096
@@ -55,7 +56,11 @@ def top_folder(target: str) -> str:
 
 
 def enter(spec: dict) -> None:
-    """Set up the mounts of ``spec`` in a mount namespace of this process's own."""
+    """Join the pod's network namespace (``netns``, pod_network.py) if it has one, and set
+    up the mounts of ``spec`` in a mount namespace of this process's own."""
+    if spec.get("netns"):
+        with open(f"/run/netns/{spec['netns']}") as netns:
+            _check(_libc.setns(netns.fileno(), CLONE_NEWNET), "join the pod's network")
     _check(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     scratch = Path(spec["scratch"])

@@ -31,6 +31,9 @@ from ..k8s_emulator.pod_exec import PROTOCOLS, ExecRequest, PodExecHandler
 from ..k8s_emulator.timestamps import micro, rfc3339
 from .control_plane import ControlPlane
 from .dra import GPUKubeletPlugin
+from .images import ImageRunner
+from .pod_network import PodNetwork
+from .pod_network import available as pod_network_available
 from .services import ServiceProxy, service_links
 from .volumes import FolderProvisioner, storage_class
 
@@ -95,12 +98,32 @@ class NodeKubelet(Kubelet):
 
     async def resolve_env(self, worker: Any, container: Object) -> dict[str, str]:
         env = await super().resolve_env(worker, container)
+        services = self.agent.services
+        kubernetes = services.kubernetes()
+        if kubernetes is not None:  # the API server as pods in a network of their own reach it
+            env["KUBERNETES_SERVICE_HOST"] = kubernetes[0]
+            env["KUBERNETES_SERVICE_PORT"] = str(kubernetes[1])
         if worker.pod["spec"].get("enableServiceLinks", True):
             # The Services of the pod's namespace, as the kubelet links them (own values win).
-            links = service_links(self.agent.services.in_namespace(worker.namespace))
+            links = service_links(services.in_namespace(worker.namespace), services.address)
             env = {**links, **env}
         # The DRA driver's CDI edits for the claims the container uses come last (dra.py).
         return {**env, **self.agent.dra.container_environment(worker.pod, container)}
+
+    async def pod_address(self, worker: Any) -> str:
+        """A pod run from its images gets a network namespace and address of its own."""
+        network = self.agent.network
+        runner = self.process_runner
+        if (
+            network is None
+            or worker.pod["spec"].get("hostNetwork")
+            or not isinstance(runner, ImageRunner)
+            or not runner.matches(worker.pod)
+        ):
+            return await super().pod_address(worker)
+        loop = asyncio.get_running_loop()
+        _, address = await loop.run_in_executor(None, network.add_pod, worker.uid)
+        return address
 
     async def volume_files(self, worker: Any) -> dict[str, dict[str, bytes]]:
         """ConfigMap and Secret volumes (the emulator's kubelet), and the projected and
@@ -176,6 +199,8 @@ class NodeKubelet(Kubelet):
         super().on_pod(kind, pod, old)
         if kind == "DELETED":
             self.agent.dra.unprepare(pod["metadata"]["uid"])
+            if self.agent.network is not None:
+                self.agent.network.remove_pod(pod["metadata"]["uid"])
 
 
 def _downward_files(pod: Object, items: list[Object]) -> dict[str, bytes]:
@@ -368,7 +393,15 @@ class NodeAgent(NodeControls):
         self.pods = Informer(
             self.watcher, "/api/v1/pods", lambda *event: self.kubelet.on_pod(*event), kind="Pod"
         )
-        self.services = ServiceProxy(lambda: self.pods.cache, self.plane.folder / "hosts")
+        self.network = PodNetwork(self.plane.index) if pod_network_available() else None
+        if self.network is not None:
+            self.network.start()
+        self.services = ServiceProxy(
+            lambda: self.pods.cache,
+            self.plane.folder / "hosts",
+            api_server=("127.0.0.1", self.plane.api_port),
+            network=self.network,
+        )
         self.service_informer = Informer(
             self.watcher,
             "/api/v1/services",
@@ -406,6 +439,8 @@ class NodeAgent(NodeControls):
             await kubelet.stop()
         if services := getattr(self, "services", None):
             await services.stop()
+        if network := getattr(self, "network", None):
+            network.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -3,9 +3,11 @@
 There is no kube-proxy and no cluster DNS in the test cluster. The node agent stands in for
 both, for the pods it runs with their images' commands (images.py):
 
-- each Service with a selector and a ClusterIP ``10.96.A.B`` is served at ``127.96.A.B``
-  (all of 127/8 is this machine's loopback) on its ports, each connection forwarded to a
-  ready pod the selector picks, at the target port (a number or a container port's name);
+- each Service with a selector is served at its ClusterIP, made an address of this machine
+  (pod_network.py; without root, at ``127.B.C.D`` for ``A.B.C.D``: all of 127/8 is this
+  machine's loopback) on its ports, each connection forwarded to a ready pod the selector
+  picks, at the target port (a number or a container port's name); the ``kubernetes``
+  Service leads to the API server;
 - a hosts file per namespace names each Service as cluster DNS would (``name``,
   ``name.ns``, ``name.ns.svc``, ``name.ns.svc.cluster.local``), rewritten in place as
   Services come and go; containers see it as their ``/etc/hosts``;
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..k8s_emulator.selectors import label_selector_from_dict, labels_match
+from .pod_network import PodNetwork
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +35,8 @@ Object = dict[str, Any]
 CLUSTER_DOMAIN = "cluster.local"
 
 
-def service_address(cluster_ip: str) -> str | None:
-    """Where the node serves a ClusterIP: ``10.96.3.7`` -> ``127.96.3.7``; None for none."""
+def loopback_address(cluster_ip: str) -> str | None:
+    """Where a node without root serves a ClusterIP: ``198.19.3.7`` -> ``127.19.3.7``."""
     try:
         address = ipaddress.ip_address(cluster_ip)
     except ValueError:
@@ -48,11 +51,13 @@ def _link_name(service: str) -> str:
     return service.upper().replace("-", "_")
 
 
-def service_links(services: list[Object]) -> dict[str, str]:
+def service_links(
+    services: list[Object], address_of: Callable[[str], str | None]
+) -> dict[str, str]:
     """The Docker-link style variables the kubelet sets for ``services`` (one namespace)."""
     env: dict[str, str] = {}
     for service in services:
-        address = service_address((service.get("spec") or {}).get("clusterIP") or "")
+        address = address_of((service.get("spec") or {}).get("clusterIP") or "")
         ports = (service.get("spec") or {}).get("ports") or []
         if address is None or not ports:
             continue
@@ -73,10 +78,12 @@ def service_links(services: list[Object]) -> dict[str, str]:
     return env
 
 
-def hosts_text(namespace: str, services: list[Object]) -> str:
+def hosts_text(
+    namespace: str, services: list[Object], address_of: Callable[[str], str | None]
+) -> str:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     for service in sorted(services, key=lambda s: s["metadata"]["name"]):
-        address = service_address((service.get("spec") or {}).get("clusterIP") or "")
+        address = address_of((service.get("spec") or {}).get("clusterIP") or "")
         if address is None:
             continue
         name = service["metadata"]["name"]
@@ -118,14 +125,42 @@ def _ready(pod: Object) -> bool:
 class ServiceProxy:
     """Serves every Service of the cluster on loopback, and keeps the hosts files."""
 
-    def __init__(self, pods: Callable[[], dict[tuple[str, str], Object]], folder: Path) -> None:
+    def __init__(
+        self,
+        pods: Callable[[], dict[tuple[str, str], Object]],
+        folder: Path,
+        *,
+        api_server: tuple[str, int],
+        network: PodNetwork | None = None,
+    ) -> None:
         self._pods = pods
         self.folder = folder
+        self.api_server = api_server
+        self.network = network
         folder.mkdir(parents=True, exist_ok=True)
         self.services: dict[tuple[str, str], Object] = {}
         self._servers: dict[tuple[str, str], list[asyncio.Server]] = {}
         self._turn = itertools.count()
+        self._addresses: dict[tuple[str, str], str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def address(self, cluster_ip: str) -> str | None:
+        """Where this machine serves ``cluster_ip``: itself with the pod network, else on
+        loopback."""
+        if self.network is not None:
+            try:
+                ipaddress.ip_address(cluster_ip)
+            except ValueError:
+                return None
+            return cluster_ip
+        return loopback_address(cluster_ip)
+
+    def kubernetes(self) -> tuple[str, int] | None:
+        """Where pods reach the API server: the ``kubernetes`` Service's address and port."""
+        service = self.services.get(("default", "kubernetes"))
+        if service is None or self.network is None:
+            return None
+        return service["spec"]["clusterIP"], int(service["spec"]["ports"][0]["port"])
 
     def hosts_file(self, namespace: str) -> Path:
         """The namespace's hosts file (made if missing): a pod's ``/etc/hosts``."""
@@ -150,7 +185,7 @@ class ServiceProxy:
 
     def _write_hosts(self, namespace: str) -> None:
         path = self.folder / f"{namespace}.hosts"
-        text = hosts_text(namespace, self.in_namespace(namespace))
+        text = hosts_text(namespace, self.in_namespace(namespace), self.address)
         # Rewritten in place: a container's bind mount of the file sees the new names.
         with open(path, "a+") as hosts:
             hosts.seek(0)
@@ -163,12 +198,18 @@ class ServiceProxy:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
         service = self.services.get(key)
+        old_ip = self._addresses.pop(key, None)
+        if old_ip and self.network is not None:
+            self.network.remove_service(old_ip)
         if service is None:
             return
         spec = service.get("spec") or {}
-        address = service_address(spec.get("clusterIP") or "")
-        if address is None or not spec.get("selector"):
+        address = self.address(spec.get("clusterIP") or "")
+        if address is None or not (spec.get("selector") or key == ("default", "kubernetes")):
             return
+        if self.network is not None:
+            self.network.add_service(address)
+            self._addresses[key] = address
         servers = []
         for port in spec.get("ports") or []:
             if port.get("protocol", "TCP") != "TCP":
@@ -189,6 +230,8 @@ class ServiceProxy:
         service = self.services.get(key)
         if service is None:
             return None
+        if key == ("default", "kubernetes"):
+            return self.api_server
         selector = service["spec"].get("selector") or {}
         candidates = []
         for pod in self._pods().values():
@@ -242,5 +285,9 @@ class ServiceProxy:
             for server in servers:
                 server.close()
         self._servers.clear()
+        if self.network is not None:
+            for address in self._addresses.values():
+                self.network.remove_service(address)
+        self._addresses.clear()
         for task in list(self._tasks):
             task.cancel()

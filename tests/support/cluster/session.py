@@ -172,15 +172,27 @@ class Cleaner:
                     with contextlib.suppress(ClientError):
                         await self.admin.delete(f"{path}/{item['metadata']['name']}", options)
 
+    async def _left_of_cluster_kinds(self) -> list[str]:
+        """The paths of the cluster-scoped objects a test made that still exist (a Kueue
+        ClusterQueue or ResourceFlavor waits for Kueue's finalizer after its delete)."""
+        left = []
+        for group_version, plural in CLUSTER_KINDS:
+            path = f"{_api(group_version)}/{plural}"
+            left += [f"{path}/{name}" for name in await self._names(path) - self.baseline[plural]]
+        return left
+
     async def _wait_until_empty(self) -> None:
-        """Until no pod is left in ``default``, and no node or namespace of a test remains."""
+        """Until no pod is left in ``default``, and no node, namespace or cluster-scoped
+        object of a test remains (a test that makes one of the same name next would meet
+        it "being deleted")."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLEAN_GUARD
         while loop.time() < deadline:
             pods = await self.admin.get("/api/v1/namespaces/default/pods")
             nodes = await self._names("/api/v1/nodes")
             namespaces = await self._names("/api/v1/namespaces") - self.baseline["namespaces"]
-            if not pods["items"] and not nodes and not namespaces:
+            cluster_scoped = await self._left_of_cluster_kinds()
+            if not pods["items"] and not nodes and not namespaces and not cluster_scoped:
                 return
             for pod in pods["items"]:
                 meta = pod["metadata"]
@@ -223,7 +235,9 @@ class ControlPlaneCluster(SyncNodeControls):
         self.kubeconfig = plane.admin_kubeconfig
 
     @classmethod
-    def start(cls, folder: Path) -> ControlPlaneCluster:
+    def start(cls, folder: Path, *, identities: bool = True) -> ControlPlaneCluster:
+        """A control plane with its node agent; ``identities``: the hub's and the job
+        service's accounts in ``default`` (a cluster for a chart install makes its own)."""
         plane = ControlPlane(folder)
         plane.start()
         agent = NodeAgent(plane)
@@ -235,14 +249,14 @@ class ControlPlaneCluster(SyncNodeControls):
                 "/api/v1/namespaces/default",
                 {"metadata": {"labels": USERS_NAMESPACE_LABELS}},
             )
-            identities = make_identities(plane)
+            accounts = make_identities(plane) if identities else {}
             cleaner = Cleaner(agent)
             runner.call(cleaner.snapshot)
         except BaseException:
             runner.stop()
             plane.stop()
             raise
-        return cls(plane, runner, identities, cleaner)
+        return cls(plane, runner, accounts, cleaner)
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return self._runner.call(function, *args, **kwargs)
@@ -292,6 +306,7 @@ class ControlPlaneCluster(SyncNodeControls):
             if images is not None
             else default_images(self.plane.bin / "kube-scheduler"),
             hosts=self.agent.services.hosts_file,
+            network=self.agent.network,
             inherit_environment=False,
         )
         self.run_processes(runner)

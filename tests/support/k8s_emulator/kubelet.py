@@ -293,7 +293,7 @@ class PodWorker:
 
     async def _start(self) -> bool:
         spec = self.pod["spec"]
-        self.pod_ip = self.host_ip if spec.get("hostNetwork") else self.kubelet.addresses.allocate()
+        self.pod_ip = await self.kubelet.pod_address(self)
         for container in spec.get("initContainers") or []:
             self.init_statuses[container["name"]] = self._waiting(container, "PodInitializing")
         for container in spec.get("containers") or []:
@@ -644,6 +644,12 @@ class Kubelet:
 
     def script_for(self, pod: Object, container: Object) -> ContainerScript | None:
         return next((s for s in reversed(self.scripts) if s.match.matches(pod, container)), None)
+
+    async def pod_address(self, worker: PodWorker) -> str:
+        """The pod's IP: the node's own with hostNetwork, else the next loopback address."""
+        if worker.pod["spec"].get("hostNetwork"):
+            return worker.host_ip
+        return self.addresses.allocate()
 
     def missing_from_registry(self, image: str) -> str | None:
         """The pull error for an image the registry does not have, else None."""
