@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -72,6 +73,7 @@ class Kueue:
         self.webhook_port = free_port()
         self.health_port = free_port()
         self.component: Component | None = None
+        self.served: list[str] = []
 
     def start(self) -> None:
         source = manifests_path(self.plane)
@@ -90,7 +92,15 @@ class Kueue:
         url = f"https://127.0.0.1:{self.webhook_port}"
         ca_bundle = base64.b64encode(self.plane.pki.pem).decode()
         documents = [doc for doc in yaml.safe_load_all(source.read_text()) if doc]
-        self._apply(installable(documents, url, ca_bundle))
+        installed = installable(documents, url, ca_bundle)
+        self._apply(installed)
+        self.served = [
+            f"/apis/{doc['spec']['group']}/{version['name']}/{doc['spec']['names']['plural']}"
+            for doc in installed
+            if doc["kind"] == "CustomResourceDefinition"
+            for version in doc["spec"]["versions"]
+            if version.get("storage")
+        ]
         kubeconfig = self.plane.write_kubeconfig(
             self.folder / "kubeconfig",
             user=f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}",
@@ -216,7 +226,7 @@ class Kueue:
                     f"http://127.0.0.1:{self.health_port}/readyz", timeout=2
                 ) as answer:
                     if answer.status == 200:
-                        return
+                        break
             except (urllib.error.URLError, OSError):
                 pass
             if not self.component.running():
@@ -226,3 +236,25 @@ class Kueue:
                     f"Kueue was not ready in {READY_GUARD:.0f} s:\n{self.component.tail()}"
                 )
             time.sleep(0.2)
+        self._wait_served(deadline)
+
+    def _wait_served(self, deadline: float) -> None:
+        """Until the API server lists each of Kueue's kinds: for a few seconds after a CRD is
+        made, its storage answers 429 ("storage is (re)initializing"), which the clean-up
+        between tests (and a test's first ClusterQueue) would meet."""
+        context = self.plane.ssl_context()
+        for path in self.served:
+            while not _lists(f"{self.plane.url}{path}?limit=1", context):
+                if time.monotonic() > deadline:
+                    raise ControlPlaneUnavailable(
+                        f"The API server did not serve {path} in {READY_GUARD:.0f} s."
+                    )
+                time.sleep(0.2)
+
+
+def _lists(url: str, context: ssl.SSLContext) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
