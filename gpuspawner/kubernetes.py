@@ -23,11 +23,8 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
-from jupyterhub.spawner import SpawnException
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
@@ -47,18 +44,8 @@ from .backends.base import PodGPUPlan, cpu_only_plan
 from .backends.protect import strip_protected
 from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
 from .grant import Grant
-from .kueue import (
-    QUEUE_LABEL,
-    QUEUED_AT_ANNOTATION,
-    QUEUED_LABEL,
-    expected_wait,
-    is_gated,
-    place_on_node,
-    preemption_sentence,
-    queue_line,
-    queue_timeout_sentence,
-    waiting_pods,
-)
+from .kueue import QUEUED_LABEL, is_gated, preemption_sentence, queue_timeout_sentence
+from .kueue_mode import QUEUE_POLL_SECONDS, KueueMode, unrecorded_slice
 from .policy import Allocation, CapacityPool, GPUDevice
 
 __all__ = [
@@ -96,8 +83,6 @@ COURSE_LABEL = "gpuspawner.campus-gpu-hub.org/course"
 NODE_LABEL = "kubernetes.io/hostname"
 # Jobs' keys in the pool (``JobTicket.key`` of the job service).
 JOB_KEY_PREFIX = "job:"
-# How often a start waiting in the Kueue queue looks at its place in line.
-QUEUE_POLL_SECONDS = 0.5
 
 
 def node_of(device_id: str) -> str:
@@ -119,27 +104,6 @@ def scheduling_refusal(message: str) -> str:
     )
 
 
-def unrecorded_slice(pod_name: str, status: int | None, reason: str | None) -> str:
-    """The hub admins' sentence when a queued server's GPU slice could not be written on its
-    pod: the pool holds it until the hub restarts, and the rebuilt pool would not."""
-    loss = (
-        "The hub holds the slice until it restarts, then forgets it, and may give the same "
-        "slice to another server."
-    )
-    if status == 403:
-        return (
-            f"The GPU slice of {pod_name} is not recorded on its pod: the hub's service "
-            f"account may not patch pods (403 Forbidden). {loss} Hub admins: apply "
-            "hub_config/kubernetes/rbac.yaml (its Role campus-gpu-hub-pods grants patch on "
-            "pods)."
-        )
-    return (
-        f"The GPU slice of {pod_name} is not recorded on its pod (the API server answered "
-        f"{status} {reason}). {loss} Hub admins: once the API server answers again, stop "
-        "and start that server."
-    )
-
-
 class _ClusterInventory:
     """The GPUs and allocations of one cluster, shared by every spawner of the hub."""
 
@@ -150,6 +114,8 @@ class _ClusterInventory:
         self.pods: dict[str, tuple[str, str]] = {}
         """Allocation key -> (namespace, pod), from the pods' records (for the metrics)."""
         self.lock = asyncio.Lock()
+        self.workloads: Any = None
+        """Kueue mode: the namespace's Workloads (``kueue_mode.WorkloadListing``)."""
 
     @staticmethod
     async def items(response) -> list[dict]:
@@ -163,7 +129,7 @@ class _ClusterInventory:
         return json.loads(await response.read())["items"]
 
 
-class GPUSpawner(CourseProfilesMixin, KubeSpawner):
+class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
     """KubeSpawner with course-time profiles and GPU shares rendered for the cluster."""
 
     admission_target = "kubernetes"
@@ -238,44 +204,8 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
         """,
     )
 
-    kueue_queue_name = Unicode(
-        "",
-        config=True,
-        help="""
-        The Kueue LocalQueue of GPU servers, on a cluster that runs Kueue with its ``pod``
-        integration enabled for this namespace. Empty (the default): no queue, and a start
-        the GPUs have no room for is refused.
-
-        When set, every GPU server's pod carries the label ``kueue.x-k8s.io/queue-name``
-        and Kueue admits it (its webhook gates the pod until its ClusterQueue's quota has
-        room). When the hub's pool says all GPUs are taken (or others are already waiting),
-        the server is not refused: it joins the queue without a GPU slice booked, the
-        progress page shows "Waiting in the GPU queue: position N of M" with an expected
-        wait (from the running servers' session ends), and the student leaves the queue
-        by cancelling the start. Once Kueue admits it, the slice it holds is recorded on
-        the GPU of the node it lands on. Refusals that waiting cannot cure (not enrolled,
-        class closed, seats reserved for another class, the per-person limit) stay
-        refusals. A server Kueue preempts ends with a sentence saying so.
-
-        The ClusterQueue's quota judges how many servers run: give it the capacity the
-        hub sees (10 GPUs shared four ways by time-slicing: ``nvidia.com/gpu: 40``), and
-        set ``start_timeout`` to the longest wait a student may spend in the queue. Give
-        "Run as Job" the same queue with ``c.KubernetesExecutor.queue_name``.
-
-        Example::
-
-            c.GPUSpawner.kueue_queue_name = "gpu-servers"
-            c.GPUSpawner.start_timeout = 3600
-        """,
-    )
-
     _inventories: dict[str, _ClusterInventory] = {}
     _plan: PodGPUPlan | None = None
-    # Kueue mode, per start: "deciding" until admission decided, "queue" for a pod that
-    # goes through the queue, "off" otherwise. A server that joined the queue without a
-    # slice keeps the share as rendered here until it lands on a node.
-    _queue_state = "off"
-    _queued_allocation: Allocation | None = None
 
     # Without a course catalog GPUSpawner is KubeSpawner, profile_list and all: it keeps
     # KubeSpawner's contract (its own test suite runs against this class), and a hub can
@@ -523,110 +453,9 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             for pod in pods
         )
 
-    def _decide_or_queue(self, others_waiting: bool) -> Grant:
-        """The grant of this start; in Kueue mode a GPU start the pool has no room for (or
-        that would pass others already waiting) joins the queue instead of being refused."""
-        if not self.kueue_queue_name:
-            return self.decide_start()
-        try:
-            grant = self.decide_start()
-        except SpawnException as error:
-            if error.reason != "full":
-                raise
-            return self._queued_grant(error.message)
-        if grant.allocation is None:
-            self._queue_state = "off"  # a profile without a GPU does not queue
-            return grant
-        if others_waiting:
-            self.release_allocation()
-            return self._queued_grant("others are waiting")
-        self._queue_state = "queue"
-        return grant
-
-    def _queued_grant(self, why: str) -> Grant:
-        """The grant of a server that waits in the queue: its share rendered as on an idle
-        cluster, with no slice booked in the pool and no node chosen (Kueue and the
-        scheduler choose; :meth:`_record_landing` books the slice where it lands)."""
-        grant = self.ask_admission(CapacityPool(self.capacity_pool.devices))
-        self.log.info("Queueing %s in %s: %s", self.pod_name, self.kueue_queue_name, why)
-        self._queued_allocation = grant.allocation
-        grant = replace(grant, allocation=None, node=None)
-        self._grant, self._allocation, self._profile_id = grant, None, grant.subject
-        self._queue_state = "queue"
-        return grant
-
-    def _join_queue(self) -> None:
-        """Label the pod for Kueue (and, without a slice booked, as queued), and stamp when
-        it joined (to order pods created in the same second)."""
-        labels = {QUEUE_LABEL: self.kueue_queue_name}
-        if self._queued_allocation is not None:
-            labels[QUEUED_LABEL] = "true"
-        self.extra_labels = {**self.extra_labels, **labels}
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        self.extra_annotations = {**self.extra_annotations, QUEUED_AT_ANNOTATION: stamp}
-
     def _current_pod(self) -> dict | None:
         reflector = getattr(self, "pod_reflector", None)
         return reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
-
-    def queue_place(self) -> tuple[int, int] | None:
-        """This server's position in the queue and the queue's length, while it waits."""
-        reflector = getattr(self, "pod_reflector", None)
-        if reflector is None or not self.kueue_queue_name:
-            return None
-        waiting = waiting_pods(list(reflector.pods.values()), self.kueue_queue_name)
-        names = [pod["metadata"]["name"] for pod in waiting]
-        if self.pod_name not in names:
-            return None
-        return names.index(self.pod_name) + 1, len(names)
-
-    def queue_message(self) -> str | None:
-        """The progress line while the server waits: its position, the queue's length and
-        the expected wait ("Waiting in the GPU queue: position N of M, about X minutes").
-
-        The wait is estimated from the session ends of the GPU servers running now (the
-        N-th to end frees the N-th place); none when they have no end (staff servers).
-        """
-        place = self.queue_place()
-        if place is None:
-            return None
-        position, total = place
-        ends = [
-            allocation.session_end
-            for allocation in self.capacity_pool.allocations.values()
-            if allocation.key.startswith("server:")
-        ]
-        return queue_line(position, total, expected_wait(position, ends, self.now()))
-
-    async def _record_landing(self, pod: dict) -> None:
-        """A server admitted from the queue is on a node: book its slice on that node's GPU
-        in the pool, and record it on the pod, as a directly granted server's is."""
-        queued, self._queued_allocation = self._queued_allocation, None
-        node = (pod.get("spec") or {}).get("nodeName")
-        if queued is None or not node:
-            return
-        with self.capacity_transaction() as pool:
-            allocation = place_on_node(pool, queued, node)
-            for warning in pool.restore(allocation):
-                self.log.warning("Server admitted from the GPU queue: %s", warning)
-        self._allocation = allocation
-        if self._grant is not None:
-            self._grant = replace(self._grant, allocation=allocation, node=node)
-        try:
-            await self.api.patch_namespaced_pod(
-                self.pod_name,
-                self.namespace,
-                {
-                    "metadata": {
-                        "labels": {QUEUED_LABEL: None},
-                        "annotations": {ALLOCATION_ANNOTATION: encode_allocation(allocation)},
-                    }
-                },
-                _content_type="application/merge-patch+json",
-                _request_timeout=self.k8s_api_request_timeout,
-            )
-        except ApiException as error:  # the pool in memory has it; a restart would not
-            self.log.error("%s", unrecorded_slice(self.pod_name, error.status, error.reason))
 
     async def load_user_options(self):
         """The course catalog, not KubeSpawner's profile_list, turns options into a pod.
@@ -789,6 +618,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
                     if (pod.get("spec") or {}).get("nodeName") and self._queued_allocation:
                         await self._record_landing(pod)
                     if is_gated(pod):
+                        await self.read_queue()  # the places, for the page and the metrics
                         await asyncio.wait([start_future], timeout=QUEUE_POLL_SECONDS)
                         continue
             events = self._events_of_current_pod()
@@ -899,6 +729,7 @@ class GPUSpawner(CourseProfilesMixin, KubeSpawner):
             if self._queue_state == "off" or start is None or start.done():
                 break
             if self._queue_state == "queue":
+                await self.read_queue()
                 line = self.queue_message()
                 if line and line != last_line:
                     yield {"progress": 10, "message": line}

@@ -2,11 +2,17 @@
 
 GPUSpawner's Kueue mode (``c.GPUSpawner.kueue_queue_name``) starts a GPU server that the
 hub's pool has no room for as a pod labelled :data:`QUEUE_LABEL`; Kueue's pod integration
-gates it (the ``kueue.x-k8s.io/admission`` scheduling gate) until its ClusterQueue's quota
-admits it. These pure functions read pods as the API returns them (plain dicts):
+gates it (the scheduling gates ``kueue.x-k8s.io/admission`` and, with topology-aware
+scheduling, ``kueue.x-k8s.io/topology``), makes a Workload for it, and removes the gates
+when its ClusterQueue's quota admits that Workload. These pure functions read pods and
+Workloads as the API returns them (plain dicts):
 
-- :func:`waiting_pods` and :func:`queue_line`: the queue's gated pods in the order Kueue
-  admits them (StrictFIFO: oldest first) and the sentence the spawn page shows;
+- :func:`waiting_workloads` and :func:`place_in_queue`: a LocalQueue's pending Workloads
+  in the order Kueue admits them (priority, then the time each joined, then the Workload's
+  uid, as Kueue's own queue sorts them), and a server's place among them;
+- :func:`waiting_pods`: the gated pods, oldest first, for when the hub may not read
+  Workloads (an estimate: Kueue breaks ties of pods created in the same second by uid);
+- :func:`queue_line`: the sentence the spawn page shows;
 - :func:`place_on_node`: the GPU slice a server admitted from the queue holds, on the node
   the scheduler chose, for the hub's capacity pool;
 - :func:`preemption_sentence`: what a student reads when Kueue (or the scheduler) preempts.
@@ -33,9 +39,22 @@ QUEUED_AT_ANNOTATION = "gpuspawner.campus-gpu-hub.org/queued-at"
 """When the hub queued the server (microseconds): breaks ties between pods created in the
 same second, whose ``creationTimestamp`` is equal."""
 
-# Conditions that mark a pod as being stopped to make room for others.
-_PREEMPTION_CONDITIONS = ("TerminationTarget", "DisruptionTarget")
-_PREEMPTION_REASONS = ("StoppedByKueue", "PreemptionByScheduler", "PreemptionByKueue")
+# The conditions that mark a pod being stopped: Kueue's ``TerminationTarget`` (reason
+# ``WorkloadEvictedDueTo<why>``: Preempted, PodsReadyTimeout, Deactivated, ClusterQueueStopped,
+# ...; ``StoppedByKueue`` before Kueue 0.9) and the scheduler's ``DisruptionTarget``.
+_STOP_CONDITIONS = ("TerminationTarget", "DisruptionTarget")
+_PREEMPTED_REASONS = (
+    "WorkloadEvictedDueToPreempted",
+    "StoppedByKueue",
+    "PreemptionByScheduler",
+    "PreemptionByKubeScheduler",
+)
+_KUEUE_EVICTION = "WorkloadEvicted"
+# Kueue's Workload conditions (kueue.x-k8s.io/v1beta2, the same in v1beta1).
+_RESERVED, _FINISHED, _EVICTED = "QuotaReserved", "Finished", "Evicted"
+# Evictions after which Kueue queues a Workload by the eviction's time, not its creation
+# (``workload.Ordering.GetQueueOrderTimestamp``; the eviction-time requeuing is its default).
+_REQUEUED_AT_EVICTION = ("PodsReadyTimeout", "AdmissionCheck")
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
@@ -43,9 +62,74 @@ def is_gated(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("spec") or {}).get("schedulingGates"))
 
 
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return condition
+    return None
+
+
+def owner_uid(workload: Mapping[str, Any]) -> str | None:
+    """The uid of the object a Workload stands for (a pod, for a server), or None."""
+    for owner in (workload.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller"):
+            return owner.get("uid")
+    return None
+
+
+def _queued_since(workload: Mapping[str, Any]) -> str:
+    """When the Workload joined the queue, as Kueue sorts it: its creation, or the time of
+    an eviction after which Kueue queues it again from then."""
+    evicted = _condition(workload, _EVICTED)
+    if evicted is not None and evicted.get("reason") in _REQUEUED_AT_EVICTION:
+        return evicted.get("lastTransitionTime") or ""
+    return (workload.get("metadata") or {}).get("creationTimestamp") or ""
+
+
+def waiting_workloads(
+    workloads: Iterable[Mapping[str, Any]], queue: str
+) -> list[Mapping[str, Any]]:
+    """The Workloads waiting in LocalQueue ``queue``, first in line first.
+
+    Waiting: no quota reserved, not finished, active, not being deleted. The order is
+    Kueue's (its ClusterQueue's queue, for StrictFIFO and BestEffortFIFO alike): higher
+    priority first, then the time it joined, then the Workload's uid, which is how Kueue
+    breaks the tie between Workloads created in the same second.
+    """
+    waiting = [
+        workload
+        for workload in workloads
+        if (workload.get("spec") or {}).get("queueName") == queue
+        and (workload.get("spec") or {}).get("active", True) is not False
+        and not (workload.get("metadata") or {}).get("deletionTimestamp")
+        and _condition(workload, _RESERVED) is None
+        and _condition(workload, _FINISHED) is None
+    ]
+    return sorted(
+        waiting,
+        key=lambda workload: (
+            -int((workload.get("spec") or {}).get("priority") or 0),
+            _queued_since(workload),
+            workload["metadata"].get("uid") or "",
+        ),
+    )
+
+
+def place_in_queue(
+    workloads: Iterable[Mapping[str, Any]], queue: str, pod_uid: str
+) -> tuple[int, int] | None:
+    """The pod's position in ``queue`` and the number waiting, from the Workloads; None
+    while its Workload is not waiting (not made yet, or admitted)."""
+    line = [owner_uid(workload) for workload in waiting_workloads(workloads, queue)]
+    if pod_uid not in line:
+        return None
+    return line.index(pod_uid) + 1, len(line)
+
+
 def waiting_pods(pods: Iterable[Mapping[str, Any]], queue: str) -> list[Mapping[str, Any]]:
     """The gated pods of ``queue``, first in line first (creation time, then the hub's
-    queued-at stamp, then name)."""
+    queued-at stamp, then name): the hub's estimate of Kueue's order when it may not read
+    the Workloads."""
     waiting = [
         pod
         for pod in pods
@@ -126,17 +210,24 @@ def place_on_node(pool: CapacityPool, allocation: Allocation, node: str) -> Allo
 
 
 def preemption_sentence(pod: Mapping[str, Any]) -> str | None:
-    """The student's sentence when the pod is being stopped to make room (None otherwise)."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if (
-            condition.get("type") in _PREEMPTION_CONDITIONS
-            and condition.get("status") == "True"
-            and condition.get("reason") in _PREEMPTION_REASONS
-        ):
+    """The student's sentence when the pod is being stopped before it started, by Kueue
+    or the scheduler (None otherwise)."""
+    for kind in _STOP_CONDITIONS:
+        condition = _condition(pod, kind)
+        if condition is None:
+            continue
+        reason = condition.get("reason") or ""
+        if reason in _PREEMPTED_REASONS:
+            return (
+                "Your server was preempted before it started: the cluster's GPU queue gave "
+                "its place to work with a higher priority. Start it again to rejoin the queue."
+            )
+        if reason.startswith(_KUEUE_EVICTION):
             why = (condition.get("message") or "").strip().rstrip(".")
             return (
-                "Your server was preempted by the cluster's GPU queue"
+                "Your server was stopped by the cluster's GPU queue before it started"
                 + (f" ({why[:200]})" if why else "")
-                + ". Start it again to rejoin the queue."
+                + ". Start it again to rejoin the queue, or tell the hub admins if this "
+                "happens again."
             )
     return None

@@ -5,32 +5,25 @@ The hub runs with the identity it has in production: the z2jh chart's hub Role (
 audit log holds every request of that service account, so the verbs the hub needs are read
 from what its code paths really asked for, not from a list kept by hand.
 
-Kueue's part is played by the test: a mutating admission webhook served from this process
-gates every pod labelled with a Kueue queue at create (the ``kueue.x-k8s.io/admission``
-scheduling gate, as Kueue's pod webhook does), and the test admits a pod by removing the
-gate as the cluster admin, as Kueue's controller would. Real Kueue comes in issue 25.
+Kueue mode runs on the test cluster's Kueue (the ``kueue`` fixture): a ClusterQueue of one
+GPU's four slices and its LocalQueue, as an admin makes them (tests/support/kueue_queues.py);
+Kueue gates the fifth student's pod, and admits it when a slice's quota is free again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
-import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 from kubespawner import KubeSpawner
-from tornado import web
-from tornado.httpserver import HTTPServer
-from tornado.netutil import bind_sockets
 
 from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, decode_allocation
 from gpuspawner.kubernetes import GPUSpawner
-from gpuspawner.kueue import QUEUE_LABEL, QUEUED_LABEL
+from gpuspawner.kueue import QUEUED_LABEL
 from gpuspawner.sessions.gpu_pools import pool_source
 from tests.support.cluster.control_plane import AuditedRequest
 from tests.support.cluster.identities import HUB_RBAC, chart_hub_rbac, rbac_documents, token_for
@@ -43,113 +36,13 @@ from tests.support.k8s_spawners import (
     provide_volume,
     write_class_catalog,
 )
+from tests.support.kueue_queues import cluster_queue, make_queues
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
 
 QUEUE = "gpu-servers"
 KUEUE_GATE = "kueue.x-k8s.io/admission"
-WEBHOOK = "kueue-pod-gate"
 HANG_GUARD = 60.0  # seconds: only ends a test that would otherwise never end
-
-
-class _GateHandler(web.RequestHandler):
-    """Kueue's pod webhook, as far as the hub sees it: a queued pod is gated at create."""
-
-    def post(self) -> None:
-        review = json.loads(self.request.body)
-        request = review["request"]
-        gates = request["object"]["spec"].get("schedulingGates") or []
-        response = {"uid": request["uid"], "allowed": True}
-        if not any(gate["name"] == KUEUE_GATE for gate in gates):
-            patch = [
-                {
-                    "op": "add",
-                    "path": "/spec/schedulingGates",
-                    "value": [*gates, {"name": KUEUE_GATE}],
-                }
-            ]
-            response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-        self.finish(
-            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-        )
-
-
-class KueueStandIn:
-    """Gates queued pods at create (a webhook the API server calls) and admits them."""
-
-    def __init__(self, admin: client.ApiClient) -> None:
-        self.admin = admin
-        self.core = client.CoreV1Api(admin)
-
-    async def admit(self, pod_name: str) -> None:
-        """Once the pod waits at the gate, remove the gate, as Kueue does on admission."""
-
-        async def gated() -> bool:
-            try:
-                pod = await self.core.read_namespaced_pod(pod_name, "default")
-            except client.ApiException as error:
-                if error.status == 404:
-                    return False
-                raise
-            return any(g.name == KUEUE_GATE for g in pod.spec.scheduling_gates or [])
-
-        await wait_for(gated, timeout=HANG_GUARD, what=f"{pod_name} gated by the queue")
-        await self.core.patch_namespaced_pod(
-            pod_name,
-            "default",
-            [{"op": "remove", "path": "/spec/schedulingGates"}],
-            _content_type="application/json-patch+json",
-        )
-
-
-@pytest.fixture
-async def kueue(k8s_controls, k8s_api):
-    """The Kueue stand-in of this module: its webhook served here, registered as admin."""
-    webhook = k8s_controls.plane.pki.issue(
-        "kueue-webhook-serving", common_name="kueue-webhook", hosts=("127.0.0.1",), server=True
-    )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(str(webhook.cert), str(webhook.key))
-    sockets = bind_sockets(0, "127.0.0.1")
-    port = sockets[0].getsockname()[1]
-    server = HTTPServer(web.Application([(r"/mutate", _GateHandler)]), ssl_options=context)
-    server.add_sockets(sockets)
-    admission = client.AdmissionregistrationV1Api(k8s_api)
-    await admission.create_mutating_webhook_configuration(
-        {
-            "metadata": {"name": WEBHOOK},
-            "webhooks": [
-                {
-                    "name": "mpod.kueue.campus-test.example",
-                    "clientConfig": {
-                        "url": f"https://127.0.0.1:{port}/mutate",
-                        "caBundle": base64.b64encode(k8s_controls.plane.pki.pem).decode(),
-                    },
-                    "rules": [
-                        {
-                            "operations": ["CREATE"],
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "resources": ["pods"],
-                        }
-                    ],
-                    "objectSelector": {
-                        "matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]
-                    },
-                    "failurePolicy": "Fail",
-                    "sideEffects": "None",
-                    "admissionReviewVersions": ["v1"],
-                    "timeoutSeconds": 10,
-                }
-            ],
-        }
-    )
-    try:
-        yield KueueStandIn(k8s_api)
-    finally:
-        await admission.delete_mutating_webhook_configuration(WEBHOOK)
-        server.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -164,42 +57,40 @@ def queued_spawner(name, catalog) -> GPUSpawner:
 
 
 async def fill_the_gpu_and_queue_one_more(
-    k8s_controls, kueue: KueueStandIn, tmp_path
+    k8s_controls, k8s_api, tmp_path
 ) -> tuple[list[GPUSpawner], GPUSpawner, asyncio.Future]:
     """One GPU shared four ways, held by four students whom the queue admitted at once;
-    a fifth student's start, waiting in the queue (started, not admitted)."""
+    a fifth student's start, waiting in the queue (started, gated by Kueue)."""
     k8s_controls.add_gpu_nodes(1, gpu_count=1, extended_resources={"nvidia.com/gpu": 4})
+    await make_queues(k8s_api, cluster_queue("campus-gpus", 4), [QUEUE])
     names = [f"student-{i}" for i in range(5)]
     catalog = write_class_catalog(tmp_path / "catalog.yaml", names)
     running = [queued_spawner(name, catalog) for name in names[:4]]
-    starts = [spawner.start() for spawner in running]
-    for spawner in running:
-        await kueue.admit(spawner.pod_name)
-    await asyncio.wait_for(asyncio.gather(*starts), HANG_GUARD)
+    await asyncio.wait_for(asyncio.gather(*(s.start() for s in running)), HANG_GUARD)
     late = queued_spawner(names[4], catalog)
     start = late.start()
+
+    def gated() -> bool:
+        pod = k8s_controls.get("pods", late.pod_name, "default")
+        return bool(pod and pod["spec"].get("schedulingGates"))
+
+    await wait_for(gated, timeout=HANG_GUARD, what="the fifth student's pod gated by Kueue")
     return running, late, start
 
 
 async def test_a_server_admitted_from_the_queue_keeps_its_gpu_slice_across_a_hub_restart(
-    k8s_controls, kueue, tmp_path
+    kueue, k8s_controls, k8s_api, tmp_path
 ):
     # Given one GPU shared four ways, held by four students, and a fifth waiting in the
     # GPU queue: her pod is gated, labelled as queued, with no slice recorded yet
-    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, kueue, tmp_path)
-    await wait_for(
-        lambda: k8s_controls.get("pods", late.pod_name, "default"),
-        timeout=HANG_GUARD,
-        what="the fifth student's pod",
-    )
+    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, k8s_api, tmp_path)
     waiting = k8s_controls.get("pods", late.pod_name, "default")
-    assert waiting["spec"]["schedulingGates"] == [{"name": KUEUE_GATE}]
+    assert {"name": KUEUE_GATE} in waiting["spec"]["schedulingGates"]
     assert waiting["metadata"]["labels"][QUEUED_LABEL] == "true"
     assert ALLOCATION_ANNOTATION not in (waiting["metadata"].get("annotations") or {})
 
-    # When a student stops and the queue admits the fifth
+    # When a student stops, and the queue admits the fifth
     await running[0].stop()
-    await kueue.admit(late.pod_name)
     await asyncio.wait_for(start, HANG_GUARD)
 
     # Then her pod records the slice the hub booked for her where she landed, and is no
@@ -276,16 +167,15 @@ async def hub_without_patch(kubespawner_env, k8s_controls, k8s_api, tmp_path, mo
 
 
 async def test_a_hub_that_may_not_patch_pods_tells_its_admins_what_is_lost_and_what_to_apply(
-    hub_without_patch, k8s_controls, kueue, tmp_path, caplog
+    kueue, hub_without_patch, k8s_controls, k8s_api, tmp_path, caplog
 ):
     # Given a hub whose service account may not patch pods, one GPU held by four students
     # and a fifth waiting in the queue
-    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, kueue, tmp_path)
+    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, k8s_api, tmp_path)
 
     # When the queue admits her
-    await running[0].stop()
     with caplog.at_level(logging.INFO):
-        await kueue.admit(late.pod_name)
+        await running[0].stop()
         await asyncio.wait_for(start, HANG_GUARD)
 
     # Then her server runs, and the hub's log says, as an error, what is lost and what
@@ -410,12 +300,19 @@ async def the_gpu_map_reads_the_cluster(hub_kubeconfig: Path) -> None:
     assert pool.devices
 
 
-async def a_queued_server_lands(k8s_controls, kueue: KueueStandIn, tmp_path: Path) -> None:
-    """Kueue mode: four servers admitted at once, a fifth waits, lands and is recorded."""
-    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, kueue, tmp_path)
+async def a_queued_server_lands(k8s_controls, k8s_api, tmp_path: Path) -> None:
+    """Kueue mode: four servers admitted at once, a fifth waits with her place on the
+    progress page (from Kueue's Workloads), lands and is recorded."""
+    running, late, start = await fill_the_gpu_and_queue_one_more(k8s_controls, k8s_api, tmp_path)
+    progress = ProgressLog(late)
+    await wait_for(
+        lambda: progress.last("Waiting in the GPU queue: position 1 of 1"),
+        timeout=HANG_GUARD,
+        what="her place on the progress page",
+    )
     await running[0].stop()
-    await kueue.admit(late.pod_name)
     await asyncio.wait_for(start, HANG_GUARD)
+    await progress.close()
     pod = k8s_controls.get("pods", late.pod_name, "default")
     assert ALLOCATION_ANNOTATION in pod["metadata"]["annotations"]
     await asyncio.gather(*(s.stop(now=True) for s in [*running[1:], late]))
@@ -432,6 +329,7 @@ HUB_REQUESTS: set[Request] = {
     ("watch", "", "events", ""),
     ("create", "", "persistentvolumeclaims", ""),  # the home claim (z2jh's dynamic storage)
     ("patch", "", "pods", ""),  # Kueue mode: the slice of a server landed from the queue
+    ("list", "kueue.x-k8s.io", "workloads", ""),  # Kueue mode: the places in the queue
     ("list", "", "nodes", ""),  # the GPU inventory and the map (rbac.yaml)
     ("create", "resource.k8s.io", "resourceclaimtemplates", ""),  # DRA (rbac.yaml)
     ("delete", "resource.k8s.io", "resourceclaimtemplates", ""),
@@ -439,7 +337,7 @@ HUB_REQUESTS: set[Request] = {
 
 
 async def test_every_request_of_the_hubs_code_paths_is_granted_by_the_shipped_rbac(
-    k8s_controls, k8s_api, kueue, hub_kubeconfig, tmp_path
+    kueue, k8s_controls, k8s_api, hub_kubeconfig, tmp_path
 ):
     # Given the hub's service account, bound as the chart and rbac.yaml bind it
     hub = k8s_controls.identities["hub"]
@@ -451,7 +349,7 @@ async def test_every_request_of_the_hubs_code_paths_is_granted_by_the_shipped_rb
     # When the hub lands a server from the Kueue queue (on a GPU node it adds), starts,
     # restarts and stops a server with its home claim, makes DRA templates and shows the
     # GPU map
-    await a_queued_server_lands(k8s_controls, kueue, tmp_path)
+    await a_queued_server_lands(k8s_controls, k8s_api, tmp_path)
     await a_class_server_starts_restarts_and_stops(k8s_api, tmp_path)
     await a_dra_template_is_made_replaced_and_removed(tmp_path)
     await the_gpu_map_reads_the_cluster(hub_kubeconfig)

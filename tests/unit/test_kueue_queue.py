@@ -1,4 +1,7 @@
-"""Waiting in a Kueue queue: the place in line, the expected wait, the landing, preemption."""
+"""Waiting in a Kueue queue: the place in line, the expected wait, the landing, preemption.
+
+The Workloads and pods below are shaped as Kueue v0.17 writes them (seen on the test
+cluster's Kueue: tests/k8s/test_kueue_on_cluster.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +12,13 @@ from gpuspawner.kueue import (
     QUEUE_LABEL,
     QUEUED_AT_ANNOTATION,
     expected_wait,
+    place_in_queue,
     place_on_node,
     preemption_sentence,
     queue_line,
     queue_timeout_sentence,
     waiting_pods,
+    waiting_workloads,
 )
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice
 
@@ -84,22 +89,96 @@ def test_a_server_admitted_from_the_queue_takes_the_fullest_gpu_of_its_node_that
     assert place_on_node(pool, rendered, "unknown") == rendered
 
 
-def test_a_kueue_preemption_is_told_in_a_sentence():
-    preempted = {
+def workload(pod_uid, created, uid, *, queue="gpu", priority=0, conditions=(), **meta) -> dict:
+    return {
+        "metadata": {
+            "name": f"pod-{pod_uid}",
+            "uid": uid,
+            "creationTimestamp": created,
+            "ownerReferences": [{"kind": "Pod", "uid": pod_uid, "controller": True}],
+            **meta,
+        },
+        "spec": {"queueName": queue, "priority": priority, "active": True},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+def reserved(status="True"):
+    return {"type": "QuotaReserved", "status": status, "reason": "QuotaReserved"}
+
+
+def test_the_queue_is_its_waiting_workloads_in_the_order_kueue_admits_them():
+    workloads = [
+        workload("late", "2026-11-25T10:00:02Z", "0000"),
+        # the same second: Kueue orders them by the Workload's uid, not the pod's age
+        workload("b", "2026-11-25T10:00:01Z", "aaaa"),
+        workload("a", "2026-11-25T10:00:01Z", "bbbb"),
+        workload("urgent", "2026-11-25T10:00:09Z", "ffff", priority=1000),
+        # requeued after its pod was not ready in time: from the eviction on
+        workload(
+            "again",
+            "2026-11-25T09:00:00Z",
+            "1111",
+            conditions=[
+                {
+                    "type": "Evicted",
+                    "status": "True",
+                    "reason": "PodsReadyTimeout",
+                    "lastTransitionTime": "2026-11-25T10:00:03Z",
+                }
+            ],
+        ),
+        workload("pending", "2026-11-25T09:00:00Z", "2222", conditions=[reserved("False")]),
+        workload("running", "2026-11-25T09:00:00Z", "3333", conditions=[reserved()]),
+        workload("other-queue", "2026-11-25T09:00:00Z", "4444", queue="cpu"),
+        workload("leaving", "2026-11-25T09:00:00Z", "5555", deletionTimestamp="x"),
+        workload(
+            "done",
+            "2026-11-25T09:00:00Z",
+            "6666",
+            conditions=[{"type": "Finished", "status": "True"}],
+        ),
+    ]
+    line = [w["metadata"]["ownerReferences"][0]["uid"] for w in waiting_workloads(workloads, "gpu")]
+    assert line == ["urgent", "pending", "b", "a", "late", "again"]
+    assert place_in_queue(workloads, "gpu", "a") == (4, 6)
+    assert place_in_queue(workloads, "gpu", "running") is None
+    assert place_in_queue(workloads, "gpu", "not-made-yet") is None
+
+
+def terminating(kind, reason, message=""):
+    return {
         "status": {
             "conditions": [
                 {"type": "PodScheduled", "status": "True"},
-                {
-                    "type": "TerminationTarget",
-                    "status": "True",
-                    "reason": "StoppedByKueue",
-                    "message": "Preempted to accommodate a higher priority Workload",
-                },
+                {"type": kind, "status": "True", "reason": reason, "message": message},
             ]
         }
     }
+
+
+def test_a_kueue_preemption_is_told_in_a_sentence():
+    preempted = terminating(
+        "TerminationTarget",
+        "WorkloadEvictedDueToPreempted",
+        "Preempted to accommodate a workload (UID: 2748, JobUID: 4088) due to prioritization "
+        "in the ClusterQueue; preemptor path: /cq; preemptee path: /cq",
+    )
     assert preemption_sentence(preempted) == (
-        "Your server was preempted by the cluster's GPU queue (Preempted to accommodate a "
-        "higher priority Workload). Start it again to rejoin the queue."
+        "Your server was preempted before it started: the cluster's GPU queue gave its place "
+        "to work with a higher priority. Start it again to rejoin the queue."
+    )
+    assert preemption_sentence(terminating("DisruptionTarget", "PreemptionByScheduler")) == (
+        preemption_sentence(preempted)
+    )
+    stopped = terminating(
+        "TerminationTarget",
+        "WorkloadEvictedDueToClusterQueueStopped",
+        "The ClusterQueue is stopped.",
+    )
+    assert preemption_sentence(stopped) == (
+        "Your server was stopped by the cluster's GPU queue before it started (The ClusterQueue "
+        "is stopped). Start it again to rejoin the queue, or tell the hub admins if this "
+        "happens again."
     )
     assert preemption_sentence({"status": {"conditions": [{"type": "Ready"}]}}) is None

@@ -1,0 +1,319 @@
+"""GPUSpawner's Kueue mode: a GPU server the pool has no room for waits in Kueue's queue.
+
+With ``c.GPUSpawner.kueue_queue_name`` set, :class:`KueueMode` (a part of GPUSpawner)
+
+- decides whether a start joins the queue without a GPU slice booked (the pool is full, or
+  others already wait), and labels its pod for Kueue;
+- tells the waiting student her place in line from Kueue's Workloads, which it reads once
+  per :data:`QUEUE_POLL_SECONDS` for all waiting servers (:class:`WorkloadListing`): Kueue
+  admits in an order the pods alone do not tell (pods created in the same second are
+  ordered by their Workloads' uids), so the places come from the Workloads, and are only
+  estimated from the gated pods when the hub may not read them;
+- books the slice of a server Kueue admitted on the GPU of the node it landed on, and
+  records it on the pod.
+
+Reading the Workloads takes ``list`` on ``workloads.kueue.x-k8s.io`` in the users'
+namespace (``hub_config/kubernetes/rbac.yaml``, Role ``campus-gpu-hub-kueue``); the first
+refusal is logged once, as a sentence for the hub's admins. The pure parts (the order of
+the queue, the sentences) are in :mod:`gpuspawner.kueue`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from jupyterhub.spawner import SpawnException
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
+from kubernetes_asyncio.client.rest import ApiException
+from traitlets import Unicode
+from traitlets.config import LoggingConfigurable
+
+from .allocation_record import ALLOCATION_ANNOTATION, encode_allocation
+from .grant import Grant
+from .kueue import (
+    QUEUE_LABEL,
+    QUEUED_AT_ANNOTATION,
+    QUEUED_LABEL,
+    expected_wait,
+    is_gated,
+    place_in_queue,
+    place_on_node,
+    queue_line,
+    waiting_pods,
+)
+from .policy import Allocation, CapacityPool
+
+GROUP = "kueue.x-k8s.io"
+# The newest first: Kueue 0.15 and later serve v1beta2, older ones v1beta1 only.
+VERSIONS = ("v1beta2", "v1beta1")
+# How often a start waiting in the Kueue queue looks at its place in line.
+QUEUE_POLL_SECONDS = 0.5
+
+log = logging.getLogger(__name__)
+
+
+def unrecorded_slice(pod_name: str, status: int | None, reason: str | None) -> str:
+    """The hub admins' sentence when a queued server's GPU slice could not be written on its
+    pod: the pool holds it until the hub restarts, and the rebuilt pool would not."""
+    loss = (
+        "The hub holds the slice until it restarts, then forgets it, and may give the same "
+        "slice to another server."
+    )
+    if status == 403:
+        return (
+            f"The GPU slice of {pod_name} is not recorded on its pod: the hub's service "
+            f"account may not patch pods (403 Forbidden). {loss} Hub admins: apply "
+            "hub_config/kubernetes/rbac.yaml (its Role campus-gpu-hub-pods grants patch on "
+            "pods)."
+        )
+    return (
+        f"The GPU slice of {pod_name} is not recorded on its pod (the API server answered "
+        f"{status} {reason}). {loss} Hub admins: once the API server answers again, stop "
+        "and start that server."
+    )
+
+
+def unreadable_workloads(namespace: str, status: int | None, reason: str | None) -> str:
+    """The hub admins' sentence when the hub may not read Kueue's Workloads."""
+    if status == 403:
+        cause = (
+            "the hub's service account may not list them (403 Forbidden). Hub admins: "
+            "apply hub_config/kubernetes/rbac.yaml (its Role campus-gpu-hub-kueue grants "
+            "list on workloads.kueue.x-k8s.io)."
+        )
+    elif status == 404:
+        cause = "the cluster does not serve Kueue's API (is Kueue installed?)."
+    else:
+        cause = f"the API server answered {status} {reason}."
+    return (
+        f"The hub cannot read Kueue's Workloads in {namespace}: {cause} Until it can, the "
+        "places in the GPU queue shown on the spawn page are estimated from the pods, and "
+        "servers that joined in the same second may be admitted in another order."
+    )
+
+
+class WorkloadListing:
+    """The Workloads of one namespace, read again when older than ``max_age`` seconds."""
+
+    def __init__(self, namespace: str, max_age: float) -> None:
+        self.namespace = namespace
+        self.max_age = max_age
+        self.workloads: list[dict[str, Any]] | None = None
+        """The latest listing; None until one was read (or while they cannot be)."""
+        self.read_at = 0.0
+        self.version: str | None = None
+        self.refused: int | None = None
+        self.lock = asyncio.Lock()
+
+    async def refresh(self, api_client: ApiClient, timeout: float | None = None) -> None:
+        """Read the Workloads again unless the listing is younger than ``max_age``."""
+        async with self.lock:
+            if time.monotonic() - self.read_at < self.max_age:
+                return
+            self.read_at = time.monotonic()
+            custom = CustomObjectsApi(api_client)
+            failure: ApiException | None = None
+            for version in [self.version] if self.version else VERSIONS:
+                try:
+                    response = await custom.list_namespaced_custom_object(
+                        GROUP,
+                        version,
+                        self.namespace,
+                        "workloads",
+                        _request_timeout=timeout,
+                        _preload_content=False,
+                    )
+                    if not response.ok:
+                        raise ApiException(status=response.status, reason=response.reason)
+                    self.workloads = json.loads(await response.read())["items"]
+                except ApiException as error:
+                    failure = error
+                    if error.status == 404:
+                        continue  # an older Kueue: its earlier version
+                    break
+                except Exception as error:  # the API server is away: keep the last listing
+                    log.debug("Reading Kueue's Workloads failed: %s", error)
+                    return
+                self.version, self.refused = version, None
+                return
+            self.workloads = None
+            if failure is not None and failure.status != self.refused:
+                self.refused = failure.status
+                log.warning(
+                    "%s", unreadable_workloads(self.namespace, failure.status, failure.reason)
+                )
+
+
+class KueueMode(LoggingConfigurable):
+    """GPUSpawner's Kueue mode (a part of :class:`~gpuspawner.kubernetes.GPUSpawner`, which
+    provides the pool, the admission, the pod reflector and the API client)."""
+
+    kueue_queue_name = Unicode(
+        "",
+        config=True,
+        help="""
+        The Kueue LocalQueue of GPU servers, on a cluster that runs Kueue with its ``pod``
+        integration enabled for this namespace. Empty (the default): no queue, and a start
+        the GPUs have no room for is refused.
+
+        When set, every GPU server's pod carries the label ``kueue.x-k8s.io/queue-name``
+        and Kueue admits it (its webhook gates the pod until its ClusterQueue's quota has
+        room). When the hub's pool says all GPUs are taken (or others are already waiting),
+        the server is not refused: it joins the queue without a GPU slice booked, the
+        progress page shows "Waiting in the GPU queue: position N of M" with an expected
+        wait (from the running servers' session ends), and the student leaves the queue
+        by cancelling the start. The places are read from Kueue's Workloads, in the order
+        Kueue admits them (the hub needs ``list`` on ``workloads.kueue.x-k8s.io``:
+        hub_config/kubernetes/rbac.yaml; without it they are estimated from the pods).
+        Once Kueue admits it, the slice it holds is recorded on the GPU of the node it
+        lands on. Refusals that waiting cannot cure (not enrolled, class closed, seats
+        reserved for another class, the per-person limit) stay refusals. A server Kueue
+        preempts before it started ends with a sentence saying so.
+
+        The ClusterQueue's quota judges how many servers run: give it the capacity the
+        hub sees (10 GPUs shared four ways by time-slicing: ``nvidia.com/gpu: 40``), and
+        set ``start_timeout`` to the longest wait a student may spend in the queue. Give
+        "Run as Job" a LocalQueue of the same ClusterQueue
+        (``c.KubernetesExecutor.queue_name``), and the servers a higher PriorityClass
+        (``c.KubeSpawner.priority_class_name``), so that a class's servers come first.
+        hub_config/kubernetes/README.md ("Kueue") shows the objects an admin creates.
+
+        Example::
+
+            c.GPUSpawner.kueue_queue_name = "gpu-servers"
+            c.GPUSpawner.start_timeout = 3600
+        """,
+    )
+
+    # Per start: "deciding" until admission decided, "queue" for a pod that goes through
+    # the queue, "off" otherwise. A server that joined the queue without a slice keeps the
+    # share as rendered here until it lands on a node.
+    _queue_state = "off"
+    _queued_allocation: Allocation | None = None
+
+    def _decide_or_queue(self, others_waiting: bool) -> Grant:
+        """The grant of this start; in Kueue mode a GPU start the pool has no room for (or
+        that would pass others already waiting) joins the queue instead of being refused."""
+        if not self.kueue_queue_name:
+            return self.decide_start()
+        try:
+            grant = self.decide_start()
+        except SpawnException as error:
+            if error.reason != "full":
+                raise
+            return self._queued_grant(error.message)
+        if grant.allocation is None:
+            self._queue_state = "off"  # a profile without a GPU does not queue
+            return grant
+        if others_waiting:
+            self.release_allocation()
+            return self._queued_grant("others are waiting")
+        self._queue_state = "queue"
+        return grant
+
+    def _queued_grant(self, why: str) -> Grant:
+        """The grant of a server that waits in the queue: its share rendered as on an idle
+        cluster, with no slice booked in the pool and no node chosen (Kueue and the
+        scheduler choose; :meth:`_record_landing` books the slice where it lands)."""
+        grant = self.ask_admission(CapacityPool(self.capacity_pool.devices))
+        self.log.info("Queueing %s in %s: %s", self.pod_name, self.kueue_queue_name, why)
+        self._queued_allocation = grant.allocation
+        grant = replace(grant, allocation=None, node=None)
+        self._grant, self._allocation, self._profile_id = grant, None, grant.subject
+        self._queue_state = "queue"
+        return grant
+
+    def _join_queue(self) -> None:
+        """Label the pod for Kueue (and, without a slice booked, as queued), and stamp when
+        it joined (to order pods created in the same second)."""
+        labels = {QUEUE_LABEL: self.kueue_queue_name}
+        if self._queued_allocation is not None:
+            labels[QUEUED_LABEL] = "true"
+        self.extra_labels = {**self.extra_labels, **labels}
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.extra_annotations = {**self.extra_annotations, QUEUED_AT_ANNOTATION: stamp}
+
+    def _workload_listing(self) -> WorkloadListing:
+        inventory = self._inventory
+        if inventory.workloads is None:
+            inventory.workloads = WorkloadListing(self.namespace, QUEUE_POLL_SECONDS)
+        return inventory.workloads
+
+    async def read_queue(self) -> None:
+        """Read Kueue's Workloads again, unless another waiting server just did."""
+        await self._workload_listing().refresh(self.api.api_client, self.k8s_api_request_timeout)
+
+    def queue_place(self) -> tuple[int, int] | None:
+        """This server's position in the queue and the queue's length, while it waits.
+
+        From Kueue's Workloads (as :meth:`read_queue` last read them), in the order Kueue
+        admits them; estimated from the gated pods when the hub may not read Workloads.
+        """
+        reflector = getattr(self, "pod_reflector", None)
+        if reflector is None or not self.kueue_queue_name:
+            return None
+        workloads = self._workload_listing().workloads
+        if workloads is not None:
+            pod = self._current_pod()
+            if pod is None or not is_gated(pod):
+                return None
+            return place_in_queue(workloads, self.kueue_queue_name, pod["metadata"]["uid"])
+        waiting = waiting_pods(list(reflector.pods.values()), self.kueue_queue_name)
+        names = [pod["metadata"]["name"] for pod in waiting]
+        if self.pod_name not in names:
+            return None
+        return names.index(self.pod_name) + 1, len(names)
+
+    def queue_message(self) -> str | None:
+        """The progress line while the server waits: its position, the queue's length and
+        the expected wait ("Waiting in the GPU queue: position N of M, about X minutes").
+
+        The wait is estimated from the session ends of the GPU servers running now (the
+        N-th to end frees the N-th place); none when they have no end (staff servers).
+        """
+        place = self.queue_place()
+        if place is None:
+            return None
+        position, total = place
+        ends = [
+            allocation.session_end
+            for allocation in self.capacity_pool.allocations.values()
+            if allocation.key.startswith("server:")
+        ]
+        return queue_line(position, total, expected_wait(position, ends, self.now()))
+
+    async def _record_landing(self, pod: dict) -> None:
+        """A server admitted from the queue is on a node: book its slice on that node's GPU
+        in the pool, and record it on the pod, as a directly granted server's is."""
+        queued, self._queued_allocation = self._queued_allocation, None
+        node = (pod.get("spec") or {}).get("nodeName")
+        if queued is None or not node:
+            return
+        with self.capacity_transaction() as pool:
+            allocation = place_on_node(pool, queued, node)
+            for warning in pool.restore(allocation):
+                self.log.warning("Server admitted from the GPU queue: %s", warning)
+        self._allocation = allocation
+        if self._grant is not None:
+            self._grant = replace(self._grant, allocation=allocation, node=node)
+        try:
+            await self.api.patch_namespaced_pod(
+                self.pod_name,
+                self.namespace,
+                {
+                    "metadata": {
+                        "labels": {QUEUED_LABEL: None},
+                        "annotations": {ALLOCATION_ANNOTATION: encode_allocation(allocation)},
+                    }
+                },
+                _content_type="application/merge-patch+json",
+                _request_timeout=self.k8s_api_request_timeout,
+            )
+        except ApiException as error:  # the pool in memory has it; a restart would not
+            self.log.error("%s", unrecorded_slice(self.pod_name, error.status, error.reason))
