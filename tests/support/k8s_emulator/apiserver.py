@@ -13,7 +13,6 @@ import json
 import logging
 import secrets
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from . import errors
@@ -75,9 +74,6 @@ class ApiServer:
         self._terminating: set[tuple[ResourceType, str, str]] = set()
         self._gc_wakeup = asyncio.Event()
         self._gc_task: asyncio.Task[None] | None = None
-        # Mutating admission (webhooks such as Kueue's): called as hook(kind, obj) on each
-        # new object, after the server-set metadata and before defaulting and validation.
-        self.mutating_admission: list[Callable[[str, Object], None]] = []
         store.add_listener(self._on_change)
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -238,8 +234,6 @@ class ApiServer:
         meta["creationTimestamp"] = rfc3339()
         if rt.kind in ("Pod", "Job", "Service", "PersistentVolumeClaim", "ResourceClaim"):
             meta["generation"] = 1
-        for hook in self.mutating_admission:
-            hook(rt.kind, obj)
         prepare_for_create(rt.kind, obj, uid)
         causes = validate(rt, obj)
         if causes:

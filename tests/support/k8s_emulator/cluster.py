@@ -23,7 +23,6 @@ from .apiserver import ApiServer
 from .client import Informer, KubeClient
 from .jobs import JobController
 from .kubelet import Kubelet, KubeletTimings
-from .kueue import PREEMPTED_MESSAGE, KueueController
 from .node_controls import NodeControls, SyncNodeControls
 from .podgc import PodGarbageCollector
 from .resources import NAMESPACE, lookup, minor_of
@@ -135,9 +134,7 @@ class KubernetesEmulator(NodeControls):
         )
         self.kubelet.serve_ports = self.serve_ports
         self.jobs = JobController(job_client, backoff_delay=self.job_backoff_delay)
-        self.kueue = KueueController(client, pods)
         self.podgc = PodGarbageCollector(client)
-        self.api.mutating_admission.append(self.kueue.gate_on_create)
         self._server = HTTPServer(
             make_app(self.api, self.kubelet.logs, self.settings, self.kubelet)
         )
@@ -150,7 +147,6 @@ class KubernetesEmulator(NodeControls):
             ("jobs-informer", self.jobs.jobs.run()),
             ("job-pods-informer", self.jobs.pods.run()),
             ("job-controller", self.jobs.run()),
-            ("kueue", self.kueue.run()),
         ):
             self._tasks.append(asyncio.create_task(coroutine, name=f"emulator-{name}"))
         await asyncio.wait_for(
@@ -167,7 +163,6 @@ class KubernetesEmulator(NodeControls):
     def _on_pod(self, kind: str, pod: Object, old: Object | None) -> None:
         self.scheduler.on_pod(kind, pod, old)
         self.kubelet.on_pod(kind, pod, old)
-        self.kueue.on_pod(kind, pod, old)
         self.podgc.on_pod(kind, pod, old)
 
     async def stop(self) -> None:
@@ -202,20 +197,6 @@ class KubernetesEmulator(NodeControls):
                 break
             await asyncio.sleep(0.005)
         return created
-
-    def set_kueue_quota(
-        self, queue: str, quota: dict[str, Any], cluster_queue: str | None = None
-    ) -> None:
-        """Install the Kueue-like controller (kueue.py) with ``queue``'s quota, such as
-        ``{"nvidia.com/gpu": 40}``: pods labelled with that queue name are gated at create
-        and admitted in creation order while the quota allows."""
-        self.kueue.set_quota(queue, quota, cluster_queue)
-
-    async def preempt_by_kueue(
-        self, namespace: str, name: str, message: str = PREEMPTED_MESSAGE
-    ) -> None:
-        """Stop a pod as Kueue stops a preempted plain pod (TerminationTarget, delete)."""
-        await self.kueue.preempt(namespace, name, message)
 
     def get(
         self,
@@ -348,14 +329,6 @@ class EmulatedCluster(SyncNodeControls):
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run any emulator method or function on the emulator's loop."""
         return self._runner.call(function, *args, **kwargs)
-
-    def set_kueue_quota(
-        self, queue: str, quota: dict[str, Any], cluster_queue: str | None = None
-    ) -> None:
-        self.call(self.emulator.set_kueue_quota, queue, quota, cluster_queue)
-
-    def preempt_by_kueue(self, namespace: str, name: str, message: str = PREEMPTED_MESSAGE) -> None:
-        self.call(self.emulator.preempt_by_kueue, namespace, name, message)
 
     def get(
         self,
