@@ -145,6 +145,7 @@ from .pod_status import (
     job_finished,
     pending_reason,
 )
+from .queue_eviction import eviction_sentence, eviction_words, read_eviction
 
 OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -477,6 +478,8 @@ class KubernetesExecutor(JobExecutor):
         self._verdict: FinalState | None = None
         self._cursor_saved_at = 0.0
         self._disrupted: dict[str, tuple[str, str]] = {}
+        self._requeued: str | None = None
+        """While Kueue holds the job again after taking its GPU back: the sentence why."""
         self._attempts: JobAttemptsRow | None = None
         """The job's checkpoint and attempts (None: no checkpoint), read as it starts."""
         self._checkpoint: PodCheckpoint | None = None
@@ -933,6 +936,7 @@ class KubernetesExecutor(JobExecutor):
                 state = container_state(pod)
                 if "running" in state or "terminated" in state:
                     self._waiting(None)
+                    requeued, self._requeued = self._requeued, None
                     node = pod["spec"].get("nodeName") or "a node"
                     pod_name = pod["metadata"]["name"]
                     if self.cursor.pod_uid == pod["metadata"]["uid"]:  # after a restart
@@ -940,7 +944,12 @@ class KubernetesExecutor(JobExecutor):
                     else:
                         if followed:  # a new attempt: its runner reports afresh
                             self.progress = RunProgress(self.job_id)
-                            if self._attempts is None:  # retried by backoff_limit alone
+                            if self._attempts is None and requeued:
+                                self.log_line(
+                                    f"---- run {len(followed) + 1}: the cluster's GPU queue "
+                                    "admitted the job again, and it runs from the start ----"
+                                )
+                            elif self._attempts is None:  # retried by backoff_limit alone
                                 self.log_line(
                                     f"---- run {len(followed) + 1} of {self.backoff_limit + 1}: "
                                     "its pod failed, and the cluster runs the job again from "
@@ -968,7 +977,9 @@ class KubernetesExecutor(JobExecutor):
                     return None
                 if (job.get("spec") or {}).get("suspend"):
                     queue = f"queue {self.queue_name}" if self.queue_name else "job queue"
-                    self._waiting(f"Waiting for the cluster's {queue} to admit the job.")
+                    self._waiting(
+                        self._requeued or f"Waiting for the cluster's {queue} to admit the job."
+                    )
             await self._wait_change(self.poll_interval)
 
     def _start_failure(self, ename: str, reason: str) -> FinalState:
@@ -1039,6 +1050,8 @@ class KubernetesExecutor(JobExecutor):
         a checkpoint: the cluster replaces a disrupted pod)?"""
         if self.stop_reason is not None:
             return False
+        if self.queue_name and await self._taken_back_by_queue():
+            return True
         if self.backoff_limit == 0 and self._attempts is None:
             return False
         while True:
@@ -1048,6 +1061,51 @@ class KubernetesExecutor(JobExecutor):
             if job is None or job_finished(job):
                 return False
             await self._wait_change(self.poll_interval)
+
+    async def _taken_back_by_queue(self) -> bool:
+        """Did Kueue take the job's GPU back while it ran (a preemption, say)? It then
+        suspends the Job, whose pod the Job controller deletes, and queues it again: the job
+        waits, saying why, and the next pod is followed once the queue admits it anew.
+
+        Seen on the Job: suspended again, or (admitted again already) suspended or resumed
+        since the pod that ended was made."""
+        job = await self._read_job(fresh=True)
+        pod = self._pods.get(self._current_pod or "") or {}
+        if job is None or job_finished(job) or not pod:
+            return False
+        made = pod["metadata"]["creationTimestamp"]
+        suspended = next(
+            (
+                c
+                for c in (job.get("status") or {}).get("conditions") or []
+                if c["type"] == "Suspended"
+            ),
+            None,
+        )
+        if not (job.get("spec") or {}).get("suspend") and not (
+            suspended and (suspended.get("lastTransitionTime") or "") > made
+        ):
+            return False
+        assert self.kube is not None
+        try:
+            eviction = await read_eviction(self.kube, self.namespace, job)
+        except KubeError as error:
+            self.log.warning(
+                "Job %s: the job service cannot read why the queue took the job back (%s). "
+                "Hub admins: apply hub_config/kubernetes/job-service.yaml (its Role grants "
+                "list on workloads.kueue.x-k8s.io).",
+                self.job_id,
+                error,
+            )
+            eviction = None
+        sentence = eviction_sentence(eviction, self.queue_name, self._attempts is not None)
+        self._disrupted.setdefault(
+            pod["metadata"]["uid"],
+            (eviction.reason if eviction else "Preempted", eviction_words(eviction)),
+        )
+        self._requeued = sentence
+        self._waiting(sentence)
+        return True
 
     def _container_ended(self, uid: str) -> bool:
         pod = self._pods.get(uid) or {}

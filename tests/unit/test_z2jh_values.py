@@ -570,6 +570,8 @@ def test_the_job_services_pod_gets_the_hubs_token_for_it():
     assert container["image"] == f"{values['hub']['image']['name']}:{values['hub']['image']['tag']}"
 
 
+# The modules of KubernetesExecutor that send requests to the API.
+KUBERNETES_EXECUTOR_MODULES = ("kubernetes.py", "queue_eviction.py")
 # What KubernetesExecutor sends to the API (jupyter_to_job/executors/kubernetes.py), as
 # (scope, API group, resource, verb):
 EXECUTOR_REQUESTS = {
@@ -592,6 +594,8 @@ EXECUTOR_REQUESTS = {
     ("namespace", "", "pods", "watch"),  # _watch_pods
     ("namespace", "", "pods/log", "get"),  # _read_log
     ("namespace", "resource.k8s.io", "resourceclaimtemplates", "create"),  # execute (DRA)
+    # queue_eviction.read_eviction: why Kueue took a running job's GPU back (Kueue only)
+    ("namespace", "kueue.x-k8s.io", "workloads", "list"),
     ("cluster", "", "nodes", "list"),  # cluster_pool_reader
 }
 
@@ -607,7 +611,8 @@ def test_the_table_names_every_resource_the_executor_touches_and_no_other():
     # The table above is read from the executor's source; a resource it starts to use
     # (events, say) shows here before it shows as a 403 in a cluster, and one it stops
     # using before the service keeps a permission it no longer needs.
-    source = (ROOT / "jupyter_to_job" / "executors" / "kubernetes.py").read_text()
+    executors = ROOT / "jupyter_to_job" / "executors"
+    source = "".join((executors / name).read_text() for name in KUBERNETES_EXECUTOR_MODULES)
     paths = re.findall(r"\"(/apis?/[^\"]*)\"", source) + re.findall(r"f\"(/apis?/[^\"]*)\"", source)
     paths += re.findall(r"f\"\{self\._pods_path\}/\{\w+\}(/\w+)\"", source)
     used = set()
