@@ -1,10 +1,12 @@
 """Run a command with folders and files mounted at absolute paths, as a container sees them.
 
 ``python -m tests.support.cluster.mounts SPEC -- COMMAND...`` enters a private mount
-namespace (root only), lays a writable overlay over each top-level folder the mounts need
-(``/etc``, ``/srv``, ``/usr``...: the machine's files stay as they are, new folders land in
-the overlay's upper folder under the pod's own folder), bind-mounts each source at its
-target, and executes the command. Nothing outside the process changes. SPEC is a JSON file::
+namespace (root only) and a root of the container's own: this machine's top-level folders,
+with a writable overlay over each one the mounts need (``/etc``, ``/srv``, ``/usr``...: the
+machine's files stay as they are, what the container writes there lands under the pod's
+own folder) and new top-level folders where a mount asks (``/job``); it bind-mounts each
+source at its target, changes root and executes the command. Nothing outside the process
+changes. SPEC is a JSON file::
 
     {"scratch": "/pods/ns/pod/mounts",
      "binds": [{"source": "/pods/ns/pod/volumes/config", "target": "/etc/app", "read_only": true}],
@@ -49,6 +51,16 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     )
 
 
+def resolved(target: str) -> str:
+    """``target`` with the machine's symbolic links in the part of it that exists resolved
+    (``/var/run/x`` -> ``/run/x``), so a mount lands where the container will look."""
+    path = Path(target)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return str(Path(os.path.realpath(existing)) / path.relative_to(existing))
+
+
 def top_folder(target: str) -> str:
     """``/etc/kueue/certs`` -> ``/etc``: the folder overlaid so the target can be made."""
     parts = Path(target).parts
@@ -56,35 +68,47 @@ def top_folder(target: str) -> str:
 
 
 def enter(spec: dict) -> None:
-    """Join the pod's network namespace (``netns``, pod_network.py) if it has one, and set
-    up the mounts of ``spec`` in a mount namespace of this process's own."""
+    """Join the pod's network namespace (``netns``, pod_network.py) if it has one, make the
+    container's root (a folder under ``scratch`` holding this machine's top-level folders,
+    overlaid where the mounts need to write), mount ``binds`` and change root into it."""
     if spec.get("netns"):
         with open(f"/run/netns/{spec['netns']}") as netns:
             _check(_libc.setns(netns.fileno(), CLONE_NEWNET), "join the pod's network")
     _check(_libc.unshare(CLONE_NEWNS), "unshare the mount namespace")
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     scratch = Path(spec["scratch"])
-    binds = spec.get("binds") or []
-    cwd = spec.get("cwd")
+    binds = [{**bind, "target": resolved(bind["target"])} for bind in spec.get("binds") or []]
+    cwd = resolved(spec["cwd"]) if spec.get("cwd") else None
     targets = [bind["target"] for bind in binds] + ([cwd] if cwd else [])
-    overlaid = sorted({top_folder(target) for target in targets} - {"/"})
-    for top in overlaid:
-        if not Path(top).is_dir() or Path(top).is_symlink():
-            # Making it would change the machine: only folders that exist are overlaid.
-            raise OSError(f"cannot mount under {top}: it is not a folder of this machine")
-        upper = scratch / "upper" / top.strip("/")
-        work = scratch / "work" / top.strip("/")
-        upper.mkdir(parents=True, exist_ok=True)
-        work.mkdir(parents=True, exist_ok=True)
-        _mount(
-            "overlay",
-            top,
-            "overlay",
-            0,
-            f"lowerdir={top},upperdir={upper},workdir={work}",
-        )
+    overlaid = {top_folder(target) for target in targets} - {"/"}
+    root = scratch / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    _mount("tmpfs", str(root), "tmpfs", 0, "mode=0755")
+    for entry in sorted(os.listdir("/")):
+        source = Path("/") / entry
+        inside = root / entry
+        if source.is_symlink():
+            inside.symlink_to(os.readlink(source))
+        elif not source.is_dir():
+            continue
+        elif f"/{entry}" in overlaid and entry not in ("proc", "sys", "dev"):
+            upper = scratch / "upper" / entry
+            work = scratch / "work" / entry
+            upper.mkdir(parents=True, exist_ok=True)
+            work.mkdir(parents=True, exist_ok=True)
+            inside.mkdir()
+            _mount(
+                "overlay",
+                str(inside),
+                "overlay",
+                0,
+                f"lowerdir={source},upperdir={upper},workdir={work}",
+            )
+        else:
+            inside.mkdir()
+            _mount(str(source), str(inside), None, MS_BIND | MS_REC, None)
     for bind in binds:
-        source, target = Path(bind["source"]), Path(bind["target"])
+        source, target = Path(bind["source"]), root / bind["target"].lstrip("/")
         if source.is_dir():
             target.mkdir(parents=True, exist_ok=True)
         else:
@@ -95,8 +119,9 @@ def enter(spec: dict) -> None:
             _mount("none", str(target), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
     if cwd:
         # A container's working directory is made when missing, as container runtimes do.
-        Path(cwd).mkdir(parents=True, exist_ok=True)
-        os.chdir(cwd)
+        (root / cwd.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    os.chroot(root)
+    os.chdir(cwd or "/")
 
 
 def main(argv: list[str]) -> None:
