@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane the tests run (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, etcd, helm, Kueue) from their Go modules, pinned by the go.mod/go.sum
-# files beside this script, into a cache folder keyed by the versions: nothing is rebuilt when
-# the binaries for these versions are already there. Prints the folder holding the binaries.
+# kube-scheduler, kubectl, etcd, helm, Kueue, KAI-scheduler) from their Go modules, pinned by the
+# go.mod/go.sum files beside this script, into a cache folder keyed by the versions: nothing is
+# rebuilt when the binaries for these versions are already there. Prints the folder holding the
+# binaries.
 #
 #   tools/k8s/build.sh            build what is missing, print the bin folder
 #   tools/k8s/build.sh --print    print the bin folder only (exit 1 when something is missing)
@@ -12,14 +13,17 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/versions.env"
 
 cache_root="${K8S_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/campus-gpu-hub/k8s-tools}"
-key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}_kueue-${KUEUE_VERSION}_r${BUILD_REVISION}"
+key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}_kueue-${KUEUE_VERSION}_kai-${KAI_VERSION}_r${BUILD_REVISION}"
 bin="$cache_root/$key/bin"
-tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kueue)
+kai_components=(scheduler binder podgrouper podgroupcontroller queuecontroller admission)
+tools=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kueue "${kai_components[@]/#/kai-}")
 kueue_manifests="$cache_root/$key/kueue-manifests.yaml"
+kai_manifests="$cache_root/$key/kai-manifests.yaml"
 
 missing=()
 for t in "${tools[@]}"; do [[ -x "$bin/$t" ]] || missing+=("$t"); done
 [[ -s "$kueue_manifests" ]] || missing+=(kueue-manifests)
+[[ -s "$kai_manifests" ]] || missing+=(kai-manifests)
 if [[ "${1:-}" == "--print" ]]; then
   echo "$bin"
   [[ ${#missing[@]} -eq 0 ]]
@@ -74,6 +78,25 @@ if [[ ! -s "$kueue_manifests" ]]; then
   kueue_dir=$(cd "$here/kueue" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   "$bin/kubectl" kustomize "$kueue_dir/config/default" > "$kueue_manifests.tmp"
   mv "$kueue_manifests.tmp" "$kueue_manifests"
+fi
+# KAI-scheduler's components, each a binary of its module's cmd/ (what its operator deploys
+# as images); the tests run them as local processes.
+kai_ldflags=""
+for v in "gitVersion=$KAI_VERSION" "gitCommit=$KAI_COMMIT" gitTreeState=clean "buildDate=$build_date"; do
+  kai_ldflags+=" -X github.com/NVIDIA/KAI-scheduler/pkg/scheduler/version.$v"
+done
+for c in "${kai_components[@]}"; do
+  build kai "kai-$c" "github.com/NVIDIA/KAI-scheduler/cmd/$c" "$kai_ldflags"
+done
+# KAI's installation manifests: its Helm chart (in the module) rendered with GPU sharing on,
+# CRDs included; the tests install what the chart makes and play its operator.
+if [[ ! -s "$kai_manifests" ]]; then
+  log "rendering KAI-scheduler's chart"
+  kai_dir=$(cd "$here/kai" && go mod download -json "github.com/NVIDIA/KAI-scheduler@$KAI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  "$bin/helm" template kai-scheduler "$kai_dir/deployments/kai-scheduler" --namespace kai-scheduler \
+    --include-crds --set global.gpuSharing=true --set global.registry=ghcr.io/nvidia/kai-scheduler \
+    --set global.tag="$KAI_VERSION" > "$kai_manifests.tmp"
+  mv "$kai_manifests.tmp" "$kai_manifests"
 fi
 log "built in $((SECONDS - started)) s"
 echo "$bin"
