@@ -30,9 +30,14 @@ flavors:
 """
 
 
+HERE = Path(__file__).parent
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A conftest hook sees the whole session's items: mark this folder's only.
     for item in items:
-        item.add_marker(pytest.mark.gpu)
+        if HERE in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.gpu)
 
 
 @pytest.fixture
