@@ -8,18 +8,28 @@ secret objects of step 2, ``helm upgrade --install`` of this folder's chart and 
 JupyterHub 4.4.0 with the values and an overlay, ``kubectl apply -f rbac.yaml``. The node
 runs every pod from its image (images.py): the hub runs the chart's own
 ``jupyterhub_config.py`` with the rendered values, from the mounted Secret and ConfigMap.
+
+:func:`people_catalog` is a catalog for using it (a course open now, a research group), and
+:class:`PortForward` gives it an address a browser keeps (``127.0.0.1:PORT``), as
+``kubectl port-forward`` would.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
+from .. import course_catalogs
 from .control_plane import REPO
 from .session import USERS_NAMESPACE_LABELS, ControlPlaneCluster
 from .volumes import STORAGE_CLASS
@@ -73,6 +83,103 @@ class Deployment:
 
     def kubectl(self, *arguments: str, input: str | None = None) -> str:
         return kubectl(self.cluster, *arguments, namespace=self.namespace, input=input)
+
+    def forward(self, port: int, host: str = "127.0.0.1") -> PortForward:
+        """Relay ``host:port`` (0: any free port) to the hub's public Service."""
+        public = urlsplit(self.url)
+        assert public.hostname is not None and public.port is not None
+        return PortForward((public.hostname, public.port), port, host)
+
+
+def people_catalog() -> str:
+    """A catalog for people using the deployment now: the course ml101 (Machine Learning
+    101, a quarter of a GPU each) in class since ten minutes ago, with ana and ben enrolled;
+    rhea's research group vision-lab; a CPU job flavor everyone may run."""
+    start = course_catalogs.minute(course_catalogs.now()) - timedelta(minutes=10)
+    course = course_catalogs.course(
+        "ml101",
+        start=start,
+        end=start + timedelta(hours=2),
+        students=["ana", "ben"],
+        gpu="{fraction: 1/4}",
+        title="Machine Learning 101",
+    )
+    return course_catalogs.catalog(
+        course,
+        research="""\
+  - id: vision-lab
+    title: Vision lab
+    users: [rhea]
+    expires: 2099-12-31
+flavors:
+  - id: cpu-job
+    title: CPU job
+    resources: {cpu: 1, memory: 1GiB}
+    access: {everyone: true}
+""",
+    )
+
+
+class PortForward:
+    """Connections to ``host:port`` on this machine relayed to ``target``, on a thread of
+    their own. A ClusterIP is an address of this machine only while its cluster runs, and a
+    fresh one each session; a browser test wants one it can be told before."""
+
+    def __init__(self, target: tuple[str, int], port: int, host: str = "127.0.0.1") -> None:
+        self.target = target
+        self._loop = asyncio.new_event_loop()
+        self._relays: set[asyncio.Task[None]] = set()
+        # Bound here, so that a port in use fails the caller, not the thread.
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._relay, host, port))
+        self.host, self.port = self._server.sockets[0].getsockname()[:2]
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"forward-{self.port}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def _relay(self, client: asyncio.StreamReader, answer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._relays.add(task)
+        try:
+            try:
+                reader, writer = await asyncio.open_connection(*self.target)
+            except OSError:
+                answer.close()  # the Service refused: so does the forward
+                return
+            await asyncio.gather(_pump(client, writer), _pump(reader, answer))
+        finally:
+            self._relays.discard(task)
+
+    async def _close(self) -> None:
+        self._server.close()
+        for task in list(self._relays):
+            task.cancel()
+        await asyncio.gather(*self._relays, return_exceptions=True)
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+
+async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            sink.close()
 
 
 def kubectl(
