@@ -9,6 +9,9 @@
  * it starts the same hub with campus single sign-on (hub_config/sso/, which runs the
  * stand-in campus identity provider): the `sso` project (sso-tests/) logs in through the
  * provider's form.
+ * The hub as helm deploys it on a test cluster has a config of its own,
+ * playwright.chart.config.js (project `chart`, chart-tests/), so that its minute of start
+ * delays none of these.
  * Screenshots, failure artifacts and the HTML report go to test-artifacts/ui/ at the repository root.
  */
 const { execFileSync } = require('child_process');
