@@ -15,13 +15,11 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 
 import pytest
 import requests
 
-from ..support import course_catalogs
-from ..support.cluster.chart_deployment import Deployment, deploy
+from ..support.cluster.chart_deployment import Deployment, deploy, people_catalog
 from ..support.cluster.session import ControlPlaneCluster
 from ..support.notebooks import notebook_json
 
@@ -36,37 +34,11 @@ pytestmark = [
 GUARD = 240.0  # a bound for a broken test, never a timing assertion
 
 
-def campus_catalog() -> str:
-    start = course_catalogs.minute(course_catalogs.now()) - timedelta(minutes=10)
-    course = course_catalogs.course(
-        "ml101",
-        start=start,
-        end=start + timedelta(hours=2),
-        students=["ana", "ben"],
-        gpu="{fraction: 1/4}",
-        title="Machine Learning 101",
-    )
-    return course_catalogs.catalog(
-        course,
-        research="""\
-  - id: vision-lab
-    title: Vision lab
-    users: [rhea]
-    expires: 2099-12-31
-flavors:
-  - id: cpu-job
-    title: CPU job
-    resources: {cpu: 1, memory: 1GiB}
-    access: {everyone: true}
-""",
-    )
-
-
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     folder = tmp_path_factory.mktemp("chart-deployment")
     catalog = folder / "catalog.yaml"
-    catalog.write_text(campus_catalog())
+    catalog.write_text(people_catalog())
     cluster = ControlPlaneCluster.start(folder / "cluster", identities=False)
     try:
         yield deploy(cluster, folder / "deploy", catalog)
