@@ -34,6 +34,7 @@ import yaml
 from kubernetes_asyncio import client, config
 
 from .cluster.control_plane import ControlPlaneUnavailable
+from .cluster.kai import KAI
 from .cluster.kueue import Kueue
 from .cluster.session import USERS_NAMESPACE_LABELS, ControlPlaneCluster
 from .k8s_emulator import EmulatedCluster
@@ -106,6 +107,28 @@ def kueue(k8s_cluster: ControlPlaneCluster | RealCluster) -> Kueue | None:
                 raise
             pytest.skip(str(error))
     return None
+
+
+@pytest.fixture
+def kai(k8s_cluster: ControlPlaneCluster | RealCluster) -> Iterator[KAI | None]:
+    """KAI-scheduler v0.12.0 running in the test cluster (installed on first use, for the
+    session): its CRDs, RBAC, queues, webhooks and components, GPU sharing on; for this test
+    the node also runs KAI's reservation pods (with the GPU the device plugin would give
+    them) and the images it knows. On an external cluster: whatever it runs."""
+    if not isinstance(k8s_cluster, ControlPlaneCluster):
+        yield None
+        return
+    try:
+        installed = k8s_cluster.kai()
+    except ControlPlaneUnavailable as error:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(error))
+    k8s_cluster.run_processes(installed.reservation_runner())
+    try:
+        yield installed
+    finally:
+        k8s_cluster.call(installed.clear_reservations)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from ..k8s_emulator.node_controls import SyncNodeControls
 from .control_plane import ControlPlane
 from .identities import SESSION_LABEL, Identity, make_identities
 from .images import Image, ImageRunner, default_images
+from .kai import KAI
 from .kueue import Kueue
 from .node_agent import NodeAgent
 
@@ -68,6 +69,7 @@ CLUSTER_KINDS = (
     ("kueue.x-k8s.io/v1beta2", "workloadpriorityclasses"),
     ("kueue.x-k8s.io/v1beta2", "admissionchecks"),
     ("kueue.x-k8s.io/v1beta2", "topologies"),
+    ("scheduling.run.ai/v2", "queues"),
 )
 CLEAN_GUARD = 60.0
 
@@ -110,12 +112,21 @@ class Cleaner:
                     self.namespaced.append((group_version, resource["name"], collection))
 
     async def _names(self, path: str) -> set[str]:
-        try:
+        # A 429 ("storage is (re)initializing") is the API server's "ask again": a custom
+        # kind's watch cache answers so for moments after its CRD is made, and again when it
+        # restarts its watch of etcd on a loaded machine.
+        for _ in range(50):
+            try:
+                listed = await self.admin.get(path)
+                break
+            except ClientError as error:
+                if error.status == 404:
+                    return set()
+                if error.status != 429:
+                    raise
+                await asyncio.sleep(0.2)
+        else:
             listed = await self.admin.get(path)
-        except ClientError as error:
-            if error.status == 404:
-                return set()
-            raise
         return {item["metadata"]["name"] for item in listed["items"]}
 
     async def clean(self) -> None:
@@ -231,6 +242,7 @@ class ControlPlaneCluster(SyncNodeControls):
         self.identities = identities
         self.cleaner = cleaner
         self._kueue: Kueue | None = None
+        self._kai: KAI | None = None
         self.url = plane.url
         self.kubeconfig = plane.admin_kubeconfig
 
@@ -296,6 +308,15 @@ class ControlPlaneCluster(SyncNodeControls):
             self.call(self.cleaner.snapshot)
         return self._kueue
 
+    def kai(self) -> KAI:
+        """KAI-scheduler, installed in this cluster on first use (for the session)."""
+        if self._kai is None:
+            kai = KAI(self.plane, self.agent)
+            kai.start()
+            self._kai = kai
+            self.call(self.cleaner.snapshot)
+        return self._kai
+
     def run_images(self, images: dict[str, Image] | None = None) -> ImageRunner:
         """From now on (this test), the node runs pods of known images with their images'
         commands (images.py): the project's images, configurable-http-proxy, kube-scheduler,
@@ -318,5 +339,7 @@ class ControlPlaneCluster(SyncNodeControls):
         self.call(self.cleaner.clean, timeout=CLEAN_GUARD + 30)
 
     def stop(self) -> None:
+        if self._kai is not None:
+            self._kai.stop()  # before the node: they talk to the API server through it
         self._runner.stop()
         self.plane.stop()
