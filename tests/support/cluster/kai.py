@@ -473,27 +473,32 @@ class KAI:
 
     def _wait_ready(self, plan: list[KAIComponent]) -> None:
         deadline = time.monotonic() + READY_GUARD
-        insecure = ssl.create_default_context(cafile=str(self.plane.pki.cert_path))
+        verified = ssl.create_default_context(cafile=str(self.plane.pki.cert_path))
         for component in plan:
             process = self.components[component.name]
             address = self.addresses[component.name]
+            # Its readiness probe, and its webhook server: controller-runtime's probe says
+            # ready before the webhook server listens, and a webhook configuration applied
+            # then would refuse the objects it guards.
+            checks: list[tuple[str, ssl.SSLContext | None]] = []
             if component.probe:
-                url, context = f"http://{address}:{PROBE_PORT}/readyz", None
-            elif component.webhook:
-                url, context = f"https://{address}:{WEBHOOK_PORT}/", insecure
-            else:
-                url, context = f"http://{address}:8080/metrics", None
-            while not _answers(url, context):
-                if not process.running():
-                    raise ControlPlaneUnavailable(
-                        f"KAI's {component.name} exited:\n{process.tail()}"
-                    )
-                if time.monotonic() > deadline:
-                    raise ControlPlaneUnavailable(
-                        f"KAI's {component.name} was not ready in {READY_GUARD:.0f} s:\n"
-                        f"{process.tail()}"
-                    )
-                time.sleep(0.2)
+                checks.append((f"http://{address}:{PROBE_PORT}/readyz", None))
+            if component.webhook:
+                checks.append((f"https://{address}:{WEBHOOK_PORT}/", verified))
+            if not checks:
+                checks.append((f"http://{address}:8080/metrics", None))
+            for url, context in checks:
+                while not _answers(url, context):
+                    if not process.running():
+                        raise ControlPlaneUnavailable(
+                            f"KAI's {component.name} exited:\n{process.tail()}"
+                        )
+                    if time.monotonic() > deadline:
+                        raise ControlPlaneUnavailable(
+                            f"KAI's {component.name} was not ready in {READY_GUARD:.0f} s:\n"
+                            f"{process.tail()}"
+                        )
+                    time.sleep(0.2)
         # Each of KAI's kinds is listed before the session goes on: for a few seconds after
         # a CRD is made its storage answers 429 ("storage is (re)initializing").
         context = self.plane.ssl_context()
@@ -525,13 +530,22 @@ class KAI:
                 input=json.dumps({"apiVersion": "v1", "kind": "List", "items": batch}),
             )
             crds = [d["metadata"]["name"] for d in batch if d["kind"] == "CustomResourceDefinition"]
-            if crds:
-                self._kubectl(
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    *(f"crd/{n}" for n in crds),
-                )
+            self._wait_established(crds)
+
+    def _wait_established(self, crds: list[str]) -> None:
+        """Until each CRD is Established. (``kubectl wait --for=condition=Established``
+        fails at once on a CRD whose status has no conditions yet, as on a loaded machine
+        right after it is made, instead of waiting.)"""
+        deadline = time.monotonic() + READY_GUARD
+        context = self.plane.ssl_context()
+        for name in crds:
+            url = f"{self.plane.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+            while not _established(url, context):
+                if time.monotonic() > deadline:
+                    raise ControlPlaneUnavailable(
+                        f"KAI-scheduler's CRD {name} was not established in {READY_GUARD:.0f} s."
+                    )
+                time.sleep(0.2)
 
     def _kubectl(self, *args: str, input: str | None = None) -> None:
         result = subprocess.run(
@@ -584,6 +598,15 @@ def _lists(url: str, context: ssl.SSLContext) -> bool:
             return bool(answer.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def _established(url: str, context: ssl.SSLContext) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as answer:
+            conditions = (json.load(answer).get("status") or {}).get("conditions") or []
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def _answers(url: str, context: ssl.SSLContext | None) -> bool:

@@ -6,7 +6,9 @@ What the CNI bridge plugin does on a real node, for one test session (root only)
   see it); each pod gets a network namespace ``cgh-<pid>-<uid>`` with ``eth0`` (one end of
   a veth pair whose other end is on the bridge), its own address from the pod range, its
   own loopback, and a default route through the gateway: pods bind any port without
-  meeting another pod's or this machine's, and reach each other over the bridge;
+  meeting another pod's or this machine's, and reach each other over the bridge; the
+  bridge's hardware address is fixed, so the gateway a
+  pod learnt stays where it is when other pods' links come and go;
 - each Service's ClusterIP is an address of this machine (on ``lo``) where services.py
   serves it, so pods reach Services through the gateway as through kube-proxy.
 
@@ -84,12 +86,19 @@ class PodNetwork:
         self.bridge = f"{PREFIX}{self.pid}i{index}"
         hosts = list(self.pods.hosts())
         self.gateway = str(hosts[0])
+        self.gateway_mac = "02:00:" + ":".join(f"{octet:02x}" for octet in hosts[0].packed)
+        """The bridge's own hardware address, locally administered, from the gateway's."""
         self._free = [str(address) for address in hosts[1:]]
         self._namespaces: dict[str, str] = {}
 
     def start(self) -> None:
         remove_leftovers()
         _ip("link", "add", self.bridge, "type", "bridge")
+        # A fixed address: a bridge otherwise takes the lowest of its ports' addresses, so
+        # it changes as pods come and go, and the pods that knew the gateway at the old one
+        # send into the void until their ARP entry expires (tens of seconds of lost
+        # connections to Services and unanswered requests from this machine).
+        _ip("link", "set", self.bridge, "address", self.gateway_mac)
         _ip("addr", "add", f"{self.gateway}/{self.pods.prefixlen}", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
 
