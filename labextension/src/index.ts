@@ -10,13 +10,14 @@ import {
 } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { CommandIDs } from './commands';
-import { pipelineIcon, runAsJobIcon } from './icons';
+import { jobsIcon, pipelineIcon, runAsJobIcon } from './icons';
 import type { JobsPanel } from './jobsPanel';
 import type { IOpenNotebook } from './runPipeline';
 
@@ -219,18 +220,27 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
 
 /**
  * The Jobs panel: the user's jobs with their status, progress and logs, restored
- * on reload.
+ * on reload. It is reached from the left sidebar's Jobs tab (a narrow list of the
+ * jobs, restored with the layout), the View menu (declared in schema/plugin.json),
+ * the launcher's Jobs card and the command palette.
  */
 const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
   id: '@campus-gpu-hub/jupyter-to-job:jobs-panel',
   description: 'The Jobs panel: follow, stop, rerun and open your jobs.',
   autoStart: true,
-  optional: [ILayoutRestorer, IDocumentManager, ICommandPalette, ITranslator],
+  optional: [
+    ILayoutRestorer,
+    IDocumentManager,
+    ICommandPalette,
+    ILauncher,
+    ITranslator
+  ],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     docManager: IDocumentManager | null,
     palette: ICommandPalette | null,
+    launcher: ILauncher | null,
     translator: ITranslator | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
@@ -280,6 +290,7 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
     app.commands.addCommand(CommandIDs.openJobsPanel, {
       label: trans.__('Jobs'),
       caption: trans.__('Show your Run as Job jobs and their status'),
+      icon: jobsIcon,
       describedBy: {
         args: {
           type: 'object',
@@ -321,6 +332,34 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
     void restorer?.restore(tracker, {
       command: CommandIDs.openJobsPanel,
       name: () => 'jobs'
+    });
+
+    launcher?.add({
+      command: CommandIDs.openJobsPanel,
+      category: trans.__('Other'),
+      rank: 10
+    });
+
+    // The left sidebar's Jobs tab; its list is loaded with the rest of the panel's
+    // code, after the start.
+    void Promise.all([
+      import('./jobsSidebar'),
+      import('./jobsModel'),
+      import('./api')
+    ]).then(([{ createJobsSidebar }, { JobsModel }, { JobsAPI }]) => {
+      const sidebar = createJobsSidebar({
+        model: new JobsModel({
+          api: new JobsAPI(app.serviceManager.serverSettings)
+        }),
+        openPanel: jobId =>
+          void app.commands.execute(
+            CommandIDs.openJobsPanel,
+            jobId ? { jobId } : {}
+          ),
+        trans
+      });
+      app.shell.add(sidebar, 'left', { rank: 650, type: 'Jobs' });
+      restorer?.add(sidebar, 'jupyter-to-job-sidebar');
     });
   }
 };
