@@ -14,6 +14,7 @@ import {
 } from './jobList';
 import { isFinal } from './jobStatus';
 import { LogFollower } from './logFollower';
+import { withLogProgress } from './logProgress';
 import { ICreateJob, IDescribeJob } from './models';
 import { PollingModel } from './pollingModel';
 
@@ -68,17 +69,20 @@ export class JobsModel extends PollingModel {
   readonly api: JobsAPI;
 
   /**
-   * Every job fetched, newest first.
+   * Every job fetched, newest first; the selected one as far on as its log tells.
    */
   get jobs(): readonly IDescribeJob[] {
-    return this._jobs;
+    const id = this._selected?.job_id;
+    return this._jobs.map(job =>
+      job.job_id === id ? this._withLog(job) : job
+    );
   }
 
   /**
    * The jobs to list: filtered and sorted as the user asked.
    */
   get visibleJobs(): IDescribeJob[] {
-    return sortJobs(filterJobs(this._jobs, this._filter), this._sort);
+    return sortJobs(filterJobs(this.jobs, this._filter), this._sort);
   }
 
   /**
@@ -100,7 +104,7 @@ export class JobsModel extends PollingModel {
    * The selected job, as last refreshed.
    */
   get selected(): IDescribeJob | null {
-    return this._selected;
+    return this._selected && this._withLog(this._selected);
   }
 
   /**
@@ -314,6 +318,14 @@ export class JobsModel extends PollingModel {
         }
       }
     }
+  }
+
+  /**
+   * The selected job with its log's progress where the log is further on: the
+   * cell count and status move with the log lines the panel shows.
+   */
+  private _withLog(job: IDescribeJob): IDescribeJob {
+    return withLogProgress(job, this._follower?.progress.progress ?? null);
   }
 
   private _newFollower(job: IDescribeJob): LogFollower {

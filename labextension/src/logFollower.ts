@@ -3,6 +3,7 @@
  * says the log is complete, keeping only the newest window of it in the page.
  */
 import { LogBuffer } from './logBuffer';
+import { LogProgressReader } from './logProgress';
 import { IJobLogChunk } from './models';
 
 /**
@@ -70,6 +71,12 @@ export class LogFollower {
   readonly buffer: LogBuffer;
 
   /**
+   * How far the job got, as the lines read so far tell (read as they come, so the
+   * Jobs panel's status moves with the log it shows).
+   */
+  readonly progress = new LogProgressReader();
+
+  /**
    * True once the job has finished and its whole log has been read.
    */
   get complete(): boolean {
@@ -120,6 +127,7 @@ export class LogFollower {
         if (!this.buffer.append(chunk)) {
           break; // not where we asked (the log went away): try again next poll
         }
+        this.progress.read(chunk.data);
         changed = changed || chunk.data.length > 0;
         if (chunk.complete) {
           this._complete = true;

@@ -165,6 +165,51 @@ describe('JobsModel, the Jobs panel’s state and polling', () => {
     expect(api.listCalls).toBe(lists);
   });
 
+  it('shows a running job’s cell count as far on as the log it has read, before the list says so', async () => {
+    // Given a shown panel that lists jobs every second and reads the log every 20 ms,
+    // at a job described as just started
+    const api = new FakeJobsAPI();
+    api.jobs = [
+      makeJob({
+        job_id: 'j',
+        status: 'RUNNING',
+        log_size: 0,
+        cells_completed: 0,
+        cells_total: 2,
+        current_cell: null,
+        parameters: { run: 'run1' }
+      })
+    ];
+    model = new JobsModel({
+      api: api as unknown as JobsAPI,
+      refreshInterval: INTERVAL * 50,
+      logInterval: INTERVAL
+    });
+    model.visible = true;
+    await model.refresh();
+    model.select('j');
+    await sleep(INTERVAL * 2);
+    const lists = api.listCalls;
+
+    // When the job's log reaches its second cell's output before the list is read again
+    api.log = [
+      "[job] starting kernel 'python3': 2 code cells to run",
+      '[job] setting parameters (cell 1, injected-parameters)',
+      '[job] cell 2 started (1 of 2)',
+      '[job] cell 3 started (2 of 2)',
+      '[cell 3] step 1',
+      ''
+    ].join('\n');
+    await sleep(INTERVAL * 4);
+    expect(api.listCalls).toBe(lists);
+
+    // Then the detail and the row both say the second of two cells runs, one done
+    expect(model.selected?.current_cell).toBe(3);
+    expect(model.selected?.cells_completed).toBe(1);
+    expect(model.visibleJobs[0].cells_completed).toBe(1);
+    expect(model.jobs[0].current_cell).toBe(3);
+  });
+
   it('shows the end of a finished long log first, then reads the rest before it', async () => {
     // Given a finished job whose log is 3 MiB, 60,000 lines
     const api = new FakeJobsAPI();
