@@ -7,7 +7,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { INotebookParameter } from './models';
-import { changedParameters, parameterKind } from './parameters';
+import { changedParameters, parameterKind, stringTyped } from './parameters';
 
 /**
  * What the Parameters group shows and changes.
@@ -79,9 +79,31 @@ export function ParameterEditor(props: IParameterEditorProps): JSX.Element {
             {problem && (
               <span className="jp-JupyterToJob-fieldError">{problem}</span>
             )}
+            {!problem && kind === 'str' && (
+              <PassedAs text={texts[parameter.name] ?? ''} trans={trans} />
+            )}
           </label>
         );
       })}
     </fieldset>
+  );
+}
+
+/**
+ * What a str parameter typed in quotes passes ("Passed as run1, without the
+ * quotes"): nothing for text passed as typed.
+ */
+function PassedAs(props: {
+  text: string;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const passed = stringTyped(props.text);
+  if (passed === props.text) {
+    return null;
+  }
+  return (
+    <span className="jp-JupyterToJob-hint" data-testid="parameter-passed-as">
+      {props.trans.__('Passed as %1, without the quotes', passed)}
+    </span>
   );
 }

@@ -66,6 +66,24 @@ export function editableText(
 }
 
 /**
+ * The string a str parameter's box means. The box shows a string without its quotes,
+ * so text that is one whole Python string literal (`'run1'`, `"run 1"`) was typed
+ * as Python, the way the notebook's parameters cell writes it, and means what is
+ * between the quotes, as papermill's `-y "run: 'run1'"` does; anything else is
+ * passed exactly as typed. To pass quotes themselves, quote them: `"'run1'"`.
+ */
+export function stringTyped(text: string): string {
+  const trimmed = text.trim();
+  if (/^(['"]).*\1$/s.test(trimmed) && trimmed.length >= 2) {
+    const value = parsePythonLiteral(trimmed);
+    if (typeof value === 'string') {
+      return value;
+    }
+  }
+  return text;
+}
+
+/**
  * Read what the user typed as a value of `kind`.
  */
 export function coerceParameter(
@@ -75,7 +93,7 @@ export function coerceParameter(
   const trimmed = text.trim();
   switch (kind) {
     case 'str':
-      return { ok: true, value: text };
+      return { ok: true, value: stringTyped(text) };
     case 'int': {
       const value = Number(trimmed.replace(/_/g, ''));
       if (INT.test(trimmed) && Number.isSafeInteger(value)) {

@@ -112,6 +112,32 @@ describe('coerceParameter, typed values for papermill', () => {
     });
   });
 
+  it('takes a string typed in Python quotes as what is between them', () => {
+    // 'run1' typed as the parameters cell writes it means run1, as papermill reads it
+    expect(coerceParameter("'run1'", 'str')).toEqual({
+      ok: true,
+      value: 'run1'
+    });
+    expect(coerceParameter(' "run 1" ', 'str')).toEqual({
+      ok: true,
+      value: 'run 1'
+    });
+    // quotes meant as part of the value are quoted themselves
+    expect(coerceParameter('"\'run1\'"', 'str')).toEqual({
+      ok: true,
+      value: "'run1'"
+    });
+    // and text that is not one whole string literal is passed as typed
+    expect(coerceParameter("it's 'done'", 'str')).toEqual({
+      ok: true,
+      value: "it's 'done'"
+    });
+    expect(coerceParameter("'a' + 'b'", 'str')).toEqual({
+      ok: true,
+      value: "'a' + 'b'"
+    });
+  });
+
   it('reads lists and dicts in Python or JSON notation', () => {
     expect(coerceParameter("[1, 2.5, 'a', True, None]", 'json')).toEqual({
       ok: true,
