@@ -13,8 +13,9 @@ Thin glue from the policy to a pod spec, through KubeSpawner's public traits:
 - a pod the scheduler cannot place (``FailedScheduling``) ends the spawn within
   seconds with a sentence naming what is missing, instead of waiting for
   ``start_timeout``;
-- on a cluster that runs Kueue (``kueue_queue_name``), a GPU server the pool has no room
-  for waits in the queue, with its position on the progress page, instead of a refusal.
+- on a cluster that runs Kueue (``kueue_queue_name``) or KAI-scheduler (the ``kai`` back
+  end), a GPU server the pool has no room for waits in the queue, with its position on the
+  progress page, instead of a refusal.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from .backends.base import PodGPUPlan, cpu_only_plan
 from .backends.protect import strip_protected
 from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
 from .grant import Grant
-from .kueue import QUEUED_LABEL, is_gated, preemption_sentence, queue_timeout_sentence
+from .kueue import QUEUED_LABEL, preemption_sentence, queue_timeout_sentence
 from .kueue_mode import QUEUE_POLL_SECONDS, KueueMode, unrecorded_slice
 from .policy import Allocation, CapacityPool, GPUDevice
 
@@ -115,7 +116,9 @@ class _ClusterInventory:
         """Allocation key -> (namespace, pod), from the pods' records (for the metrics)."""
         self.lock = asyncio.Lock()
         self.workloads: Any = None
-        """Kueue mode: the namespace's Workloads (``kueue_mode.WorkloadListing``)."""
+        """Kueue mode: the namespace's Workloads (``kueue_mode.QueueListing``)."""
+        self.pod_groups: Any = None
+        """KAI-scheduler: the namespace's PodGroups (a ``kueue_mode.QueueListing``)."""
 
     @staticmethod
     async def items(response) -> list[dict]:
@@ -389,7 +392,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
             return super().start()
         # KubeSpawner's progress() follows _start_future to its end: a start refused before
         # KubeSpawner's own start() would otherwise leave the progress page waiting forever.
-        self._queue_state = "deciding" if self.kueue_queue_name else "off"
+        self._queue_state = "deciding" if self.queueing else "off"
         self._start_future = asyncio.ensure_future(self._start_with_gpu_share())
         return self._start_future
 
@@ -411,7 +414,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
             if self._queued_allocation is not None:
                 self.progress_note(
                     f"{grant.title}: {grant.share_summary}, from the GPU queue "
-                    f"{self.kueue_queue_name}"
+                    f"{self.gpu_queue_name}"
                 )
             else:
                 self.progress_note(grant.describe)
@@ -436,7 +439,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
         booked yet (waiting, or just landed): a new start then queues behind them even if
         the pool shows a free slice, so the queue stays first come, first served and no
         start is pinned to a slice an admitted server is about to take."""
-        if not self.kueue_queue_name:
+        if not self.queueing:
             return False
         pods = await _ClusterInventory.items(
             await self.api.list_namespaced_pod(
@@ -617,7 +620,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
                         await self._end_start(start_future, "preempted", sentence)
                     if (pod.get("spec") or {}).get("nodeName") and self._queued_allocation:
                         await self._record_landing(pod)
-                    if is_gated(pod):
+                    if self.waiting_in_queue(pod):
                         await self.read_queue()  # the places, for the page and the metrics
                         await asyncio.wait([start_future], timeout=QUEUE_POLL_SECONDS)
                         continue
@@ -645,7 +648,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
         try:
             url = start_future.result()
         except TimeoutError:
-            if pod is not None and is_gated(pod):
+            if pod is not None and self.waiting_in_queue(pod):
                 await self._end_start(
                     start_future, "queue-timeout", queue_timeout_sentence(self.start_timeout)
                 )
@@ -723,7 +726,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
                 sent += 1
             start = getattr(self, "_start_future", None)
             pod = self._current_pod() if self._queue_state == "queue" else None
-            if last_line is not None and pod is not None and not is_gated(pod):
+            if last_line is not None and pod is not None and not self.waiting_in_queue(pod):
                 yield {"progress": 40, "message": "Admitted from the GPU queue"}
                 break
             if self._queue_state == "off" or start is None or start.done():

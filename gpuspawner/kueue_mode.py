@@ -1,11 +1,13 @@
-"""GPUSpawner's Kueue mode: a GPU server the pool has no room for waits in Kueue's queue.
+"""GPUSpawner's queue mode: a GPU server the pool has no room for waits in the cluster's queue.
 
-With ``c.GPUSpawner.kueue_queue_name`` set, :class:`KueueMode` (a part of GPUSpawner)
+The queue is Kueue's (``c.GPUSpawner.kueue_queue_name``) or KAI-scheduler's (the ``kai``
+sharing back end, whose pods wait in the KAI queue of their course; see "KAI-scheduler"
+below). With either, :class:`KueueMode` (a part of GPUSpawner)
 
 - decides whether a start joins the queue without a GPU slice booked (the pool is full, or
   others already wait), and labels its pod for Kueue;
 - tells the waiting student her place in line from Kueue's Workloads, which it reads once
-  per :data:`QUEUE_POLL_SECONDS` for all waiting servers (:class:`WorkloadListing`): Kueue
+  per :data:`QUEUE_POLL_SECONDS` for all waiting servers (:class:`QueueListing`): Kueue
   admits in an order the pods alone do not tell (pods created in the same second are
   ordered by their Workloads' uids), so the places come from the Workloads, and are only
   estimated from the gated pods when the hub may not read them;
@@ -16,6 +18,13 @@ Reading the Workloads takes ``list`` on ``workloads.kueue.x-k8s.io`` in the user
 namespace (``hub_config/kubernetes/rbac.yaml``, Role ``campus-gpu-hub-kueue``); the first
 refusal is logged once, as a sentence for the hub's admins. The pure parts (the order of
 the queue, the sentences) are in :mod:`gpuspawner.kueue`.
+
+KAI-scheduler: a pod waits in its queue unbound (KAI gates nothing) until the queue's quota
+or limit and a GPU have room for it. The places come from KAI's PodGroups (one per pod), in
+the order KAI takes them (:mod:`gpuspawner.kai_queue`), read once per
+:data:`QUEUE_POLL_SECONDS` for all waiting servers; that takes ``list`` on
+``podgroups.scheduling.run.ai`` (rbac.yaml, Role ``campus-gpu-hub-kai``), and without it
+the places are estimated from the pods.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from traitlets.config import LoggingConfigurable
 
 from .allocation_record import ALLOCATION_ANNOTATION, encode_allocation
 from .grant import Grant
+from .kai_queue import QUEUE_LABEL as KAI_QUEUE_LABEL
+from .kai_queue import is_waiting, place_in_kai_queue, waiting_kai_pods
 from .kueue import (
     QUEUE_LABEL,
     QUEUED_AT_ANNOTATION,
@@ -52,6 +63,8 @@ from .policy import Allocation, CapacityPool
 GROUP = "kueue.x-k8s.io"
 # The newest first: Kueue 0.15 and later serve v1beta2, older ones v1beta1 only.
 VERSIONS = ("v1beta2", "v1beta1")
+KAI_GROUP = "scheduling.run.ai"
+KAI_VERSIONS = ("v2alpha2",)
 # How often a start waiting in the Kueue queue looks at its place in line.
 QUEUE_POLL_SECONDS = 0.5
 
@@ -98,13 +111,46 @@ def unreadable_workloads(namespace: str, status: int | None, reason: str | None)
     )
 
 
-class WorkloadListing:
-    """The Workloads of one namespace, read again when older than ``max_age`` seconds."""
+def unreadable_pod_groups(namespace: str, status: int | None, reason: str | None) -> str:
+    """The hub admins' sentence when the hub may not read KAI-scheduler's PodGroups."""
+    if status == 403:
+        cause = (
+            "the hub's service account may not list them (403 Forbidden). Hub admins: "
+            "apply hub_config/kubernetes/rbac.yaml (its Role campus-gpu-hub-kai grants "
+            "list on podgroups.scheduling.run.ai)."
+        )
+    elif status == 404:
+        cause = "the cluster does not serve KAI-scheduler's API (is KAI-scheduler installed?)."
+    else:
+        cause = f"the API server answered {status} {reason}."
+    return (
+        f"The hub cannot read KAI-scheduler's PodGroups in {namespace}: {cause} Until it can, "
+        "the places in the GPU queue shown on the spawn page are estimated from the pods, "
+        "and servers that joined within the same second or two may be placed in another "
+        "order."
+    )
 
-    def __init__(self, namespace: str, max_age: float) -> None:
+
+class QueueListing:
+    """The objects that stand for queued work in one namespace, read again when older than
+    ``max_age`` seconds: Kueue's Workloads, or KAI-scheduler's PodGroups (``group``,
+    ``versions``, ``plural`` and the sentence when they are ``unreadable``)."""
+
+    def __init__(
+        self,
+        namespace: str,
+        max_age: float,
+        *,
+        group: str = GROUP,
+        versions: tuple[str, ...] = VERSIONS,
+        plural: str = "workloads",
+        unreadable: Any = unreadable_workloads,
+    ) -> None:
         self.namespace = namespace
         self.max_age = max_age
-        self.workloads: list[dict[str, Any]] | None = None
+        self.group, self.versions, self.plural = group, versions, plural
+        self.unreadable = unreadable
+        self.items: list[dict[str, Any]] | None = None
         """The latest listing; None until one was read (or while they cannot be)."""
         self.read_at = 0.0
         self.version: str | None = None
@@ -119,40 +165,39 @@ class WorkloadListing:
             self.read_at = time.monotonic()
             custom = CustomObjectsApi(api_client)
             failure: ApiException | None = None
-            for version in [self.version] if self.version else VERSIONS:
+            for version in [self.version] if self.version else self.versions:
                 try:
                     response = await custom.list_namespaced_custom_object(
-                        GROUP,
+                        self.group,
                         version,
                         self.namespace,
-                        "workloads",
+                        self.plural,
                         _request_timeout=timeout,
                         _preload_content=False,
                     )
                     if not response.ok:
                         raise ApiException(status=response.status, reason=response.reason)
-                    self.workloads = json.loads(await response.read())["items"]
+                    self.items = json.loads(await response.read())["items"]
                 except ApiException as error:
                     failure = error
                     if error.status == 404:
                         continue  # an older Kueue: its earlier version
                     break
                 except Exception as error:  # the API server is away: keep the last listing
-                    log.debug("Reading Kueue's Workloads failed: %s", error)
+                    log.debug("Reading %s failed: %s", self.plural, error)
                     return
                 self.version, self.refused = version, None
                 return
-            self.workloads = None
+            self.items = None
             if failure is not None and failure.status != self.refused:
                 self.refused = failure.status
-                log.warning(
-                    "%s", unreadable_workloads(self.namespace, failure.status, failure.reason)
-                )
+                log.warning("%s", self.unreadable(self.namespace, failure.status, failure.reason))
 
 
 class KueueMode(LoggingConfigurable):
-    """GPUSpawner's Kueue mode (a part of :class:`~gpuspawner.kubernetes.GPUSpawner`, which
-    provides the pool, the admission, the pod reflector and the API client)."""
+    """GPUSpawner's queue mode, on Kueue or KAI-scheduler (a part of
+    :class:`~gpuspawner.kubernetes.GPUSpawner`, which provides the pool, the admission, the
+    pod reflector and the API client)."""
 
     kueue_queue_name = Unicode(
         "",
@@ -184,6 +229,12 @@ class KueueMode(LoggingConfigurable):
         (``c.KubeSpawner.priority_class_name``), so that a class's servers come first.
         hub_config/kubernetes/README.md ("Kueue") shows the objects an admin creates.
 
+        Leave it empty on a cluster whose GPU pods KAI-scheduler schedules
+        (``c.GPUAdmission.sharing_backend = "kai"``): the servers wait the same way in
+        KAI's queues, each unbound until its KAI queue's quota or limit and a GPU have room,
+        with its place read from KAI's PodGroups (``list`` on
+        ``podgroups.scheduling.run.ai``: rbac.yaml's Role campus-gpu-hub-kai).
+
         Example::
 
             c.GPUSpawner.kueue_queue_name = "gpu-servers"
@@ -197,10 +248,35 @@ class KueueMode(LoggingConfigurable):
     _queue_state = "off"
     _queued_allocation: Allocation | None = None
 
+    @property
+    def kai_queueing(self) -> bool:
+        """True when GPU servers wait in KAI-scheduler's queues (the ``kai`` sharing back
+        end) rather than Kueue's."""
+        return not self.kueue_queue_name and self.admission.sharing_backend == "kai"
+
+    @property
+    def queueing(self) -> bool:
+        """True when a GPU server the pool has no room for waits in the cluster's queue."""
+        return bool(self.kueue_queue_name) or self.kai_queueing
+
+    @property
+    def gpu_queue_name(self) -> str:
+        """The queue this start's server waits in: Kueue's LocalQueue, or its KAI queue."""
+        if self.kueue_queue_name:
+            return str(self.kueue_queue_name)
+        plan = getattr(self, "_plan", None)
+        return str(plan.labels.get(KAI_QUEUE_LABEL, "")) if plan is not None else ""
+
+    def waiting_in_queue(self, pod: dict) -> bool:
+        """True while ``pod`` waits in the queue: gated by Kueue, or not yet bound by KAI."""
+        if self.kai_queueing:
+            return is_waiting(pod)
+        return is_gated(pod)
+
     def _decide_or_queue(self, others_waiting: bool) -> Grant:
-        """The grant of this start; in Kueue mode a GPU start the pool has no room for (or
+        """The grant of this start; in queue mode a GPU start the pool has no room for (or
         that would pass others already waiting) joins the queue instead of being refused."""
-        if not self.kueue_queue_name:
+        if not self.queueing:
             return self.decide_start()
         try:
             grant = self.decide_start()
@@ -219,10 +295,13 @@ class KueueMode(LoggingConfigurable):
 
     def _queued_grant(self, why: str) -> Grant:
         """The grant of a server that waits in the queue: its share rendered as on an idle
-        cluster, with no slice booked in the pool and no node chosen (Kueue and the
+        cluster, with no slice booked in the pool and no node chosen (the queue and the
         scheduler choose; :meth:`_record_landing` books the slice where it lands)."""
         grant = self.ask_admission(CapacityPool(self.capacity_pool.devices))
-        self.log.info("Queueing %s in %s: %s", self.pod_name, self.kueue_queue_name, why)
+        queue = self.kueue_queue_name or (
+            grant.plan.labels.get(KAI_QUEUE_LABEL) if grant.plan else ""
+        )
+        self.log.info("Queueing %s in %s: %s", self.pod_name, queue, why)
         self._queued_allocation = grant.allocation
         grant = replace(grant, allocation=None, node=None)
         self._grant, self._allocation, self._profile_id = grant, None, grant.subject
@@ -230,41 +309,59 @@ class KueueMode(LoggingConfigurable):
         return grant
 
     def _join_queue(self) -> None:
-        """Label the pod for Kueue (and, without a slice booked, as queued), and stamp when
-        it joined (to order pods created in the same second)."""
-        labels = {QUEUE_LABEL: self.kueue_queue_name}
+        """Label the pod for Kueue (a KAI pod names its queue already) and, without a slice
+        booked, as queued; stamp when it joined (to order pods created in the same second)."""
+        labels = {QUEUE_LABEL: self.kueue_queue_name} if self.kueue_queue_name else {}
         if self._queued_allocation is not None:
             labels[QUEUED_LABEL] = "true"
         self.extra_labels = {**self.extra_labels, **labels}
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self.extra_annotations = {**self.extra_annotations, QUEUED_AT_ANNOTATION: stamp}
 
-    def _workload_listing(self) -> WorkloadListing:
+    def _queue_listing(self) -> QueueListing:
         inventory = self._inventory
+        if self.kai_queueing:
+            if inventory.pod_groups is None:
+                inventory.pod_groups = QueueListing(
+                    self.namespace,
+                    QUEUE_POLL_SECONDS,
+                    group=KAI_GROUP,
+                    versions=KAI_VERSIONS,
+                    plural="podgroups",
+                    unreadable=unreadable_pod_groups,
+                )
+            return inventory.pod_groups
         if inventory.workloads is None:
-            inventory.workloads = WorkloadListing(self.namespace, QUEUE_POLL_SECONDS)
+            inventory.workloads = QueueListing(self.namespace, QUEUE_POLL_SECONDS)
         return inventory.workloads
 
     async def read_queue(self) -> None:
-        """Read Kueue's Workloads again, unless another waiting server just did."""
-        await self._workload_listing().refresh(self.api.api_client, self.k8s_api_request_timeout)
+        """Read the queue's Workloads (or KAI's PodGroups) again, unless another waiting
+        server just did."""
+        await self._queue_listing().refresh(self.api.api_client, self.k8s_api_request_timeout)
 
     def queue_place(self) -> tuple[int, int] | None:
         """This server's position in the queue and the queue's length, while it waits.
 
-        From Kueue's Workloads (as :meth:`read_queue` last read them), in the order Kueue
-        admits them; estimated from the gated pods when the hub may not read Workloads.
+        From Kueue's Workloads or KAI's PodGroups (as :meth:`read_queue` last read them), in
+        the order the queue admits them; estimated from the pods when the hub may not read
+        those.
         """
         reflector = getattr(self, "pod_reflector", None)
-        if reflector is None or not self.kueue_queue_name:
+        queue = self.gpu_queue_name
+        if reflector is None or not queue:
             return None
-        workloads = self._workload_listing().workloads
-        if workloads is not None:
+        listed = self._queue_listing().items
+        if listed is not None:
             pod = self._current_pod()
-            if pod is None or not is_gated(pod):
+            if pod is None or not self.waiting_in_queue(pod):
                 return None
-            return place_in_queue(workloads, self.kueue_queue_name, pod["metadata"]["uid"])
-        waiting = waiting_pods(list(reflector.pods.values()), self.kueue_queue_name)
+            if self.kai_queueing:
+                pods = {p["metadata"]["uid"]: p for p in list(reflector.pods.values())}
+                return place_in_kai_queue(listed, queue, pod, pods)
+            return place_in_queue(listed, queue, pod["metadata"]["uid"])
+        pods = list(reflector.pods.values())
+        waiting = waiting_kai_pods(pods, queue) if self.kai_queueing else waiting_pods(pods, queue)
         names = [pod["metadata"]["name"] for pod in waiting]
         if self.pod_name not in names:
             return None

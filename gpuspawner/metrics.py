@@ -334,7 +334,7 @@ def view_of_spawners(spawners: list[Any]) -> PoolView:
         pod = getattr(spawner, "pod_name", None)
         if allocation is not None and pod:
             pods[allocation.key] = (str(getattr(spawner, "namespace", "")), str(pod))
-        if kubernetes and getattr(spawner, "kueue_queue_name", ""):
+        if kubernetes and getattr(spawner, "queueing", False):
             place = spawner.queue_place()
             queue_length = max(queue_length or 0, place[1] if place else 0)
     readings = [] if kubernetes else admission.device_telemetry().read()

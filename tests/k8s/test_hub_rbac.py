@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from tests.support.k8s_spawners import (
     provide_volume,
     write_class_catalog,
 )
+from tests.support.kai_queues import make_course_queue
 from tests.support.kueue_queues import cluster_queue, make_queues
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")
@@ -118,7 +120,8 @@ async def test_a_server_admitted_from_the_queue_keeps_its_gpu_slice_across_a_hub
 @pytest.fixture
 async def hub_without_patch(kubespawner_env, k8s_controls, k8s_api, tmp_path, monkeypatch):
     """The spawners of this test run as a hub whose admin applied rbac.yaml as it was before
-    it granted patch on pods: the chart's hub Role and reading nodes, nothing more."""
+    it granted patch on pods (and list on KAI's PodGroups): the chart's hub Role and reading
+    nodes, nothing more."""
     from kubernetes_asyncio.config import kube_config
     from kubespawner import clients
 
@@ -192,6 +195,80 @@ async def test_a_hub_that_may_not_patch_pods_tells_its_admins_what_is_lost_and_w
     ]
 
     await asyncio.gather(*(s.stop(now=True) for s in [*running[1:], late]))
+
+
+async def test_a_hub_that_may_not_list_podgroups_estimates_kai_places_and_tells_its_admins_once(
+    kai, hub_without_patch, k8s_controls, k8s_api, tmp_path, caplog
+):
+    # Given a hub with the chart's Role and reading nodes but not rbac.yaml's Role
+    # campus-gpu-hub-kai, one GPU, and ML101's KAI queue limited to half of a GPU, which
+    # Ana and Ben hold
+    k8s_controls.add_gpu_nodes(1, gpu_count=1)
+    await make_course_queue(k8s_api, "course-ml101", gpus=0.5)
+    names = ["ana", "ben", "zoe", "ada"]
+    catalog = write_class_catalog(tmp_path / "kai.yaml", names)
+    ana, ben, zoe, ada = (
+        make_gpu_spawner(
+            name,
+            catalog,
+            sharing_backend="kai",
+            sharing_backend_config={"queue": "course-{course}"},
+        )
+        for name in names
+    )
+    await asyncio.wait_for(asyncio.gather(ana.start(), ben.start()), HANG_GUARD)
+
+    # When Zoe starts, and Ada once Zoe waits in KAI's queue (in a later second: pods made
+    # in the same second are ordered by the name of their PodGroup, Ada's first)
+    with caplog.at_level(logging.INFO):
+        starts, logs = {}, {}
+        for spawner in (zoe, ada):
+            starts[spawner] = spawner.start()
+            logs[spawner] = ProgressLog(spawner)
+            await wait_for(
+                lambda s=spawner: logs[s].last("Waiting in the GPU queue"),
+                timeout=HANG_GUARD,
+                what="her place in KAI's queue on the progress page",
+            )
+            joined = k8s_controls.get("pods", spawner.pod_name, "default")["metadata"][
+                "creationTimestamp"
+            ]
+            await wait_for(
+                lambda j=joined: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") > j,
+                timeout=HANG_GUARD,
+                what="a second after she joined",
+            )
+
+        # Then both wait with their places, estimated from the pods: Zoe first, Ada second
+        await wait_for(
+            lambda: logs[zoe].last("Waiting in the GPU queue: position 1 of 2"),
+            timeout=HANG_GUARD,
+            what="Zoe first of two",
+        )
+        await wait_for(
+            lambda: logs[ada].last("Waiting in the GPU queue: position 2 of 2"),
+            timeout=HANG_GUARD,
+            what="Ada second of two",
+        )
+
+    # And the hub's log tells its admins once what they lose and what to apply
+    told = [r.getMessage() for r in caplog.records if "KAI-scheduler's PodGroups" in r.getMessage()]
+    assert told == [
+        "The hub cannot read KAI-scheduler's PodGroups in default: the hub's service account "
+        "may not list them (403 Forbidden). Hub admins: apply hub_config/kubernetes/rbac.yaml "
+        "(its Role campus-gpu-hub-kai grants list on podgroups.scheduling.run.ai). Until it "
+        "can, the places in the GPU queue shown on the spawn page are estimated from the "
+        "pods, and servers that joined within the same second or two may be placed in "
+        "another order."
+    ]
+    assert [r.levelno for r in caplog.records if r.getMessage() == told[0]] == [logging.WARNING]
+
+    for log in logs.values():
+        await log.close()
+    for spawner in (zoe, ada):
+        starts[spawner].cancel()
+    await asyncio.gather(*starts.values(), return_exceptions=True)
+    await asyncio.gather(*(s.stop(now=True) for s in (ana, ben, zoe, ada)))
 
 
 # -- every request the hub makes is granted -------------------------------------------------
@@ -318,6 +395,28 @@ async def a_queued_server_lands(k8s_controls, k8s_api, tmp_path: Path) -> None:
     await asyncio.gather(*(s.stop(now=True) for s in [*running[1:], late]))
 
 
+async def a_server_waits_in_kais_queue(k8s_controls, k8s_api, tmp_path: Path) -> None:
+    """KAI-scheduler: a server beyond its course queue's limit waits unbound, with her
+    place on the progress page (from KAI's PodGroups), and leaves the queue."""
+    k8s_controls.add_gpu_nodes(1, gpu_count=1, prefix="kai-node")
+    await make_course_queue(k8s_api, "course-ml101", gpus=0)  # full: she waits
+    catalog = write_class_catalog(tmp_path / "kai.yaml", ["kai"])
+    spawner = make_gpu_spawner(
+        "kai", catalog, sharing_backend="kai", sharing_backend_config={"queue": "course-{course}"}
+    )
+    start = spawner.start()
+    progress = ProgressLog(spawner)
+    await wait_for(
+        lambda: progress.last("Waiting in the GPU queue: position 1 of 1"),
+        timeout=HANG_GUARD,
+        what="her place in KAI's queue on the progress page",
+    )
+    await progress.close()
+    start.cancel()
+    await asyncio.gather(start, return_exceptions=True)
+    await spawner.stop(now=True)
+
+
 # What the scenarios above ask the API server for, as the test reads it from the audit log.
 # A request the hub starts (or stops) making shows here first, not as a 403 in a cluster.
 HUB_REQUESTS: set[Request] = {
@@ -330,6 +429,7 @@ HUB_REQUESTS: set[Request] = {
     ("create", "", "persistentvolumeclaims", ""),  # the home claim (z2jh's dynamic storage)
     ("patch", "", "pods", ""),  # Kueue mode: the slice of a server landed from the queue
     ("list", "kueue.x-k8s.io", "workloads", ""),  # Kueue mode: the places in the queue
+    ("list", "scheduling.run.ai", "podgroups", ""),  # KAI: the places in its queues
     ("list", "", "nodes", ""),  # the GPU inventory and the map (rbac.yaml)
     ("create", "resource.k8s.io", "resourceclaimtemplates", ""),  # DRA (rbac.yaml)
     ("delete", "resource.k8s.io", "resourceclaimtemplates", ""),
@@ -337,7 +437,7 @@ HUB_REQUESTS: set[Request] = {
 
 
 async def test_every_request_of_the_hubs_code_paths_is_granted_by_the_shipped_rbac(
-    kueue, k8s_controls, k8s_api, hub_kubeconfig, tmp_path
+    kueue, kai, k8s_controls, k8s_api, hub_kubeconfig, tmp_path
 ):
     # Given the hub's service account, bound as the chart and rbac.yaml bind it
     hub = k8s_controls.identities["hub"]
@@ -346,10 +446,11 @@ async def test_every_request_of_the_hubs_code_paths_is_granted_by_the_shipped_rb
     rules = list(grants_to(hub.name, hub.namespace, documents))
     audit = AuditTail(k8s_controls.plane.audit_log, hub.user)
 
-    # When the hub lands a server from the Kueue queue (on a GPU node it adds), starts,
-    # restarts and stops a server with its home claim, makes DRA templates and shows the
-    # GPU map
+    # When the hub lands a server from the Kueue queue (on a GPU node it adds), shows a
+    # server her place in KAI-scheduler's queue, starts, restarts and stops a server with
+    # its home claim, makes DRA templates and shows the GPU map
     await a_queued_server_lands(k8s_controls, k8s_api, tmp_path)
+    await a_server_waits_in_kais_queue(k8s_controls, k8s_api, tmp_path)
     await a_class_server_starts_restarts_and_stops(k8s_api, tmp_path)
     await a_dra_template_is_made_replaced_and_removed(tmp_path)
     await the_gpu_map_reads_the_cluster(hub_kubeconfig)

@@ -34,7 +34,7 @@ def test_the_z2jh_values_and_rbac_parse():
         "gpuspawner.kubernetes.GPUSpawner"
     )
     kinds = [doc["kind"] for doc in yaml.safe_load_all((K8S / "rbac.yaml").read_text())]
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", *["Role", "RoleBinding"] * 3]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", *["Role", "RoleBinding"] * 4]
     kinds = [doc["kind"] for doc in yaml.safe_load_all((K8S / "job-service.yaml").read_text())]
     assert kinds.count("Deployment") == kinds.count("ServiceAccount") == 1
 
