@@ -67,9 +67,11 @@ function invalid(
  */
 export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
   const { form, onChange, problems, trans } = props;
-  const inputClass = (field: ScheduleField, extra = '') =>
+  // `shown`: whether this input is the one the problem is about (of the two ways
+  // to say how often, only the chosen one is outlined).
+  const inputClass = (field: ScheduleField, extra = '', shown = true) =>
     `jp-mod-styled jp-JupyterToJob-input ${extra}`.trim() +
-    (problems[field] ? ' jp-mod-error' : '');
+    (shown && problems[field] ? ' jp-mod-error' : '');
   const preview = previewOf(form);
   return (
     <fieldset
@@ -101,7 +103,11 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
           step={1}
           aria-label={trans.__('Number of minutes or hours between runs')}
           data-testid="schedule-interval-count"
-          className={inputClass('rhythm', 'jp-JupyterToJob-number')}
+          className={inputClass(
+            'rhythm',
+            'jp-JupyterToJob-number',
+            form.rhythm === 'interval'
+          )}
           disabled={form.rhythm !== 'interval'}
           value={form.intervalCount}
           {...(form.rhythm === 'interval' ? invalid('rhythm', problems) : {})}
@@ -137,7 +143,11 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
         <input
           aria-label={trans.__('Cron expression')}
           data-testid="schedule-cron"
-          className={inputClass('rhythm', 'jp-JupyterToJob-cron')}
+          className={inputClass(
+            'rhythm',
+            'jp-JupyterToJob-cron',
+            form.rhythm === 'cron'
+          )}
           disabled={form.rhythm !== 'cron'}
           placeholder="*/15 9-17 * * 1-5"
           value={form.cron}

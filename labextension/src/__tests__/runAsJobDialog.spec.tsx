@@ -736,6 +736,26 @@ describe('Repeat on a schedule, in the Run as Job dialog', () => {
       'The window ends before it starts'
     );
   });
+
+  it('outlines only the Every box when its value is wrong, not the cron box beside it', async () => {
+    // Given "Every" chosen, with 0 minutes in its box
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    await open.typeInto(input(open, 'schedule-interval-count'), '0');
+
+    // When the student submits
+    await open.clickSubmit();
+
+    // Then the problem is said, and only the Every box is outlined in red
+    expect(server.scheduleRequests).toHaveLength(0);
+    expect(open.text('schedule-error-rhythm')).not.toBe('');
+    const every = input(open, 'schedule-interval-count');
+    const cron = input(open, 'schedule-cron');
+    expect(every.classList.contains('jp-mod-error')).toBe(true);
+    expect(every.getAttribute('aria-invalid')).toBe('true');
+    expect(cron.classList.contains('jp-mod-error')).toBe(false);
+    expect(cron.getAttribute('aria-invalid')).toBeNull();
+  });
 });
 
 describe('What the Run as Job dialog made', () => {
