@@ -168,7 +168,9 @@ class GPUShare:
                     else f"{self.count} whole {gpu} GPUs"
                 )
             if device_memory_mib:
-                text += f", {format_mib(device_memory_mib)} each"
+                text += f", {format_mib(device_memory_mib)}"
+                if self.count != 1:
+                    text += " each"
             return text
         parts = []
         if self.fraction is not None:

@@ -429,7 +429,7 @@ async def test_a_gpu_job_gets_the_share_the_capacity_pool_chose_on_that_gpus_nod
 
     # Then its pod asked for that GPU's node and model, and the notebook saw its share
     assert job.status is JobStatus.COMPLETED, job.status_message
-    assert cell_lines(manager, job_id) == ["[cell 0] 1 whole NVIDIA A100-SXM4-80GB, 80 GiB each"]
+    assert cell_lines(manager, job_id) == ["[cell 0] 1 whole NVIDIA A100-SXM4-80GB, 80 GiB"]
     k8s_job = await read_object(k8s_api, job_path(job_id))
     assert k8s_job is not None
     pod_spec = k8s_job["spec"]["template"]["spec"]

@@ -253,7 +253,7 @@ def test_a_whole_gpu_job_in_a_kueue_queue_is_this_manifest() -> None:
                                 {"name": "GPUSPAWNER_GPU_MEMORY_MIB", "value": "81920"},
                                 {
                                     "name": "GPUSPAWNER_GPU_SHARE",
-                                    "value": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB each",
+                                    "value": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB",
                                 },
                                 {"name": "GPUSPAWNER_PROFILE", "value": "a100-whole"},
                                 {"name": "JUPYTER_TO_JOB_ID", "value": JOB_ID},

@@ -71,7 +71,7 @@ async def gpu_part_of_pod(backend: str, share: str, tmp_path) -> dict:
 HOST = {"kubernetes.io/hostname": "gpu-node-0"}
 PRODUCT = {**HOST, "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
 QUARTER_SHARE = "1/4 of an NVIDIA A100-SXM4-80GB, 10 GiB, compute 25-100%"
-WHOLE_SHARE = "1 whole NVIDIA A100-SXM4-80GB, 80 GiB each"
+WHOLE_SHARE = "1 whole NVIDIA A100-SXM4-80GB, 80 GiB"
 SOFT_LIMITS_10_OF_80 = {
     "GPUSPAWNER_TORCH_MEMORY_FRACTION": "0.125",
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",

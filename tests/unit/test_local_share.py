@@ -67,7 +67,7 @@ def test_a_whole_gpu_gets_the_device_and_no_soft_limits():
     allocation, devices = allocate(share)
     env = local_share_environment(share, allocation, devices, profile_id="vision")
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-1234"
-    assert env["GPUSPAWNER_GPU_SHARE"] == "1 whole RTX 4090, 24 GiB each"
+    assert env["GPUSPAWNER_GPU_SHARE"] == "1 whole RTX 4090, 24 GiB"
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in env
 
 

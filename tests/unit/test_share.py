@@ -106,7 +106,8 @@ class TestDescribe:
     def test_given_several_whole_gpus_then_the_plural_reads_naturally(self):
         assert GPUShare(count=2).describe("A100") == "2 whole A100 GPUs"
         assert GPUShare(count=2).describe() == "2 whole GPUs"
-        assert GPUShare(count=1).describe("A100", 80 * 1024) == "1 whole A100, 80 GiB each"
+        assert GPUShare(count=1).describe("A100", 80 * 1024) == "1 whole A100, 80 GiB"
+        assert GPUShare(count=2).describe("A100", 80 * 1024) == "2 whole A100 GPUs, 80 GiB each"
 
     def test_given_no_device_then_the_share_is_described_from_the_catalog_alone(self):
         share = GPUShare(fraction=Fraction(1, 4), memory_mib=6 * 1024)

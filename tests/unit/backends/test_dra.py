@@ -120,7 +120,7 @@ def test_given_one_whole_gpu_then_a_claim_for_one_device_of_that_model():
         "tolerations": [],
         "scheduler_name": None,
         "environment": {
-            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB each",
+            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB",
             "GPUSPAWNER_GPU_FRACTION": "1/1",
             "GPUSPAWNER_GPU_MEMORY_MIB": "81920",
         },

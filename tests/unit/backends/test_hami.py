@@ -75,7 +75,7 @@ def test_given_one_whole_gpu_then_only_the_gpu_count_is_asked_for(backend):
         "tolerations": [],
         "scheduler_name": "hami-scheduler",
         "environment": {
-            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB each",
+            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB",
             "GPUSPAWNER_GPU_FRACTION": "1/1",
             "GPUSPAWNER_GPU_MEMORY_MIB": "81920",
         },

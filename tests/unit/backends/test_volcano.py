@@ -62,7 +62,7 @@ def test_given_one_whole_gpu_then_all_its_memory_and_cores_are_asked_for():
         "tolerations": [],
         "scheduler_name": "volcano",
         "environment": {
-            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB each",
+            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB",
             "GPUSPAWNER_GPU_FRACTION": "1/1",
             "GPUSPAWNER_GPU_MEMORY_MIB": "81920",
         },

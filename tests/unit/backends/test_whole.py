@@ -26,7 +26,7 @@ def test_given_one_whole_gpu_then_the_pod_asks_for_one_on_the_chosen_model():
         "tolerations": [],
         "scheduler_name": None,
         "environment": {
-            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB each",
+            "GPUSPAWNER_GPU_SHARE": "1 whole NVIDIA A100-SXM4-80GB, 80 GiB",
             "GPUSPAWNER_GPU_FRACTION": "1/1",
             "GPUSPAWNER_GPU_MEMORY_MIB": "81920",
         },
