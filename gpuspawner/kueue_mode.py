@@ -33,6 +33,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -144,7 +145,7 @@ class QueueListing:
         group: str = GROUP,
         versions: tuple[str, ...] = VERSIONS,
         plural: str = "workloads",
-        unreadable: Any = unreadable_workloads,
+        unreadable: Callable[[str, int | None, str | None], str] = unreadable_workloads,
     ) -> None:
         self.namespace = namespace
         self.max_age = max_age
