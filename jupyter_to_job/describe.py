@@ -77,4 +77,5 @@ def describe_job(
         checkpoint_folder=attempts.checkpoint_folder if attempts is not None else None,
         pipeline_id=row.pipeline_id,
         schedule_id=row.schedule_id,
+        rerun_of=row.rerun_of,
     )

@@ -13,6 +13,7 @@ through :mod:`jupyter_to_job.access` first:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -351,12 +352,21 @@ class JobsAPI:
             )
 
     async def create(
-        self, caller: Caller, request: CreateJob, notebook: dict[str, Any]
+        self, caller: Caller, request: CreateJob, notebook: dict[str, Any] | None
     ) -> CreateJobResponse:
-        """Check the flavor and deadline, then create the job for ``caller``."""
+        """Check the flavor and deadline, then create the job for ``caller``. A rerun
+        without ``notebook`` runs the notebook snapshot of the job it reruns."""
         self._require_create(caller)
         if request.rerun_of is not None:
             await self.check_rerun(caller, request.rerun_of)
+            if notebook is None:
+                notebook = self._snapshot(request.rerun_of)
+        if notebook is None:
+            raise ApiError(
+                400,
+                "The request carries no notebook: send its content as 'notebook'.",
+                "invalid",
+            )
         request, working_dir = self.admitted_request(caller, request)
         created = await self.manager.create(
             caller.name, request, notebook=notebook, working_dir=working_dir
@@ -526,6 +536,27 @@ class JobsAPI:
         await self._job(caller, job_id, Access.READ)
         offset = _int_argument(params, "offset") or 0
         return self.manager.follow_log(job_id, offset=offset)
+
+    async def input_notebook(self, caller: Caller, job_id: str) -> dict[str, Any]:
+        """The notebook the job ran, as it was when the job was created (its snapshot):
+        what a rerun runs, and where the dialog reads the rerun's parameters from."""
+        await self._job(caller, job_id, Access.READ)
+        return self._snapshot(job_id)
+
+    def _snapshot(self, job_id: str) -> dict[str, Any]:
+        path = self.manager.job_files(job_id).input_notebook
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            data = None
+        if not isinstance(data, dict):
+            raise ApiError(
+                404,
+                "The notebook this job ran is no longer kept, so it cannot be run again from "
+                "here. Open the notebook in JupyterLab and use Run as Job.",
+                "not-found",
+            )
+        return data
 
     async def output(self, caller: Caller, job_id: str, fmt: str) -> Download:
         job = await self._job(caller, job_id, Access.READ)

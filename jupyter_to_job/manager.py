@@ -440,6 +440,7 @@ class JobManager(LoggingConfigurable):
             pipeline_id=pipeline_id,
             schedule_id=schedule_id,
             environment=dict(environment) if environment else None,
+            rerun_of=request.rerun_of,
         )
         try:
             self.store.add(row)

@@ -356,7 +356,8 @@ class CreateJob(NotebookJobChecks):
         default=None,
         description=(
             "The job this one runs again (the Jobs panel's Rerun); only one's own jobs can be "
-            "rerun: another user's is a 403 that names its owner."
+            "rerun: another user's is a 403 that names its owner. A rerun sent without a "
+            "notebook runs the notebook snapshot of that job, as it ran then."
         ),
     )
     notify: JobNotify | None = Field(
@@ -467,6 +468,10 @@ class DescribeJob(WireModel):
     )
     schedule_id: str | None = Field(
         default=None, description="The schedule whose run started this job; None: none."
+    )
+    rerun_of: str | None = Field(
+        default=None,
+        description="The job this one runs again (Rerun), whose notebook snapshot it ran.",
     )
     flavor_title: str | None = Field(
         default=None,

@@ -372,14 +372,19 @@ def notebook_too_deep(input_path: str) -> ApiError:
     )
 
 
-def parse_create_body(body: bytes, max_notebook_bytes: int) -> tuple[CreateJob, dict[str, Any]]:
-    """A create request to the service: the ``CreateJob`` fields and the notebook's content."""
+def parse_create_body(
+    body: bytes, max_notebook_bytes: int
+) -> tuple[CreateJob, dict[str, Any] | None]:
+    """A create request to the service: the ``CreateJob`` fields and the notebook's content
+    (None for a rerun sent without one: it runs the earlier job's snapshot)."""
     if len(body) > max_notebook_bytes + CREATE_BODY_SLACK:
         raise too_large("The notebook", max_notebook_bytes)
     data = json_object(body)
     notebook = data.pop("notebook", None)
     check_notebooks_size(body, data, max_notebook_bytes, "The notebook")
     request = parse_model(CreateJob, data)
+    if notebook is None and request.rerun_of is not None:
+        return request, None
     if notebook is None:
         raise ApiError(
             400,

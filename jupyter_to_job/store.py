@@ -99,6 +99,8 @@ class JobRow(Base):
     """The schedule whose run made this job (None: not a schedule's)."""
     environment: Mapped[dict[str, str] | None] = mapped_column(JSON)
     """Variables the job's runner gets besides its GPU share (a pipeline's shared folder)."""
+    rerun_of: Mapped[str | None] = mapped_column(String(64))
+    """The job this one runs again (Rerun), whose notebook snapshot it ran; None: none."""
 
     @property
     def job_status(self) -> JobStatus:

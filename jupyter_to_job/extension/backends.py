@@ -49,8 +49,10 @@ class JobsBackend(Protocol):
     async def list_jobs(self, params: dict[str, str]) -> dict[str, Any]: ...
 
     async def create_job(
-        self, request: CreateJob, notebook: dict[str, Any]
+        self, request: CreateJob, notebook: dict[str, Any] | None
     ) -> tuple[int, dict[str, Any]]: ...
+
+    async def input_notebook(self, job_id: str) -> dict[str, Any]: ...
 
     async def describe(self, job_id: str) -> dict[str, Any]: ...
 
@@ -212,11 +214,16 @@ class ServiceRelay:
         return await self._json("GET", "jobs", params=params)
 
     async def create_job(
-        self, request: CreateJob, notebook: dict[str, Any]
+        self, request: CreateJob, notebook: dict[str, Any] | None
     ) -> tuple[int, dict[str, Any]]:
-        payload = {**request.model_dump(mode="json", exclude_none=True), "notebook": notebook}
+        payload = request.model_dump(mode="json", exclude_none=True)
+        if notebook is not None:  # None: a rerun of the job's own snapshot
+            payload["notebook"] = notebook
         response = await self._fetch("POST", "jobs", body=json.dumps(payload).encode())
         return response.code, json.loads(response.body)
+
+    async def input_notebook(self, job_id: str) -> dict[str, Any]:
+        return await self._json("GET", self._job(job_id) + "/input")
 
     async def describe(self, job_id: str) -> dict[str, Any]:
         return await self._json("GET", self._job(job_id))
@@ -407,10 +414,13 @@ class EmbeddedJobs:
         return (await self.api.list_jobs(self.caller, params)).model_dump(mode="json")
 
     async def create_job(
-        self, request: CreateJob, notebook: dict[str, Any]
+        self, request: CreateJob, notebook: dict[str, Any] | None
     ) -> tuple[int, dict[str, Any]]:
         result = await self.api.create(self.caller, request, notebook)
         return (201 if result.created else 200), result.model_dump(mode="json")
+
+    async def input_notebook(self, job_id: str) -> dict[str, Any]:
+        return await self.api.input_notebook(self.caller, job_id)
 
     async def describe(self, job_id: str) -> dict[str, Any]:
         return (await self.api.describe(self.caller, job_id)).model_dump(mode="json")

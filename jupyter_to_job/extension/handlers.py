@@ -226,9 +226,13 @@ class JobsHandler(JobsBodyHandler):
             request = CreateJob.model_validate(json_object(self.request_body()))
         except ValidationError as error:
             raise validation_error(error) from None
+        notebook = None
         if request.rerun_of is not None:
+            # A rerun runs the earlier job's notebook snapshot, kept by the job service,
+            # not the file as it is now (which may have changed or gone).
             await self.check_rerun(request.rerun_of)
-        notebook = await self.read_notebook(request.input_path)
+        else:
+            notebook = await self.read_notebook(request.input_path)
         status, result = await self.backend.create_job(request, notebook)
         self.write_json(result, status)
 
@@ -277,6 +281,14 @@ class JobLogHandler(JobsExtensionHandler):
         finally:
             await lines.aclose()  # type: ignore[attr-defined]
         self.finish()
+
+
+class JobInputHandler(JobsExtensionHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, job_id: str) -> None:
+        """The notebook snapshot the job ran: what its rerun runs."""
+        self.write_json(await self.backend.input_notebook(job_id))
 
 
 class JobOutputHandler(JobsExtensionHandler):
@@ -630,13 +642,19 @@ class ParametersHandler(JobsExtensionHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        """``?path=nb.ipynb``: the variables of the notebook's cell tagged 'parameters'."""
+        """``?path=nb.ipynb``: the variables of the notebook's cell tagged 'parameters';
+        ``?job_id=ID``: those of the notebook snapshot that job ran (its rerun's)."""
+        job_id = self.get_argument("job_id", "")
         path = self.get_argument("path", "")
-        try:
-            path = CreateJob(input_path=path).input_path  # the same path rules as a job
-        except ValidationError as error:
-            raise validation_error(error, "notebook path") from None
-        notebook = await self.read_notebook(path)
+        if job_id:
+            notebook = await self.backend.input_notebook(job_id)
+            path = str((await self.backend.describe(job_id)).get("input_path") or job_id)
+        else:
+            try:
+                path = CreateJob(input_path=path).input_path  # the same path rules as a job
+            except ValidationError as error:
+                raise validation_error(error, "notebook path") from None
+            notebook = await self.read_notebook(path)
         from papermill import inspect_notebook  # heavy: only when asked
 
         with tempfile.TemporaryDirectory(prefix="jupyter-to-job-") as folder:
@@ -688,6 +706,7 @@ def extension_handlers() -> list[tuple[str, type]]:
         (jobs, JobsHandler),
         (f"{jobs}/{JOB_ID}", JobHandler),
         (f"{jobs}/{JOB_ID}/logs", JobLogHandler),
+        (f"{jobs}/{JOB_ID}/input", JobInputHandler),
         (f"{jobs}/{JOB_ID}/outputs/{FORMAT}", JobOutputHandler),
         (f"{jobs}/{JOB_ID}/outputs/{FORMAT}/save", SaveOutputHandler),
         (f"{URL_PREFIX}/schedules", SchedulesHandler),

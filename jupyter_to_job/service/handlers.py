@@ -18,6 +18,7 @@ Route (under ``/services/<name>/``)    Method  What
 ``api/jobs/{id}``                      PATCH   ``{"status": "STOPPED"}``: stop
 ``api/jobs/{id}``                      DELETE  delete a finished job
 ``api/jobs/{id}/logs``                 GET     ``offset``/``limit``, ``tail``, ``follow=1``
+``api/jobs/{id}/input``                GET     the notebook snapshot the job ran
 ``api/jobs/{id}/outputs/{ipynb|html}`` GET     download an output
 ``api/jobs/{id}/uploads/{ipynb|html}`` PUT     the job itself sends an output back
                                                (its upload token, not a hub token)
@@ -234,6 +235,15 @@ class JobLogHandler(JobServiceHandler):
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]
         self.finish()
+
+
+class JobInputHandler(JobServiceHandler):
+    @web.authenticated
+    async def get(self, job_id: str) -> None:
+        """The notebook snapshot the job ran (JSON): what its rerun runs."""
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(await self.api.input_notebook(self.caller, job_id)))
 
 
 class JobOutputHandler(JobServiceHandler):
@@ -527,6 +537,7 @@ def service_handlers(
         (f"{base}/jobs", JobsHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}", JobHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/logs", JobLogHandler, kwargs),
+        (f"{base}/jobs/{JOB_ID}/input", JobInputHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/outputs/(?P<fmt>ipynb|html)", JobOutputHandler, kwargs),
         (f"{base}/jobs/{JOB_ID}/uploads/(?P<fmt>ipynb|html)", JobUploadHandler, kwargs),
         (f"{base}/notification-settings", NotificationSettingsHandler, kwargs),

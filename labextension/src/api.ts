@@ -110,6 +110,17 @@ export class JobsAPI {
   }
 
   /**
+   * The parameters of the notebook snapshot a job ran (what its rerun runs).
+   */
+  async getJobParameters(jobId: string): Promise<INotebookParameter[]> {
+    return parametersFrom(
+      await this._get<unknown>(
+        'api/parameters' + URLExt.objectToQueryString({ job_id: jobId })
+      )
+    );
+  }
+
+  /**
    * Create a job. With the same idempotency token, a repeated call returns the job
    * the first one made.
    */

@@ -3,7 +3,6 @@ import { IDocumentManager } from '@jupyterlab/docmanager';
 import { Contents, ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { VDomRenderer } from '@jupyterlab/ui-components';
-import { UUID } from '@lumino/coreutils';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
@@ -21,11 +20,8 @@ import { ISchedule } from './scheduleModels';
 import { scheduleName } from './scheduleRule';
 import { SchedulesModel } from './schedulesModel';
 import { IScheduleActions, SchedulesView } from './schedulesView';
-import {
-  executedNotebookPath,
-  OUTPUT_FOLDER,
-  rerunRequest
-} from './submission';
+import { rerunAsJob } from './runAsJob';
+import { executedNotebookPath, OUTPUT_FOLDER } from './submission';
 
 /**
  * The DOM id of the Jobs panel; there is at most one.
@@ -299,15 +295,15 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private _actions: IJobActions = {
     stop: job => void this._stop(job),
     remove: job => void this._remove(job),
-    rerun: job =>
-      void this.model.createAndSelect(rerunRequest(job, UUID.uuid4())),
+    rerun: job => void this._rerun(job),
     openNotebook: job => void this._openNotebook(job),
     downloadHtml: job => void this._download(job, 'html'),
     showPipeline: pipelineId =>
       this._options.pipelines ? void this.showPipeline(pipelineId) : undefined,
     showSchedule: scheduleId =>
       this._options.schedules ? void this.showSchedule(scheduleId) : undefined,
-    notificationSettings: () => void this.openNotificationSettings()
+    notificationSettings: () => void this.openNotificationSettings(),
+    showJob: jobId => void this.model.showJob(jobId)
   };
 
   private _scheduleActions: IScheduleActions = {
@@ -377,6 +373,28 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     ) {
       await schedules?.remove(schedule);
     }
+  }
+
+  /**
+   * Rerun: the Run as Job dialog, filled from the job; the new job is selected.
+   */
+  private async _rerun(job: IDescribeJob): Promise<void> {
+    const { trans } = this._options;
+    await this.model.run('rerun', async () => {
+      const config = this._options.config ?? (await this.model.api.getConfig());
+      const created = await rerunAsJob({
+        api: this.model.api,
+        config,
+        trans,
+        job,
+        takenNames: this.model.jobs
+          .filter(item => item.own)
+          .map(item => item.name)
+      });
+      if (created) {
+        await this.model.showJob(created.job_id);
+      }
+    });
   }
 
   private async _stop(job: IDescribeJob): Promise<void> {

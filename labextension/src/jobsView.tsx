@@ -50,6 +50,10 @@ export interface IJobActions {
    * Open the Notification settings dialog; none: no button.
    */
   notificationSettings?(): void;
+  /**
+   * Show another job (a rerun's original, or its reruns); none: names without links.
+   */
+  showJob?(jobId: string): void;
 }
 
 /**
@@ -335,6 +339,67 @@ export function ParameterFacts(props: {
 /**
  * "Started by" a pipeline or a schedule, as a link to it where the panel can show it.
  */
+/**
+ * A job's reruns and the job it reruns, as links that show them.
+ */
+function RerunLinks(props: {
+  job: IDescribeJob;
+  jobs: readonly IDescribeJob[];
+  show?: (jobId: string) => void;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const { job, jobs, show, trans } = props;
+  const link = (target: { job_id: string; name: string }, testid: string) =>
+    show ? (
+      <button
+        type="button"
+        key={target.job_id}
+        className="jp-JupyterToJob-link"
+        data-testid={testid}
+        data-job-id={target.job_id}
+        onClick={() => show(target.job_id)}
+      >
+        {target.name}
+      </button>
+    ) : (
+      <span key={target.job_id} data-testid={testid}>
+        {target.name}
+      </span>
+    );
+  const original = job.rerun_of
+    ? (jobs.find(item => item.job_id === job.rerun_of) ?? {
+        job_id: job.rerun_of,
+        name: trans.__('an earlier job')
+      })
+    : null;
+  const reruns = jobs
+    .filter(item => item.rerun_of === job.job_id)
+    .sort((a, b) => a.create_time.localeCompare(b.create_time));
+  if (!original && reruns.length === 0) {
+    return null;
+  }
+  return (
+    <>
+      {original && (
+        <>
+          <dt className="jp-JupyterToJob-wideTerm">{trans.__('Rerun of')}</dt>
+          <dd className="jp-JupyterToJob-wide">
+            {link(original, 'job-rerun-of')}
+          </dd>
+        </>
+      )}
+      {reruns.length > 0 && (
+        <>
+          <dt className="jp-JupyterToJob-wideTerm">{trans.__('Reruns')}</dt>
+          <dd className="jp-JupyterToJob-wide jp-JupyterToJob-reruns">
+            {reruns.map(item => link(item, 'job-rerun'))}
+          </dd>
+        </>
+      )}
+    </>
+  );
+}
+
 function StartedBy(props: {
   kind: 'pipeline' | 'schedule';
   show: (() => void) | null;
@@ -538,6 +603,12 @@ function JobDetail(
             trans={trans}
           />
         )}
+        <RerunLinks
+          job={job}
+          jobs={model.jobs}
+          show={actions.showJob}
+          trans={trans}
+        />
         <dt>{trans.__('Flavor')}</dt>
         <dd title={job.flavor ?? undefined}>
           {flavorTitle(job) ?? trans.__('default')}

@@ -197,6 +197,10 @@ export interface IDescribeJob {
    */
   schedule_id?: string | null;
   /**
+   * The job this one runs again (Rerun), whose notebook snapshot it ran.
+   */
+  rerun_of?: string | null;
+  /**
    * The flavor's title for people ("One whole GPU"); null when it is not known.
    */
   flavor_title: string | null;

@@ -177,6 +177,59 @@ export function changedParameters(
 }
 
 /**
+ * The box texts for a rerun: each parameter's default, except where the earlier job
+ * passed a value, which shows as the user would type it ('run1' without its quotes in
+ * a str box, True, [1, 2]).
+ */
+export function rerunTexts(
+  parameters: readonly INotebookParameter[],
+  passed: { [name: string]: JsonValue }
+): { [name: string]: string } {
+  const texts: { [name: string]: string } = {};
+  for (const parameter of parameters) {
+    const kind = parameterKind(parameter);
+    texts[parameter.name] =
+      parameter.name in passed
+        ? typedText(passed[parameter.name], kind)
+        : editableText(parameter, kind);
+  }
+  return texts;
+}
+
+/**
+ * What a box shows for `value`: a string in a str box as is (unless the box would
+ * read it without its quotes), anything else as a Python literal.
+ */
+export function typedText(value: JsonValue, kind: ParameterKind): string {
+  if (kind === 'str' && typeof value === 'string') {
+    return stringTyped(value) === value ? value : pythonLiteral(value);
+  }
+  return pythonLiteral(value);
+}
+
+/**
+ * `value` written in Python: None, True, 3, "text", [1, 2], {"a": 1}.
+ */
+export function pythonLiteral(value: JsonValue): string {
+  if (value === null) {
+    return 'None';
+  }
+  if (typeof value === 'boolean') {
+    return value ? 'True' : 'False';
+  }
+  if (typeof value === 'number' || typeof value === 'string') {
+    return JSON.stringify(value);
+  }
+  if (Array.isArray(value)) {
+    return `[${value.map(pythonLiteral).join(', ')}]`;
+  }
+  const items = Object.entries(value).map(
+    ([key, item]) => `${JSON.stringify(key)}: ${pythonLiteral(item)}`
+  );
+  return `{${items.join(', ')}}`;
+}
+
+/**
  * Read a Python (or JSON) literal: numbers, strings, True/False/None, lists,
  * tuples (as lists) and dicts with string keys.
  *

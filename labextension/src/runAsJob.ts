@@ -1,6 +1,9 @@
 import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
 
-import { RunAsJobDialog, RunAsJobResult } from './runAsJobDialog';
+import { JobsAPI } from './api';
+import { IDescribeJob, IJobServiceConfig } from './models';
+import { isSchedule, RunAsJobDialog, RunAsJobResult } from './runAsJobDialog';
 import { IRunContext, reachJobService } from './runContext';
 
 /**
@@ -51,4 +54,32 @@ export async function runAsJob(
   });
   const result = await dialog.launch();
   return result.button.accept ? result.value : null;
+}
+
+/**
+ * Run `job` again (the Jobs panel's Rerun): the dialog starts from the job's notebook
+ * snapshot, flavor, deadline, outputs and parameters, which the user can change, and
+ * names the new job so that none of `takenNames` has its name ("run1 (2)").
+ *
+ * @returns The new job; null when the user cancelled.
+ */
+export async function rerunAsJob(options: {
+  api: JobsAPI;
+  config: IJobServiceConfig;
+  trans: TranslationBundle;
+  job: IDescribeJob;
+  takenNames: readonly string[];
+}): Promise<IDescribeJob | null> {
+  const { api, config, trans, job, takenNames } = options;
+  const dialog = new RunAsJobDialog({
+    api,
+    path: job.input_path,
+    config,
+    trans,
+    rerun: job,
+    takenNames
+  });
+  const result = await dialog.launch();
+  const value = result.button.accept ? result.value : null;
+  return value && !isSchedule(value) ? value : null;
 }

@@ -20,15 +20,21 @@ import {
   IFieldProblem,
   IJobFlavorInfo,
   IJobServiceConfig,
-  INotebookParameter
+  INotebookParameter,
+  JsonValue
 } from './models';
 import { ParameterEditor } from './parameterEditor';
-import { changedParameters, editableText } from './parameters';
+import { changedParameters, editableText, rerunTexts } from './parameters';
 import { retryTransient } from './retry';
 import { RepeatOnSchedule, useScheduleRepeat } from './scheduleFields';
 import { ISchedule } from './scheduleModels';
 import { scheduleFieldOf, scheduleRequest } from './scheduleRule';
-import { createRequest, defaultJobName, notebookStem } from './submission';
+import {
+  createRequest,
+  defaultJobName,
+  notebookStem,
+  rerunName
+} from './submission';
 
 /**
  * What the dialog made: a job, or a schedule ("Repeat on a schedule").
@@ -57,6 +63,15 @@ export interface IRunAsJobOptions {
    */
   config: IJobServiceConfig;
   trans: TranslationBundle;
+  /**
+   * The job to run again (Rerun): the dialog starts from its notebook snapshot, flavor,
+   * deadline, outputs and parameters, under a name none of `takenNames` has.
+   */
+  rerun?: IDescribeJob | null;
+  /**
+   * The names of the user's jobs (a rerun's name is one that is not among them).
+   */
+  takenNames?: readonly string[];
 }
 
 /**
@@ -78,7 +93,9 @@ export class RunAsJobDialog extends FormDialog<RunAsJobResult | null> {
       })
     ];
     super({
-      title: trans.__('Run “%1” as a job', notebookStem(options.path)),
+      title: options.rerun
+        ? trans.__('Run “%1” again', options.rerun.name)
+        : trans.__('Run “%1” as a job', notebookStem(options.path)),
       body: form,
       buttons,
       hasClose: true,
@@ -221,16 +238,25 @@ function Field(props: {
 }
 
 function RunAsJobFormView(props: IFormViewProps): JSX.Element {
-  const { api, path, config, trans } = props;
+  const { api, path, config, trans, rerun } = props;
   const features = featuresOf(config);
   const [name, setName] = React.useState(() =>
-    defaultJobName(path, new Date())
+    rerun
+      ? rerunName(rerun.name, props.takenNames ?? [])
+      : defaultJobName(path, new Date())
   );
   const { list: flavorList, retry: retryFlavors } = useFlavorList(api);
-  // The user's pick; until they pick, the server's default flavor is selected.
-  const [pickedId, setPickedId] = React.useState<string | null>(null);
+  // The user's pick; until they pick, the server's default flavor is selected (a
+  // rerun's, the earlier job's flavor while it is offered).
+  const [pickedId, setPickedId] = React.useState<string | null>(
+    rerun?.flavor ?? null
+  );
   // The deadline as typed; null until edited, which means the flavor's default.
-  const [deadlineText, setDeadlineText] = React.useState<string | null>(null);
+  const [deadlineText, setDeadlineText] = React.useState<string | null>(
+    rerun?.deadline_seconds
+      ? String(Math.ceil(rerun.deadline_seconds / 60))
+      : null
+  );
   const [parameters, setParameters] = React.useState<
     INotebookParameter[] | null
   >(features.parameters ? null : []);
@@ -238,7 +264,10 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
     null
   );
   const [texts, setTexts] = React.useState<{ [name: string]: string }>({});
-  const [html, setHtml] = React.useState(features.html_output);
+  const [html, setHtml] = React.useState(
+    features.html_output &&
+      (rerun ? rerun.output_formats.includes('html') : true)
+  );
   const [notifyEmail, setNotifyEmail] = React.useState(false);
   // "Repeat on a schedule": the form makes a schedule instead of a one-off job.
   const schedule = useScheduleRepeat();
@@ -271,8 +300,10 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
     }
     // Aborted when the dialog closes: an answer that comes later is dropped.
     const abandoned = new AbortController();
+    // A rerun's parameters are those of the snapshot its job ran, with its values.
     retryTransient(
-      () => api.getParameters(path),
+      () =>
+        rerun ? api.getJobParameters(rerun.job_id) : api.getParameters(path),
       undefined,
       abandoned.signal
     ).then(
@@ -284,7 +315,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
         for (const parameter of list) {
           initial[parameter.name] = editableText(parameter);
         }
-        setTexts(initial);
+        setTexts(rerun ? rerunTexts(list, rerun.parameters) : initial);
         setParameters(list);
       },
       reason => {
@@ -372,15 +403,23 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       );
       return null;
     }
+    // A rerun keeps the values its job passed to names the snapshot does not declare.
+    const kept: { [name: string]: JsonValue } = {};
+    for (const [key, value] of Object.entries(rerun?.parameters ?? {})) {
+      if (!parameters.some(parameter => parameter.name === key)) {
+        kept[key] = value;
+      }
+    }
     const jobRequest = createRequest({
       inputPath: path,
       name,
       flavor: flavor.id,
-      parameters: changed.values,
+      parameters: { ...kept, ...changed.values },
       deadlineMinutes: features.deadline ? Number(deadline) : null,
       html: features.html_output && html,
       idempotencyToken: props.idempotencyToken,
-      notifyEmail: features.notify_email && notifyEmail
+      notifyEmail: features.notify_email && notifyEmail,
+      rerunOf: rerun ?? null
     });
     let scheduled = null;
     if (repeat) {
@@ -432,8 +471,14 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
 
   return (
     <div className="jp-JupyterToJob-form" data-testid="run-as-job-form">
-      <p className="jp-JupyterToJob-formNote">
-        {trans.__('The job runs %1 as saved, apart from this server.', path)}
+      <p className="jp-JupyterToJob-formNote" data-testid="run-as-job-note">
+        {rerun
+          ? trans.__(
+              'The job runs %1 as “%2” ran it, apart from this server: changes made to the file since then are not in it.',
+              path,
+              rerun.name
+            )
+          : trans.__('The job runs %1 as saved, apart from this server.', path)}
       </p>
 
       <Field label={trans.__('Job name')}>
@@ -532,11 +577,13 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
         </label>
       )}
 
-      <RepeatOnSchedule
-        state={schedule}
-        onRepeatChange={props.onRepeatChange}
-        trans={trans}
-      />
+      {!rerun && (
+        <RepeatOnSchedule
+          state={schedule}
+          onRepeatChange={props.onRepeatChange}
+          trans={trans}
+        />
+      )}
 
       {submitting && (
         <p className="jp-JupyterToJob-hint" data-testid="run-as-job-submitting">

@@ -36,6 +36,22 @@ export function defaultJobName(path: string, now: Date): string {
 }
 
 /**
+ * A name for a rerun of `name` that none of `taken` has: "run1 (2)", then the next free
+ * number ("run1 (2)" reruns as "run1 (3)", not "run1 (2) (2)").
+ */
+export function rerunName(name: string, taken: Iterable<string>): string {
+  const names = new Set(taken);
+  const base = name.replace(/ \(\d+\)$/, '') || name;
+  for (let number = 2; ; number++) {
+    const suffix = ` (${number})`;
+    const candidate = base.slice(0, MAX_NAME_LENGTH - suffix.length) + suffix;
+    if (!names.has(candidate)) {
+      return candidate;
+    }
+  }
+}
+
+/**
  * What the dialog collected.
  */
 export interface IJobForm {
@@ -49,7 +65,13 @@ export interface IJobForm {
   /**
    * Mail the owner when the job ends (the job's own setting); false: the owner's default.
    */
-  notifyEmail?: boolean;
+  notifyEmail?: boolean; /**
+   * The job this form runs again (its notebook snapshot, its limits and kernel).
+   */
+  rerunOf?: Pick<
+    IDescribeJob,
+    'job_id' | 'cell_timeout_seconds' | 'kernel_name'
+  > | null;
 }
 
 /**
@@ -66,29 +88,14 @@ export function createRequest(form: IJobForm): ICreateJob {
       form.deadlineMinutes === null ? null : form.deadlineMinutes * 60,
     output_formats: formats,
     idempotency_token: form.idempotencyToken,
-    ...(form.notifyEmail ? { notify: { email: true } } : {})
-  };
-}
-
-/**
- * A request that runs `job` again: same notebook, flavor, parameters and limits,
- * under a new idempotency token (so it is a new job, started once).
- */
-export function rerunRequest(
-  job: IDescribeJob,
-  idempotencyToken: string
-): ICreateJob {
-  return {
-    input_path: job.input_path,
-    name: job.name,
-    flavor: job.flavor,
-    parameters: { ...job.parameters },
-    deadline_seconds: job.deadline_seconds,
-    cell_timeout_seconds: job.cell_timeout_seconds,
-    output_formats: [...job.output_formats],
-    kernel_name: job.kernel_name,
-    idempotency_token: idempotencyToken,
-    rerun_of: job.job_id
+    ...(form.notifyEmail ? { notify: { email: true } } : {}),
+    ...(form.rerunOf
+      ? {
+          rerun_of: form.rerunOf.job_id,
+          cell_timeout_seconds: form.rerunOf.cell_timeout_seconds,
+          kernel_name: form.rerunOf.kernel_name
+        }
+      : {})
   };
 }
 

@@ -366,3 +366,14 @@ def test_an_instructor_rerunning_a_students_job_is_told_whose_job_it_is(job_hub,
     job = again.json()["job"]
     assert job["job_id"] != bobs_job and job["owner"] == "bob"
     assert job["own"] and job["can_rerun"] and job["can_stop"]
+    assert job["rerun_of"] == bobs_job
+    # and a rerun sent without a notebook runs the snapshot his job ran (the hub's jobs
+    # page and a rerun whose notebook file has gone)
+    snapshot = job_hub.as_("bob").request("GET", f"jobs/{bobs_job}/input")
+    assert snapshot.status_code == 200 and snapshot.json()["cells"], snapshot.text
+    bare = {key: value for key, value in rerun.items() if key != "notebook"}
+    from_snapshot = job_hub.as_("bob").request("POST", "jobs", json=bare)
+    assert from_snapshot.status_code == 201, from_snapshot.text
+    assert from_snapshot.json()["job"]["rerun_of"] == bobs_job
+    # while alice can read neither the snapshot nor rerun it without one
+    assert job_hub.as_("alice").request("GET", f"jobs/{bobs_job}/input").status_code == 403

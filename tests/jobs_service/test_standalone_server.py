@@ -112,6 +112,45 @@ def test_a_notebook_runs_as_a_job_in_the_server_and_its_output_is_saved(server):
     assert server.jobs_api("GET", f"jobs/{job_id}").status_code == 404
 
 
+def test_a_rerun_runs_the_jobs_own_notebook_with_new_parameters(server):
+    # Given a job that ran train.ipynb as it was then
+    server.put_notebook("rerun.ipynb", TRAIN)
+    first = server.jobs_api("POST", "jobs", json={"input_path": "rerun.ipynb", "name": "run1"})
+    assert first.status_code == 201, first.text
+    first_id = first.json()["job_id"]
+    assert server.wait_final(first_id)["status"] == "COMPLETED"
+    # and a notebook file changed since (its parameters cell and its cells)
+    server.put_notebook("rerun.ipynb", notebook_json(("size = 1", ["parameters"]), "print(size)"))
+    # When the Rerun dialog asks for the parameters of that job's notebook
+    found = server.jobs_api("GET", "parameters", params={"job_id": first_id}).json()
+    # Then it gets those of the snapshot the job ran, not of the file as it is now
+    assert [(p["name"], p["default"]) for p in found["parameters"]] == [
+        ("learning_rate", "0.1"),
+        ("epochs", "2"),
+    ]
+    assert found["path"] == "rerun.ipynb"
+    # And the rerun with a new parameter, under a name of its own, runs that snapshot
+    again = server.jobs_api(
+        "POST",
+        "jobs",
+        json={
+            "input_path": "rerun.ipynb",
+            "name": "run1 (2)",
+            "parameters": {"learning_rate": 0.5},
+            "rerun_of": first_id,
+        },
+    )
+    assert again.status_code == 201, again.text
+    rerun = again.json()["job"]
+    assert (rerun["name"], rerun["rerun_of"]) == ("run1 (2)", first_id)
+    assert server.wait_final(rerun["job_id"])["status"] == "COMPLETED"
+    log = server.jobs_api("GET", f"jobs/{rerun['job_id']}/logs").json()["data"]
+    assert "cell one 0.5" in log and "cell three" in log
+    # The snapshot itself can be read back, as the hub's jobs page shows it
+    snapshot = server.jobs_api("GET", f"jobs/{first_id}/input").json()
+    assert "learning_rate = 0.1" in "".join(snapshot["cells"][0]["source"])
+
+
 def test_bad_requests_get_a_clear_4xx(server):
     server.put_notebook("ok.ipynb", notebook_json("1 + 1"))
     server.put_notebook("big.ipynb", notebook_json("x = '" + "a" * MAX_NOTEBOOK_BYTES + "'"))

@@ -31,7 +31,8 @@ const NO_ACTIONS: IJobActions = {
  * The panel over a job API that lists `jobs`, with the first one selected.
  */
 async function renderPanel(
-  jobs: IDescribeJob[]
+  jobs: IDescribeJob[],
+  actions: IJobActions = NO_ACTIONS
 ): Promise<{ node: HTMLElement; widget: Widget; model: JobsModel }> {
   const api = {
     listRecentJobs: async () => ({
@@ -48,7 +49,7 @@ async function renderPanel(
     <JobsView
       model={model}
       features={DEFAULT_FEATURES}
-      actions={NO_ACTIONS}
+      actions={actions}
       trans={nullTranslator.load('jupyter_to_job')}
     />
   );
@@ -126,6 +127,61 @@ describe('JobsView: only the actions the viewer may take', () => {
     expect(byTestId(node, 'job-not-yours')).toHaveLength(0);
     expect(byTestId(node, 'job-action-delete')).toHaveLength(1);
     expect(byTestId(node, 'job-action-rerun')).toHaveLength(1);
+  });
+});
+
+describe('JobsView: a job and its reruns link each other', () => {
+  it('shows a rerun its original and the original its reruns, and a click shows that job', async () => {
+    // Given "loop run1" and two reruns of it, one under a name typed by its owner
+    const original = makeJob({
+      job_id: 'run-1',
+      name: 'loop run1',
+      create_time: '2024-05-06T10:00:00Z'
+    });
+    const second = makeJob({
+      job_id: 'run-2',
+      name: 'loop run1 (2)',
+      rerun_of: 'run-1',
+      create_time: '2024-05-06T10:05:00Z'
+    });
+    const third = makeJob({
+      job_id: 'run-3',
+      name: 'seed 2',
+      rerun_of: 'run-1',
+      create_time: '2024-05-06T10:09:00Z'
+    });
+    const shown: string[] = [];
+    const { node, widget, model } = await renderPanel(
+      [original, third, second],
+      { ...NO_ACTIONS, showJob: jobId => shown.push(jobId) }
+    );
+
+    // Then the original's detail lists its reruns, oldest first, and none as its original
+    expect(byTestId(node, 'job-rerun').map(link => link.textContent)).toEqual([
+      'loop run1 (2)',
+      'seed 2'
+    ]);
+    expect(byTestId(node, 'job-rerun-of')).toHaveLength(0);
+    // When the person clicks the second rerun
+    act(() => (byTestId(node, 'job-rerun')[1] as HTMLElement).click());
+    expect(shown).toEqual(['run-3']);
+
+    // And a rerun's detail names the job it reruns, as a link
+    act(() => widget.dispose());
+    model.dispose();
+
+    // And a rerun's detail names the job it reruns, as a link
+    const rerun = await renderPanel([second, original, third], {
+      ...NO_ACTIONS,
+      showJob: jobId => shown.push(jobId)
+    });
+    const back = byTestId(rerun.node, 'job-rerun-of');
+    expect(back.map(link => link.textContent)).toEqual(['loop run1']);
+    expect(byTestId(rerun.node, 'job-rerun')).toHaveLength(0);
+    act(() => (back[0] as HTMLElement).click());
+    expect(shown).toEqual(['run-3', 'run-1']);
+    act(() => rerun.widget.dispose());
+    rerun.model.dispose();
   });
 });
 

@@ -59,6 +59,13 @@ class SlowServer {
     return this._wait(this.parameterRequests);
   }
 
+  readonly jobParameterRequests: string[] = [];
+
+  getJobParameters(jobId: string): Promise<INotebookParameter[]> {
+    this.jobParameterRequests.push(jobId);
+    return this._wait(this.parameterRequests);
+  }
+
   createJob(request: ICreateJob): Promise<IDescribeJob> {
     const answer = new PromiseDelegate<IDescribeJob>();
     this.createRequests.push({ request, answer });
@@ -174,11 +181,14 @@ class OpenDialog {
 
 async function openDialog(
   server: SlowServer,
-  features = DEFAULT_FEATURES
+  features = DEFAULT_FEATURES,
+  rerun: { job: IDescribeJob; takenNames: string[] } | null = null
 ): Promise<OpenDialog> {
   const dialog = new RunAsJobDialog({
     api: server.api,
-    path: 'course/train.ipynb',
+    path: rerun?.job.input_path ?? 'course/train.ipynb',
+    rerun: rerun?.job ?? null,
+    takenNames: rerun?.takenNames ?? [],
     config: {
       mode: 'standalone',
       version: '0.1.0',
@@ -755,6 +765,91 @@ describe('Repeat on a schedule, in the Run as Job dialog', () => {
     expect(every.getAttribute('aria-invalid')).toBe('true');
     expect(cron.classList.contains('jp-mod-error')).toBe(false);
     expect(cron.getAttribute('aria-invalid')).toBeNull();
+  });
+});
+
+describe('Rerun: the Run as Job dialog filled from an earlier job', () => {
+  const RUN = {
+    ...REPEAT,
+    name: 'run',
+    inferred_type_name: 'str',
+    default: "'a'"
+  };
+
+  it('starts from the job’s snapshot, flavor, deadline and values, under the next free name, and sends the changed values', async () => {
+    // Given a finished job "loop run1" on the CPU flavor with run='run1', and a rerun of it
+    const job = makeJob({
+      job_id: 'job-1',
+      name: 'loop run1',
+      input_path: 'course/loop.ipynb',
+      flavor: 'cpu',
+      deadline_seconds: 1200,
+      output_formats: ['ipynb'],
+      cell_timeout_seconds: 60,
+      kernel_name: 'python3',
+      parameters: { run: 'run1', seed: 7 }
+    });
+    const server = new SlowServer();
+    // When its owner presses Rerun (a "loop run1 (2)" exists already)
+    const open = await openDialog(server, DEFAULT_FEATURES, {
+      job,
+      takenNames: ['loop run1', 'loop run1 (2)']
+    });
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([RUN, REPEAT]));
+
+    // Then the dialog reads the parameters of the job's own snapshot, not the file's
+    expect(server.jobParameterRequests).toEqual(['job-1']);
+    expect(open.node.querySelector('.jp-Dialog-header')?.textContent).toContain(
+      'Run “loop run1” again'
+    );
+    expect(open.text('run-as-job-note')).toContain(
+      'course/loop.ipynb as “loop run1” ran it'
+    );
+    // with the next free name, the job's flavor (not the default) and deadline
+    const name = open.node.querySelector<HTMLInputElement>(
+      'input[name="job-name"]'
+    )!;
+    expect(name.value).toBe('loop run1 (3)');
+    expect(open.checkedFlavor).toBe('cpu');
+    expect(
+      open.node.querySelector<HTMLInputElement>(
+        '[data-testid="deadline-input"]'
+      )!.value
+    ).toBe('20');
+    // the job's values in the boxes, and no HTML copy since the job kept none
+    const box = (parameter: string) =>
+      open.node.querySelector<HTMLInputElement>(
+        `[data-testid="parameter-input"][data-parameter="${parameter}"]`
+      )!.value;
+    expect([box('run'), box('repeat')]).toEqual(['run1', '3']);
+    expect(
+      open.node.querySelector<HTMLInputElement>(
+        '[data-testid="html-output-checkbox"]'
+      )!.checked
+    ).toBe(false);
+    // and no "Repeat on a schedule": a rerun is one job
+    expect(open.byTestId('schedule-repeat-checkbox')).toBeNull();
+
+    // When the person changes a parameter and submits
+    await open.typeParameter('run', 'run2');
+    await open.clickSubmit();
+
+    // Then the new job reruns the old one's snapshot with the new value, its other
+    // values, limits and kernel, under its own name
+    expect(server.createRequests).toHaveLength(1);
+    const sent = server.createRequests[0].request;
+    expect(sent).toMatchObject({
+      input_path: 'course/loop.ipynb',
+      name: 'loop run1 (3)',
+      flavor: 'cpu',
+      parameters: { run: 'run2', seed: 7 },
+      deadline_seconds: 1200,
+      output_formats: ['ipynb'],
+      rerun_of: 'job-1',
+      cell_timeout_seconds: 60,
+      kernel_name: 'python3'
+    });
   });
 });
 

@@ -4,7 +4,7 @@ import {
   executedNotebookPath,
   hasOutput,
   notebookStem,
-  rerunRequest
+  rerunName
 } from '../submission';
 import { makeJob } from './jobs.fixture';
 
@@ -65,23 +65,44 @@ describe('createRequest, from the dialog to the API', () => {
   });
 });
 
-describe('rerunRequest', () => {
-  it('runs the same notebook, flavor, parameters and limits under a new token', () => {
-    const job = makeJob({
-      parameters: { lr: 0.1, layers: [64, 128] },
-      cell_timeout_seconds: 600
-    });
-    expect(rerunRequest(job, 'token-2')).toEqual({
-      input_path: 'project/train.ipynb',
-      name: 'train',
+describe('rerunName, the name a rerun starts with', () => {
+  it('is the name with the next free number', () => {
+    expect(rerunName('run1', ['run1'])).toBe('run1 (2)');
+    expect(rerunName('run1', ['run1', 'run1 (2)', 'run1 (3)'])).toBe(
+      'run1 (4)'
+    );
+  });
+
+  it('counts on from a rerun’s own number instead of adding another', () => {
+    expect(rerunName('run1 (2)', ['run1', 'run1 (2)'])).toBe('run1 (3)');
+  });
+
+  it('stays within the longest name a job may have', () => {
+    const long = 'x'.repeat(100);
+    const name = rerunName(long, [long]);
+    expect(name).toHaveLength(100);
+    expect(name.endsWith(' (2)')).toBe(true);
+  });
+});
+
+describe('createRequest for a rerun', () => {
+  it('names the job it reruns, and keeps its cell timeout and kernel', () => {
+    const request = createRequest({
+      inputPath: 'project/train.ipynb',
+      name: 'train (2)',
       flavor: 'quarter-4090',
-      parameters: { lr: 0.1, layers: [64, 128] },
-      deadline_seconds: 1800,
+      parameters: { lr: 0.5 },
+      deadlineMinutes: 30,
+      html: true,
+      idempotencyToken: 'token-2',
+      rerunOf: makeJob({ cell_timeout_seconds: 600 })
+    });
+    expect(request).toMatchObject({
+      name: 'train (2)',
+      parameters: { lr: 0.5 },
       cell_timeout_seconds: 600,
-      output_formats: ['ipynb', 'html'],
       kernel_name: 'python3',
-      idempotency_token: 'token-2',
-      // so that a job that is not the viewer's is refused as such, not as a missing file
+      // so that a job that is not the viewer's is refused as such
       rerun_of: '3f2a1b4c-0000-4000-8000-000000000001'
     });
   });
