@@ -16,6 +16,9 @@ import signal
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
+from markupsafe import Markup
+
+from .local_times import time_element
 from .policy import Allocation, Catalog
 from .policy.course_overrides import course_overrides
 from .policy.schedule import parse_timezone
@@ -44,6 +47,15 @@ class RunningServer:
             return ""
         local = self.stops_at.astimezone(self.zone)
         return f"{local:%H:%M} {local.tzname() or self.zone}"
+
+    @property
+    def stops_html(self) -> Markup:
+        """The stop time as a ``<time>`` the page tells again in its reader's zone."""
+        if self.stops_at is None:
+            return Markup("")
+        return time_element(
+            self.stops_at, f"{self.stops_at.astimezone(self.zone):%H:%M}", self.zone
+        )
 
     @property
     def stops_iso(self) -> str:

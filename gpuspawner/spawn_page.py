@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
+from .local_times import time_element, told_html
 from .policy.catalog import ExperimentalZone, SoftwareEnvironment
 from .policy.course_overrides import course_overrides
 from .policy.entitlements import Entitlement, ProfileKind
@@ -78,10 +80,11 @@ class ProfileCard:
     budget: str = ""
     """The GPU-hours left: "4.5 of your 6 GPU-hours left this week (renews ...)"."""
     budget_exhausted: bool = False
-    zone: str = ""
-    """The time zone the card's times are in: "CET (Europe/Zurich)"; empty without times."""
-    stops: str = ""
-    """When a server started now is stopped (class end plus grace), as a clock time."""
+    status_html: Markup = Markup("")
+    """``status`` with its moments as ``<time>`` elements, which the page tells again in
+    the reader's zone: "Open until <time ...>12:00 CET</time>"."""
+    stops: Markup = Markup("")
+    """When a server started now is stopped (class end plus grace): a ``<time>``."""
     course_notice: str = ""
     """The notice the course's instructors posted on the course page, if any."""
     environments: tuple[EnvironmentOption, ...] = ()
@@ -145,7 +148,7 @@ class ProfileCard:
             storage=", ".join(m.describe(local=local) for m in parse_mounts(profile.storage)),
             budget=budget,
             budget_exhausted=budget_exhausted,
-            zone=_zone_of(entitlement),
+            status_html=_status_html(entitlement),
             stops=_stop_time(entitlement),
             course_notice=_course_notice(entitlement),
             environments=tuple(EnvironmentOption.build(e, matching) for e in profile.environments),
@@ -170,28 +173,24 @@ def _wipe_note(
     )
 
 
-def _zone_of(entitlement: Entitlement) -> str:
-    """The zone of a course card's times, by its abbreviation then its name: "CET
-    (Europe/Zurich)". Only course cards show clock times."""
+def _status_html(entitlement: Entitlement) -> Markup:
+    """The card's status with its moments as ``<time>`` elements in the course's zone."""
     course = entitlement.profile.course
-    if course is None:
-        return ""
-    zone = course.course_schedule.timezone
-    name = str(zone)
-    moment = entitlement.session_end or entitlement.class_end or entitlement.opens_at
-    abbreviation = moment.astimezone(zone).tzname() if moment else None
-    if not abbreviation or abbreviation == name:
-        return name
-    return f"{abbreviation} ({name})"
+    told = entitlement.status_told
+    if course is None or told is None:
+        return escape(entitlement.status)
+    return told_html(told, course.course_schedule.timezone)
 
 
-def _stop_time(entitlement: Entitlement) -> str:
-    """The clock time a server started now stops, for a card that can be started now."""
+def _stop_time(entitlement: Entitlement) -> Markup:
+    """The time a server started now stops, for a card that can be started now: its
+    clock time in the course's zone, as a ``<time>``."""
     course = entitlement.profile.course
     end = entitlement.session_end
     if course is None or end is None or not entitlement.available:
-        return ""
-    return f"{end.astimezone(course.course_schedule.timezone):%H:%M}"
+        return Markup("")
+    zone = course.course_schedule.timezone
+    return time_element(end, f"{end.astimezone(zone):%H:%M}", zone)
 
 
 def _course_notice(entitlement: Entitlement) -> str:

@@ -27,7 +27,7 @@ from .catalog import (
 )
 from .schedule import Phase
 from .share import GPUShare
-from .wording import when
+from .wording import Told, tell
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,9 @@ class Entitlement:
     class_end: datetime | None = None
     session_end: datetime | None = None
     """When a server started now is reclaimed (class end plus grace); None: never."""
+    status_told: Told | None = None
+    """``status`` with the moments it tells, for a page that tells them in its reader's
+    zone; None when it tells no moment (or only days)."""
 
 
 def _profile(kind: ProfileKind, section: ProfileSection, **own: Any) -> Profile:
@@ -154,46 +157,49 @@ def _course_entitlement(
     in_term = schedule.in_term(today)
     upcoming = status.next_session
     if role in (Role.INSTRUCTOR, Role.ADMIN) and course.instructors_anytime and in_term:
-        note = "Instructor access during the term"
+        told = tell("Instructor access during the term", now, zone)
         if status.phase.accepts_new_servers and status.session:
-            note += f"; class until {when(status.session.end, now, zone)}"
+            told = tell(told.pattern + "; class until {0}", now, zone, status.session.end)
         elif upcoming:
-            note += f"; students from {when(upcoming.opens_at, now, zone)}"
-        return Entitlement(profile, True, note, role, status.phase)
+            told = tell(told.pattern + "; students from {0}", now, zone, upcoming.opens_at)
+        return Entitlement(profile, True, told.text, role, status.phase, status_told=told)
     session = status.session
     if status.phase.accepts_new_servers and session is not None:
         if status.phase is Phase.OPENING:
-            text = (
-                f"Open now for the {when(session.start, now, zone)} class "
-                f"until {when(session.end, now, zone)}"
+            told = tell(
+                "Open now for the {0} class until {1}", now, zone, session.start, session.end
             )
         else:
-            text = f"Open until {when(session.end, now, zone)}"
+            told = tell("Open until {0}", now, zone, session.end)
         return Entitlement(
             profile,
             True,
-            text,
+            told.text,
             role,
             status.phase,
             class_start=session.start,
             class_end=session.end,
             session_end=session.reclaim_at,
+            status_told=told,
         )
     if upcoming is None:
         if today < schedule.first_day:
             text = f"The term starts on {schedule.first_day:%a %d %b %Y}"
         elif status.phase is Phase.GRACE and session is not None:
-            text = f"Class ended at {when(session.end, now, zone)}; this was the last class"
+            told = tell("Class ended at {0}; this was the last class", now, zone, session.end)
+            return Entitlement(profile, False, told.text, role, status.phase, status_told=told)
         else:
             text = f"The term ended on {schedule.last_day:%a %d %b %Y}; no more classes"
         return Entitlement(profile, False, text, role, status.phase)
-    opens = when(upcoming.opens_at, now, zone)
     if status.phase is Phase.GRACE and session is not None:
-        text = f"Class ended at {when(session.end, now, zone)}; opens again {opens}"
+        told = tell(
+            "Class ended at {0}; opens again {1}", now, zone, session.end, upcoming.opens_at
+        )
     elif today < schedule.first_day:
-        text = f"Opens {opens}, the first class of the term"
+        told = tell("Opens {0}, the first class of the term", now, zone, upcoming.opens_at)
     else:
-        text = f"Opens {opens}"
+        told = tell("Opens {0}", now, zone, upcoming.opens_at)
+    text = told.text
     return Entitlement(
         profile,
         False,
@@ -203,6 +209,7 @@ def _course_entitlement(
         opens_at=upcoming.opens_at,
         class_start=upcoming.start,
         class_end=upcoming.end,
+        status_told=told,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
 
@@ -18,6 +19,28 @@ def when(moment: datetime, now: datetime, zone: tzinfo) -> str:
     if 1 < days < 7:
         return f"{local:%a} {clock}"
     return f"{local:%a} {local.day} {local:%b} {clock}"
+
+
+@dataclass(frozen=True)
+class Told:
+    """A sentence that tells moments: ``pattern`` ("Open until {0}") with a ``{i}`` for
+    each of ``moments``, and ``text``, the sentence with each moment as :func:`when`
+    writes it in the zone it was told in. A page can show ``text``, or tell each moment
+    again in its reader's own zone."""
+
+    pattern: str
+    moments: tuple[datetime, ...]
+    words: tuple[str, ...]
+    """Each moment as :func:`when` wrote it."""
+
+    @property
+    def text(self) -> str:
+        return self.pattern.format(*self.words)
+
+
+def tell(pattern: str, now: datetime, zone: tzinfo, *moments: datetime) -> Told:
+    """``pattern`` with each ``{i}`` told as ``when(moments[i], now, zone)``."""
+    return Told(pattern, moments, tuple(when(m, now, zone) for m in moments))
 
 
 def duration(span: timedelta) -> str:

@@ -1,6 +1,7 @@
 """The spawn page a student meets: the class that is open comes first and is chosen,
-times name their zone, the stop time is on the card, and a person without a course is
-told why they see only CPU profiles."""
+times name their zone and carry the moment for the browser to tell in its own zone, the
+stop time is on the card, and a person without a course is told why they see only CPU
+profiles."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def checked(page: str) -> str | None:
     return match.group(1) if match else None
 
 
+def times(page: str) -> list[tuple[str, str]]:
+    """Each moment the page shows: its ``datetime`` and its text before scripts run."""
+    return re.findall(r'<time datetime="([^"]+)" data-local-time>([^<]*)</time>', page)
+
+
 def card_ids(page: str) -> list[str]:
     return re.findall(r'data-profile="([^"]+)"', page)
 
@@ -61,9 +67,15 @@ def test_in_class_the_students_course_comes_first_and_is_chosen_with_its_stop_ti
     # Then her course is the first card and is chosen, not the default CPU profile
     assert card_ids(page) == ["ml101", "cpu"]
     assert checked(page) == "ml101"
-    # And its card says when a server started now stops, in a named zone
-    text = cards(page)["ml101"]["text"]
-    assert "A server started now stops at 12:10 CET (Europe/Zurich)." in text
+    # And its card says until when it is open and when a server started now stops, each
+    # in a named zone, as a moment the browser tells again in its reader's zone
+    text = " ".join(cards(page)["ml101"]["text"].split())
+    assert "Open until 12:00 CET" in text
+    assert re.search(r"A server started now stops at <time [^>]*>12:10 CET</time>\.", page)
+    assert times(page) == [
+        ("2026-11-18T11:00:00+00:00", "12:00 CET"),
+        ("2026-11-18T11:10:00+00:00", "12:10 CET"),
+    ]
 
 
 def test_outside_class_the_default_is_chosen_and_the_opening_time_names_its_zone(tmp_path):
@@ -76,9 +88,10 @@ def test_outside_class_the_default_is_chosen_and_the_opening_time_names_its_zone
     # Then CPU only, which she can start, comes first and is chosen
     assert card_ids(page) == ["cpu", "ml101"]
     assert checked(page) == "cpu"
-    # And the closed course's times are said to be Zurich time, with no stop time
-    text = cards(page)["ml101"]["text"]
-    assert "Times are CET (Europe/Zurich) time." in text
+    # And the closed course's opening names its zone, with no stop time
+    text = " ".join(cards(page)["ml101"]["text"].split())
+    assert "Opens Mon 10:05 CET" in text
+    assert times(page) == [("2026-11-23T09:05:00+00:00", "Mon 10:05 CET")]
     assert "stops at" not in text
 
 
