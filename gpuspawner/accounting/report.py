@@ -8,7 +8,9 @@ be checked against the allocations to the last digit.
 
 By ``group``, an interval counts for each group its owner was in when it started (so the
 lines may add up to more than the total); by the other keys the lines add up to the total,
-an interval without a course or allocation going to the line with an empty name.
+an interval without a course or allocation going to the line with an empty name. By
+``course``, research use goes to a line of its own allocation ("research allocation
+vision"), not to that empty name.
 
 Each line also says how much of what was held was used, where the course-sessions service
 read it (:class:`~.intervals.IntervalUse`): the hours observed, the GPU-hours of work done
@@ -155,7 +157,9 @@ def _names(interval: UsageInterval, by: str) -> Sequence[str]:
     if by == "user":
         return (interval.owner,)
     if by == "course":
-        return (interval.course or "",)
+        if interval.course:
+            return (interval.course,)
+        return (f"research allocation {interval.allocation}" if interval.allocation else "",)
     if by == "allocation":
         return (interval.allocation or "",)
     if by == "profile":

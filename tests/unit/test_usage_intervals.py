@@ -120,10 +120,12 @@ def test_a_report_by_course_adds_up_to_the_total_and_splits_servers_from_jobs():
         intervals, begin=T0, finish=T0 + timedelta(days=1), now=T0 + timedelta(days=2), by="course"
     )
 
-    # Then ml101 has 1 server GPU-hour and 1/2 job GPU-hour; the rest has no course
+    # Then ml101 has 1 server GPU-hour and 1/2 job GPU-hour; the research job is listed
+    # under its allocation, not under an empty course name
     lines = {line.name: line for line in report.lines}
     assert lines["ml101"].server_gpu_hours == 1 and lines["ml101"].job_gpu_hours == Fraction(1, 2)
-    assert lines[""].gpu_hours == 6
+    assert lines["research allocation vision"].gpu_hours == 6
+    assert "" not in lines
     assert report.total.gpu_hours == sum(line.gpu_hours for line in report.lines)
     assert report.to_csv().splitlines()[1].startswith("ml101,")
 
