@@ -65,7 +65,13 @@ def _day(text: str) -> date:
 
 
 class UsageCommandError(Exception):
-    """A problem with the command's arguments, as a sentence."""
+    """A problem with the command's arguments, as a sentence (``str()``: in the command's
+    words, ``--from DATE``), and ``web``: the same in the usage API's words (``from=DATE``),
+    for a browser or a script that never typed the command."""
+
+    def __init__(self, command: str, web: str | None = None):
+        super().__init__(command)
+        self.web = web or command
 
 
 def catalog_terms(catalog: Catalog) -> list[NamedRange]:
@@ -109,15 +115,27 @@ def build_report(
     zone: tzinfo = ZoneInfo(catalog.settings.timezone) if catalog else UTC
     if term is not None:
         if first_day or last_day:
-            raise UsageCommandError("Give either --term or --from/--to, not both.")
+            raise UsageCommandError(
+                "Give either --term or --from/--to, not both.",
+                "Give either term=NAME or from=DATE&to=DATE in the address, not both.",
+            )
         if catalog is None:
             raise UsageCommandError("--term needs the catalog that names the terms: --catalog.")
         begin, finish = term_range(catalog, term)
     else:
         if first_day is None or last_day is None:
-            raise UsageCommandError("Give the range as --from DATE --to DATE, or --term NAME.")
+            raise UsageCommandError(
+                "Give the range as --from DATE --to DATE, or --term NAME.",
+                "Say which days the report covers: add from=DATE&to=DATE to the address "
+                "(dates such as 2026-09-14, both days included), or term=NAME for a term "
+                "of the catalog or a course's term.",
+            )
         if first_day > last_day:
-            raise UsageCommandError(f"--from {first_day} comes after --to {last_day}.")
+            raise UsageCommandError(
+                f"--from {first_day} comes after --to {last_day}.",
+                f"The report's first day ({first_day}) comes after its last day "
+                f"({last_day}); swap from= and to= in the address.",
+            )
         begin, finish = days_range(first_day, last_day, zone)
     if by == "term" and catalog is None:
         raise UsageCommandError("--by term needs the catalog that names the terms: --catalog.")

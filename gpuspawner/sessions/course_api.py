@@ -247,7 +247,9 @@ class UsageHandler(CourseHandler):
                 course=course,
                 courses=courses,
             )
-        except (UsageCommandError, ValueError) as error:
+        except UsageCommandError as error:
+            raise Refused(400, error.web, "bad-request") from None
+        except ValueError as error:
             raise Refused(400, str(error), "bad-request") from None
         if self.get_argument("format", "json") == "csv":
             self.set_header("Content-Type", "text/csv; charset=utf-8")

@@ -91,9 +91,9 @@ async def test_an_admin_reads_every_course_and_an_instructor_only_theirs(usage_a
         row["course"]: Fraction(row["gpu_hours_exact"]) for row in json.loads(answer.body)["rows"]
     }
 
-    # Then every course is there, and the research server without a course too
+    # Then every course is there, and the research server under its allocation's name
     assert answer.code == 200
-    assert rows == {"cs101": 1, "cs102": 1, "": 1}
+    assert rows == {"cs101": 1, "cs102": 1, "research allocation vision": 1}
 
     # When CS101's instructor asks by user
     answer = await usage_api("prof-token", f"{week}&by=user")
@@ -131,3 +131,17 @@ async def test_who_may_not_read_a_report_is_told_why(usage_api, token, query, st
     body = json.loads(answer.body)
     assert (answer.code, body["reason"]) == (status, reason)
     assert body["message"].endswith(".")
+    assert "--" not in body["message"]
+
+
+async def test_a_report_without_its_days_says_what_to_add_to_the_address(usage_api):
+    # When an admin opens the report without saying which days
+    answer = await usage_api("root-token", "to=2026-10-11")
+
+    # Then the refusal speaks of the address, not of the command's options
+    assert answer.code == 400
+    assert json.loads(answer.body)["message"] == (
+        "Say which days the report covers: add from=DATE&to=DATE to the address (dates "
+        "such as 2026-09-14, both days included), or term=NAME for a term of the catalog "
+        "or a course's term."
+    )
