@@ -231,6 +231,21 @@ class ControlPlane:
         context.load_cert_chain(str(identity.cert), str(identity.key))
         return context
 
+    def wait_established(self, crds: list[str], timeout: float, what: str) -> None:
+        """Until each CRD is Established, reading it (``kubectl wait
+        --for=condition=Established`` fails at once on a CRD whose status has no conditions
+        yet, as on a loaded machine right after it is made, instead of waiting)."""
+        deadline = time.monotonic() + timeout
+        context = self.ssl_context()
+        for name in crds:
+            url = f"{self.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+            while not _established(url, context):
+                if time.monotonic() > deadline:
+                    raise ControlPlaneUnavailable(
+                        f"{what}'s CRD {name} was not established in {timeout:.0f} s."
+                    )
+                time.sleep(0.2)
+
     # -- life ----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -478,3 +493,12 @@ def audited_requests(log: Path, user: str) -> list[AuditedRequest]:
             )
         )
     return found
+
+
+def _established(url: str, context: ssl.SSLContext) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as answer:
+            conditions = (json.load(answer).get("status") or {}).get("conditions") or []
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)

@@ -530,22 +530,7 @@ class KAI:
                 input=json.dumps({"apiVersion": "v1", "kind": "List", "items": batch}),
             )
             crds = [d["metadata"]["name"] for d in batch if d["kind"] == "CustomResourceDefinition"]
-            self._wait_established(crds)
-
-    def _wait_established(self, crds: list[str]) -> None:
-        """Until each CRD is Established. (``kubectl wait --for=condition=Established``
-        fails at once on a CRD whose status has no conditions yet, as on a loaded machine
-        right after it is made, instead of waiting.)"""
-        deadline = time.monotonic() + READY_GUARD
-        context = self.plane.ssl_context()
-        for name in crds:
-            url = f"{self.plane.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-            while not _established(url, context):
-                if time.monotonic() > deadline:
-                    raise ControlPlaneUnavailable(
-                        f"KAI-scheduler's CRD {name} was not established in {READY_GUARD:.0f} s."
-                    )
-                time.sleep(0.2)
+            self.plane.wait_established(crds, READY_GUARD, "KAI-scheduler")
 
     def _kubectl(self, *args: str, input: str | None = None) -> None:
         result = subprocess.run(
@@ -598,15 +583,6 @@ def _lists(url: str, context: ssl.SSLContext) -> bool:
             return bool(answer.status == 200)
     except (urllib.error.URLError, OSError):
         return False
-
-
-def _established(url: str, context: ssl.SSLContext) -> bool:
-    try:
-        with urllib.request.urlopen(url, context=context, timeout=2) as answer:
-            conditions = (json.load(answer).get("status") or {}).get("conditions") or []
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def _answers(url: str, context: ssl.SSLContext | None) -> bool:

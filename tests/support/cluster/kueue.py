@@ -202,20 +202,10 @@ class Kueue:
                 check=True,
             )
             if kinds is not None:
-                subprocess.run(
-                    [
-                        str(self.plane.bin / "kubectl"),
-                        f"--kubeconfig={self.plane.admin_kubeconfig}",
-                        "wait",
-                        "--for=condition=Established",
-                        "--timeout=60s",
-                        "crd",
-                        "--all",
-                    ],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
+                crds = [
+                    d["metadata"]["name"] for d in batch if d["kind"] == "CustomResourceDefinition"
+                ]
+                self.plane.wait_established(crds, READY_GUARD, "Kueue")
 
     def _wait_ready(self) -> None:
         assert self.component is not None
