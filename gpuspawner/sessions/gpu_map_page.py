@@ -31,11 +31,11 @@ from tornado import web
 from gpuspawner.gpu_map import gpu_map_json, map_viewer
 from gpuspawner.holder_use import use_by_holder
 from gpuspawner.policy import Catalog
-from gpuspawner.spawn_page import _templates
 from gpuspawner.telemetry import DeviceReading
 
 from .course_api import CourseAPI, identity_of
 from .gpu_pools import GPUPoolSource
+from .hub_page import page_vars, templates
 
 log = logging.getLogger("gpuspawner.sessions.gpu_map")
 
@@ -168,7 +168,8 @@ def gpu_map_handlers(prefix: str, gpu_map: GPUMap, hub_auth: Any) -> list[tuple]
             initial = json.dumps(picture).replace("<", "\\u003c")
             self.set_header("Cache-Control", "no-store")
             self.finish(
-                _templates.get_template("gpu_map_page.html").render(
+                templates.get_template("gpu_map_page.html").render(
+                    **page_vars(hub_auth.hub_prefix, self.current_user, self.xsrf_token.decode()),
                     initial=initial,
                     api_url=f"{base}/api/gpus",
                     hub_prefix=hub_auth.hub_prefix,
@@ -184,8 +185,10 @@ def gpu_map_handlers(prefix: str, gpu_map: GPUMap, hub_auth: Any) -> list[tuple]
                 "You may not see the GPU map." if status_code == 403 else "The GPU map failed."
             )
             self.finish(
-                _templates.get_template("gpu_map_page.html").render(
-                    error=message, hub_prefix=hub_auth.hub_prefix
+                templates.get_template("gpu_map_page.html").render(
+                    **page_vars(hub_auth.hub_prefix, self.current_user, ""),
+                    error=message,
+                    hub_prefix=hub_auth.hub_prefix,
                 )
             )
 

@@ -13,11 +13,12 @@
  * Screenshots of each role, in the light and the dark theme, go to $GPUMAP_SHOTS
  * (default /tmp/gpumap-shots).
  */
-import { BrowserContext, expect, Page, test } from '@playwright/test';
+import { BrowserContext, Page } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
 import { signInToHome } from '../helpers/HubHelper';
+import { expect, test } from '../helpers/hubPageErrors';
 import { notebook } from '../helpers/RunAsJobHelper';
 
 const SHOTS = process.env.GPUMAP_SHOTS || '/tmp/gpumap-shots';

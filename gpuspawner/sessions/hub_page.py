@@ -1,0 +1,80 @@
+"""The service's pages in the hub's own frame: JupyterHub's ``page.html`` (its header,
+navigation, dark-mode toggle and sign-out), extended as the hub's own pages are.
+
+The course page renders with :data:`templates`, whose ``templates/page.html`` is the
+installed JupyterHub's (the name the hub's own template overrides use), and with
+:func:`page_vars`, the variables ``page.html`` reads, as the hub would set them for the
+viewer. The Services menu is left out: which services a person may open is the hub's to
+say, and this service cannot read it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    PackageLoader,
+    PrefixLoader,
+    select_autoescape,
+)
+
+
+def _hub_templates() -> str:
+    """The installed JupyterHub's own templates (its ``data_files_path``'s default)."""
+    from jupyterhub.app import JupyterHub
+
+    return str(Path(JupyterHub.class_traits()["data_files_path"].default()) / "templates")
+
+
+templates = Environment(
+    loader=ChoiceLoader(
+        [
+            PackageLoader("gpuspawner", "templates"),
+            PrefixLoader({"templates": FileSystemLoader(_hub_templates())}),
+        ]
+    ),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+@dataclass(frozen=True)
+class PageUser:
+    """The viewer as ``page.html`` reads them."""
+
+    name: str
+
+    @property
+    def json_escaped_name(self) -> str:
+        return json.dumps(self.name)[1:-1]
+
+
+def page_vars(hub_prefix: str, viewer: dict[str, Any] | None, xsrf_token: str) -> dict[str, Any]:
+    """What ``page.html`` needs, for ``viewer`` (the hub's user model; None: signed out).
+    ``hub_prefix``: the hub's pages, ``/hub/``."""
+    admin = bool(viewer and viewer.get("admin"))
+
+    def static_url(path: str, include_version: bool = True) -> str:
+        return f"{hub_prefix}static/{path}"
+
+    return {
+        "base_url": hub_prefix,
+        "prefix": hub_prefix.removesuffix("hub/") or "/",
+        "static_url": static_url,
+        "user": PageUser(str(viewer["name"])) if viewer else None,
+        "admin_access": admin,
+        "parsed_scopes": {"admin-ui"} if admin else set(),
+        "no_spawner_check": True,
+        "xsrf_token": xsrf_token,
+        "logout_url": f"{hub_prefix}logout",
+        "login_url": f"{hub_prefix}login",
+        "logo_url": f"{hub_prefix}home",
+        "services": [],
+    }
