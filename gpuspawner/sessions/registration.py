@@ -164,8 +164,10 @@ def course_sessions_service(
     service: dict = {"name": name, "command": command}
     if port is not None:
         service["url"] = f"http://{ip}:{port}"
-        # In the Services menu when it shows the GPU map (its address leads there).
+        # In the Services menu when it shows the GPU map (its address leads there), by
+        # that name rather than its id (templates/page.html reads info's display_name).
         service["display"] = allocation_ledger is not None or kubernetes_namespace is not None
+        service["info"] = {"display_name": "GPU map"}
         # The hub's home page embeds the service's reclaim warnings: signing in to it
         # must not ask the user to confirm anything.
         service["oauth_no_confirm"] = True
