@@ -238,6 +238,7 @@ def course_api_server(
         access_scope=f"access:services!service={name}",
         check_scopes=hub_auth.check_scopes,
         usage=service.usage or usage_record(usage_db),
+        hub_auth=hub_auth,
     )
     prefix = environ.get("JUPYTERHUB_SERVICE_PREFIX", f"/services/{name}/")
     app = Application(

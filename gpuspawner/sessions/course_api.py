@@ -20,7 +20,9 @@ answers a refusal with a 403 that says why:
 
 Callers authenticate with a hub token (``Authorization: token ...``) that holds
 ``access:services!service=course-sessions`` (the instructor roles of
-:func:`gpuspawner.policy.roles.course_roles` grant it). The service stops servers with its
+:func:`gpuspawner.policy.roles.course_roles` grant it). The report also opens in the
+browser, signed in with the hub's OAuth as the course page is (a link on the course page,
+an admin's bookmark): a reader not yet signed in goes through the hub's login and back. The service stops servers with its
 own token (``delete:servers``); the caller never needs JupyterHub's server scopes.
 """
 
@@ -76,6 +78,8 @@ class CourseAPI:
     check_scopes: Callable[[set[str], dict], set[str]]
     usage: UsageStore | None = None
     """The GPU-hour usage record (``--usage-db``), for ``api/usage``; None: not kept."""
+    hub_auth: Any = None
+    """The service's HubOAuth, for the usage report opened in a browser; None: tokens only."""
 
     def current_catalog(self) -> Catalog:
         catalog = self.service.catalog.current(self.service.clock())
@@ -212,7 +216,8 @@ class CourseServerHandler(CourseHandler):
 
 
 class UsageHandler(CourseHandler):
-    """The GPU-hour report: admins every course's, instructors their own courses'."""
+    """The GPU-hour report: admins every course's, instructors their own courses'; with a
+    token, or in a browser signed in to the hub (:func:`usage_handler_class`)."""
 
     async def get(self) -> None:
         usage = self.api.usage
@@ -271,6 +276,36 @@ def _day_argument(handler: web.RequestHandler, name: str) -> date | None:
         ) from None
 
 
+def usage_handler_class(api: CourseAPI) -> type[UsageHandler]:
+    """The report's handler: with ``api.hub_auth``, one that also takes the hub's browser
+    sign-in (its OAuth cookie), for a request without a token. Reading only (GET), so no
+    XSRF token is needed."""
+    if api.hub_auth is None:
+        return UsageHandler
+    from jupyterhub.services.auth import HubOAuthenticated
+
+    class BrowserUsageHandler(HubOAuthenticated, UsageHandler):
+        def initialize(self, api: CourseAPI) -> None:
+            super().initialize(api)
+            self.hub_auth = api.hub_auth
+
+        async def prepare(self) -> None:
+            if self.request.headers.get("Authorization"):
+                await super().prepare()
+                return
+            model = self.current_user
+            if not model:
+                if self.hub_auth.get_token(self):
+                    raise Refused(403, self.scope_refusal, "missing-scope")
+                # Not signed in to this service yet: through the hub's login, and back.
+                self.redirect(self.get_login_url())
+                return
+            self.caller = identity_of(model)
+            self.caller_model = model
+
+    return BrowserUsageHandler
+
+
 def course_api_handlers(prefix: str, api: CourseAPI) -> list[tuple[str, type, dict]]:
     """Tornado routes under the service's prefix (``/services/course-sessions/``)."""
     base = prefix.rstrip("/") + "/api/courses"
@@ -280,5 +315,5 @@ def course_api_handlers(prefix: str, api: CourseAPI) -> list[tuple[str, type, di
         (f"{base}/{name}/servers", CourseServersHandler, {"api": api}),
         (f"{base}/{name}/servers/{name}", CourseServerHandler, {"api": api}),
         (f"{base}/{name}/servers/{name}/{name}", CourseServerHandler, {"api": api}),
-        (prefix.rstrip("/") + "/api/usage", UsageHandler, {"api": api}),
+        (prefix.rstrip("/") + "/api/usage", usage_handler_class(api), {"api": api}),
     ]

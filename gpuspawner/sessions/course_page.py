@@ -17,6 +17,7 @@ actions the viewer may take are shown.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -52,10 +53,10 @@ from gpuspawner.policy.instructors import (
     taught_courses,
 )
 from gpuspawner.policy.instructors import server_to_stop as check_server_of_course
-from gpuspawner.spawn_page import _templates
 
 from .course_api import CourseAPI, identity_of
 from .course_changes import CourseChanges
+from .hub_page import page_vars, templates
 from .hub_time import parse_hub_time
 from .service import session_end_of
 from .student_jobs import JobsUnavailable, StudentJob, StudentJobs
@@ -86,6 +87,20 @@ class ServerRow:
 
 
 @dataclass
+class RosterRow:
+    """One student of the course: their server of it (if any), its share, and their
+    GPU-hours of the course this week."""
+
+    user: str
+    server: str
+    """ "Running since 10:05, stops 12:10" or "No server"."""
+    running: bool
+    share: str
+    gpu_hours_week: str | None
+    """None: this hub keeps no usage record."""
+
+
+@dataclass
 class CourseView:
     """What the page shows of one course."""
 
@@ -103,6 +118,12 @@ class CourseView:
     servers: list[ServerRow]
     gpu_hours: str | None
     history: list[dict[str, Any]] = field(default_factory=list)
+    roster: list[RosterRow] = field(default_factory=list)
+    environments: list[str] = field(default_factory=list)
+    """The environments its students choose among, in words ("Standard Python (JupyterLab
+    4, Run as Job)"); empty: the course's own environment only."""
+    storage_zone: str = "production"
+    """``production`` or ``experimental`` (its storage wiped every day)."""
     jobs: list[StudentJob] | None = None
     """The students' latest jobs; None: not read (no job service, or it failed)."""
     jobs_note: str = ""
@@ -119,8 +140,14 @@ def course_view(
     now: datetime,
     history: list[dict[str, Any]],
     gpu_hours: str | None,
+    students: list[str] | None = None,
+    week_hours: dict[str, str] | None = None,
 ) -> CourseView:
-    """The page's view of ``course`` at ``now`` (pure, given the hub's user models)."""
+    """The page's view of ``course`` at ``now`` (pure, given the hub's user models).
+
+    ``students``: who takes it now (enrolled users and members of its student groups);
+    ``week_hours``: their GPU-hours of the course this week, by name (None: no usage
+    record)."""
     schedule = course.course_schedule
     zone = schedule.timezone
     bounds = bounds_for(catalog, course)
@@ -179,10 +206,37 @@ def course_view(
                     extend_left=max(0, limit_minutes - done) if end is not None else 0,
                 )
             )
+    share = course.share.describe() if course.share is not None else "No GPU"
+    running = {row.user: row for row in rows}
+    roster = []
+    for student in sorted(set(students or ())):
+        row = running.get(student)
+        if row is None:
+            told = "No server"
+        elif row.stops:
+            told = f"Running since {row.started}, stops {row.stops}"
+        else:
+            told = f"Running since {row.started}"
+        roster.append(
+            RosterRow(
+                user=student,
+                server=told,
+                running=row is not None,
+                share=share if row is not None else "",
+                gpu_hours_week=None if week_hours is None else week_hours.get(student, "0.0"),
+            )
+        )
+    environments = [
+        e.title + (f" ({', '.join(e.contains)})" if e.contains else "")
+        for e in course.offered_environments
+    ]
     return CourseView(
         course=course,
         bounds=bounds,
         zone=str(zone),
+        roster=roster,
+        environments=environments,
+        storage_zone=course.zone,
         days=days,
         timings=timings,
         notice=overrides.notice,
@@ -250,6 +304,10 @@ def course_page_handlers(
                 raise web.HTTPError(404, "The hub does not know you; sign in again.")
             return catalog, identity_of(model)
 
+        def wants_json(self) -> bool:
+            """A request of the page's own script, which asks for JSON."""
+            return "application/json" in self.request.headers.get("Accept", "")
+
         def write_error(self, status_code: int, **kwargs: Any) -> None:
             error = kwargs.get("exc_info", (None, None))[1]
             message = getattr(error, "log_message", None) or (
@@ -258,12 +316,17 @@ def course_page_handlers(
                 if status_code == 403
                 else "The course page failed; the hub admins see why in the service's log."
             )
+            if self.wants_json():
+                self.set_header("Content-Type", "application/json")
+                self.finish(json.dumps({"status": status_code, "message": message}))
+                return
             self.finish(
-                _templates.get_template("course_page.html").render(
+                templates.get_template("course_page.html").render(
                     error=message,
                     status=status_code,
                     hub_prefix=hub_auth.hub_prefix,
                     page_url=f"{base}/courses",
+                    **page_vars(hub_auth.hub_prefix, self.current_user, ""),
                 )
             )
 
@@ -281,17 +344,21 @@ def course_page_handlers(
                 )
             now = service.clock()
             users = await service.client.list_users(state="active")
-            views = [
-                course_view(
-                    catalog,
-                    course,
-                    users,
-                    now,
-                    self._history(course),
-                    self._gpu_hours(catalog, course, now),
+            views = []
+            for course in courses:
+                students = await self._students(catalog, course)
+                views.append(
+                    course_view(
+                        catalog,
+                        course,
+                        users,
+                        now,
+                        self._history(course),
+                        self._gpu_hours(catalog, course, now),
+                        students,
+                        self._week_hours(catalog, course, now),
+                    )
                 )
-                for course in courses
-            ]
             for view in views:
                 await self._jobs(catalog, view)
             message = self.get_signed_cookie(FLASH_COOKIE)
@@ -299,7 +366,8 @@ def course_page_handlers(
                 self.clear_cookie(FLASH_COOKIE, path=base)
             self.set_header("Cache-Control", "no-store")
             self.finish(
-                _templates.get_template("course_page.html").render(
+                templates.get_template("course_page.html").render(
+                    **page_vars(hub_auth.hub_prefix, self.current_user, self.xsrf_token.decode()),
                     views=views,
                     bounds=catalog.settings.instructor_bounds,
                     viewer=viewer,
@@ -320,12 +388,38 @@ def course_page_handlers(
                     "course-sessions service has no job_service_url)."
                 )
                 return
-            groups = await service.client.group_members(list(catalog.student_groups(view.course)))
-            students = set(catalog.students_of(view.course, groups))
+            students = {row.user for row in view.roster}
             try:
                 view.jobs = await jobs.recent(students)
             except JobsUnavailable as error:
                 view.jobs_note = str(error)
+
+        async def _students(self, catalog: Catalog, course: Course) -> list[str]:
+            """Who takes ``course`` now: its enrolment's users and the members of its
+            student groups as the hub has them."""
+            groups = await service.client.group_members(list(catalog.student_groups(course)))
+            return list(catalog.students_of(course, groups))
+
+        def _week_hours(self, catalog: Catalog, course: Course, now: datetime) -> dict | None:
+            """Each student's GPU-hours of ``course`` since Monday (the course's zone)."""
+            if api.usage is None:
+                return None
+            today = now.astimezone(course.course_schedule.timezone).date()
+            try:
+                report = build_report(
+                    api.usage,
+                    catalog=catalog,
+                    first_day=today - timedelta(days=today.weekday()),
+                    last_day=today,
+                    term=None,
+                    by="user",
+                    now=now,
+                    course=course.id,
+                )
+            except (UsageCommandError, ValueError) as error:
+                log.warning("No GPU-hours this week for %s: %s", course.id, error)
+                return None
+            return {line.name: format_gpu_hours(line.gpu_hours, 1) for line in report.lines}
 
         def _history(self, course: Course) -> list[dict[str, Any]]:
             found = [
@@ -370,6 +464,11 @@ def course_page_handlers(
                 raise web.HTTPError(refusal.status, refusal.message) from None
             except InstructorRefusal as refusal:
                 raise web.HTTPError(refusal.status, refusal.message) from None
+            if self.wants_json():
+                # The page's script (stop without reloading the page): the sentence only.
+                self.set_header("Content-Type", "application/json")
+                self.finish(json.dumps({"message": message}))
+                return
             self.set_signed_cookie(FLASH_COOKIE, message, path=base, expires_days=None)
             self.redirect(f"{base}/courses#course-{course.id}", status=303)
 

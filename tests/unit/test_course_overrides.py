@@ -7,7 +7,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from jinja2 import Environment, PackageLoader
 
 from gpuspawner.policy import CatalogError, load_catalog
 from gpuspawner.policy.course_overrides import (
@@ -282,18 +281,17 @@ def test_a_course_narrows_the_catalogs_bounds_for_its_own_instructors(folder: Pa
     assert bounds_for(catalog, ml101).extension == timedelta(minutes=30)
     # and the course page offers ML101's range and notice length, CS102 the catalog's
     views = [course_view(catalog, c, [], NOW, [], None) for c in (ml101, cs102)]
-    page = (
-        Environment(loader=PackageLoader("gpuspawner", "templates"), autoescape=True)
-        .get_template("course_page.html")
-        .render(
-            views=views,
-            bounds=catalog.settings.instructor_bounds,
-            message="",
-            problems=[],
-            hub_prefix="/hub/",
-            page_url="/services/course-sessions/courses",
-            xsrf="token",
-        )
+    from gpuspawner.sessions.hub_page import page_vars, templates
+
+    page = templates.get_template("course_page.html").render(
+        **page_vars("/hub/", {"name": "bob"}, "token"),
+        views=views,
+        bounds=catalog.settings.instructor_bounds,
+        message="",
+        problems=[],
+        hub_prefix="/hub/",
+        page_url="/services/course-sessions/courses",
+        xsrf="token",
     )
     ml101_card, cs102_card = page.split('id="course-cs102"')
     assert "5–15 min" in ml101_card and "At most 10 characters" in ml101_card

@@ -15,11 +15,12 @@
  * Screenshots of the page in the light and the dark theme go to $COURSE_PAGE_SHOTS
  * (default /tmp/course-page-shots).
  */
-import { expect, Page, test } from '@playwright/test';
+import { Page } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
 import { signInToHome } from '../helpers/HubHelper';
+import { expect, test } from '../helpers/hubPageErrors';
 
 const SHOTS = process.env.COURSE_PAGE_SHOTS || '/tmp/course-page-shots';
 const PAGE = '/services/course-sessions/courses';
@@ -264,6 +265,7 @@ test("an instructor extends a student's server by 15 minutes; the student's serv
   // When the instructor stops it from the page (which leaves the hub as the other tests
   // expect it), it leaves the list, and the student has no server any more
   await teacher.page.emulateMedia({ colorScheme: 'light' });
+  teacher.page.once('dialog', dialog => void dialog.accept()); // "Stop student2's server now?"
   await row.getByRole('button', { name: 'Stop' }).click();
   await expect(teacher.page.locator('#course-message')).toContainText(
     "instructor stopped student2's GPU demo course server"

@@ -1,0 +1,110 @@
+"""The course page as an instructor reads it: the hub's own header, a roster of the
+course's students with their server, share and GPU-hours this week, the course's
+environments and storage zone, the seats in words, a Stop that asks first, and reports
+that open in the browser."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpuspawner.policy import load_catalog
+from gpuspawner.sessions.course_page import course_view
+from gpuspawner.sessions.hub_page import page_vars, templates
+
+NOW = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)  # a Wednesday, in class
+CATALOG = """\
+environments:
+  - id: torch
+    title: PyTorch
+    image: campus/torch:2.4
+    contains: [PyTorch 2.4, CUDA 12.4]
+  - id: plain
+    title: Plain Python
+    image: campus/python:3.12
+courses:
+  - id: ml101
+    title: Machine Learning 101
+    instructors: [bob]
+    enrolment: {users: [ana, cy, dan]}
+    gpu: {fraction: 1/4}
+    max_gpu_servers: 6
+    environments: [torch, plain]
+    schedule:
+      timezone: UTC
+      term: {first_day: 2026-09-14, last_day: 2026-12-18}
+      windows:
+        - {days: [Wed], start: "09:00", end: "11:00"}
+"""
+
+
+def server(profile: str) -> dict:
+    return {"started": "2026-11-18T09:05:00Z", "user_options": {"profile": profile}}
+
+
+def page(tmp_path: Path, users: list[dict], viewer: dict) -> str:
+    (tmp_path / "catalog.yaml").write_text(CATALOG)
+    catalog = load_catalog(tmp_path / "catalog.yaml")
+    course = catalog.courses_by_id["ml101"]
+    view = course_view(
+        catalog,
+        course,
+        users,
+        NOW,
+        [],
+        "3.5",
+        students=["ana", "cy", "dan"],
+        week_hours={"ana": "1.2"},
+    )
+    return templates.get_template("course_page.html").render(
+        **page_vars("/hub/", viewer, "token"),
+        views=[view],
+        bounds=catalog.settings.instructor_bounds,
+        message="",
+        problems=[],
+        hub_prefix="/hub/",
+        page_url="/services/course-sessions/courses",
+        xsrf="token",
+    )
+
+
+def text_of(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_the_instructor_sees_the_roster_setup_and_seats_under_the_hubs_header(tmp_path):
+    # Given ana runs ML101 now, cy and dan do not
+    html = page(tmp_path, [{"name": "ana", "servers": {"": server("ml101")}}], {"name": "bob"})
+
+    # Then the page wears the hub's header: its logo, Home, Token, the dark-mode toggle
+    # (which the hub's darkmode.js looks for) and bob's sign-out; no Admin for bob
+    assert 'id="dark-theme-toggle"' in html
+    assert 'href="/hub/home">Home</a>' in html and 'href="/hub/logout"' in html
+    assert 'href="/hub/admin"' not in html
+    # And the roster lists each student with their server, share and GPU-hours this week
+    rows = dict(re.findall(r'<tr data-student="(\w+)">(.*?)</tr>', html, re.S))
+    assert (
+        text_of(rows["ana"]) == "ana Running since 09:05, stops 11:10 1/4 of a GPU 1.2"
+    )  # (class end + grace)
+    assert text_of(rows["cy"]) == "cy No server — 0.0"
+    # And the course's environments and zone
+    assert "PyTorch (PyTorch 2.4, CUDA 12.4); Plain Python" in text_of(html)
+    assert "Production: its folders are kept" in text_of(html)
+    # And the seats read as English: "1 of 6 GPU seats", not "1 of 6 GPU seat"
+    assert "1 of 6 GPU seats in use: ana." in text_of(html)
+    # And Stop is a form the page's script confirms before sending
+    assert 'data-stop-server="ana"' in html and "window.confirm(" in html
+    # And the reports open as CSV and JSON from the page
+    assert re.search(
+        r'href="[^"]*api/usage\?course=ml101&amp;from=2026-09-14&amp;to=2026-12-18'
+        r'&amp;by=user&amp;format=csv"',
+        html,
+    )
+    assert "format=json" in html
+
+
+def test_a_hub_admin_gets_the_admin_link(tmp_path):
+    html = page(tmp_path, [], {"name": "root", "admin": True})
+    assert 'href="/hub/admin"' in html
+    assert "0 of 6 GPU seats in use." in text_of(html)
