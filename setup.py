@@ -148,6 +148,7 @@ setup(
     include_package_data=True,
     package_data={
         "gpuspawner": ["templates/*.html", "share_hooks/*.py"],
+        "jupyter_to_job": ["service/templates/*.html"],
     },
     # The built extension is installed under share/ (data_files), not inside the package.
     exclude_package_data={"jupyter_to_job": ["labextension/*"]},

@@ -112,8 +112,12 @@ def job_service(
         "url": f"http://{ip}:{port}",
         "command": [python, "-m", "jupyter_to_job.service", *args],
         "environment": env,
-        # An API, not a page: keep it out of the hub's Services menu.
-        "display": False,
+        # Its jobs page (/services/<name>/), in the hub's Services menu, signed in through
+        # the hub's OAuth without a confirmation page; its tokens carry the job scopes the
+        # person holds (their own jobs, their students', or all for admins), no more.
+        "display": True,
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": [READ_JOBS_SCOPE, WRITE_JOBS_SCOPE],
     }
 
 

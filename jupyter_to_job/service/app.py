@@ -21,13 +21,14 @@ import functools
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 from typing import Any
 from urllib.parse import urlparse
 
 from jupyter_core.paths import jupyter_data_dir
-from jupyterhub.services.auth import HubAuth
+from jupyterhub.services.auth import HubAuth, HubOAuth
 from tornado import web
 from traitlets import Enum, Float, Instance, Integer, List, Type, Unicode, default, observe
 from traitlets.config import Application
@@ -53,6 +54,7 @@ from ..scopes import SERVICE_NAME, access_scope
 from .capacity import FlavorCapacity, IdentityBook
 from .directory import HubDirectory
 from .handlers import NotFoundHandler, service_handlers
+from .jobs_page import jobs_page_handlers
 
 
 def _service_url() -> Any:
@@ -389,10 +391,23 @@ class JobServiceApp(Application):
             access_scopes={access_scope(self.service_name)},
             metrics=service_registry(api.manager.store, api.manager.log_store),
         )
+        # The jobs page, signed in through the hub's OAuth (the hub gives the service its
+        # client id and callback URL); its cookie is signed with a key of this process
+        # only, which means signing in again, invisibly through the hub, after a restart.
+        page_auth = HubOAuth(parent=self)
+        handlers += jobs_page_handlers(
+            self.base_url,
+            api=api,
+            page_auth=page_auth,
+            access_scopes={access_scope(self.service_name)},
+            schedules=schedules,
+            pipelines=pipelines,
+        )
         return web.Application(
             handlers,  # type: ignore[arg-type]
             default_handler_class=NotFoundHandler,
             log_function=self._log_request,
+            cookie_secret=secrets.token_bytes(32),
         )
 
     def _log_request(self, handler: web.RequestHandler) -> None:

@@ -145,3 +145,7 @@ if "UI_HUB_BASE_CONFIG" not in os.environ:
             "moves; update the zone test's set-up here."
         )
     demo_catalog.write_text(soon)
+
+# The hub's jobs page (hub-tests/jobs-page.spec.ts) runs a job as student7, a user in no
+# course whom no other test signs in as, then stops their server and reads the job there.
+c.Authenticator.allowed_users.add("student7")
