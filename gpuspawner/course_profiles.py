@@ -128,6 +128,8 @@ class CourseProfilesMixin(LoggingConfigurable):
     _profile_id: str | None = None
     _progress_messages: list[str]
     _decided_at = 0.0
+    _start_observer: asyncio.Future | None = None
+    """Waits for the server to answer, to count its start (record_started)."""
 
     # -- inventory, implemented by subclasses --------------------------------------
 
@@ -410,11 +412,22 @@ class CourseProfilesMixin(LoggingConfigurable):
             await asyncio.sleep(0.2)
 
     def record_started(self) -> None:
-        """Count this GPU server's start, from the admission's decision, in the hub's metrics."""
-        grant = self._grant
-        if grant is not None and grant.allocation is not None and self._decided_at:
-            observe_server_start(grant.subject, grant.course_id, self._decided_at)
+        """Count this GPU server's start in the hub's metrics, from the admission's decision
+        to the server answering, as its owner waits: JupyterHub still waits for the server
+        to answer after ``start()`` returns (on one machine ``start()`` returns as soon as
+        the process is launched, a tenth of a second into a start of several seconds).
+        Observed once JupyterHub's start is no longer pending, if the server is then ready."""
+        grant, decided_at = self._grant, self._decided_at
         self._decided_at = 0.0
+        if grant is None or grant.allocation is None or not decided_at:
+            return
+        self._start_observer = asyncio.ensure_future(self._observe_start(grant, decided_at))
+
+    async def _observe_start(self, grant: Grant, decided_at: float) -> None:
+        while self.pending == "spawn":
+            await asyncio.sleep(0.1)
+        if self.ready:
+            observe_server_start(grant.subject, grant.course_id, decided_at)
 
     # -- the GPU-hour usage record ---------------------------------------------------------
 

@@ -335,3 +335,42 @@ def test_the_home_page_tells_the_running_course_and_offers_to_change_it(
         time.sleep(0.5)
     home = ana.session.get(f"{hub.url}/hub/home", timeout=60)
     assert "Your server:" not in home.text and 'id="change-course"' not in home.text
+
+
+def test_the_start_duration_metric_counts_the_start_as_its_owner_waits(
+    start_hub, browserless_user, tmp_path
+):
+    # Given ana's ML101 class is open, on a hub whose metrics page is open to read
+    catalog_dir, _ = open_class(tmp_path, ["ana"], gpu="{fraction: 1/4}")
+    hub = start_hub(
+        spawner_config(catalog_dir, ONE_GPU, "c.JupyterHub.authenticate_prometheus = False")
+    )
+    ana = browserless_user(hub, "ana")
+    ana.login()
+
+    # When she starts her course server and it answers
+    assert ana.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
+    ana.wait_ready()
+
+    # Then the GPU start's duration covers the wait until the server answered, as the
+    # hub's own histogram of the whole spawn does (it begins a moment earlier), not only
+    # the launch of the process
+    def histogram_sum(name: str, labels: str = "") -> float:
+        page = ana.session.get(f"{hub.url}/hub/metrics", timeout=30).text
+        found = re.search(rf"^{name}_sum{{[^}}]*{labels}[^}}]*}} (\S+)$", page, re.M)
+        assert found, f"no {name}_sum{{{labels}}} on the metrics page"
+        return float(found.group(1))
+
+    spawn = histogram_sum("jupyterhub_server_spawn_duration_seconds", 'status="success"')
+    # (counted as the hub sees the server answer, which its spawner notices a moment later)
+    for _ in range(50):
+        if (
+            "gpuspawner_server_start_duration_seconds_sum{"
+            in ana.session.get(f"{hub.url}/hub/metrics", timeout=30).text
+        ):
+            break
+        time.sleep(0.1)
+    started = histogram_sum("gpuspawner_server_start_duration_seconds", 'course="ml101"')
+    assert spawn > 1  # a real server's start: seconds, not the launch's tenth of one
+    # (the spawner notices the answer within its 0.1 s look, hence the second's slack)
+    assert 0.8 * spawn <= started <= spawn + 1
