@@ -6,10 +6,11 @@
  *
  * Plain Playwright, as demo-hub.spec.ts (pages of the hub itself).
  */
-import { Browser, expect, Page, test } from '@playwright/test';
+import { Browser, Page } from '@playwright/test';
 import * as path from 'path';
 
 import { SCREENSHOTS } from '../helpers/RunAsJobHelper';
+import { expect, test } from '../helpers/hubPageErrors';
 
 test.setTimeout(120 * 1000);
 

@@ -5,7 +5,7 @@
  * Plain Playwright: JupyterLab lives behind the hub, where galata's fixtures (made for a
  * standalone server) do not reach. The hub is the `hub` webServer of playwright.config.js.
  */
-import { expect, Page, test } from '@playwright/test';
+import { Page } from '@playwright/test';
 import * as path from 'path';
 
 import {
@@ -14,6 +14,7 @@ import {
   SCREENSHOTS,
   SELECTORS
 } from '../helpers/RunAsJobHelper';
+import { expect, test } from '../helpers/hubPageErrors';
 
 const USER = 'student1';
 const NOTEBOOK = 'hub-greeting.ipynb';

@@ -9,11 +9,12 @@
  * Screenshots of the card in the light and the dark scheme go to $ENVIRONMENT_SHOTS
  * (default /tmp/environment-shots).
  */
-import { expect, Page, test } from '@playwright/test';
+import { Page } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
 
 import { signInToHome } from '../helpers/HubHelper';
+import { expect, test } from '../helpers/hubPageErrors';
 
 const USER = 'student4';
 const SHOTS = process.env.ENVIRONMENT_SHOTS || '/tmp/environment-shots';

@@ -9,9 +9,10 @@
  * round that sees the server (every 2 s here). The readings file is the demo hub's
  * (GPUSPAWNER_DEMO_GPU_READINGS, default <runtime>/gpu-readings.json).
  */
-import { expect, Page, test } from '@playwright/test';
+import { Page } from '@playwright/test';
 import * as fs from 'fs';
 import * as path from 'path';
+import { expect, test } from '../helpers/hubPageErrors';
 
 const USER = 'student2';
 const REPO = path.resolve(__dirname, '..', '..', '..');

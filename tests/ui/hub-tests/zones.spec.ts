@@ -9,7 +9,7 @@
  * Screenshots in the light and the dark scheme go to $ZONE_SHOTS (default
  * /tmp/zone-shots).
  */
-import { expect, test } from '@playwright/test';
+import { expect, test } from '../helpers/hubPageErrors';
 import * as fs from 'fs';
 import * as path from 'path';
 
