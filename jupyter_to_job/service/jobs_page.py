@@ -165,9 +165,23 @@ class JobPage(JobsPageBase):
 
 
 class JobLogPiece(JobsPageBase):
-    @web.authenticated
     async def get(self, job_id: str) -> None:
-        """What the page's script follows: ``offset`` on, and the job's status now."""
+        """What the page's script follows: ``offset`` on, and the job's status now.
+
+        The script fetches it with the page's XSRF token, without which the hub's sign-in
+        ignores the cookie of any request that is not a page view. Not signed in, it
+        answers 403 with what to do, where a page would send the browser to the login.
+        """
+        if self.current_user is None:
+            self.set_status(403)
+            self.set_header("Content-Type", "application/json; charset=utf-8")
+            self.finish(
+                {
+                    "message": "not followed: the sign-in to the jobs page expired or the "
+                    "request lacked the page's XSRF token. Reload the page to read on."
+                }
+            )
+            return
         caller = self.caller
         chunk = await self.api.read_log(
             caller, job_id, {"offset": self.get_argument("offset", "0")}

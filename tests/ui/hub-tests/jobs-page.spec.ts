@@ -5,6 +5,8 @@
  * 1280x800 and 375x812; no uncaught error on any page.
  */
 import { expect, Page, test } from "@playwright/test";
+import * as fs from "fs";
+import * as os from "os";
 import * as path from "path";
 
 import { signInToHome, startFromSpawnPage } from "../helpers/HubHelper";
@@ -15,6 +17,16 @@ const NOTEBOOK = "page-report.ipynb";
 const JOBS_PAGE = "/services/jupyter-to-job/";
 
 test.setTimeout(240 * 1000);
+
+/**
+ * The notebook's last cell waits for this file and takes it away: a job cannot finish
+ * before the test lets it, so what its page shows meanwhile came from following the log.
+ * (The demo hub runs jobs on this machine, as the same account.)
+ */
+const GATE = path.join(
+  os.tmpdir(),
+  `jobs-page-gate-${process.pid}-${Date.now()}`,
+);
 
 /**
  * A request to the user's server with its own xsrf cookie (the hub's, at /hub/, is
@@ -68,6 +80,16 @@ test("with the server stopped, the jobs page shows a finished job’s log and it
       content: notebook([
         { source: "subject = 'page'", tags: ["parameters"] },
         { source: "print(f'report on {subject} written', flush=True)" },
+        {
+          source: [
+            "import os, time",
+            `gate = ${JSON.stringify(GATE)}`,
+            "while not os.path.exists(gate):",
+            "    time.sleep(0.2)",
+            "os.remove(gate)",
+            "print('report filed', flush=True)",
+          ].join("\n"),
+        },
       ]),
     },
   );
@@ -85,6 +107,7 @@ test("with the server stopped, the jobs page shows a finished job’s log and it
   );
   expect(created.status(), await created.text()).toBe(201);
   const jobId: string = (await created.json()).job_id;
+  fs.writeFileSync(GATE, "go"); // this first run goes straight through
   await expect
     .poll(
       async () =>
@@ -156,6 +179,22 @@ test("with the server stopped, the jobs page shows a finished job’s log and it
   await expect(page.getByTestId("job-rerun-done")).toBeVisible();
   await expect(page.getByTestId("job-name")).toHaveText("weekly report (2)");
   await expect(page.getByTestId("job-rerun-of")).toHaveText("weekly report");
+  // and, while it runs, its log appears on the page as it is written
+  await expect(page.getByTestId("job-log-state")).toHaveText("following…");
+  await expect(page.getByTestId("job-log")).toContainText(
+    "report on page written",
+    { timeout: 90 * 1000 },
+  );
+  await expect(page.getByTestId("job-log")).not.toContainText("report filed");
+  await expect(page.getByTestId("job-log-state")).toHaveText("following…");
+  await expect(page.getByTestId("job-progress")).toContainText("of 3 cells");
+  // until it ends: the page then shows the whole log and the finished job's outputs
+  fs.writeFileSync(GATE, "go");
+  await expect(page.getByTestId("job-log")).toContainText("report filed", {
+    timeout: 90 * 1000,
+  });
+  await expect(page.getByTestId("job-log-state")).toHaveText("complete");
+  await expect(page.getByTestId("job-output-html")).toBeVisible();
   expect(errors, "uncaught errors in the pages").toEqual([]);
 });
 
