@@ -10,6 +10,7 @@
  *   list, the roster says "No server", and the seats read in plural;
  * - the CSV report downloads, and the JSON report opens, from the browser session (no
  *   token);
+ * - the page does not scroll sideways at 1280x800 nor at 375x812;
  * - no script on these pages throws.
  * Screenshots: test-artifacts/ui/course-page-{1280x800,375x812}-{light,dark}.png.
  */
@@ -76,6 +77,15 @@ test("the instructor stops a student's server after confirming, without a reload
     { width: 375, height: 812 }
   ]) {
     await page.setViewportSize(size);
+    // (wide tables scroll inside their own box, not the page)
+    const { scrollWidth, clientWidth } = await page.evaluate(() => ({
+      scrollWidth: document.documentElement.scrollWidth,
+      clientWidth: document.documentElement.clientWidth
+    }));
+    expect(
+      scrollWidth,
+      `at ${size.width} px the course page is ${scrollWidth} px wide`
+    ).toBeLessThanOrEqual(clientWidth);
     for (const scheme of ['light', 'dark'] as const) {
       await page.emulateMedia({ colorScheme: scheme });
       await page.screenshot({
