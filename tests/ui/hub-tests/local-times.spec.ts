@@ -9,6 +9,7 @@
  * - each time keeps its moment in a machine-readable datetime, and the course's own
  *   time (what the page says without scripts) in its title;
  * - no script on the page throws.
+ * Then, with a server started, the home page tells when the hub stops it in the same way.
  * Screenshots: test-artifacts/ui/local-times-{new-york,tokyo}-{light,dark}.png (the GPU
  * demo card).
  */
@@ -97,3 +98,35 @@ for (const reader of READERS) {
     }
   });
 }
+
+test("the home page tells when the hub stops the reader's server in their own zone", async ({
+  browser
+}) => {
+  // Given student4, in a browser set to New York, starts the GPU demo course
+  const reader = READERS[0];
+  const context = await browser.newContext({
+    timezoneId: reader.timezoneId,
+    locale: reader.locale
+  });
+  const page = await context.newPage();
+  await page.goto('/hub/login?next=%2Fhub%2Fspawn');
+  await page.locator('input[name=username]').fill(USER);
+  await page.locator('input[name=password]').fill('any password');
+  await page.locator('#login_submit').click();
+  await page.locator('input[name=profile][value=gpu-demo]').check();
+  await page.getByRole('button', { name: 'Start' }).click();
+  await expect(page).toHaveURL(new RegExp(`/user/${USER}/lab`), {
+    timeout: 90 * 1000
+  });
+
+  // When they open the hub's home page
+  await page.goto('/hub/home');
+
+  // Then the stop time is New York's, named, with the course's UTC at hand
+  await expectToldIn(page.locator('[data-stops] time'), reader);
+
+  // (and the server stops again, for the other tests of this hub)
+  await page.locator('#stop').click();
+  await expect(page.locator('#start')).toBeVisible({ timeout: 60 * 1000 });
+  await context.close();
+});
