@@ -112,10 +112,23 @@ def job_service(
         "url": f"http://{ip}:{port}",
         "command": [python, "-m", "jupyter_to_job.service", *args],
         "environment": env,
-        # Its jobs page (/services/<name>/), in the hub's Services menu, signed in through
-        # the hub's OAuth without a confirmation page; its tokens carry the job scopes the
-        # person holds (their own jobs, their students', or all for admins), no more.
+        **jobs_page_registration(),
+    }
+
+
+def jobs_page_registration() -> dict:
+    """What a service entry needs for the jobs page (``/services/<name>/``): listed in
+    the hub's Services menu as "Jobs" (templates/page.html reads ``info.display_name``;
+    JupyterHub alone would show the id), signed in through the hub's OAuth without a
+    confirmation page, its tokens carrying the job scopes the person holds (their own
+    jobs, their students', or all for admins), no more.
+
+    :func:`job_service` includes it; the Kubernetes chart, whose entry z2jh builds from
+    ``hub.services``, adds it in its extraConfig.
+    """
+    return {
         "display": True,
+        "info": {"display_name": "Jobs"},
         "oauth_no_confirm": True,
         "oauth_client_allowed_scopes": [READ_JOBS_SCOPE, WRITE_JOBS_SCOPE],
     }

@@ -89,6 +89,17 @@ def test_the_service_entry_passes_settings_through_its_environment():
     assert job_service_url(9000) == "http://127.0.0.1:9000/services/jupyter-to-job/"
 
 
+def test_the_hubs_services_menu_names_the_jobs_page_jobs():
+    """Given the job service's entry, the hub lists its page in the Services menu as
+    'Jobs' (not 'jupyter-to-job') and signs people in to it through its OAuth, with no
+    more than the job scopes they hold."""
+    entry = job_service()
+    assert entry["display"] is True
+    assert entry["info"] == {"display_name": "Jobs"}
+    assert entry["oauth_no_confirm"] is True
+    assert entry["oauth_client_allowed_scopes"] == [READ_JOBS_SCOPE, WRITE_JOBS_SCOPE]
+
+
 def test_the_demo_hub_wires_the_job_service(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUSPAWNER_DEMO_RUNTIME", str(tmp_path))
     monkeypatch.setenv("GPUSPAWNER_PREWARM_SECRET", "test-secret")  # restored afterwards

@@ -165,3 +165,16 @@ def test_a_researcher_runs_a_notebook_as_a_job_and_gets_its_log_and_output(deplo
     assert "hello from a job on the cluster" in log and "[cell 1] 42" in log
     assert executed.status_code == 200
     assert "hello from a job on the cluster" in json.dumps(executed.json()["cells"][0]["outputs"])
+
+    # And, signed in on the hub in their browser, they find it on the jobs page (the job
+    # service's own page, through the hub's OAuth: no token of theirs on these requests)
+    menu = rhea.session.get(f"{rhea.url}/hub/home", timeout=30)
+    listing = rhea.session.get(f"{rhea.url}/services/jupyter-to-job/", timeout=60)
+    page = rhea.session.get(f"{rhea.url}/services/jupyter-to-job/jobs/{job_id}", timeout=60)
+
+    assert menu.status_code == 200
+    assert '<a class="dropdown-item" href="/services/jupyter-to-job/">Jobs</a>' in menu.text
+    assert listing.status_code == 200, listing.text[-2000:]
+    assert listing.url == f"{rhea.url}/services/jupyter-to-job/"  # back from the hub's OAuth
+    assert f'data-job-id="{job_id}"' in listing.text
+    assert page.status_code == 200 and "hello from a job on the cluster" in page.text

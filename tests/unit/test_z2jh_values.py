@@ -156,12 +156,20 @@ def test_the_job_service_and_course_sessions_are_registered(hub_config):
     for spec in services.values():
         assert set(spec) <= set(Service.class_trait_names()), spec
 
-    # The job service runs in its own Deployment: the hub knows its URL and its token.
+    # The job service runs in its own Deployment: the hub knows its URL and its token,
+    # and its jobs page is in the Services menu as "Jobs", signed in through the hub's
+    # OAuth with no more than the job scopes a person holds.
     job_service = services[JOB_SERVICE]
     assert job_service == {
         "name": JOB_SERVICE,
         "url": "http://jupyter-to-job:8766",
-        "display": False,
+        "display": True,
+        "info": {"display_name": "Jobs"},
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": [
+            "custom:jupyter-to-job:read:jobs",
+            "custom:jupyter-to-job:write:jobs",
+        ],
         "api_token": CHART_SECRETS[f"hub.services.{JOB_SERVICE}.apiToken"],
     }
     assert "command" not in job_service  # not a process in the hub pod
@@ -547,6 +555,30 @@ def test_the_job_service_admits_with_the_hubs_settings(
     # and it listens where the hub and the Service expect it
     assert f"http://{JOB_SERVICE}:{app.port}" == services_by_name(hub)[JOB_SERVICE]["url"]
     assert app.ip == "0.0.0.0"
+
+
+def test_the_jobs_page_signs_in_with_the_oauth_client_the_hub_makes_for_it(hub_config, monkeypatch):
+    """Given the chart, the hub makes an OAuth client for the job service (it has a URL
+    and is registered for OAuth), and the service's pod signs people in to its jobs page
+    as that client, with the callback the hub allows: no 'cannot be empty' client id and
+    no redirect the hub refuses."""
+    from jupyterhub.services.auth import HubOAuth
+    from jupyterhub.services.service import Service
+
+    spec = services_by_name(hub_config)[JOB_SERVICE]
+    registered = Service(name=spec["name"], url=spec["url"])
+    [container] = one(render_campus(), "Deployment", JOB_SERVICE)["spec"]["template"]["spec"][
+        "containers"
+    ]
+    for variable in container["env"]:
+        if "value" in variable:
+            monkeypatch.setenv(variable["name"], variable["value"])
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "stand-in")
+    pod = HubOAuth()
+    assert pod.oauth_client_id == registered.oauth_client_id == f"service-{JOB_SERVICE}"
+    # the hub's default callback for a service with a URL is under its prefix
+    assert pod.oauth_redirect_uri == f"/services/{JOB_SERVICE}/oauth_callback"
+    assert spec["oauth_client_allowed_scopes"]
 
 
 def test_the_job_services_pod_gets_the_hubs_token_for_it():
