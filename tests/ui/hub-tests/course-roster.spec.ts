@@ -36,9 +36,7 @@ test("the instructor stops a student's server after confirming, without a reload
   const student = await signInToHome(browser, STUDENT);
   if (!(await student.page.locator('#stop').isVisible())) {
     await student.page.goto('/hub/spawn');
-    await student.page
-      .locator('input[name=profile][value=gpu-demo]')
-      .check();
+    await student.page.locator('input[name=profile][value=gpu-demo]').check();
     await student.page.getByRole('button', { name: 'Start' }).click();
     await expect(student.page).toHaveURL(new RegExp(`/user/${STUDENT}/lab`), {
       timeout: 90 * 1000

@@ -58,9 +58,10 @@ async function expectToldIn(
   expect(iso).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$/);
   const { clock, zone } = clockAndZone(iso, reader.timezoneId, reader.locale);
   const shown = (await time.innerText()).trim();
-  expect(shown.endsWith(`${clock} ${zone}`), `"${shown}" is not ${clock} ${zone}`).toBe(
-    true
-  );
+  expect(
+    shown.endsWith(`${clock} ${zone}`),
+    `"${shown}" is not ${clock} ${zone}`
+  ).toBe(true);
   expect(shown).not.toContain('UTC');
   // The course's own time stays at hand.
   const utc = new Date(iso).toISOString().slice(11, 16);

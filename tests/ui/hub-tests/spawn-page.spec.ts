@@ -79,9 +79,7 @@ for (const scheme of ['light', 'dark'] as const) {
           const clipped = await text.evaluate(
             element => element.scrollWidth > element.clientWidth
           );
-          expect(clipped, `"${await text.innerText()}" is cut off`).toBe(
-            false
-          );
+          expect(clipped, `"${await text.innerText()}" is cut off`).toBe(false);
         }
       }
 

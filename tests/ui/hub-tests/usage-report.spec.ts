@@ -20,7 +20,10 @@ test("an admin opens the usage report from the browser's sign-in", async ({
   await page.locator('input[name=password]').fill('any password');
   const [report] = await Promise.all([
     page.waitForResponse(
-      r => r.url().includes(REPORT) && r.request().resourceType() === 'document' && r.status() !== 302
+      r =>
+        r.url().includes(REPORT) &&
+        r.request().resourceType() === 'document' &&
+        r.status() !== 302
     ),
     page.locator('#login_submit').click()
   ]);
