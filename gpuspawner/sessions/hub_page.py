@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from jinja2 import (
     PrefixLoader,
     select_autoescape,
 )
+from markupsafe import Markup, escape
+
+from gpuspawner.local_times import time_element
 
 
 def _hub_templates() -> str:
@@ -43,6 +47,22 @@ templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def local_time(text: str) -> Markup:
+    """A moment the hub wrote as ISO 8601 text (an audit entry's, a job's creation) as a
+    ``<time>`` the page tells in its reader's zone: "2026-11-28 12:16 UTC" until then. A
+    time without a zone is UTC; text that is no time stays as it is."""
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError:
+        return escape(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return time_element(moment, f"{moment.astimezone(UTC):%Y-%m-%d %H:%M}", UTC)
+
+
+templates.filters["local_time"] = local_time
 
 
 @dataclass(frozen=True)

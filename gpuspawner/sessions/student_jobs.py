@@ -33,6 +33,8 @@ class StudentJob:
     status: str
     flavor: str
     created: str
+    """When it was created, ISO 8601 as the job service gives it (the page tells it in its
+    reader's zone)."""
 
 
 class JobsUnavailable(Exception):
@@ -81,7 +83,7 @@ class StudentJobs:
                     name=str(job.get("name", "")),
                     status=str(job.get("status", "")),
                     flavor=str(job.get("flavor") or ""),
-                    created=str(job.get("create_time", ""))[:16].replace("T", " "),
+                    created=str(job.get("create_time", "")),
                 )
             )
             if len(found) >= limit:

@@ -43,7 +43,7 @@ def server(profile: str) -> dict:
     return {"started": "2026-11-18T09:05:00Z", "user_options": {"profile": profile}}
 
 
-def page(tmp_path: Path, users: list[dict], viewer: dict) -> str:
+def page(tmp_path: Path, users: list[dict], viewer: dict, history: list | None = None) -> str:
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
     course = catalog.courses_by_id["ml101"]
@@ -52,7 +52,7 @@ def page(tmp_path: Path, users: list[dict], viewer: dict) -> str:
         course,
         users,
         NOW,
-        [],
+        history or [],
         "3.5",
         students=["ana", "cy", "dan"],
         week_hours={"ana": "1.2"},
@@ -108,3 +108,20 @@ def test_a_hub_admin_gets_the_admin_link(tmp_path):
     html = page(tmp_path, [], {"name": "root", "admin": True})
     assert 'href="/hub/admin"' in html
     assert "0 of 6 GPU seats in use." in text_of(html)
+
+
+def test_the_recent_changes_tell_their_time_with_its_zone_for_the_readers_own(tmp_path):
+    # Given bob cancelled a class at 09:12 UTC
+    entry = {
+        "time": "2026-11-18T09:12:40+00:00",
+        "detail": "bob cancelled the class of Wed 25 Nov.",
+    }
+    html = page(tmp_path, [], {"name": "bob"}, history=[entry])
+
+    # Then the change's time names its zone, and is a moment the page tells again in the
+    # reader's zone (where it said "2026-11-18 09:12", zone unsaid)
+    assert (
+        '<time datetime="2026-11-18T09:12:40+00:00" data-local-time>2026-11-18 09:12 UTC</time>'
+        in html
+    )
+    assert "time[data-local-time]" in html  # (templates/local_times.html's script)
