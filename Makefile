@@ -31,7 +31,8 @@ UI_TESTS := tests/ui
 UI_NODE_STAMP := $(UI_TESTS)/node_modules/.yarn-state.yml
 
 INSTALL_INPUTS := setup.py pyproject.toml constraints.txt $(LABEXT_STAMP) $(LABEXT)/install.json \
-	$(wildcard gpuspawner/__init__.py jupyter_to_job/__init__.py)
+	$(wildcard gpuspawner/__init__.py jupyter_to_job/__init__.py) \
+	jupyter-config/lab/settings/overrides.d/campus-gpu-hub.json
 NODE_STAMP := node_modules/.package-lock.json
 
 LINT_PATHS ?= gpuspawner jupyter_to_job tests benchmarks hub_config setup.py
@@ -97,6 +98,8 @@ $(INSTALL_STAMP): $(INSTALL_INPUTS) | $(BIN)/python
 	mkdir -p $(VENV)/share/jupyter/labextensions/@campus-gpu-hub $(VENV)/etc/jupyter/jupyter_server_config.d
 	ln -sfn $(CURDIR)/$(LABEXT_BUILD) $(VENV)/share/jupyter/labextensions/@campus-gpu-hub/jupyter-to-job
 	cp jupyter-config/jupyter_server_config.d/jupyter_to_job.json $(VENV)/etc/jupyter/jupyter_server_config.d/
+	mkdir -p $(VENV)/share/jupyter/lab/settings/overrides.d
+	cp jupyter-config/lab/settings/overrides.d/campus-gpu-hub.json $(VENV)/share/jupyter/lab/settings/overrides.d/
 	touch $@
 
 # npm writes node_modules/.package-lock.json on every install, so it is the stamp.

@@ -37,6 +37,14 @@ SERVER_EXTENSION_CONFIG = (
     ["jupyter-config/jupyter_server_config.d/jupyter_to_job.json"],
 )
 
+# JupyterLab's defaults for this hub's servers (the user image, binder, the demo): the
+# theme follows the system's light or dark scheme, as the hub's pages do, and no "Jupyter
+# news?" popup. Each person can still change both in Settings.
+LAB_SETTINGS_OVERRIDES = (
+    "share/jupyter/lab/settings/overrides.d",
+    ["jupyter-config/lab/settings/overrides.d/campus-gpu-hub.json"],
+)
+
 
 def labextension_is_built() -> bool:
     return (LABEXTENSION_BUILD / "package.json").is_file()
@@ -54,9 +62,10 @@ def labextension_data_files() -> list[tuple[str, list[str]]]:
 
 
 def data_files() -> list[tuple[str, list[str]]]:
-    """The built extension, when there is one yet, and the server extension's config."""
+    """The built extension, when there is one yet, the server extension's config and
+    JupyterLab's settings overrides."""
     built = labextension_data_files() if labextension_is_built() else []
-    return [*built, SERVER_EXTENSION_CONFIG]
+    return [*built, SERVER_EXTENSION_CONFIG, LAB_SETTINGS_OVERRIDES]
 
 
 def node_major_version(node: str) -> int:

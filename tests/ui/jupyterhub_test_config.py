@@ -149,3 +149,7 @@ if "UI_HUB_BASE_CONFIG" not in os.environ:
 # The hub's jobs page (hub-tests/jobs-page.spec.ts) runs a job as student7, a user in no
 # course whom no other test signs in as, then stops their server and reads the job there.
 c.Authenticator.allowed_users.add("student7")
+
+# JupyterLab's scheme (hub-tests/lab-scheme.spec.ts) starts a server as student6, a user
+# in no course whom no other test signs in as.
+c.Authenticator.allowed_users.add("student6")

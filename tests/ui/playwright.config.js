@@ -17,6 +17,7 @@
 const { execFileSync } = require('child_process');
 const path = require('path');
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
+const { galata } = require('@jupyterlab/galata');
 
 const repoRoot = path.resolve(__dirname, '..', '..');
 const venvBin = path.join(repoRoot, '.venv', 'bin');
@@ -132,7 +133,19 @@ module.exports = {
   },
   projects: [
     // JupyterLab on its own, driven with galata's fixtures.
-    { name: 'jupyterlab', testDir: 'tests' },
+    // Its tests switch themes with galata's setTheme (apputils:change-theme), which
+    // would only turn off following the system's scheme, the environment's default
+    // (jupyter-config/lab/settings/overrides.d/): they start with it off.
+    {
+      name: 'jupyterlab',
+      testDir: 'tests',
+      use: {
+        mockSettings: {
+          ...galata.DEFAULT_SETTINGS,
+          '@jupyterlab/apputils-extension:themes': { 'adaptive-theme': false }
+        }
+      }
+    },
     // JupyterLab behind the demo hub, with plain Playwright.
     { name: 'hub', testDir: 'hub-tests', use: { baseURL: hubURL } },
     // The demo hub with campus single sign-on: login through the provider's own form.

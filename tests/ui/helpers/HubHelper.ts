@@ -118,35 +118,27 @@ export async function clickMenuItem(
 }
 
 /**
- * Save `<name>-light.png` and `<name>-dark.png` of JupyterLab behind a hub, switching
- * its theme from the Settings menu, and go back to the light theme.
+ * Save `<name>-light.png` and `<name>-dark.png` of JupyterLab behind a hub, in the
+ * browser's dark and then light scheme, which the lab follows (the environment's default,
+ * jupyter-config/lab/settings/overrides.d/), and go back to the light one.
  */
 export async function labScreenshotsLightAndDark(
   page: Page,
   folder: string,
   name: string
 ): Promise<void> {
-  for (const theme of ['JupyterLab Dark', 'JupyterLab Light']) {
-    if (
-      (await page.locator('body').getAttribute('data-jp-theme-name')) !== theme
-    ) {
-      await clickMenuItem(page, `Settings>Theme>${theme}`);
-      await expect(page.locator('body')).toHaveAttribute(
-        'data-jp-theme-name',
-        theme
-      );
-    }
+  for (const scheme of ['dark', 'light'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await expect(page.locator('body')).toHaveAttribute(
+      'data-jp-theme-name',
+      scheme === 'dark' ? 'JupyterLab Dark' : 'JupyterLab Light'
+    );
     // (the lab shows its splash screen while it changes theme)
     await expect(page.locator('#jupyterlab-splash')).toHaveCount(0, {
       timeout: 30 * 1000
     });
-    await dismissNews(page); // (it comes a few seconds after the lab's start)
-    await page.screenshot({
-      path: path.join(
-        folder,
-        `${name}-${theme === 'JupyterLab Dark' ? 'dark' : 'light'}.png`
-      )
-    });
+    await dismissNews(page); // (none by default; a person may have asked for it)
+    await page.screenshot({ path: path.join(folder, `${name}-${scheme}.png`) });
   }
 }
 
