@@ -28,7 +28,7 @@ from gpuspawner.accounting.budgets import BudgetStatus
 from gpuspawner.cgroups import ResourceLimits
 from gpuspawner.policy import Catalog, FlavorEntitlement, JobFlavor, UserIdentity
 from gpuspawner.policy.catalog import Settings
-from gpuspawner.policy.flavors import flavor_entitlements
+from gpuspawner.policy.flavors import default_flavor, flavor_entitlements
 from gpuspawner.policy.units import format_bytes
 
 from . import __version__
@@ -473,7 +473,8 @@ class JobsAPI:
     def _entitlement(self, identity: UserIdentity, flavor_id: str | None) -> FlavorEntitlement:
         entitlements = flavor_entitlements(self.catalog(), identity, self._clock())
         if flavor_id is None:
-            chosen = next((e for e in entitlements if e.available), None)
+            default = default_flavor(entitlements)
+            chosen = next((e for e in entitlements if e.flavor.id == default), None)
             if chosen is None:
                 raise ApiError(
                     403,
@@ -594,7 +595,7 @@ class JobsAPI:
         ):
             counts = queued if row.job_status is JobStatus.QUEUED else running
             counts[row.flavor] = counts.get(row.flavor, 0) + 1
-        default = next((e.flavor.id for e in entitlements if e.available), None)
+        default = default_flavor(entitlements)
         if default is not None and caller.is_user and self.manager.warm_pool is not None:
             # The Run as Job dialog asks: a job of the default flavor is likely soon.
             flavor = next(e.flavor for e in entitlements if e.flavor.id == default)

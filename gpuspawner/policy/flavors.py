@@ -23,6 +23,8 @@ class FlavorEntitlement:
     available: bool
     reason: str
     """Why it is available ("through ML101") or not, as a sentence."""
+    research: bool = False
+    """Available through an active research allocation the user holds."""
 
 
 def _course_access(
@@ -62,12 +64,13 @@ def flavor_entitlements(
         if access.everyone or user.name in access.users or set(access.groups) & user.groups:
             result.append(FlavorEntitlement(flavor, True, "open to you"))
             continue
+        research = [_research_access(catalog, user, grant_id, now) for grant_id in access.research]
         reasons = [
             _course_access(catalog, user, course_id, now) for course_id in access.courses
-        ] + [_research_access(catalog, user, grant_id, now) for grant_id in access.research]
+        ] + research
         granted = next((r for r in reasons if r), None)
         if granted:
-            result.append(FlavorEntitlement(flavor, True, granted))
+            result.append(FlavorEntitlement(flavor, True, granted, research=any(research)))
         elif any(r == "" for r in reasons):
             result.append(
                 FlavorEntitlement(
@@ -82,6 +85,20 @@ def flavor_entitlements(
                 FlavorEntitlement(flavor, False, f"{flavor.title} is not offered to you.")
             )
     return result
+
+
+def default_flavor(entitlements: list[FlavorEntitlement]) -> str | None:
+    """The flavor a person's Run as Job dialog preselects: for a researcher, the first GPU
+    flavor of their research allocation (what the allocation exists for), else the first
+    flavor open to them, in catalog order; None when none is open.
+
+    Decided from the entitlements, not a ``default:`` in the catalog: one catalog serves
+    students, for whom the first (often CPU) flavor is right, and researchers alike.
+    """
+    available = [e for e in entitlements if e.available]
+    research_gpu = next((e for e in available if e.research and e.flavor.share), None)
+    chosen = research_gpu or next(iter(available), None)
+    return chosen.flavor.id if chosen else None
 
 
 def flavor_for(

@@ -23,7 +23,7 @@ def job_hub(
 ) -> Iterator[JobHub]:
     """One hub for a whole module, with every person's server-like token."""
     with stopped_afterwards(start_job_hub(tmp_path_factory.mktemp("job-hub")), request) as setup:
-        for name in ("alice", "bob", "ines", "olga", "root", "pete"):
+        for name in ("alice", "bob", "ines", "olga", "root", "pete", "rhea"):
             setup.tokens[name] = setup.token(name, job_server_token_scopes())
         setup.tokens["tara"] = setup.token(
             "tara", [access_scope(), f"{READ_JOBS_SCOPE}!group={STUDENTS_GROUP}"]

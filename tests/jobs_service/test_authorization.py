@@ -173,6 +173,16 @@ def test_flavors_follow_the_catalog_entitlements_of_each_person(job_hub):
     assert not olga["course-gpu"]["available"]
     assert all(flavor["available"] for flavor in root.values())
     assert alice["cpu-job"]["default"]
+    # A researcher's dialog starts on their allocation's GPU, not on "CPU job"
+    rhea = flavors("rhea")
+    assert rhea["research-gpu"]["available"] and rhea["research-gpu"]["default"]
+    assert not rhea["cpu-job"]["default"]
+
+
+def test_a_researchers_job_that_names_no_flavor_runs_on_their_allocations_gpu(job_hub):
+    created = job_hub.as_("rhea").create(notebook_json("1 + 1"))
+    assert created.status_code == 201, created.text
+    assert job_hub.as_("rhea").job(created.json()["job_id"])["flavor"] == "research-gpu"
 
 
 def test_a_student_cannot_run_a_job_on_a_flavor_they_are_not_entitled_to(job_hub):

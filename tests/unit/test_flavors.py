@@ -15,6 +15,7 @@ from gpuspawner.policy import (
     flavor_entitlements,
 )
 from gpuspawner.policy.admission import OWN_LIMIT_CODES, WAIT_CODES
+from gpuspawner.policy.flavors import default_flavor
 
 from .conftest import UTC, at
 
@@ -74,6 +75,30 @@ def test_each_person_may_use_the_flavors_their_courses_and_grants_give(catalog):
         "class-gpu",
         "a100",
     ]
+
+
+def test_a_researchers_dialog_starts_on_their_allocations_gpu_a_students_on_the_first(
+    catalog,
+):
+    during_term = at("2026-11-20 15:00", UTC)
+
+    def preselected(user):
+        return default_flavor(flavor_entitlements(catalog, user, during_term))
+
+    # A researcher's allocation exists to run GPU jobs: its GPU flavor, not "CPU job"
+    assert preselected(UserIdentity("rhea")) == "a100"
+    # Others keep the catalog's first open flavor: the whole GPU named for a guest is
+    # not theirs through an allocation, and a student's CPU job comes first
+    assert preselected(UserIdentity("guest")) == "cpu-job"
+    assert preselected(UserIdentity("sam")) == "cpu-job"
+    assert preselected(UserIdentity("root", admin=True)) == "cpu-job"
+    # Once the allocation has ended, the researcher is back on the first open flavor
+    assert (
+        default_flavor(
+            flavor_entitlements(catalog, UserIdentity("rhea"), at("2027-01-15 10:00", UTC))
+        )
+        == "cpu-job"
+    )
 
 
 def test_course_and_research_flavors_close_with_the_term_and_the_grant(catalog):
