@@ -8,6 +8,7 @@ import {
 import { IDescribePipeline } from './pipelineModels';
 import { PipelineTemplateDialog } from './pipelineTemplateDialog';
 import { IRunContext, reachJobService } from './runContext';
+import { isJobOutput } from './submission';
 
 /**
  * An open notebook, as the builder lists it.
@@ -38,7 +39,14 @@ export async function runPipelineBuilder(
     return null;
   }
   const { api, config } = service;
-  const dirty = notebooks.filter(notebook => notebook.dirty);
+  // The executed notebooks of jobs are results, not stages: neither offered nor saved.
+  const stages = notebooks
+    .map(notebook => ({
+      ...notebook,
+      local: docManager.services.contents.localPath(notebook.path)
+    }))
+    .filter(notebook => !isJobOutput(notebook.local));
+  const dirty = stages.filter(notebook => notebook.dirty);
   if (dirty.length > 0) {
     const answer = await showDialog({
       title: trans.__('Save the notebooks first?'),
@@ -58,9 +66,7 @@ export async function runPipelineBuilder(
   }
   const dialog = new PipelineBuilderDialog({
     api,
-    notebooks: notebooks.map(notebook =>
-      docManager.services.contents.localPath(notebook.path)
-    ),
+    notebooks: stages.map(notebook => notebook.local),
     features: featuresOf(config),
     trans
   });

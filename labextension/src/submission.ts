@@ -119,6 +119,14 @@ export function executedNotebookPath(
 }
 
 /**
+ * True for an executed notebook of a job, as Open saves them (under `job-outputs/`):
+ * a result to read, never a stage of a pipeline. `path` is the server's (no drive).
+ */
+export function isJobOutput(path: string): boolean {
+  return path.replace(/^\/+/, '').startsWith(`${OUTPUT_FOLDER}/`);
+}
+
+/**
  * True when the job has written an output in `format`.
  */
 export function hasOutput(

@@ -3,6 +3,7 @@ import {
   defaultJobName,
   executedNotebookPath,
   hasOutput,
+  isJobOutput,
   notebookStem,
   rerunName
 } from '../submission';
@@ -135,5 +136,24 @@ describe('hasOutput', () => {
     });
     expect(hasOutput(job, 'ipynb')).toBe(true);
     expect(hasOutput(job, 'html')).toBe(false);
+  });
+});
+
+describe('isJobOutput, which keeps results out of a pipeline’s stages', () => {
+  it('is true for the executed notebooks Open saves into job-outputs/', () => {
+    const saved = executedNotebookPath({
+      job_id: '15fd98fa-0000',
+      name: 'loop run1'
+    });
+    expect(saved).toBe('job-outputs/loop-run1-15fd98fa.ipynb');
+    expect(isJobOutput(saved)).toBe(true);
+    expect(isJobOutput('job-outputs/2-loop-run1-15fd98fa.ipynb')).toBe(true);
+    expect(isJobOutput('/job-outputs/old/report-3f2a1b4c.ipynb')).toBe(true);
+  });
+
+  it('is false for the notebooks people write', () => {
+    expect(isJobOutput('loop.ipynb')).toBe(false);
+    expect(isJobOutput('project/job-outputs-notes.ipynb')).toBe(false);
+    expect(isJobOutput('project/job-outputs/train.ipynb')).toBe(false);
   });
 });
