@@ -269,7 +269,8 @@ class JobsAPI:
             )
         return job, access
 
-    def _flavor_titles(self) -> dict[str, str]:
+    def flavor_titles(self) -> dict[str, str]:
+        """Each flavor's title for people, by id, as the catalog has them now."""
         catalog = self._catalog()
         if catalog is None:
             return {}
@@ -294,7 +295,7 @@ class JobsAPI:
 
     async def _seen(self, caller: Caller, job: DescribeJob) -> DescribeJob:
         access = await self.access(caller, job.owner)
-        return self._as_seen_by(caller, job, access, self._flavor_titles())
+        return self._as_seen_by(caller, job, access, self.flavor_titles())
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -324,7 +325,7 @@ class JobsAPI:
             }
             owners = readable_owners(caller, roster, members)
             listing = self.manager.list_jobs(query, owners=owners)
-        titles = self._flavor_titles()
+        titles = self.flavor_titles()
         access: dict[str, Access] = {}
         seen = []
         for job in listing.jobs:
@@ -502,7 +503,7 @@ class JobsAPI:
 
     async def describe(self, caller: Caller, job_id: str) -> DescribeJob:
         job, access = await self._job_and_access(caller, job_id, Access.READ)
-        return self._as_seen_by(caller, job, access, self._flavor_titles())
+        return self._as_seen_by(caller, job, access, self.flavor_titles())
 
     async def update(self, caller: Caller, job_id: str, body: bytes) -> DescribeJob:
         """PATCH ``{"status": "STOPPED"}``: stop the job."""
@@ -512,7 +513,7 @@ class JobsAPI:
         except ValidationError as error:
             raise validation_error(error) from None
         stopped = await self.manager.stop(job_id)
-        return self._as_seen_by(caller, stopped, access, self._flavor_titles())
+        return self._as_seen_by(caller, stopped, access, self.flavor_titles())
 
     async def delete(self, caller: Caller, job_id: str) -> None:
         await self._job(caller, job_id, Access.WRITE)

@@ -276,6 +276,9 @@ class DescribePipelineJob(WireModel):
     input_path: str
     name: str | None = None
     flavor: str | None = None
+    flavor_title: str | None = Field(
+        default=None, description="The flavor's title for people; None: no such flavor now."
+    )
     parameters: dict[str, JsonValue] = Field(default_factory=dict, description="As it ran.")
     job_id: str | None = Field(default=None, description="None while PENDING, or SKIPPED.")
     status: PipelineJobStatus

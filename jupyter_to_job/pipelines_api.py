@@ -101,22 +101,44 @@ class PipelinesAPI:
                     errors=[FieldProblem(field=where, message=refusal.message)],
                 ) from None
 
-        return await self.pipelines.create(caller.name, request, notebooks=notebooks, admit=admit)
+        return self._titled(
+            await self.pipelines.create(caller.name, request, notebooks=notebooks, admit=admit)
+        )
+
+    def _titled(self, pipeline: DescribePipeline) -> DescribePipeline:
+        """``pipeline`` with each job's flavor title, for people to read."""
+        titles = self.jobs.flavor_titles()
+        stages = [
+            stage.model_copy(
+                update={
+                    "jobs": [
+                        job.model_copy(update={"flavor_title": titles.get(job.flavor or "")})
+                        for job in stage.jobs
+                    ]
+                }
+            )
+            for stage in pipeline.stages
+        ]
+        return pipeline.model_copy(update={"stages": stages})
 
     def list_pipelines(self, caller: Caller) -> ListPipelinesResponse:
         """``GET api/pipelines``: the caller's pipelines, newest first."""
         owner = self._owner(caller, Access.READ)
-        return ListPipelinesResponse(pipelines=self.pipelines.list_pipelines(owner))
+        return ListPipelinesResponse(
+            pipelines=[self._titled(p) for p in self.pipelines.list_pipelines(owner)]
+        )
 
     def describe(self, caller: Caller, pipeline_id: str) -> DescribePipeline:
-        return self.pipelines.describe(pipeline_id, owner=self._owner(caller, Access.READ))
+        return self._titled(
+            self.pipelines.describe(pipeline_id, owner=self._owner(caller, Access.READ))
+        )
 
     async def update(self, caller: Caller, pipeline_id: str, body: bytes) -> DescribePipeline:
         """``PATCH api/pipelines/<id>``: ``{"status": "STOPPED"}`` stops it."""
         owner = self._owner(caller, Access.WRITE)
         self.pipelines.describe(pipeline_id, owner=owner)  # another's: 404 before the body
         parse_model(UpdatePipeline, json_object(body), "pipeline change")
-        return await self.pipelines.stop(pipeline_id, owner=owner)
+        return self._titled(await self.pipelines.stop(pipeline_id, owner=owner))
 
     def delete(self, caller: Caller, pipeline_id: str) -> None:
         """``DELETE api/pipelines/<id>``: a finished pipeline goes; its jobs stay."""

@@ -81,6 +81,10 @@ export interface IDescribePipelineJob {
   input_path: string;
   name: string | null;
   flavor: string | null;
+  /**
+   * The flavor's title for people ("CPU job"); null when it is not known.
+   */
+  flavor_title: string | null;
   parameters: { [name: string]: JsonValue };
   /**
    * Null while PENDING, or when SKIPPED.

@@ -273,7 +273,7 @@ function PipelineJobItem(props: {
         <PipelineBadge status={job.status} testid="pipeline-job-status" />
       </div>
       <span className="jp-JupyterToJob-hint" title={job.input_path}>
-        {[job.flavor, progress].filter(Boolean).join(' · ')}
+        {[job.flavor_title ?? job.flavor, progress].filter(Boolean).join(' · ')}
       </span>
       {why && (
         <span

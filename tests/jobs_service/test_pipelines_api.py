@@ -53,6 +53,18 @@ def test_a_failing_job_stops_its_sibling_and_skips_the_last_stage(job_hub: JobHu
     assert (skipped["status"], skipped["job_id"]) == ("SKIPPED", None)
     assert pipeline["shared_folder"] == "pipelines/evaluate-the-model"
     assert (pipeline["own"], pipeline["can_delete"], pipeline["can_stop"]) == (True, True, False)
+    # Each job's flavor has its title for people, where the list shows it too
+    assert {job["flavor_title"] for stage in pipeline["stages"] for job in stage["jobs"]} == {
+        "CPU job"
+    }
+    listed_titles = [
+        job["flavor_title"]
+        for p in alice.request("GET", "pipelines").json()["pipelines"]
+        if p["pipeline_id"] == pipeline_id
+        for stage in p["stages"]
+        for job in stage["jobs"]
+    ]
+    assert listed_titles and set(listed_titles) == {"CPU job"}
 
     # And each job made is an ordinary job of hers, labelled with the pipeline
     job = alice.job(watching["job_id"])

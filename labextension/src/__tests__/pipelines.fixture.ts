@@ -10,6 +10,7 @@ export function makePipelineJob(
     input_path: 'course/prepare.ipynb',
     name: null,
     flavor: 'cpu',
+    flavor_title: 'CPU job',
     parameters: {},
     job_id: 'job-prepare',
     status: 'COMPLETED',

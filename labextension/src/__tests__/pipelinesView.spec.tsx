@@ -117,6 +117,12 @@ describe('The Pipelines tab of the Jobs panel', () => {
     expect(
       all('[data-testid="pipeline-job-open"]').map(link => link.textContent)
     ).toEqual(['prepare.ipynb', 'eval-a.ipynb', 'eval-b.ipynb']);
+    // And each job's flavor reads as its title, not its id
+    const flavors = all(
+      '[data-testid="pipeline-job"] .jp-JupyterToJob-hint'
+    ).map(hint => hint.textContent ?? '');
+    expect(flavors[0]).toMatch(/^CPU job/);
+    expect(flavors.join(' ')).not.toMatch(/\bcpu\b/);
     // And a finished pipeline offers Delete, not Stop
     expect(all('[data-testid="pipeline-action-stop"]')).toHaveLength(0);
     expect(all('[data-testid="pipeline-action-delete"]')).toHaveLength(1);
