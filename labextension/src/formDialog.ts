@@ -11,6 +11,10 @@ export abstract class FormDialog<T> extends Dialog<T> {
   ) {
     super(options);
     this.addClass('jp-JupyterToJob-dialog');
+    // (the stylesheet lets it take the window's height, not JupyterLab's 500px)
+    this.node
+      .querySelector('.jp-Dialog-content')
+      ?.classList.add('jp-JupyterToJob-dialogContent');
     this._buttonList = options.buttons;
   }
 
