@@ -126,6 +126,8 @@ class CourseProfilesMixin(LoggingConfigurable):
     _allocation: Allocation | None = None
     _holder: ProcessHolder | None = None
     _profile_id: str | None = None
+    _shown: dict[str, Any] | None = None
+    """What the hub's admin page shows of this server (see :func:`admin_view`)."""
     _progress_messages: list[str]
     _decided_at = 0.0
     _start_observer: asyncio.Future | None = None
@@ -390,6 +392,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         self._grant = grant
         self._allocation = grant.allocation
         self._profile_id = grant.subject
+        self._shown = admin_view(grant)
         return grant
 
     def progress_note(self, message: str) -> None:
@@ -471,6 +474,7 @@ class CourseProfilesMixin(LoggingConfigurable):
         self._allocation = None
         self._holder = None
         self._grant = None
+        self._shown = None
 
     def teaches_a_course(self) -> bool:
         """True when this user teaches a course of the catalog in force (the catalog's
@@ -519,6 +523,8 @@ class CourseProfilesMixin(LoggingConfigurable):
             "environment": grant.environment_id if grant else None,
             # The process holding the slice, by pid and start time (see hold_allocation).
             "server_process": self._holder.to_dict() if self._holder else None,
+            # Read by the hub's admin page (templates/admin.html) from the server model.
+            **(self._shown or {}),
         }
 
     def restore_course_state(self, state: dict, *, pid: int | None = None) -> None:
@@ -532,6 +538,7 @@ class CourseProfilesMixin(LoggingConfigurable):
             return
         watch_spawner(self)
         self._profile_id = data.get("profile")
+        self._shown = {key: data[key] for key in ADMIN_VIEW_KEYS if key in data} or None
         if data.get("allocation"):
             allocation = Allocation.from_dict(data["allocation"])
             self._allocation = allocation
@@ -545,6 +552,21 @@ class CourseProfilesMixin(LoggingConfigurable):
                 warnings = pool.restore(allocation)
             for warning in warnings:
                 self.log.warning("Restoring GPU allocation: %s", warning)
+
+
+ADMIN_VIEW_KEYS = ("title", "share", "gpus")
+
+
+def admin_view(grant: Grant) -> dict[str, Any]:
+    """What the hub's admin page shows of a granted server, kept in its spawner state (the
+    server model's ``state.gpuspawner``, for readers with ``admin:server_state``): the
+    profile's title where the table shows ``user_options.profile`` (the id stays there, as
+    the spawn API takes it), and the GPU share with the GPUs it is on."""
+    return {
+        "title": grant.title,
+        "share": grant.share_description,
+        "gpus": list(grant.gpu_labels),
+    }
 
 
 def entitlement_summary(entitlement: Entitlement) -> str:
