@@ -222,6 +222,10 @@ class Schedule(CreateSchedule):
     schedule_id: str
     owner: str
     pipeline_name: str | None = Field(default=None, description="The pipeline it runs, if any.")
+    flavor_title: str | None = Field(
+        default=None,
+        description="Its job's flavor title, for people; None: a pipeline or no such flavor.",
+    )
     status: ScheduleStatus
     status_message: str | None = Field(
         default=None, description="Why it is paused or ended, in a sentence."

@@ -94,11 +94,13 @@ class SchedulesAPI:
             )
         assert request.job is not None
         job, working_dir = self.jobs.admitted_request(caller, request.job)
-        return self.scheduler.create(
-            caller.name,
-            request.model_copy(update={"job": job}),
-            notebook=notebook,
-            working_dir=working_dir,
+        return self._titled(
+            self.scheduler.create(
+                caller.name,
+                request.model_copy(update={"job": job}),
+                notebook=notebook,
+                working_dir=working_dir,
+            )
         )
 
     def _admitted_pipeline(
@@ -119,20 +121,31 @@ class SchedulesAPI:
                     home = home_of(working_dir, admitted.input_path)
         return CreatePipeline.model_validate(data), home
 
+    def _titled(self, schedule: Schedule) -> Schedule:
+        """``schedule`` with its job's flavor title, for people to read."""
+        if schedule.job is None or not schedule.job.flavor:
+            return schedule
+        title = self.jobs.flavor_titles().get(schedule.job.flavor)
+        return schedule.model_copy(update={"flavor_title": title})
+
     def list_schedules(self, caller: Caller) -> ListSchedulesResponse:
         """``GET api/schedules``: the caller's schedules, newest first."""
         owner = self._owner(caller, Access.READ)
-        return ListSchedulesResponse(schedules=self.scheduler.list_schedules(owner))
+        return ListSchedulesResponse(
+            schedules=[self._titled(s) for s in self.scheduler.list_schedules(owner)]
+        )
 
     def describe(self, caller: Caller, schedule_id: str) -> Schedule:
-        return self.scheduler.describe(schedule_id, owner=self._owner(caller, Access.READ))
+        return self._titled(
+            self.scheduler.describe(schedule_id, owner=self._owner(caller, Access.READ))
+        )
 
     def update(self, caller: Caller, schedule_id: str, body: bytes) -> Schedule:
         """``PATCH api/schedules/<id>``: ``{"status": "PAUSED"}`` or ``{"status": "ACTIVE"}``."""
         owner = self._owner(caller, Access.WRITE)
         self.scheduler.describe(schedule_id, owner=owner)  # another's: 404 before the body
         wanted = parse_model(UpdateSchedule, json_object(body), "schedule change")
-        return self.scheduler.set_status(schedule_id, wanted.status, owner=owner)
+        return self._titled(self.scheduler.set_status(schedule_id, wanted.status, owner=owner))
 
     def delete(self, caller: Caller, schedule_id: str) -> None:
         """``DELETE api/schedules/<id>``: the schedule goes; the jobs it started stay."""

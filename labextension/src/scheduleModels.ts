@@ -102,6 +102,11 @@ export interface ISchedule {
    * The pipeline it runs, if any.
    */
   pipeline_name?: string | null;
+  /**
+   * Its job's flavor title, for people ("CPU job"); null for a pipeline, or when the
+   * flavor is not known.
+   */
+  flavor_title?: string | null;
   status: ScheduleStatus;
   /**
    * Why it is paused or ended, in a sentence.

@@ -171,7 +171,9 @@ function ScheduleCard(
         {schedule.job?.flavor && (
           <>
             <dt>{trans.__('Flavor')}</dt>
-            <dd>{schedule.job.flavor}</dd>
+            <dd title={schedule.job.flavor} data-testid="schedule-flavor">
+              {schedule.flavor_title ?? schedule.job.flavor}
+            </dd>
           </>
         )}
       </dl>

@@ -44,6 +44,8 @@ def test_an_owner_creates_pauses_resumes_and_deletes_a_schedule(job_hub: JobHub)
     path = f"schedules/{schedule['schedule_id']}"
     listed = alice.request("GET", "schedules").json()["schedules"]
     assert [s["schedule_id"] for s in listed] == [schedule["schedule_id"]]
+    # Its flavor is named for people where it is shown, as it was made and as listed
+    assert schedule["flavor_title"] == listed[0]["flavor_title"] == "CPU job"
 
     paused = alice.request("PATCH", path, json={"status": "PAUSED"})
     assert paused.status_code == 200, paused.text

@@ -32,6 +32,7 @@ function makeSchedule(overrides: Partial<ISchedule> = {}): ISchedule {
     max_failures_in_a_row: 3,
     schedule_id: 'sched-1',
     owner: 'student1',
+    flavor_title: 'A quarter RTX 4090',
     status: 'ACTIVE',
     status_message: null,
     runs: 2,
@@ -146,6 +147,10 @@ describe('The Schedules tab of the Jobs panel', () => {
       'At most 10 runs · ends after 3 failures in a row'
     );
     expect(inCard('sched-1', 'schedule-runs')?.textContent).toBe('2 of 10');
+    // with its job's flavor by title, not by id
+    expect(inCard('sched-1', 'schedule-flavor')?.textContent).toBe(
+      'A quarter RTX 4090'
+    );
     expect(inCard('sched-1', 'schedule-next-run')?.textContent).not.toBe('—');
     expect(inCard('sched-1', 'schedule-action-pause')).not.toBeNull();
     expect(inCard('sched-1', 'schedule-action-resume')).toBeNull();
