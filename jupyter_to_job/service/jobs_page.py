@@ -177,8 +177,10 @@ class JobLogPiece(JobsPageBase):
             self.set_header("Content-Type", "application/json; charset=utf-8")
             self.finish(
                 {
-                    "message": "not followed: the sign-in to the jobs page expired or the "
-                    "request lacked the page's XSRF token. Reload the page to read on."
+                    "message": "The log is no longer followed: the sign-in to the jobs page "
+                    "expired, or the request lacked the page's XSRF token. Reload the page "
+                    "to read on.",
+                    "reason": "forbidden",
                 }
             )
             return
