@@ -109,8 +109,11 @@ test.describe('Run as Job from the notebook toolbar', () => {
       /^greeting-[0-9a-f]{8}\.html$/
     );
 
-    // When they rerun it
+    // When they rerun it as it was (Rerun opens the dialog filled from the job)
     await detail.getByTestId('job-action-rerun').click();
+    const again = await jobs.dialog();
+    await again.locator(SELECTORS.SUBMIT).click();
+    await expect(again).toBeHidden({ timeout: 30 * 1000 });
 
     // Then a new job with the same parameters is selected, beside the first one
     await expect(detail).not.toHaveAttribute('data-job-id', jobId);
