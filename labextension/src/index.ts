@@ -11,7 +11,7 @@ import {
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
@@ -20,6 +20,7 @@ import { CommandIDs } from './commands';
 import { jobsIcon, pipelineIcon, runAsJobIcon } from './icons';
 import type { JobsPanel } from './jobsPanel';
 import type { IOpenNotebook } from './runPipeline';
+import { hasUnsavedCells } from './unsavedCells';
 
 /**
  * The translation domain of the extension (its Python package name).
@@ -148,14 +149,17 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
       describedBy: { args: { type: 'object', properties: {} } },
       isEnabled: () => (notebooks?.size ?? 0) > 0,
       execute: async () => {
-        const open: IOpenNotebook[] = [];
+        const panels: NotebookPanel[] = [];
         notebooks?.forEach(panel => {
-          open.push({
-            path: panel.context.path,
-            dirty: panel.context.model.dirty,
-            save: () => panel.context.save()
-          });
+          panels.push(panel);
         });
+        const open: IOpenNotebook[] = await Promise.all(
+          panels.map(async panel => ({
+            path: panel.context.path,
+            dirty: await hasUnsavedCells(panel, app.serviceManager.contents),
+            save: () => panel.context.save()
+          }))
+        );
         const { runPipelineBuilder } = await import('./runPipeline');
         const made = await runPipelineBuilder(context, open);
         if (made) {
