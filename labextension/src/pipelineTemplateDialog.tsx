@@ -9,6 +9,7 @@ import * as React from 'react';
 import { JobsAPI } from './api';
 import { errorSentence, JobAPIError } from './errors';
 import { FormDialog } from './formDialog';
+import { useFlavorList } from './flavorPicker';
 import { FormError } from './formError';
 import { IFieldProblem } from './models';
 import { WideParameterRows } from './pipelineBuilder';
@@ -109,6 +110,12 @@ function PipelineTemplateView(
   }
 ): JSX.Element {
   const { api, path, trans } = props;
+  // Flavors by their titles, once listed ("CPU job", not "cpu-job").
+  const { list: flavorList } = useFlavorList(api);
+  const flavorTitle = (id: string | null | undefined) =>
+    (flavorList.status === 'loaded'
+      ? flavorList.flavors.find(flavor => flavor.id === id)?.title
+      : null) ?? id;
   const [template, setTemplate] = React.useState<ICreatePipeline | null>(null);
   const [rows, setRows] = React.useState<IDraftParameter[]>([]);
   const [loadError, setLoadError] = React.useState<string | null>(null);
@@ -192,7 +199,9 @@ function PipelineTemplateView(
                 {': '}
                 {stage.jobs
                   .map(job =>
-                    [job.input_path, job.flavor].filter(Boolean).join(' on ')
+                    [job.input_path, flavorTitle(job.flavor)]
+                      .filter(Boolean)
+                      .join(' on ')
                   )
                   .join(', ')}
               </li>

@@ -401,7 +401,7 @@ describe('Running a saved pipeline template', () => {
     const node = dialog.node;
     expect(
       node.querySelector('[data-testid="template-stages"]')?.textContent
-    ).toBe('prepare: course/prepare.ipynbtrain: course/train.ipynb on cpu');
+    ).toBe('prepare: course/prepare.ipynbtrain: course/train.ipynb on CPU job');
     const values = [
       ...node.querySelectorAll<HTMLInputElement>(
         '[data-testid="wide-parameter-value"]'
