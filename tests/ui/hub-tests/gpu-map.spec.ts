@@ -133,7 +133,10 @@ test('the GPU map names holders by role: admin, instructor and student', async (
   // When the admin opens the map from the hub's Services menu
   const admin = await signInToHome(browser, 'admin');
   await admin.page.getByRole('button', { name: 'Services' }).click();
-  await admin.page.getByRole('link', { name: 'course-sessions' }).click();
+  await admin.page
+    .locator('nav .dropdown-menu')
+    .getByRole('link', { name: 'GPU map' })
+    .click();
   await expect(admin.page).toHaveURL(new RegExp(`${MAP}$`));
   await expect(
     admin.page.getByRole('heading', { name: 'GPU map', level: 1 })
