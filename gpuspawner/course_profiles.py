@@ -35,6 +35,7 @@ from .gpu_map import gpu_map, map_viewer
 from .grant import GPUAdmission, Grant, Target, moved_to_admission
 from .home_page import RunningServer, running_server
 from .ledger import AllocationLedger, ProcessHolder
+from .local_times import told_html
 from .metrics import observe_server_start, watch_spawner
 from .policy import (
     Allocation,
@@ -257,9 +258,11 @@ class CourseProfilesMixin(LoggingConfigurable):
                     pool.devices,
                     local=self.admission_target == "local",
                     budget=budget.line() if budget else "",
+                    budget_html=told_html(budget.told(), budget.zone) if budget else None,
                     budget_exhausted=bool(budget and budget.exhausted),
                     experimental_zone=catalog.settings.experimental_zone,
                     timezone=catalog.settings.timezone,
+                    now=now,
                 )
             )
         return cards

@@ -9,7 +9,7 @@ Without scripts the server's text stays, and it names its zone.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 
 from markupsafe import Markup, escape
 
@@ -27,6 +27,18 @@ def time_element(moment: datetime, words: str, zone: tzinfo) -> Markup:
     ``words`` (the moment as told in ``zone``) followed by the zone's short name."""
     return Markup('<time datetime="{}" data-local-time>{} {}</time>').format(
         moment.astimezone(UTC).isoformat(), words, zone_name(moment, zone)
+    )
+
+
+def clock_element(moment: datetime, zone: tzinfo, *, day: date | None = None) -> Markup:
+    """A clock time that recurs or belongs to a listed day: ``<time datetime="..."
+    data-local-time="clock">03:00 CET</time>``. The page tells it again as a clock time
+    in the reader's zone ("21:00 EST"), with the weekday ("Sun 21:00 EST") where ``day``,
+    the day of ``zone`` it is listed under, is not the reader's day of that moment."""
+    local = moment.astimezone(zone)
+    listed = Markup(' data-day="{}"').format(day.isoformat()) if day is not None else ""
+    return Markup('<time datetime="{}" data-local-time="clock"{}>{:%H:%M} {}</time>').format(
+        moment.astimezone(UTC).isoformat(), listed, local, zone_name(moment, zone)
     )
 
 

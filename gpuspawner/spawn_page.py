@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from .local_times import time_element, told_html
+from .local_times import clock_element, time_element, told_html
 from .policy.catalog import ExperimentalZone, SoftwareEnvironment
 from .policy.course_overrides import course_overrides
 from .policy.entitlements import Entitlement, ProfileKind
 from .policy.environments import unmet_requirement
+from .policy.schedule import parse_timezone
 from .policy.share import GPUDevice
 from .policy.storage import parse_mounts
 from .policy.units import format_bytes
+from .policy.zones import wipe_moment
 
 _templates = Environment(
     loader=PackageLoader("gpuspawner", "templates"),
@@ -79,6 +82,8 @@ class ProfileCard:
     """The folders it mounts: "course-data at /data (read-only), scratch at /scratch"."""
     budget: str = ""
     """The GPU-hours left: "4.5 of your 6 GPU-hours left this week (renews ...)"."""
+    budget_html: Markup = Markup("")
+    """``budget`` with its renewal as a ``<time>`` the page tells in the reader's zone."""
     budget_exhausted: bool = False
     status_html: Markup = Markup("")
     """``status`` with its moments as ``<time>`` elements, which the page tells again in
@@ -89,8 +94,8 @@ class ProfileCard:
     """The notice the course's instructors posted on the course page, if any."""
     environments: tuple[EnvironmentOption, ...] = ()
     """The environments to choose from (the first is the default); empty: no choice."""
-    wipe: str = ""
-    """For a profile in the experimental zone: what is wiped, and when."""
+    wipe: Markup = Markup("")
+    """For a profile in the experimental zone: what is wiped, and when (a ``<time>``)."""
 
     @classmethod
     def build(
@@ -104,9 +109,12 @@ class ProfileCard:
         budget_exhausted: bool = False,
         experimental_zone: ExperimentalZone | None = None,
         timezone: str = "UTC",
+        budget_html: Markup | None = None,
+        now: datetime | None = None,
     ) -> ProfileCard:
         """The card of one entitlement; ``local``: storage shows where it appears on one
-        machine (folders in the home); ``budget``: its budget line, if one applies."""
+        machine (folders in the home); ``budget``: its budget line, if one applies, and
+        ``budget_html`` the same with its moment as a ``<time>`` (see ``BudgetStatus.told``)."""
         profile = entitlement.profile
         share = profile.share
         matching = None
@@ -147,30 +155,41 @@ class ProfileCard:
             default=profile.default,
             storage=", ".join(m.describe(local=local) for m in parse_mounts(profile.storage)),
             budget=budget,
+            budget_html=budget_html if budget_html is not None else escape(budget),
             budget_exhausted=budget_exhausted,
             status_html=_status_html(entitlement),
             stops=_stop_time(entitlement),
             course_notice=_course_notice(entitlement),
             environments=tuple(EnvironmentOption.build(e, matching) for e in profile.environments),
-            wipe=_wipe_note(entitlement, experimental_zone, timezone, local=local),
+            wipe=_wipe_note(
+                entitlement, experimental_zone, timezone, local=local, now=now or datetime.now(UTC)
+            ),
         )
 
 
 def _wipe_note(
-    entitlement: Entitlement, zone: ExperimentalZone | None, timezone: str, *, local: bool
-) -> str:
-    """ "Experimental zone: ~/scratch is wiped every day at 03:00 (Europe/Zurich)..." for a
-    profile in the experimental zone; empty otherwise."""
+    entitlement: Entitlement,
+    zone: ExperimentalZone | None,
+    timezone: str,
+    *,
+    local: bool,
+    now: datetime,
+) -> Markup:
+    """ "Experimental zone: ~/scratch is wiped every day at 03:00 CET..." for a profile in
+    the experimental zone, the time a ``<time>`` the page tells in the reader's zone (today's
+    wipe in the catalog's ``timezone``); empty otherwise."""
     profile = entitlement.profile
     if profile.zone != "experimental" or zone is None:
-        return ""
+        return Markup("")
     wiped = [m for m in parse_mounts(profile.storage) if m.source.kind == "experimental"]
     where = " and ".join((f"~/{m.name}" if local else m.mount) for m in wiped)
     what = f"{where} {'is' if len(wiped) == 1 else 'are'}" if wiped else "its storage is"
-    return (
-        f"Experimental zone: {what} wiped every day at {zone.wipe_at:%H:%M} ({timezone}), "
-        "after a warning. Keep what matters in your home or a production profile."
-    )
+    tz = parse_timezone(timezone)
+    at = clock_element(wipe_moment(now, zone.wipe_at, tz), tz)
+    return Markup(
+        "Experimental zone: {} wiped every day at {}, after a warning. Keep what matters in "
+        "your home or a production profile."
+    ).format(what, at)
 
 
 def _status_html(entitlement: Entitlement) -> Markup:

@@ -28,6 +28,7 @@ from ..policy.budget_spec import budget_text, format_gpu_hours
 from ..policy.capacity import Refusal
 from ..policy.catalog import Catalog, Course, JobFlavor, ResearchAllocation
 from ..policy.entitlements import Profile, Role, UserIdentity
+from ..policy.wording import Told
 from .intervals import UsageInterval, day_start, week_of
 
 
@@ -129,6 +130,20 @@ class BudgetStatus:
             renews = f"{local:%A} {local:%H:%M}, {self.zone_name}"
             return f"{left} of your {budget} GPU-hours left this week (renews {renews})"
         return f"{left} of {budget} GPU-hours left in {self.title} (until {self.renews})"
+
+    def told(self) -> Told:
+        """:meth:`line` with the course budget's renewal as a moment ("... left this week
+        (renews {0})", told "Mon 00:00" in the course's zone), which a page tells again in
+        its reader's zone; a research budget's last day is a date and stays in words."""
+        if self.scope != "course":
+            return Told(self.line().replace("{", "{{").replace("}", "}}"), (), ())
+        left, budget = format_gpu_hours(self.left, down=True), budget_text(self.budget)
+        local = self.ends.astimezone(self.zone)
+        return Told(
+            f"{left} of your {budget} GPU-hours left this week (renews {{0}})",
+            (self.ends,),
+            (f"{local:%a %H:%M}",),
+        )
 
     def refusal(self, kind: Literal["server", "job"]) -> Refusal:
         """The refusal of a start past this budget, as a sentence to act on."""

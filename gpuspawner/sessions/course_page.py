@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from markupsafe import Markup
 from tornado import web
 
 from gpuspawner.accounting.usage_command import UsageCommandError, build_report
+from gpuspawner.local_times import clock_element
 from gpuspawner.policy import Catalog, Course
 from gpuspawner.policy.budget_spec import format_gpu_hours
 from gpuspawner.policy.course_overrides import (
@@ -84,6 +86,9 @@ class ServerRow:
     student: bool
     extended_minutes: int
     extend_left: int
+    started_html: Markup = Markup("")
+    stops_html: Markup = Markup("")
+    """``started`` and ``stops`` as ``<time>`` elements the page tells in its reader's zone."""
 
 
 @dataclass
@@ -98,6 +103,8 @@ class RosterRow:
     share: str
     gpu_hours_week: str | None
     """None: this hub keeps no usage record."""
+    server_html: Markup = Markup("")
+    """``server`` with its times as ``<time>`` elements."""
 
 
 @dataclass
@@ -133,6 +140,13 @@ def _clock(moment: datetime, zone: Any) -> str:
     return f"{moment.astimezone(zone):%H:%M}"
 
 
+def _clock_html(moment: datetime | None, zone: Any) -> Markup:
+    """A server's start or stop as a ``<time>`` of today ("10:05 CET"); empty if unknown."""
+    if moment is None:
+        return Markup("")
+    return clock_element(moment, zone, day=moment.astimezone(zone).date())
+
+
 def course_view(
     catalog: Catalog,
     course: Course,
@@ -161,6 +175,8 @@ def course_view(
                 {
                     "start": _clock(session.start, zone),
                     "end": _clock(session.end, zone),
+                    "start_html": clock_element(session.start, zone, day=day),
+                    "end_html": clock_element(session.end, zone, day=day),
                     "cancelled": bool(cancelled),
                     "extra": cancelled is None,
                     "to_come": session.start > now,
@@ -204,6 +220,8 @@ def course_view(
                     student=end is not None,
                     extended_minutes=done,
                     extend_left=max(0, limit_minutes - done) if end is not None else 0,
+                    started_html=_clock_html(started, zone),
+                    stops_html=_clock_html(end, zone),
                 )
             )
     share = course.share.describe() if course.share is not None else "No GPU"
@@ -212,11 +230,15 @@ def course_view(
     for student in sorted(set(students or ())):
         row = running.get(student)
         if row is None:
-            told = "No server"
+            told, told_html = "No server", Markup("No server")
         elif row.stops:
             told = f"Running since {row.started}, stops {row.stops}"
+            told_html = Markup("Running since {}, stops {}").format(
+                row.started_html, row.stops_html
+            )
         else:
             told = f"Running since {row.started}"
+            told_html = Markup("Running since {}").format(row.started_html)
         roster.append(
             RosterRow(
                 user=student,
@@ -224,6 +246,7 @@ def course_view(
                 running=row is not None,
                 share=share if row is not None else "",
                 gpu_hours_week=None if week_hours is None else week_hours.get(student, "0.0"),
+                server_html=told_html,
             )
         )
     environments = [

@@ -85,8 +85,8 @@ def test_the_instructor_sees_the_roster_setup_and_seats_under_the_hubs_header(tm
     # And the roster lists each student with their server, share and GPU-hours this week
     rows = dict(re.findall(r'<tr data-student="(\w+)">(.*?)</tr>', html, re.S))
     assert (
-        text_of(rows["ana"]) == "ana Running since 09:05, stops 11:10 1/4 of a GPU 1.2"
-    )  # (class end + grace)
+        text_of(rows["ana"]) == "ana Running since 09:05 UTC , stops 11:10 UTC 1/4 of a GPU 1.2"
+    )  # (class end + grace; each time names its zone)
     assert text_of(rows["cy"]) == "cy No server — 0.0"
     # And the course's environments and zone
     assert "PyTorch (PyTorch 2.4, CUDA 12.4); Plain Python" in text_of(html)
@@ -125,3 +125,36 @@ def test_the_recent_changes_tell_their_time_with_its_zone_for_the_readers_own(tm
         in html
     )
     assert "time[data-local-time]" in html  # (templates/local_times.html's script)
+
+
+def test_class_and_server_times_name_their_zone_for_the_readers_own(tmp_path):
+    # Given ana's ML101 server started at 09:05 UTC, in the Wednesday class of 09:00-11:00
+    html = page(tmp_path, [{"name": "ana", "servers": {"": server("ml101")}}], {"name": "bob"})
+
+    # Then the class's times are clock times of their listed day, each naming its zone,
+    # which the page tells again in the reader's zone (where they said "09:00–11:00")
+    wednesday = re.search(r'<tr class="" data-day="2026-11-18".*?</tr>', html, re.S)
+    assert wednesday is not None
+    assert (
+        '<td class="course-class-time">'
+        '<time datetime="2026-11-18T09:00:00+00:00" data-local-time="clock" '
+        'data-day="2026-11-18">09:00 UTC</time>–'
+        '<time datetime="2026-11-18T11:00:00+00:00" data-local-time="clock" '
+        'data-day="2026-11-18">11:00 UTC</time></td>'
+    ) in wednesday.group(0)
+    # And so are the server's start and stop, in the servers table and the roster
+    started = (
+        '<time datetime="2026-11-18T09:05:00+00:00" data-local-time="clock" '
+        'data-day="2026-11-18">09:05 UTC</time>'
+    )
+    stops = (
+        '<time datetime="2026-11-18T11:10:00+00:00" data-local-time="clock" '
+        'data-day="2026-11-18">11:10 UTC</time>'
+    )
+    assert f"<td>{started}</td>" in html
+    assert f"<td data-stops>{stops}" in html
+    assert f"<td data-server-state>Running since {started}, stops {stops}</td>" in html
+    # And the page says in whose zone the class times are entered
+    assert "the class times you enter are in the course's, UTC." in text_of(html)
+    # (templates/local_times.html tells a clock time as a clock time)
+    assert 'getAttribute("data-local-time") === "clock"' in html

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from fractions import Fraction
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from gpuspawner.accounting.budgets import BudgetStatus
+from gpuspawner.local_times import told_html
 from gpuspawner.policy import UserIdentity, evaluate, load_catalog
 from gpuspawner.spawn_page import ProfileCard, render_profile_cards
 from tests.support.hub_pages import cards
@@ -112,3 +115,61 @@ def test_an_instructors_course_is_not_chosen_for_them_outside_class(tmp_path):
     # Then the catalog's default stays chosen
     assert checked(page) == "cpu"
     assert 'data-note="no-course"' not in page
+
+
+TRY_OUT = """\
+settings:
+  timezone: Europe/Zurich
+  experimental_zone: {wipe_at: "03:00", warning: 2h}
+standing:
+  - id: try-out
+    title: Try-out area
+    zone: experimental
+    storage:
+      - {name: scratch, source: experimental, mount: /scratch}
+"""
+
+
+def test_the_daily_wipe_is_a_clock_time_naming_its_zone_for_the_readers_own(tmp_path):
+    # Given a try-out profile in the experimental zone, wiped every day at 03:00 Zurich time
+    (tmp_path / "catalog.yaml").write_text(TRY_OUT)
+    catalog = load_catalog(tmp_path / "catalog.yaml")
+    now = datetime(2026, 11, 18, 9, 30, tzinfo=ZURICH)
+    (entitlement,) = evaluate(catalog, UserIdentity("ana", frozenset(), False), now)
+    # When its card is built
+    card = ProfileCard.build(
+        entitlement,
+        None,
+        [],
+        local=True,
+        experimental_zone=catalog.settings.experimental_zone,
+        timezone="Europe/Zurich",
+        now=now,
+    )
+    # Then the wipe's time names its zone ("03:00 CET", where it said "03:00
+    # (Europe/Zurich)") and is a clock time the page tells in the reader's zone
+    assert card.wipe == (
+        "Experimental zone: ~/scratch is wiped every day at "
+        '<time datetime="2026-11-18T02:00:00+00:00" data-local-time="clock">03:00 CET</time>'
+        ", after a warning. Keep what matters in your home or a production profile."
+    )
+    assert 'data-local-time="clock">03:00 CET</time>' in render_profile_cards([card])
+
+
+def test_the_budget_renews_at_a_moment_naming_its_zone_for_the_readers_own():
+    # Given ana has 4.5 of her 6 GPU-hours of ML101 left, renewed Monday 00:00 Zurich time
+    budget = BudgetStatus(
+        scope="course",
+        title="Machine Learning 101",
+        budget=Fraction(6),
+        used=Fraction(3, 2),
+        begins=datetime(2026, 11, 16, tzinfo=ZURICH),
+        ends=datetime(2026, 11, 23, tzinfo=ZURICH),
+        zone=ZURICH,
+    )
+    # Then the spawn card's line tells the renewal as a moment with its zone's short name,
+    # where it said "(renews Monday 00:00, Europe/Zurich)"
+    assert told_html(budget.told(), budget.zone) == (
+        "4.5 of your 6 GPU-hours left this week (renews "
+        '<time datetime="2026-11-22T23:00:00+00:00" data-local-time>Mon 00:00 CET</time>)'
+    )

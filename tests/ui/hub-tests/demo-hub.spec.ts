@@ -58,9 +58,16 @@ test('a student starts the GPU demo course and runs a notebook as a job on a qua
   await expect(card).toContainText('GPU demo course');
   await expect(card).toHaveAttribute('data-available', 'true');
   // with the GPU-hours left of the course's weekly budget (none used yet)
-  await expect(card.locator('.gpus-budget')).toHaveText(
-    '6.0 of your 6 GPU-hours left this week (renews Monday 00:00, UTC)'
+  // (renewed next Monday 00:00 of the course's zone, UTC, told in the browser's, here UTC)
+  const budget = card.locator('.gpus-budget');
+  await expect(budget).toHaveText(
+    /^6\.0 of your 6 GPU-hours left this week \(renews (tomorrow |Mon |Mon \d+ \w+ )?00:00 UTC\)$/
   );
+  const renews = new Date(
+    (await budget.locator('time').getAttribute('datetime'))!
+  );
+  expect(renews.getUTCDay()).toBe(1);
+  expect(renews.toISOString().slice(11, 16)).toBe('00:00');
   await page.screenshot({
     path: path.join(SCREENSHOTS, 'hub-spawn-page.png'),
     fullPage: true

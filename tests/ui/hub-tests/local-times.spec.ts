@@ -91,6 +91,8 @@ for (const reader of READERS) {
       await expect(status).toContainText(/^Open until /);
       await expectToldIn(status.locator('time'), reader);
       await expectToldIn(card.locator('.gpus-stops time'), reader);
+      // and when the course's GPU-hour budget renews (Monday 00:00 UTC)
+      await expectToldIn(card.locator('.gpus-budget time'), reader);
 
       await card.screenshot({
         path: path.join(SHOTS, `local-times-${reader.name}-${scheme}.png`)
@@ -131,3 +133,103 @@ test("the home page tells when the hub stops the reader's server in their own zo
   await expect(page.locator('#start')).toBeVisible({ timeout: 60 * 1000 });
   await context.close();
 });
+
+test("the course page tells the class's and the servers' times in the reader's zone", async ({
+  browser
+}) => {
+  const reader = READERS[0];
+  // Given student4 runs the GPU demo course's server
+  const context = await browser.newContext({
+    timezoneId: reader.timezoneId,
+    locale: reader.locale
+  });
+  const student = await context.newPage();
+  await student.goto('/hub/login?next=%2Fhub%2Fspawn');
+  await student.locator('input[name=username]').fill(USER);
+  await student.locator('input[name=password]').fill('any password');
+  await student.locator('#login_submit').click();
+  await expect(student).toHaveURL(/\/hub\//);
+  // (the server the test before stopped may still be stopping: its spawn page comes after)
+  const course = student.locator('input[name=profile][value=gpu-demo]');
+  await expect(async () => {
+    await student.goto('/hub/spawn');
+    await expect(course).toBeVisible({ timeout: 2000 });
+  }).toPass({ timeout: 60 * 1000 });
+  await course.check();
+  await student.getByRole('button', { name: 'Start' }).click();
+  await expect(student).toHaveURL(new RegExp(`/user/${USER}/lab`), {
+    timeout: 90 * 1000
+  });
+
+  try {
+    // When the course's instructor opens the course page in a New York browser
+    const teacherContext = await browser.newContext({
+      timezoneId: reader.timezoneId,
+      locale: reader.locale
+    });
+    const teacher = await teacherContext.newPage();
+    await teacher.goto('/hub/login?next=%2Fhub%2Fhome');
+    await teacher.locator('input[name=username]').fill('instructor');
+    await teacher.locator('input[name=password]').fill('any password');
+    await teacher.locator('#login_submit').click();
+    await expect(teacher).toHaveURL(/\/hub\/home/);
+    await teacher.goto('/services/course-sessions/courses');
+    const section = teacher.locator('#course-gpu-demo');
+
+    // Then today's class, the server's start and stop, in the servers table and the
+    // roster, are clock times of New York with its zone's name, not the course's UTC
+    const today = section.locator('tr[data-kind=class]').first();
+    const clockTimes = [
+      today.locator('.course-class-time time').first(),
+      today.locator('.course-class-time time').last(),
+      section.locator(`tr[data-server-user=${USER}] time`).first(),
+      section.locator(`tr[data-server-user=${USER}] [data-stops] time`),
+      section
+        .locator(`tr[data-student=${USER}] [data-server-state] time`)
+        .first()
+    ];
+    for (const time of clockTimes) {
+      await expectClockIn(time, reader);
+    }
+    for (const scheme of ['light', 'dark'] as const) {
+      await teacher.emulateMedia({ colorScheme: scheme });
+      await section.screenshot({
+        path: path.join(
+          SHOTS,
+          `local-times-course-page-${reader.name}-${scheme}.png`
+        )
+      });
+    }
+    await teacherContext.close();
+  } finally {
+    await student.goto('/hub/home');
+    await student.locator('#stop').click();
+    await expect(student.locator('#start')).toBeVisible({ timeout: 60 * 1000 });
+    await context.close();
+  }
+});
+
+/** A clock time (data-local-time="clock") as the reader's zone tells it: "19:45 EST",
+ * after the weekday where the reader's day is not the day it is listed under. */
+async function expectClockIn(
+  time: Locator,
+  reader: (typeof READERS)[number]
+): Promise<void> {
+  expect(await time.getAttribute('data-local-time')).toBe('clock');
+  const iso = (await time.getAttribute('datetime'))!;
+  const { clock, zone } = clockAndZone(iso, reader.timezoneId, reader.locale);
+  const moment = new Date(iso);
+  const readersDay = new Intl.DateTimeFormat('en-CA', {
+    timeZone: reader.timezoneId
+  }).format(moment);
+  const weekday = new Intl.DateTimeFormat('en-GB', {
+    timeZone: reader.timezoneId,
+    weekday: 'short'
+  }).format(moment);
+  const listed = await time.getAttribute('data-day');
+  const expected =
+    (listed && listed !== readersDay ? `${weekday} ` : '') + `${clock} ${zone}`;
+  expect((await time.innerText()).trim()).toBe(expected);
+  const utc = new Date(iso).toISOString().slice(11, 16);
+  expect(await time.getAttribute('title')).toContain(`${utc} UTC`);
+}
