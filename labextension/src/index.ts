@@ -391,7 +391,8 @@ const sessionStatusPlugin: JupyterFrontEndPlugin<void> = {
         return;
       }
       const { item, model } = createSessionStatus(
-        app.serviceManager.serverSettings
+        app.serviceManager.serverSettings,
+        app.commands
       );
       watcher.changed.connect((_, read) => {
         model.reclaim = read;

@@ -1,10 +1,15 @@
 import { ServerConnection } from '@jupyterlab/services';
-import { TextItem } from '@jupyterlab/statusbar';
-import { VDomModel, VDomRenderer } from '@jupyterlab/ui-components';
+import { Popup, showPopup, TextItem } from '@jupyterlab/statusbar';
+import {
+  ReactWidget,
+  VDomModel,
+  VDomRenderer
+} from '@jupyterlab/ui-components';
 import { Poll } from '@lumino/polling';
 import * as React from 'react';
 
 import { JobsAPI } from './api';
+import { CommandIDs } from './commands';
 import { JobAPIError } from './errors';
 import { sessionStatusText } from './countdown';
 import { IServerSession } from './models';
@@ -114,10 +119,56 @@ export class SessionStatusModel extends VDomModel {
  * in a warning style in the last minutes of the session.
  */
 export class SessionStatus extends VDomRenderer<SessionStatusModel> {
-  constructor(model: SessionStatusModel) {
+  constructor(model: SessionStatusModel, commands?: ICommandRunner) {
     super(model);
+    this._commands = commands ?? null;
     this.addClass('jp-JupyterToJob-sessionStatus');
+    this.addClass('jp-mod-highlight');
     this.node.dataset.testid = 'session-status';
+    this.node.setAttribute('role', 'button');
+    this.node.setAttribute('aria-haspopup', 'dialog');
+    this.node.tabIndex = 0;
+    this.node.addEventListener('click', () => this.toggleDetails());
+    this.node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        this.toggleDetails();
+      }
+    });
+  }
+
+  /**
+   * Open the details of the session under the item (closed again by a second click,
+   * Escape or a click elsewhere).
+   */
+  toggleDetails(): void {
+    if (this._popup && !this._popup.isDisposed) {
+      this._popup.dispose();
+      this._popup = null;
+      return;
+    }
+    const session = this.model.session;
+    if (session === null) {
+      return;
+    }
+    const close = () => {
+      this._popup?.dispose();
+      this._popup = null;
+    };
+    const body = ReactWidget.create(
+      <SessionDetails
+        lines={sessionDetailLines(this.model)}
+        commands={this._commands}
+        onDone={close}
+      />
+    );
+    body.addClass('jp-JupyterToJob-sessionDetails');
+    this._popup = showPopup({ body, anchor: this, align: 'left' });
+  }
+
+  dispose(): void {
+    this._popup?.dispose();
+    super.dispose();
   }
 
   protected render(): JSX.Element | null {
@@ -140,14 +191,95 @@ export class SessionStatus extends VDomRenderer<SessionStatusModel> {
     const source = countdown ? `${text.gpu} · ${countdown.text}` : text.gpu;
     return <TextItem source={source} />;
   }
+
+  private _commands: ICommandRunner | null;
+  private _popup: Popup | null = null;
+}
+
+/**
+ * What the item's details need of JupyterLab's commands.
+ */
+export interface ICommandRunner {
+  hasCommand(id: string): boolean;
+  execute(id: string, args?: Record<string, unknown>): Promise<unknown>;
+}
+
+/**
+ * JupyterLab's own command for the hub's control panel (hub mode only).
+ */
+export const HUB_CONTROL_PANEL = 'hub:control-panel';
+
+/**
+ * The details' lines: the hub's reclaim warning first, then the profile, the share and
+ * when the server stops (the item's tooltip, as sentences).
+ */
+export function sessionDetailLines(model: SessionStatusModel): string[] {
+  const session = model.session;
+  if (session === null) {
+    return [];
+  }
+  const lines = sessionStatusText(session, model.now).title.split('\n');
+  const reclaim = model.reclaim;
+  return [reclaim ? reclaim.warning.message : '', ...lines].filter(Boolean);
+}
+
+/**
+ * The session's details, and what the person can do from here: follow their jobs,
+ * and (behind a hub) open the hub's control panel to stop or change the server.
+ */
+export function SessionDetails(props: {
+  lines: string[];
+  commands: ICommandRunner | null;
+  onDone: () => void;
+}): JSX.Element {
+  const { commands, onDone } = props;
+  const run = (id: string) => () => {
+    onDone();
+    void commands?.execute(id);
+  };
+  return (
+    <div
+      className="jp-JupyterToJob-sessionDetailsBody"
+      role="dialog"
+      aria-label="Your server's GPU share"
+    >
+      <h3 className="jp-JupyterToJob-sessionDetailsTitle">
+        Your server&apos;s GPU share
+      </h3>
+      {props.lines.map(line => (
+        <p key={line}>{line}</p>
+      ))}
+      <div className="jp-JupyterToJob-sessionDetailsActions">
+        {commands?.hasCommand(CommandIDs.openJobsPanel) ? (
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            onClick={run(CommandIDs.openJobsPanel)}
+          >
+            Open Jobs panel
+          </button>
+        ) : null}
+        {commands?.hasCommand(HUB_CONTROL_PANEL) ? (
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            onClick={run(HUB_CONTROL_PANEL)}
+          >
+            Hub control panel
+          </button>
+        ) : null}
+      </div>
+    </div>
+  );
 }
 
 /**
  * The status bar item and its model, reading `api/session` of this server.
  */
 export function createSessionStatus(
-  serverSettings: ServerConnection.ISettings
+  serverSettings: ServerConnection.ISettings,
+  commands?: ICommandRunner
 ): { item: SessionStatus; model: SessionStatusModel } {
   const model = new SessionStatusModel({ api: new JobsAPI(serverSettings) });
-  return { item: new SessionStatus(model), model };
+  return { item: new SessionStatus(model, commands), model };
 }
