@@ -10,7 +10,7 @@
  * (a quarter of a GPU, in class now); rhea is in the research group vision-lab; the
  * flavor "CPU job" is everyone's. The webServer of playwright.chart.config.js installs it.
  */
-import { expect, test } from '@playwright/test';
+import { expect, test } from '../helpers/hubPageErrors';
 
 import {
   hubScreenshotsLightAndDark,

@@ -4,7 +4,8 @@
  * reads a finished job's log and opens its executed notebook. Light and dark, at
  * 1280x800 and 375x812; no uncaught error on any page.
  */
-import { expect, Page, test } from "@playwright/test";
+import { Page } from "@playwright/test";
+import { expect, test } from "../helpers/hubPageErrors";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
@@ -52,21 +53,11 @@ async function serverRequest(
   });
 }
 
-/** Fail on an uncaught error in any page of `page`'s context. */
-function failOnPageErrors(page: Page): string[] {
-  const errors: string[] = [];
-  page.context().on("weberror", (webError) => {
-    errors.push(webError.error().message);
-  });
-  return errors;
-}
-
 test("with the server stopped, the jobs page shows a finished job’s log and its executed notebook", async ({
   browser,
 }) => {
   // Given a person who ran a job from their server
   const { page } = await signInToHome(browser, USER);
-  const errors = failOnPageErrors(page);
   await page.goto("/hub/spawn");
   await startFromSpawnPage(page, USER, "cpu");
   const saved = await serverRequest(
@@ -195,7 +186,6 @@ test("with the server stopped, the jobs page shows a finished job’s log and it
   });
   await expect(page.getByTestId("job-log-state")).toHaveText("complete");
   await expect(page.getByTestId("job-output-html")).toBeVisible();
-  expect(errors, "uncaught errors in the pages").toEqual([]);
 });
 
 /** Light and dark, at 1280x800 and at 375x812 (a phone), with no sideways scroll. */

@@ -6,7 +6,8 @@
  *
  * Plain Playwright, as demo-hub.spec.ts (JupyterLab behind the hub).
  */
-import { Browser, expect, Page, test } from '@playwright/test';
+import { Browser, Page } from '@playwright/test';
+import { expect, test } from '../helpers/hubPageErrors';
 import * as path from 'path';
 
 import { notebook, SCREENSHOTS, SELECTORS } from '../helpers/RunAsJobHelper';

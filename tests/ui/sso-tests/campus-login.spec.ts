@@ -7,7 +7,8 @@
  *
  * Plain Playwright; the hub is the `sso` webServer of playwright.config.js.
  */
-import { APIRequestContext, expect, Page, test } from '@playwright/test';
+import { APIRequestContext, Page } from '@playwright/test';
+import { expect, test } from '../helpers/hubPageErrors';
 import * as path from 'path';
 
 import { SCREENSHOTS } from '../helpers/RunAsJobHelper';

@@ -3,7 +3,7 @@
  * whole, or scrolls only past the window, where JupyterLab keeps every dialog within
  * 500px (the form scrolled inside about 375px of an 850px window).
  */
-import { expect, test } from "@jupyterlab/galata";
+import { expect, test } from "../helpers/pageErrors";
 import * as path from "path";
 
 import {

@@ -1,4 +1,4 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from '../helpers/pageErrors';
 
 import { GREETING_NOTEBOOK, RunAsJobHelper } from '../helpers/RunAsJobHelper';
 const OPEN_JOBS_PANEL = 'jupyter-to-job:open-jobs-panel';

@@ -7,7 +7,8 @@
  * over 200 ms while the log opens, scrolls, searches, jumps and follows. That is a
  * count of long tasks in the browser's own trace, not a limit on the test's time.
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { IJupyterLabPageFixture } from '@jupyterlab/galata';
+import { expect, test } from '../helpers/pageErrors';
 import { Locator } from '@playwright/test';
 import * as path from 'path';
 

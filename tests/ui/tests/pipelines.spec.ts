@@ -5,7 +5,8 @@
  * sees a failed pipeline say which job failed, which was stopped and what was skipped.
  * The server is JupyterLab with the standalone job back end (real kernels).
  */
-import { expect, IJupyterLabPageFixture, test } from '@jupyterlab/galata';
+import { IJupyterLabPageFixture } from '@jupyterlab/galata';
+import { expect, test } from '../helpers/pageErrors';
 import { Locator } from '@playwright/test';
 
 import {

@@ -1,4 +1,4 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from '../helpers/pageErrors';
 import * as path from 'path';
 
 import {

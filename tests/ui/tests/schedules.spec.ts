@@ -4,7 +4,7 @@
  * resumes and deletes it. The server is JupyterLab with the standalone job back end,
  * whose embedded scheduler runs the slots on the real clock.
  */
-import { expect, test } from '@jupyterlab/galata';
+import { expect, test } from '../helpers/pageErrors';
 
 import {
   GREETING_NOTEBOOK,
