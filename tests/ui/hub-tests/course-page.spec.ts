@@ -108,7 +108,17 @@ test('an instructor cancels next Monday on the course page; the student and the 
     'instructor added an extra session of Course page demo'
   );
   const added = card.locator(`tr[data-day="${extraDay}"][data-kind=extra]`);
-  await expect(added).toContainText('14:00–15:30');
+  // (entered in the course's zone, UTC; told in the browser's, UTC here, with its name)
+  await expect(added).toContainText('14:00 UTC–15:30 UTC');
+  const times = added.locator('.course-class-time time');
+  await expect(times.first()).toHaveAttribute(
+    'datetime',
+    `${extraDay}T14:00:00+00:00`
+  );
+  await expect(times.last()).toHaveAttribute(
+    'datetime',
+    `${extraDay}T15:30:00+00:00`
+  );
   await expect(added).toContainText('Extra session');
 
   // When: the instructor posts a notice, the student's card shows it.
