@@ -58,7 +58,7 @@ from gpuspawner.policy.instructors import server_to_stop as check_server_of_cour
 
 from .course_api import CourseAPI, identity_of
 from .course_changes import CourseChanges
-from .hub_page import page_vars, templates
+from .hub_page import page_vars, templates, viewer_services
 from .hub_time import parse_hub_time
 from .service import session_end_of
 from .student_jobs import JobsUnavailable, StudentJob, StudentJobs
@@ -390,7 +390,12 @@ def course_page_handlers(
             self.set_header("Cache-Control", "no-store")
             self.finish(
                 templates.get_template("course_page.html").render(
-                    **page_vars(hub_auth.hub_prefix, self.current_user, self.xsrf_token.decode()),
+                    **page_vars(
+                        hub_auth.hub_prefix,
+                        self.current_user,
+                        self.xsrf_token.decode(),
+                        await viewer_services(service.client, self.current_user),
+                    ),
                     views=views,
                     bounds=catalog.settings.instructor_bounds,
                     viewer=viewer,

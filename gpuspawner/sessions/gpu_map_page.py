@@ -35,7 +35,7 @@ from gpuspawner.telemetry import DeviceReading
 
 from .course_api import CourseAPI, identity_of
 from .gpu_pools import GPUPoolSource
-from .hub_page import page_vars, templates
+from .hub_page import page_vars, templates, viewer_services
 
 log = logging.getLogger("gpuspawner.sessions.gpu_map")
 
@@ -169,7 +169,12 @@ def gpu_map_handlers(prefix: str, gpu_map: GPUMap, hub_auth: Any) -> list[tuple]
             self.set_header("Cache-Control", "no-store")
             self.finish(
                 templates.get_template("gpu_map_page.html").render(
-                    **page_vars(hub_auth.hub_prefix, self.current_user, self.xsrf_token.decode()),
+                    **page_vars(
+                        hub_auth.hub_prefix,
+                        self.current_user,
+                        self.xsrf_token.decode(),
+                        await viewer_services(gpu_map.api.service.client, self.current_user),
+                    ),
                     initial=initial,
                     api_url=f"{base}/api/gpus",
                     hub_prefix=hub_auth.hub_prefix,

@@ -108,6 +108,12 @@ class HubClient:
         user: dict = json.loads(body)
         return user
 
+    async def list_services(self) -> dict[str, dict]:
+        """``{name: service model}`` with ``url``, ``prefix``, ``display`` and ``info``
+        (``list:services``, ``read:services``)."""
+        services: dict[str, dict] = await self._get_json("/services")
+        return services
+
     async def group_members(self, names: list[str]) -> dict[str, list[str]]:
         """``{group: [usernames]}`` for the named groups; a group the hub lacks is left out."""
         members: dict[str, list[str]] = {}

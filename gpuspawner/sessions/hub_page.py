@@ -4,14 +4,18 @@ navigation, dark-mode toggle and sign-out), extended as the hub's own pages are.
 The course page renders with :data:`templates`, whose ``templates/page.html`` is the
 installed JupyterHub's (the name the hub's own template overrides use), and with
 :func:`page_vars`, the variables ``page.html`` reads, as the hub would set them for the
-viewer. The Services menu is left out: which services a person may open is the hub's to
-say, and this service cannot read it.
+viewer. Its Services menu lists the services the viewer may open, by the hub's own rule
+(:func:`menu_services`): the service reads the hub's services (``list:services``,
+``read:services``) and the viewer's OAuth token carries the ``access:services`` scopes they
+hold (the service's ``oauth_client_allowed_scopes``).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,10 @@ from jinja2 import (
 from markupsafe import Markup, escape
 
 from gpuspawner.local_times import time_element
+
+from .hub_client import HubClient, HubUnavailable
+
+log = logging.getLogger("gpuspawner.sessions.hub_page")
 
 
 def _hub_templates() -> str:
@@ -76,9 +84,55 @@ class PageUser:
         return json.dumps(self.name)[1:-1]
 
 
-def page_vars(hub_prefix: str, viewer: dict[str, Any] | None, xsrf_token: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MenuService:
+    """A service as the Services menu of ``page.html`` reads it."""
+
+    name: str
+    href: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def menu_services(listed: dict[str, dict], scopes: Iterable[str]) -> list[MenuService]:
+    """The services of ``listed`` (the hub's service models) that a viewer holding
+    ``scopes`` may open, as JupyterHub's own pages choose them
+    (``BaseHandler.get_accessible_services``): with an address, shown, and
+    ``access:services`` on all or on that service."""
+    held = set(scopes)
+    menu = []
+    for name, model in sorted(listed.items()):
+        href = model.get("prefix") or model.get("url")
+        if not model.get("url") or not model.get("display") or not href:
+            continue
+        if not held & {"access:services", f"access:services!service={name}"}:
+            continue
+        menu.append(MenuService(name, href, dict(model.get("info") or {})))
+    return menu
+
+
+async def viewer_services(client: HubClient, viewer: dict[str, Any] | None) -> list[MenuService]:
+    """The Services menu of ``viewer`` (the hub's model of them, from their OAuth token,
+    whose ``scopes`` are the token's); empty when the hub does not answer, as the page
+    can do without it."""
+    if not viewer:
+        return []
+    try:
+        listed = await client.list_services()
+    except HubUnavailable as error:
+        log.warning("The Services menu is left out: %s", error)
+        return []
+    return menu_services(listed, viewer.get("scopes") or ())
+
+
+def page_vars(
+    hub_prefix: str,
+    viewer: dict[str, Any] | None,
+    xsrf_token: str,
+    services: Iterable[MenuService] = (),
+) -> dict[str, Any]:
     """What ``page.html`` needs, for ``viewer`` (the hub's user model; None: signed out).
-    ``hub_prefix``: the hub's pages, ``/hub/``."""
+    ``hub_prefix``: the hub's pages, ``/hub/``; ``services``: the viewer's Services menu
+    (:func:`viewer_services`)."""
     admin = bool(viewer and viewer.get("admin"))
 
     def static_url(path: str, include_version: bool = True) -> str:
@@ -96,5 +150,5 @@ def page_vars(hub_prefix: str, viewer: dict[str, Any] | None, xsrf_token: str) -
         "logout_url": f"{hub_prefix}logout",
         "login_url": f"{hub_prefix}login",
         "logo_url": f"{hub_prefix}home",
-        "services": [],
+        "services": list(services),
     }

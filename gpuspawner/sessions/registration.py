@@ -45,6 +45,15 @@ SCOPE_REASONS = {
         "GET /groups/{name} with its users list (group_model: read:groups:name alone gives "
         "only the name), to resolve groups enrolled in a pre-warmed course."
     ),
+    "list:services": (
+        "GET /services (ServiceListAPIHandler needs list:services): the Services menu of the "
+        "course page and the GPU map, as the hub's own pages have it."
+    ),
+    "read:services": (
+        "puts url, prefix, display and info in each service model (service_model's access "
+        "map; read:services:name alone gives only the name): where each menu entry leads "
+        "and its display name."
+    ),
 }
 
 
@@ -171,6 +180,12 @@ def course_sessions_service(
         # The hub's home page embeds the service's reclaim warnings: signing in to it
         # must not ask the user to confirm anything.
         service["oauth_no_confirm"] = True
+        # Its pages' Services menu lists what the viewer may open, as the hub's pages do
+        # (BaseHandler.get_accessible_services): the hub grants a viewer's token the
+        # access:services scopes they hold (the intersection with their own), which say
+        # which services that is. They open nothing the job service would act on: its
+        # actions need its custom scopes, which the token does not get.
+        service["oauth_client_allowed_scopes"] = ["access:services"]
     environment = {}
     if prewarm_secret:
         environment["GPUSPAWNER_PREWARM_SECRET"] = prewarm_secret

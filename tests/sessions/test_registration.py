@@ -25,7 +25,19 @@ def test_the_role_grants_exactly_what_the_service_uses():
         "read:users:groups",  # instructors through a group
         "read:groups",
         "read:groups:name",  # members of enrolled groups
+        "list:services",
+        "read:services",
+        "read:services:name",  # the Services menu of its pages: where each leads, its name
     }
+
+
+def test_a_viewers_token_carries_which_services_they_may_open():
+    # Given the service with its pages (an address the hub proxies)
+    service = course_sessions_service("/etc/jupyterhub/courses", port=10101)
+    # Then the hub gives a viewer's OAuth token the access:services scopes they hold, and
+    # no other: its pages' Services menu lists those services, as the hub's pages do
+    assert service["oauth_client_allowed_scopes"] == ["access:services"]
+    assert service["oauth_no_confirm"] is True
 
 
 def test_the_role_follows_a_renamed_service():

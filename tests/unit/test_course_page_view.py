@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gpuspawner.policy import load_catalog
 from gpuspawner.sessions.course_page import course_view
-from gpuspawner.sessions.hub_page import page_vars, templates
+from gpuspawner.sessions.hub_page import menu_services, page_vars, templates
 
 NOW = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)  # a Wednesday, in class
 CATALOG = """\
@@ -158,3 +158,70 @@ def test_class_and_server_times_name_their_zone_for_the_readers_own(tmp_path):
     assert "the class times you enter are in the course's, UTC." in text_of(html)
     # (templates/local_times.html tells a clock time as a clock time)
     assert 'getAttribute("data-local-time") === "clock"' in html
+
+
+HUB_SERVICES = {
+    "course-sessions": {
+        "name": "course-sessions",
+        "url": "http://127.0.0.1:10101",
+        "prefix": "/services/course-sessions/",
+        "display": True,
+        "info": {"display_name": "GPU map"},
+    },
+    "jupyter-to-job": {
+        "name": "jupyter-to-job",
+        "url": "http://127.0.0.1:10102",
+        "prefix": "/services/jupyter-to-job/",
+        "display": True,
+        "info": {"display_name": "Jobs"},
+    },
+    "grafana": {
+        "name": "grafana",
+        "url": "http://127.0.0.1:3000",
+        "prefix": "/services/grafana/",
+        "display": True,
+        "info": {},
+    },
+    "announcer": {"name": "announcer", "url": "", "prefix": "", "display": True, "info": {}},
+    "hidden": {
+        "name": "hidden",
+        "url": "http://127.0.0.1:10103",
+        "prefix": "/services/hidden/",
+        "display": False,
+        "info": {},
+    },
+}
+
+
+def test_the_services_menu_lists_what_the_viewer_may_open_as_the_hubs_pages_do(tmp_path):
+    # Given bob's token may open the GPU map and the jobs page, not the admins' Grafana
+    bobs_scopes = [
+        "access:services!service=course-sessions",
+        "access:services!service=jupyter-to-job",
+        "read:users:name!user=bob",
+    ]
+    # When his course page is drawn with his menu
+    menu = menu_services(HUB_SERVICES, bobs_scopes)
+    html = templates.get_template("course_page.html").render(
+        **page_vars("/hub/", {"name": "bob"}, "token", menu), views=[], error="nothing"
+    )
+    # Then the hub's Services menu lists them by their display names, where they lead
+    assert "Services</a>" in html
+    entries = re.findall(r'<a class="dropdown-item" href="([^"]+)">([^<]+)</a>', html)
+    assert entries == [
+        ("/services/course-sessions/", "GPU map"),
+        ("/services/jupyter-to-job/", "Jobs"),
+    ]
+    # And an admin (access:services on all) also sees Grafana; never a service without an
+    # address or one the hub does not show
+    assert [s.name for s in menu_services(HUB_SERVICES, ["access:services"])] == [
+        "course-sessions",
+        "grafana",
+        "jupyter-to-job",
+    ]
+    # And a token that says nothing of services shows no menu at all
+    assert menu_services(HUB_SERVICES, []) == []
+    bare = templates.get_template("course_page.html").render(
+        **page_vars("/hub/", {"name": "bob"}, "token"), views=[], error="nothing"
+    )
+    assert "Services</a>" not in bare
