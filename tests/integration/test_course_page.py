@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -104,6 +104,16 @@ def form_xsrf(page_text: str) -> str:
     return re.search(r'name="_xsrf" value="([^"]+)"', page_text).group(1)
 
 
+def stop_time(moment: datetime) -> str:
+    """How the course page writes a server's stop in the course's zone (UTC) before the
+    browser tells it in its own: ``<time ...>11:10 UTC</time>``."""
+    utc = moment.astimezone(UTC)
+    return (
+        f'<time datetime="{utc.isoformat()}" data-local-time="clock" '
+        f'data-day="{utc.date()}">{utc:%H:%M} UTC</time>'
+    )
+
+
 def audit_entries(path) -> list[dict]:
     if not path.exists():
         return []
@@ -121,7 +131,6 @@ def test_an_instructor_extends_a_students_server_by_15_minutes(
     pia = browserless_user(hub, "pia")
     assert pia.spawn_via_api({"profile": "ml101"}).status_code in (201, 202)
     pia.wait_ready()
-    planned = end.strftime("%H:%M")
     later = (end + timedelta(minutes=15)).strftime("%H:%M")
 
     # Given the instructor on the course page, which shows pia's server stopping at class end
@@ -130,7 +139,8 @@ def test_an_instructor_extends_a_students_server_by_15_minutes(
     page = teacher.session.get(f"{hub.url}{SERVICE}/courses", timeout=60)
     assert page.status_code == 200, page.text[:500]
     assert 'data-server-user="pia"' in page.text
-    assert f"<td data-stops>{planned}" in page.text
+    # (a time naming its zone, which the page tells again in its reader's)
+    assert f"<td data-stops>{stop_time(end)}" in page.text
 
     # When the instructor extends it by 15 minutes
     done = teacher.session.post(
@@ -142,7 +152,7 @@ def test_an_instructor_extends_a_students_server_by_15_minutes(
     # Then the page says so and shows the new end
     assert done.status_code == 200, done.text[:500]
     assert "teacher extended pia&#39;s Machine Learning 101 server by 15 minutes" in done.text
-    assert f"<td data-stops>{later}" in done.text
+    assert f"<td data-stops>{stop_time(end + timedelta(minutes=15))}" in done.text
     # And the audit log names the instructor
     entry = next(e for e in audit_entries(audit) if e["action"] == "instructor-extend")
     assert (entry["by"], entry["user"], entry["course"]) == ("teacher", "pia", "ml101")
