@@ -173,3 +173,20 @@ def test_the_budget_renews_at_a_moment_naming_its_zone_for_the_readers_own():
         "4.5 of your 6 GPU-hours left this week (renews "
         '<time datetime="2026-11-22T23:00:00+00:00" data-local-time>Mon 00:00 CET</time>)'
     )
+
+
+def test_a_research_budget_ends_on_a_date_told_in_words():
+    # Given a research allocation whose budget runs to the end of 30 June 2027
+    budget = BudgetStatus(
+        scope="research",
+        title="Vision <lab>",
+        budget=Fraction(500),
+        used=Fraction(3),
+        begins=None,
+        ends=datetime(2027, 7, 1, tzinfo=ZURICH),
+        zone=ZURICH,
+    )
+    # Then its line names the day, with no moment to tell again, its title escaped
+    assert told_html(budget.told(), budget.zone) == (
+        "497.0 of 500 GPU-hours left in Vision &lt;lab&gt; (until Wed 30 Jun 2027)"
+    )
