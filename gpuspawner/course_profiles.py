@@ -23,16 +23,15 @@ import html
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from jupyterhub.spawner import SpawnException
 from sqlalchemy.exc import SQLAlchemyError
-from traitlets import Bool, Instance, Unicode, default, observe
+from traitlets import Bool, Instance, default
 from traitlets.config import LoggingConfigurable
 
 from . import refusal_log
 from .gpu_map import gpu_map, map_viewer
-from .grant import GPUAdmission, Grant, Target, moved_to_admission
+from .grant import GPUAdmission, Grant, Target
 from .home_page import RunningServer, running_server
 from .ledger import AllocationLedger, ProcessHolder
 from .local_times import told_html
@@ -91,21 +90,6 @@ class CourseProfilesMixin(LoggingConfigurable):
         refusal_log.install()
         return GPUAdmission(parent=self, target=self.admission_target)
 
-    catalog_path = Unicode(
-        "",
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.catalog_path``.",
-    )
-
-    prewarm_secret = Unicode(
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.prewarm_secret``.",
-    )
-
-    @observe("catalog_path", "prewarm_secret", "allocation_ledger")
-    def _moved_setting(self, change: Any) -> None:
-        moved_to_admission(self, self.admission, change)
-
     show_unavailable_profiles = Bool(
         True,
         config=True,
@@ -142,12 +126,6 @@ class CourseProfilesMixin(LoggingConfigurable):
         Without any, only profiles without a GPU can start (GPU profiles are refused).
         """
         return []
-
-    allocation_ledger = Unicode(
-        "",
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.allocation_ledger``.",
-    )
 
     @property
     def ledger_path(self) -> str:

@@ -167,38 +167,6 @@ def paths_first(first: str, then: str | None) -> str:
     return os.pathsep.join(entries)
 
 
-_warned_moved: set[tuple[str, str]] = set()
-
-
-def moved_setting(owner: LoggingConfigurable, name: str, where: str) -> None:
-    """Warn, once per class and name, that ``owner``'s ``name`` now lives at ``where``."""
-    key = (type(owner).__name__, name)
-    if key not in _warned_moved:
-        _warned_moved.add(key)
-        owner.log.warning(
-            "%s.%s is deprecated: set c.%s instead (each setting has one place).",
-            key[0],
-            name,
-            where,
-        )
-
-
-def moved_to_admission(owner: LoggingConfigurable, admission: GPUAdmission, change: Any) -> None:
-    """Hand a setting still given the old way (``c.LocalGPUSpawner.catalog_path``) to the
-    one place it lives now (``c.GPUAdmission.catalog_path``), with a warning."""
-    moved_setting(owner, change["name"], f"GPUAdmission.{change['name']}")
-    setattr(admission, change["name"], change["new"])
-
-
-def moved_to_section(owner: LoggingConfigurable, change: Any, section: str) -> None:
-    """The same for an application, whose parts are made later from its config: the old
-    setting goes into ``c.<section>`` unless that is set there already."""
-    name = change["name"]
-    moved_setting(owner, name, f"{section}.{name}")
-    if name not in owner.config[section]:
-        owner.config[section][name] = change["new"]
-
-
 def unknown_flavor(flavor_id: object, offered: Collection[str] | None = None) -> Refusal:
     """The one refusal for a job flavor the catalog does not have (any more)."""
     yours = f" (yours: {', '.join(offered) or 'none'})" if offered is not None else ""

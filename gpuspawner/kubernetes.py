@@ -29,7 +29,7 @@ from typing import Any
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
-from traitlets import Bool, Dict, Float, Unicode, default, observe
+from traitlets import Bool, Float, default
 
 from .allocation_record import (
     ALLOCATION_ANNOTATION,
@@ -43,7 +43,7 @@ from .allocation_record import (
 )
 from .backends.base import PodGPUPlan, cpu_only_plan
 from .backends.protect import strip_protected
-from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
+from .course_profiles import CourseProfilesMixin, refusal_exception
 from .grant import Grant
 from .kueue import QUEUED_LABEL, preemption_sentence, queue_timeout_sentence
 from .kueue_mode import QUEUE_POLL_SECONDS, KueueMode, unrecorded_slice
@@ -136,21 +136,6 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
     """KubeSpawner with course-time profiles and GPU shares rendered for the cluster."""
 
     admission_target = "kubernetes"
-
-    sharing_backend = Unicode(
-        "whole",
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.sharing_backend``.",
-    )
-
-    sharing_backend_config = Dict(
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.sharing_backend_config``.",
-    )
-
-    @observe("sharing_backend", "sharing_backend_config")
-    def _moved_backend_setting(self, change):
-        moved_to_admission(self, self.admission, change)
 
     pin_to_node = Bool(
         True,

@@ -22,17 +22,16 @@ import stat
 import tempfile
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 import psutil
 from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from jupyterhub.utils import url_path_join
-from traitlets import Enum, Instance, List, Unicode, default, observe
+from traitlets import Instance, Unicode, default
 
 from .accounts import NoSuchAccount, UserAccount
 from .cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
-from .course_profiles import CourseProfilesMixin, moved_to_admission, refusal_exception
+from .course_profiles import CourseProfilesMixin, refusal_exception
 from .grant import SHARE_HOOKS, Grant
 from .home_page import ended_unasked
 from .hub_instance import hub_instance_id
@@ -45,28 +44,6 @@ __all__ = ["SHARE_HOOKS", "LocalGPUSpawner", "LocalGPUSpawnerMixin", "SimpleLoca
 
 class LocalGPUSpawnerMixin(CourseProfilesMixin):
     """The local-process half: inventory, environment and server lifecycle."""
-
-    gpu_inventory = Enum(
-        ["auto", "nvml", "simulated"],
-        "auto",
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.gpu_inventory``.",
-    )
-
-    simulated_gpus = List(
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.simulated_gpus``.",
-    )
-
-    hami_core_library = Unicode(
-        "",
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.hami_core_library``.",
-    )
-
-    @observe("gpu_inventory", "simulated_gpus", "hami_core_library")
-    def _moved_local_setting(self, change: Any) -> None:
-        moved_to_admission(self, self.admission, change)
 
     cgroups = Instance(
         CgroupLimits,

@@ -37,10 +37,10 @@ from jupyterhub.utils import url_path_join
 from oauthenticator.generic import GenericOAuthenticator
 from oauthenticator.oauth2 import OAuthCallbackHandler
 from tornado import web
-from traitlets import Dict, Instance, List, Unicode, Union, default, observe, validate
+from traitlets import Dict, Instance, List, Unicode, Union, default, validate
 
 from .accounts import ensure_account
-from .grant import GPUAdmission, moved_to_admission
+from .grant import GPUAdmission
 from .policy import Catalog
 from .policy.idp_groups import GroupMapping
 
@@ -127,16 +127,6 @@ class CampusOAuthenticator(GenericOAuthenticator):
     @default("admission")
     def _default_admission(self) -> GPUAdmission:
         return GPUAdmission(parent=self)
-
-    catalog_path = Unicode(
-        "",
-        config=True,
-        help="Deprecated: use ``c.GPUAdmission.catalog_path``.",
-    )
-
-    @observe("catalog_path")
-    def _moved_setting(self, change: dict) -> None:
-        moved_to_admission(self, self.admission, change)
 
     group_aliases = Dict(
         key_trait=Unicode(),

@@ -14,9 +14,9 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Enum, Float, Integer, Unicode, default, observe
+from traitlets import Enum, Float, Integer, Unicode, default
 
-from gpuspawner.grant import GPUAdmission, moved_to_section
+from gpuspawner.grant import GPUAdmission
 
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager
@@ -109,21 +109,9 @@ class JobsExtensionApp(ExtensionApp):
     def _default_root_dir(self) -> str:
         return os.path.join(jupyter_data_dir(), "jupyter_to_job")
 
-    # Deprecated: each now has one place. Standalone mode reads the flavors of
-    # ``c.GPUAdmission.catalog_path`` (GPU shares are not enforced there: jobs share this
-    # server's GPUs) and runs ``c.JobManager.max_running_jobs`` jobs at once.
-    catalog_path = Unicode(help="Deprecated: use ``c.GPUAdmission.catalog_path``.").tag(config=True)
-    max_running_jobs = Integer(help="Deprecated: use ``c.JobManager.max_running_jobs``.").tag(
-        config=True
-    )
-
-    @observe("catalog_path")
-    def _moved_to_admission(self, change: Any) -> None:
-        moved_to_section(self, change, "GPUAdmission")
-
-    @observe("max_running_jobs")
-    def _moved_to_manager(self, change: Any) -> None:
-        moved_to_section(self, change, "JobManager")
+    # Standalone mode reads the flavors of ``c.GPUAdmission.catalog_path`` (GPU shares are
+    # not enforced there: jobs share this server's GPUs) and runs
+    # ``c.JobManager.max_running_jobs`` jobs at once.
 
     backend: JobsBackend
 

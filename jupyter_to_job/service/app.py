@@ -30,11 +30,11 @@ from urllib.parse import urlparse
 from jupyter_core.paths import jupyter_data_dir
 from jupyterhub.services.auth import HubAuth, HubOAuth
 from tornado import web
-from traitlets import Enum, Float, Instance, Integer, List, Type, Unicode, default, observe
+from traitlets import Float, Instance, Integer, Type, Unicode, default
 from traitlets.config import Application
 
 from gpuspawner.accounts import NoSuchAccount, UserAccount
-from gpuspawner.grant import GPUAdmission, moved_setting, moved_to_section
+from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import GPUDevice
 from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 
@@ -125,11 +125,6 @@ class JobServiceApp(Application):
         kubernetes = getattr(self.executor_class, "uses_cluster_gpu_pool", False)
         admission = GPUAdmission(parent=self, target="kubernetes" if kubernetes else "local")
         configured = self.config.get("GPUAdmission", {})
-        old = self.config.get("KubernetesExecutor", {})
-        for name in ("sharing_backend", "sharing_backend_config"):
-            if name in old and name not in configured:
-                moved_setting(self, f"KubernetesExecutor.{name}", f"GPUAdmission.{name}")
-                setattr(admission, name, old[name])
         for name, variable in ADMISSION_ENVIRONMENT.items():
             text = os.environ.get(variable)
             if text and name not in configured and not admission.trait_values().get(name):
@@ -139,36 +134,6 @@ class JobServiceApp(Application):
         if not admission.catalog_path:
             admission.fallback_catalog = local_catalog()
         return admission
-
-    # Deprecated: each now has one place (``c.GPUAdmission.*``, ``c.JobManager.*``).
-    catalog_path = Unicode(help="Deprecated: use ``c.GPUAdmission.catalog_path``.").tag(config=True)
-    gpu_inventory = Enum(
-        ["auto", "nvml", "simulated"],
-        "auto",
-        help="Deprecated: use ``c.GPUAdmission.gpu_inventory``.",
-    ).tag(config=True)
-    simulated_gpus = List(help="Deprecated: use ``c.GPUAdmission.simulated_gpus``.").tag(
-        config=True
-    )
-    allocation_ledger = Unicode(help="Deprecated: use ``c.GPUAdmission.allocation_ledger``.").tag(
-        config=True
-    )
-    hami_core_library = Unicode(help="Deprecated: use ``c.GPUAdmission.hami_core_library``.").tag(
-        config=True
-    )
-    max_running_jobs = Integer(help="Deprecated: use ``c.JobManager.max_running_jobs``.").tag(
-        config=True
-    )
-
-    @observe(
-        "catalog_path", "gpu_inventory", "simulated_gpus", "allocation_ledger", "hami_core_library"
-    )
-    def _moved_to_admission(self, change: Any) -> None:
-        moved_to_section(self, change, "GPUAdmission")
-
-    @observe("max_running_jobs")
-    def _moved_to_manager(self, change: Any) -> None:
-        moved_to_section(self, change, "JobManager")
 
     root_dir = Unicode(
         help="""Folder for job data (notebook snapshots, outputs, logs, the SQLite store).

@@ -226,9 +226,7 @@ def test_a_hub_restart_keeps_every_allocation_and_double_books_none(
     # (allocations also go through the ledger file shared with the job service)
     ledger = tmp_path / "allocations.json"
     hub = start_hub(
-        spawner_config(
-            catalog_dir, ONE_GPU, f"c.SimpleLocalGPUSpawner.allocation_ledger = {str(ledger)!r}"
-        )
+        spawner_config(catalog_dir, ONE_GPU, f"c.GPUAdmission.allocation_ledger = {str(ledger)!r}")
     )
     ana, ben, cai = (browserless_user(hub, n) for n in ("ana", "ben", "cai"))
     for student in (ana, ben):

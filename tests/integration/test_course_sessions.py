@@ -25,7 +25,7 @@ SECRET = "integration-prewarm-secret-0123456789abcdef"
 def sessions_config(catalog_dir, audit_log) -> str:
     return f"""
 from gpuspawner.sessions import course_sessions_service, sessions_service_role
-c.SimpleLocalGPUSpawner.prewarm_secret = {SECRET!r}
+c.GPUAdmission.prewarm_secret = {SECRET!r}
 c.JupyterHub.services.append(course_sessions_service(
     {str(catalog_dir)!r}, prewarm_secret={SECRET!r}, interval=1, audit_log={str(audit_log)!r}))
 c.JupyterHub.load_roles.append(sessions_service_role())

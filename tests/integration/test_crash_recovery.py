@@ -72,10 +72,10 @@ from jupyter_to_job.scopes import hub_custom_scopes
 
 c.JupyterHub.authenticator_class = "dummy"
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
-c.SimpleLocalGPUSpawner.catalog_path = {str(catalog_dir)!r}
-c.SimpleLocalGPUSpawner.gpu_inventory = "simulated"
-c.SimpleLocalGPUSpawner.simulated_gpus = {ONE_GPU!r}
-c.SimpleLocalGPUSpawner.allocation_ledger = {str(ledger)!r}
+c.GPUAdmission.catalog_path = {str(catalog_dir)!r}
+c.GPUAdmission.gpu_inventory = "simulated"
+c.GPUAdmission.simulated_gpus = {ONE_GPU!r}
+c.GPUAdmission.allocation_ledger = {str(ledger)!r}
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 c.Spawner.consecutive_failure_limit = 0
 
@@ -85,8 +85,8 @@ c.JupyterHub.services.append(job_service(
     catalog_path={str(catalog_dir)!r},
     root_dir={str(jobs_root)!r},
     gpu_inventory="simulated",
-    simulated_gpus=c.SimpleLocalGPUSpawner.simulated_gpus,
-    allocation_ledger=c.SimpleLocalGPUSpawner.allocation_ledger,
+    simulated_gpus=c.GPUAdmission.simulated_gpus,
+    allocation_ledger=c.GPUAdmission.allocation_ledger,
     args=["--LocalExecutor.poll_interval=0.1", "--JobManager.queue_poll_interval=0.2"],
 ))
 c.JupyterHub.load_roles.extend(job_service_roles())
@@ -126,10 +126,6 @@ class PausingGPUSpawner(LocalGPUSpawnerMixin, PauseBeforeLaunch):
 
 
 c.JupyterHub.spawner_class = PausingGPUSpawner
-c.PausingGPUSpawner.catalog_path = c.SimpleLocalGPUSpawner.catalog_path
-c.PausingGPUSpawner.gpu_inventory = "simulated"
-c.PausingGPUSpawner.simulated_gpus = c.SimpleLocalGPUSpawner.simulated_gpus
-c.PausingGPUSpawner.allocation_ledger = c.SimpleLocalGPUSpawner.allocation_ledger
 """
 
 

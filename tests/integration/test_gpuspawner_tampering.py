@@ -35,8 +35,8 @@ def test_gpuspawner_refuses_tampered_requests_without_creating_pods(
 c.JupyterHub.authenticator_class = "dummy"
 c.JupyterHub.spawner_class = "gpuspawner.kubernetes.GPUSpawner"
 c.GPUSpawner.namespace = "default"
-c.GPUSpawner.catalog_path = {str(catalog_dir)!r}
-c.GPUSpawner.sharing_backend = "hami"
+c.GPUAdmission.catalog_path = {str(catalog_dir)!r}
+c.GPUAdmission.sharing_backend = "hami"
 c.Spawner.consecutive_failure_limit = 2
 """,
         extra_env={"KUBECONFIG": str(hub_kubeconfig)},

@@ -128,7 +128,7 @@ async def test_the_job_service_on_kubernetes_takes_its_gpus_from_the_clusters_no
         [
             f"--JobServiceApp.root_dir={tmp_path / 'service'}",
             "--JobServiceApp.executor_class=jupyter_to_job.executors.kubernetes.KubernetesExecutor",
-            f"--JobServiceApp.allocation_ledger={tmp_path / 'ledger.json'}",
+            f"--GPUAdmission.allocation_ledger={tmp_path / 'ledger.json'}",
             f"--KubernetesExecutor.kubeconfig={job_service_kubeconfig}",
             "--KubernetesExecutor.namespace=default",
         ]

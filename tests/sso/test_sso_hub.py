@@ -143,14 +143,13 @@ auth.client_id = {CLIENT_ID!r}
 auth.client_secret = {CLIENT_SECRET!r}
 auth.oauth_callback_url = f"http://127.0.0.1:{{c.JupyterHub.port}}/hub/oauth_callback"
 auth.update(oidc_endpoints(os.environ["CAMPUS_OIDC_ISSUER"]))
-auth.catalog_path = {str(catalog)!r}
 auth.group_aliases = {{"/campus/it/hpc-admins": "admins"}}
 
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
-c.SimpleLocalGPUSpawner.catalog_path = {str(catalog)!r}
-c.SimpleLocalGPUSpawner.gpu_inventory = "simulated"
-c.SimpleLocalGPUSpawner.simulated_gpus = [{{"model": "RTX 4090", "memory": "24GiB", "count": 2}}]
-c.SimpleLocalGPUSpawner.allocation_ledger = {str(root / "ledger.json")!r}
+c.GPUAdmission.catalog_path = {str(catalog)!r}
+c.GPUAdmission.gpu_inventory = "simulated"
+c.GPUAdmission.simulated_gpus = [{{"model": "RTX 4090", "memory": "24GiB", "count": 2}}]
+c.GPUAdmission.allocation_ledger = {str(root / "ledger.json")!r}
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 c.Spawner.consecutive_failure_limit = 0
 
@@ -160,8 +159,8 @@ c.JupyterHub.services.append(job_service(
     catalog_path={str(catalog)!r},
     root_dir={str(root / "jobs")!r},
     gpu_inventory="simulated",
-    simulated_gpus=c.SimpleLocalGPUSpawner.simulated_gpus,
-    allocation_ledger=c.SimpleLocalGPUSpawner.allocation_ledger,
+    simulated_gpus=c.GPUAdmission.simulated_gpus,
+    allocation_ledger=c.GPUAdmission.allocation_ledger,
     args=["--LocalExecutor.poll_interval=0.1", "--JobManager.queue_poll_interval=0.2"],
 ))
 c.JupyterHub.load_roles.extend(job_service_roles())

@@ -88,9 +88,9 @@ import sys
 from pathlib import Path
 c.JupyterHub.authenticator_class = "dummy"
 c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
-c.SimpleLocalGPUSpawner.catalog_path = {str(catalog_dir)!r}
-c.SimpleLocalGPUSpawner.gpu_inventory = "simulated"
-c.SimpleLocalGPUSpawner.simulated_gpus = {gpus}
+c.GPUAdmission.catalog_path = {str(catalog_dir)!r}
+c.GPUAdmission.gpu_inventory = "simulated"
+c.GPUAdmission.simulated_gpus = {gpus}
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 # A refusal must never count as a failure: with a limit of 2, two counted refusals
 # would make the hub exit, and every later request in the test would fail.

@@ -18,6 +18,7 @@ from kubernetes_asyncio import client
 from kubespawner import KubeSpawner
 from traitlets.config import Config
 
+from gpuspawner.grant import GPUAdmission
 from gpuspawner.kubernetes import GPUSpawner
 
 from . import course_catalogs
@@ -62,17 +63,21 @@ def write_class_catalog(
 def make_gpu_spawner(
     user: str, catalog: Path, *, profile: str = "ml101", **traits: Any
 ) -> GPUSpawner:
-    """A GPUSpawner for ``user`` choosing ``profile``, GPUs shared four ways by time-slicing."""
+    """A GPUSpawner for ``user`` choosing ``profile``, GPUs shared four ways by time-slicing.
+    ``traits``: the spawner's, and the admission's (``catalog_path``, ``sharing_backend``...),
+    each set in its one place."""
     config = Config()
     config.GPUSpawner.namespace = "default"
     config.GPUSpawner.cmd = ["jupyterhub-singleuser"]
     config.GPUSpawner.image = IMAGE
     config.GPUSpawner.start_timeout = 60
-    config.GPUSpawner.catalog_path = str(catalog)
-    config.GPUSpawner.sharing_backend = "time-slicing"
-    config.GPUSpawner.sharing_backend_config = {"replicas": 4, "gfd_labels": False}
+    config.GPUAdmission.catalog_path = str(catalog)
+    config.GPUAdmission.sharing_backend = "time-slicing"
+    config.GPUAdmission.sharing_backend_config = {"replicas": 4, "gfd_labels": False}
+    admission_settings = GPUAdmission.class_trait_names(config=True)
     for key, value in traits.items():
-        setattr(config.GPUSpawner, key, value)
+        section = config.GPUAdmission if key in admission_settings else config.GPUSpawner
+        setattr(section, key, value)
     spawner = without_a_hub(GPUSpawner, user, config)
     spawner.user_options = {"profile": profile}
     return spawner

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from jupyterhub.objects import Hub
-from traitlets.config import Config
 
 from gpuspawner.backends import make_backend
 from gpuspawner.grant import SHARE_HOOKS, GPUAdmission, Grant
-from gpuspawner.local import SimpleLocalGPUSpawner
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, UserIdentity
 from jupyter_to_job.capacity import JobTicket
 from jupyter_to_job.errors import JobRefused
@@ -23,7 +19,6 @@ from jupyter_to_job.service.app import JobServiceApp
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 
 from ..support.course_catalogs import catalog, course, minute, now
-from ..support.hub_users import HubUser
 
 NODE_GPU = GPUDevice("gpu-node-0/0", 0, "A100-SXM4-80GB", 81920)
 TIME_SLICED = {"replicas": 4, "gfd_labels": False}
@@ -154,36 +149,20 @@ def test_an_unknown_flavor_has_one_refusal_wherever_it_is_met(catalog_path, tmp_
     assert through_the_service.value.code == "unknown-flavor"
 
 
-def test_the_spawners_old_settings_are_handed_to_the_one_admission(tmp_path, caplog):
-    config = Config()
-    config.SimpleLocalGPUSpawner.catalog_path = "/etc/courses"
-    config.SimpleLocalGPUSpawner.simulated_gpus = [{"model": "T4", "memory": "16GiB"}]
-    config.GPUAdmission.allocation_ledger = "/var/lib/ledger.json"
-    caplog.set_level(logging.WARNING)
-
-    spawner = SimpleLocalGPUSpawner(hub=Hub(), user=HubUser("ana"), config=config)
-
-    assert spawner.admission.catalog_path == "/etc/courses"
-    assert spawner.admission.simulated_gpus == [{"model": "T4", "memory": "16GiB"}]
-    assert spawner.admission.allocation_ledger == "/var/lib/ledger.json"
-    assert spawner.ledger_path == "/var/lib/ledger.json"
-    assert "set c.GPUAdmission.catalog_path instead" in caplog.text
-
-
 def test_the_job_service_takes_its_settings_from_one_place(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_TO_JOB_CATALOG", "/from/the/environment")
     monkeypatch.setenv("JUPYTER_TO_JOB_SIMULATED_GPUS", '[{"model": "T4", "memory": "16GiB"}]')
     app = JobServiceApp()
     app.initialize(
         [
-            "--JobServiceApp.allocation_ledger=/old/ledger.json",
-            "--KubernetesExecutor.sharing_backend=mps",
-            "--JobServiceApp.max_running_jobs=7",
+            "--GPUAdmission.allocation_ledger=/configured/ledger.json",
+            "--GPUAdmission.sharing_backend=mps",
+            "--JobManager.max_running_jobs=7",
         ]
     )
 
-    # The old places still work, handed on; the environment fills what config leaves empty
-    assert app.admission.allocation_ledger == "/old/ledger.json"
+    # Each setting is taken from its one place; the environment fills what config leaves empty
+    assert app.admission.allocation_ledger == "/configured/ledger.json"
     assert app.admission.sharing_backend == "mps"
     assert app.admission.catalog_path == "/from/the/environment"
     assert app.admission.simulated_gpus == [{"model": "T4", "memory": "16GiB"}]
@@ -193,6 +172,27 @@ def test_the_job_service_takes_its_settings_from_one_place(tmp_path, monkeypatch
     configured.initialize(["--GPUAdmission.catalog_path=/configured"])
     assert configured.admission.catalog_path == "/configured"
     assert KubernetesExecutor.class_traits().get("sharing_backend") is None
+
+
+def test_each_admission_setting_has_one_name():
+    from gpuspawner.kubernetes import GPUSpawner
+    from gpuspawner.local import LocalGPUSpawner, SimpleLocalGPUSpawner
+    from gpuspawner.sso import CampusOAuthenticator
+    from jupyter_to_job.extension.app import JobsExtensionApp
+
+    # Given the admission's settings (c.GPUAdmission.*),
+    settings = set(GPUAdmission.class_trait_names(config=True))
+    for owner in (
+        LocalGPUSpawner,
+        SimpleLocalGPUSpawner,
+        GPUSpawner,
+        CampusOAuthenticator,
+        JobServiceApp,
+        JobsExtensionApp,
+        KubernetesExecutor,
+    ):
+        # then no spawner, authenticator or job-side application takes one under its name.
+        assert not settings & set(owner.class_trait_names(config=True)), owner.__name__
 
 
 def test_a_grant_describes_a_cpu_start_without_a_gpu():

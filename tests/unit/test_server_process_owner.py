@@ -33,8 +33,8 @@ def spawner(tmp_path: Path, command: str = SLEEP) -> SimpleLocalGPUSpawner:
     catalog = tmp_path / "catalog.yaml"
     catalog.write_text("standing:\n  - {id: cpu, title: CPU only, default: true}\n")
     config = Config()
-    config.SimpleLocalGPUSpawner.catalog_path = str(catalog)
-    config.SimpleLocalGPUSpawner.gpu_inventory = "simulated"
+    config.GPUAdmission.catalog_path = str(catalog)
+    config.GPUAdmission.gpu_inventory = "simulated"
     config.SimpleLocalGPUSpawner.home_dir_template = str(tmp_path / "home" / "{username}")
     # The arguments the hub adds (--port, ...) end up in sys.argv, unread.
     config.SimpleLocalGPUSpawner.cmd = [sys.executable, "-c", command]

@@ -49,10 +49,10 @@ def catalog(tmp_path: Path) -> Path:
 
 def spawner(name: str, catalog: Path, ledger: Path) -> SimpleLocalGPUSpawner:
     config = Config()
-    config.SimpleLocalGPUSpawner.catalog_path = str(catalog)
-    config.SimpleLocalGPUSpawner.gpu_inventory = "simulated"
-    config.SimpleLocalGPUSpawner.simulated_gpus = ONE_GPU
-    config.SimpleLocalGPUSpawner.allocation_ledger = str(ledger)
+    config.GPUAdmission.catalog_path = str(catalog)
+    config.GPUAdmission.gpu_inventory = "simulated"
+    config.GPUAdmission.simulated_gpus = ONE_GPU
+    config.GPUAdmission.allocation_ledger = str(ledger)
     return SimpleLocalGPUSpawner(hub=Hub(), user=HubUser(name, groups=["students"]), config=config)
 
 
