@@ -30,8 +30,9 @@ from traitlets import Bool, Instance, default
 from traitlets.config import LoggingConfigurable
 
 from . import refusal_log
+from .admission import GPUAdmission
 from .gpu_map import gpu_map, map_viewer
-from .grant import GPUAdmission, Grant, Target
+from .grant import Grant, Target
 from .home_page import RunningServer, running_server
 from .ledger import AllocationLedger, ProcessHolder
 from .local_times import told_html

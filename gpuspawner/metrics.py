@@ -5,7 +5,7 @@ Registered in prometheus_client's default registry, so in the hub process they a
 JupyterHub's own ``/hub/metrics`` with its protection (the ``read:metrics`` scope); in the
 job service they appear on its ``/metrics`` (see ``jupyter_to_job/metrics.py``).
 
-- Counters, counted where :class:`~gpuspawner.grant.GPUAdmission` decides
+- Counters, counted where :class:`~gpuspawner.admission.GPUAdmission` decides
   (:func:`counted_admission`): ``gpuspawner_admissions_total{kind, profile, course}`` and
   ``gpuspawner_refusals_total{kind, reason}``.
 - ``gpuspawner_server_start_duration_seconds{profile, course}``: from the admission's

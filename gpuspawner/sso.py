@@ -40,7 +40,7 @@ from tornado import web
 from traitlets import Dict, Instance, List, Unicode, Union, default, validate
 
 from .accounts import ensure_account
-from .grant import GPUAdmission
+from .admission import GPUAdmission
 from .policy import Catalog
 from .policy.idp_groups import GroupMapping
 

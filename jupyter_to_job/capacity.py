@@ -9,7 +9,7 @@ can never run is refused at create time by :meth:`JobCapacity.validate`. Which
 refusals wait is the policy's :data:`~gpuspawner.policy.admission.WAIT_CODES`.
 
 The job service's hook, :class:`~jupyter_to_job.service.capacity.FlavorCapacity`,
-asks the same :class:`~gpuspawner.grant.GPUAdmission` as the hub's spawners, so a job
+asks the same :class:`~gpuspawner.admission.GPUAdmission` as the hub's spawners, so a job
 can never get what a spawner would refuse. Without it (standalone mode) every job
 starts at once, with the GPUs of the server it runs beside.
 """

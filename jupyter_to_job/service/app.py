@@ -34,7 +34,7 @@ from traitlets import Float, Instance, Integer, Type, Unicode, default
 from traitlets.config import Application
 
 from gpuspawner.accounts import NoSuchAccount, UserAccount
-from gpuspawner.grant import GPUAdmission
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice
 from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 

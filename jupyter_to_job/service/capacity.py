@@ -1,7 +1,7 @@
 """The job service's capacity hook: job flavors admitted by the same admission as servers.
 
 :class:`FlavorCapacity` answers the manager's "may this job start now?" with the
-service's :class:`~gpuspawner.grant.GPUAdmission` over a
+service's :class:`~gpuspawner.admission.GPUAdmission` over a
 :class:`~gpuspawner.policy.CapacityPool`:
 
 - granted: the job starts as its :class:`~gpuspawner.grant.Grant` says (rendered for
@@ -40,8 +40,8 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.allocation_record import pool_from_cluster
-from gpuspawner.grant import GPUAdmission
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, Refusal, UserIdentity
 from gpuspawner.policy.admission import WAIT_CODES, JobForecast
 

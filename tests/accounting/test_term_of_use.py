@@ -22,8 +22,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from gpuspawner.accounting.store import shared_usage_store
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.cli import main as gpuspawner_cli
-from gpuspawner.grant import GPUAdmission
 from gpuspawner.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, Refusal, UserIdentity
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuspawner.grant import GPUAdmission
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.holder_use import HolderUse, use_by_holder
 from gpuspawner.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog

@@ -11,7 +11,7 @@ import os
 import signal
 from pathlib import Path
 
-from gpuspawner.grant import GPUAdmission
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.policy import GPUDevice, GPUShare, UserIdentity, load_catalog
 from jupyter_to_job.capacity import CapacityGrant, JobCapacity, JobTicket

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from traitlets.config import Config
 
-from gpuspawner.grant import GPUAdmission
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, UserIdentity
 from jupyter_to_job.access import Caller

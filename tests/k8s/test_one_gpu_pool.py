@@ -21,6 +21,7 @@ from kubernetes_asyncio import client
 from traitlets.config import Config
 
 from gpuspawner import kubernetes as hub_side
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.allocation_record import (
     ALLOCATION_ANNOTATION,
     encode_allocation,
@@ -28,7 +29,6 @@ from gpuspawner.allocation_record import (
 )
 from gpuspawner.backends import cpu_only_plan
 from gpuspawner.gpu_map import gpu_map
-from gpuspawner.grant import GPUAdmission
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import Allocation, load_catalog
 from jupyter_to_job import k8s_objects

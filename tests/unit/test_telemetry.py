@@ -8,7 +8,7 @@ import logging
 from fractions import Fraction
 from types import SimpleNamespace
 
-from gpuspawner.grant import GPUAdmission
+from gpuspawner.admission import GPUAdmission
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
 from gpuspawner.telemetry import (
     DeviceReading,
