@@ -53,14 +53,15 @@ class Clock:
 
 
 def our_spawner(bench: SyntheticCatalog, user: UserIdentity, clock: Clock):
+    from traitlets.config import Config
+
     from gpuspawner.local import LocalGPUSpawner
 
-    spawner = LocalGPUSpawner(
-        user=hub_user(user),
-        catalog_path=str(bench.path),
-        gpu_inventory="simulated",
-        simulated_gpus=SIMULATED_GPUS,
-    )
+    config = Config()
+    config.GPUAdmission.catalog_path = str(bench.path)
+    config.GPUAdmission.gpu_inventory = "simulated"
+    config.GPUAdmission.simulated_gpus = SIMULATED_GPUS
+    spawner = LocalGPUSpawner(user=hub_user(user), config=config)
     spawner.now = clock
     return spawner
 
@@ -147,8 +148,8 @@ async def measure() -> Section:
     section.notes += [
         f"{len(instants)} instants; capacity pool: 8 simulated RTX 4090, "
         f"{ALLOCATED_SHARES} course servers already holding slices",
-        "the anchor's form lists the same profile ids in the same order (checked at every "
-        "instant); it shows no seats and no opening times",
+        "the anchor's form lists the same profile ids and opens the same ones (checked at "
+        "every instant; our page puts open cards first); it shows no seats and no opening times",
     ]
     return section
 
@@ -178,7 +179,13 @@ async def measure_user(
         for now in instants:
             ours_ids = profile_ids(await our_page(now), r'data-profile="([^"]+)"')
             their_ids = profile_ids(await their_page(now), r'id="profile-item-([^"]+)"')
-            assert ours_ids == their_ids, f"the two forms list different profiles at {now}"
+            expected = in_page_order(their_ids, ours.profile_cards())
+            assert ours_ids == expected, f"the two forms list different profiles at {now}"
+            open_ids = {
+                p["slug"] for p in visible_profiles(config, hub_user(user), now) if p["available"]
+            }
+            ours_open = {card.id for card in ours.profile_cards() if card.available}
+            assert ours_open == open_ids, f"the two forms open different profiles at {now}"
     cards = len(evaluate(bench.catalog, user, instants[0]))
     ready = [ready_cards(bench, pool, user, now) for now in instants]
     pages = [(now, evaluate(bench.catalog, user, now)) for now in instants]
@@ -199,6 +206,22 @@ async def measure_user(
             time_calls(lambda page: count_seats(bench, pool, page), pages, BUDGET_PER_CASE),
         ),
     ]
+
+
+def in_page_order(ids: list[str], cards: list[ProfileCard]) -> list[str]:
+    """The anchor's profile ids in the order of our page: the cards that can be started now
+    first, a student's courses in class (with a seat) before them, otherwise the catalog's
+    order (the anchor lists the catalog's order)."""
+    by_id = {card.id: card for card in cards}
+
+    def place(profile_id: str) -> tuple[bool, bool]:
+        card = by_id.get(profile_id)
+        if card is None:  # not on our page: the comparison reports it
+            return (False, False)
+        in_class = card.available and card.kind == "course" and card.role == "student"
+        return (not card.available, not (in_class and not card.full))
+
+    return sorted(ids, key=place)
 
 
 def ready_cards(

@@ -25,7 +25,7 @@ from .catalog import (
     StandingProfile,
     StorageMount,
 )
-from .schedule import Phase
+from .schedule import CourseSchedule, Phase, ScheduleStatus
 from .share import GPUShare
 from .wording import Told, tell
 
@@ -145,15 +145,51 @@ def _cached_profile(cache: dict, key: str, build: Callable[[Any], Profile], item
 
 
 def _course_entitlement(
-    course: Course, role: Role, now: datetime, cache: dict | None = None
+    course: Course,
+    role: Role,
+    now: datetime,
+    cache: dict | None = None,
+    today_in: dict[tzinfo, date] | None = None,
 ) -> Entitlement:
+    """``course`` as a user in ``role`` sees it at ``now``.
+
+    The entitlement depends on ``now`` only through the schedule's status (phase, current
+    and next session) and the local date, so ``cache`` keeps the last one per course and
+    role with that state, and a page drawn again before anything changed reuses it.
+    ``today_in``: the dates of ``now`` by time zone, filled as courses ask (one conversion
+    per zone for a page of 200 courses instead of several per course).
+    """
     schedule = course.course_schedule
     zone = schedule.timezone
-    profile = _cached_profile(
-        {} if cache is None else cache, "course:" + course.id, _course_profile, course
-    )
     status = schedule.status(now)
-    today = now.astimezone(zone).date()
+    days = {} if today_in is None else today_in
+    today = days.get(zone)
+    if today is None:
+        today = days[zone] = now.astimezone(zone).date()
+    if cache is None:
+        return _course_entitlement_in(course, role, now, schedule, status, today, {})
+    state = (schedule, status, today)
+    key = f"entitlement:{role.value}:{course.id}"
+    last = cache.get(key)
+    if last is not None and last[0] == state:
+        return last[1]
+    entitlement = _course_entitlement_in(course, role, now, schedule, status, today, cache)
+    cache[key] = (state, entitlement)
+    return entitlement
+
+
+def _course_entitlement_in(
+    course: Course,
+    role: Role,
+    now: datetime,
+    schedule: CourseSchedule,
+    status: ScheduleStatus,
+    today: date,
+    cache: dict,
+) -> Entitlement:
+    """The entitlement of ``course`` in ``status`` on the local date ``today`` (``now``'s)."""
+    zone = schedule.timezone
+    profile = _cached_profile(cache, "course:" + course.id, _course_profile, course)
     in_term = schedule.in_term(today)
     upcoming = status.next_session
     if role in (Role.INSTRUCTOR, Role.ADMIN) and course.instructors_anytime and in_term:
@@ -270,6 +306,8 @@ def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitl
     courses, taught = catalog.courses_for(user.name, user.groups)
     if user.admin:
         courses = list(catalog.courses)
+    now = now.astimezone(UTC)  # converted once: each course's schedule works in UTC
+    today_in: dict[tzinfo, date] = {}
     for course in courses:
         if course.id in taught:
             role = Role.INSTRUCTOR
@@ -277,7 +315,7 @@ def evaluate(catalog: Catalog, user: UserIdentity, now: datetime) -> list[Entitl
             role = Role.ADMIN
         else:
             role = Role.STUDENT
-        result.append(_course_entitlement(course, role, now, cache))
+        result.append(_course_entitlement(course, role, now, cache, today_in))
     zone = _zone(catalog.settings.timezone)
     for grant in catalog.research_for(user.name, user.groups):
         result.append(_research_entitlement(grant, now, zone, cache))

@@ -11,7 +11,7 @@ def when(moment: datetime, now: datetime, zone: tzinfo) -> str:
     local = moment.astimezone(zone)
     today = now.astimezone(zone).date()
     days = (local.date() - today).days
-    clock = f"{local:%H:%M}"
+    clock = f"{local.hour:02d}:{local.minute:02d}"  # %H:%M, without strftime's cost
     if days == 0:
         return clock
     if days == 1:

@@ -226,3 +226,30 @@ def test_given_a_profile_the_user_cannot_see_then_entitlement_for_is_none(catalo
 def test_given_a_naive_datetime_then_evaluate_refuses_it(catalog):
     with pytest.raises(ValueError, match="aware"):
         evaluate(catalog, ALICE, datetime(2024, 3, 18, 10, 30))
+
+
+@pytest.mark.parametrize("user", [ALICE, BOB, PROF, RITA, ROOT], ids=lambda u: u.name)
+def test_given_pages_drawn_one_after_another_then_each_says_what_a_fresh_catalog_says(
+    catalog, catalog_from, user
+):
+    # Given one catalog evaluated again and again through a week (lead time, class, grace,
+    # closed, midnight, the term's end), as spawn pages are drawn one after another,
+    moments = [
+        "2024-03-17 23:50",
+        "2024-03-18 00:10",
+        "2024-03-18 09:55",
+        "2024-03-18 10:30",
+        "2024-03-18 12:05",
+        "2024-03-18 12:30",
+        "2024-03-18 10:30",
+        "2024-03-20 11:00",
+        "2024-06-01 11:00",
+        "2024-06-02 09:00",
+        "2024-03-18 10:30",
+    ]
+    for moment in moments:
+        # when it is evaluated at each instant, then it says what a catalog never evaluated
+        # before says at that instant.
+        assert evaluate(catalog, user, at(moment)) == evaluate(
+            catalog_from(CATALOG), user, at(moment)
+        ), moment
