@@ -36,7 +36,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, cast
@@ -80,7 +80,7 @@ from .models import (
 from .notifications import PipelineEnd
 from .runfiles import PIPELINE_DIR_VARIABLE
 from .snapshot import notebook_snapshot
-from .store import Base, JobRow, add_missing_columns
+from .store import Base, JobRow, add_missing_columns, utcnow
 
 MAX_STAGES = 10
 MAX_JOBS_PER_STAGE = 10
@@ -92,10 +92,6 @@ PIPELINE_STAGE_VARIABLE = "JUPYTER_TO_JOB_PIPELINE_STAGE"
 Admit = Callable[[CreateJob, int, int], tuple[CreateJob, str | None]]
 """Checks job ``(request, stage index, job index)`` as a job create is checked: the job as
 admitted, and the folder it runs in."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def home_of(working_dir: str, input_path: str) -> str:

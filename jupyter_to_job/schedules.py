@@ -65,7 +65,7 @@ from .manager import JobManager
 from .models import CreateJob, JobStatus, WireModel
 from .pipelines import CreatePipeline, Pipelines
 from .snapshot import notebook_snapshot
-from .store import Base, add_missing_columns
+from .store import Base, add_missing_columns, utcnow
 
 MIN_INTERVAL_SECONDS = 60
 """The shortest interval between runs: a schedule is for work that takes minutes."""
@@ -75,10 +75,6 @@ MAX_NAME_LENGTH = 255
 RECENT_RUNS = 10
 
 Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 # -- wire models --------------------------------------------------------------------------
