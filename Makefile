@@ -36,7 +36,7 @@ INSTALL_INPUTS := setup.py pyproject.toml constraints.txt $(LABEXT_STAMP) $(LABE
 NODE_STAMP := node_modules/.package-lock.json
 
 LINT_PATHS ?= gpuspawner jupyter_to_job tests benchmarks hub_config setup.py
-TYPED_PATHS ?= gpuspawner/policy gpuspawner/grant.py gpuspawner/admission.py gpuspawner/gpu_hours.py gpuspawner/accounting
+TYPED_PATHS ?= gpuspawner/policy gpuspawner/core gpuspawner/accounting
 PYTEST_ARGS ?= -v tests
 DEMO_CONFIG := $(CURDIR)/hub_config/local/jupyterhub_config.py
 SSO_CONFIG := $(CURDIR)/hub_config/sso/jupyterhub_config.py

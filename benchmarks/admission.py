@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import yaml
 
-from gpuspawner.inventory import simulated_gpus
+from gpuspawner.core.inventory import simulated_gpus
 from gpuspawner.policy import (
     CapacityPool,
     Catalog,

@@ -74,7 +74,7 @@ from pathlib import Path
 import yaml
 
 from gpuspawner.backends import make_backend
-from gpuspawner.inventory import simulated_gpus
+from gpuspawner.core.inventory import simulated_gpus
 from gpuspawner.policy import CapacityPool, Catalog, GPUShare, Refusal, UserIdentity, admit
 from gpuspawner.policy.admission import WAIT_CODES, JobDecision, StartDecision, admit_job
 from gpuspawner.policy.catalog import GPUSpec, load_catalog

@@ -229,7 +229,7 @@ def gpu_inventory(gpu_memory: list[int], hub_config: Path | None) -> GPUInventor
     settings = read_hub_gpu_settings(hub_config) if hub_config is not None else {}
     from traitlets import TraitError
 
-    from .admission import GPUAdmission  # the hub's own inventory; heavy, so only here
+    from .core.admission import GPUAdmission  # the hub's own inventory; heavy, so only here
 
     try:
         admission = GPUAdmission(**settings)

@@ -30,11 +30,11 @@ from traitlets import Bool, Instance, default
 from traitlets.config import LoggingConfigurable
 
 from . import refusal_log
-from .admission import GPUAdmission
+from .core.admission import GPUAdmission
+from .core.grant import Grant, Target
+from .core.ledger import AllocationLedger, ProcessHolder
 from .gpu_map import gpu_map, map_viewer
-from .grant import Grant, Target
 from .home_page import RunningServer, running_server
-from .ledger import AllocationLedger, ProcessHolder
 from .local_times import told_html
 from .metrics import observe_server_start, watch_spawner
 from .policy import (

@@ -7,7 +7,7 @@ holders of the slices that run a course they teach (the catalog's instructors an
 course's instructor group, as in the course API); everyone else sees only which course
 holds a slice, and which slice is their own.
 
-Given readings (:mod:`gpuspawner.telemetry`) and each holder's use of its GPU
+Given readings (:mod:`gpuspawner.core.telemetry`) and each holder's use of its GPU
 (:mod:`gpuspawner.holder_use`), each GPU shows how busy it is, and each slice whose holder
 the viewer may see shows its own utilisation and memory, or says that the number is the
 whole GPU's (and why) where the holders of that GPU cannot be told apart.
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .core.telemetry import DeviceReading
 from .holder_use import HolderUse
 from .policy.capacity import Allocation, CapacityPool
 from .policy.catalog import Catalog
 from .policy.entitlements import UserIdentity
 from .policy.instructors import taught_courses
 from .policy.units import format_mib
-from .telemetry import DeviceReading
 
 PALETTE = (
     "#4e79a7",
@@ -182,7 +182,7 @@ def gpu_map_json(
 
     ``titles``: course and profile titles by id (labels of anonymous slices);
     ``readings``: the GPUs' own readings (by id, else index, as
-    :func:`~gpuspawner.telemetry.holders_of` matches them); ``uses``: each holder's use
+    :func:`~gpuspawner.core.telemetry.holders_of` matches them); ``uses``: each holder's use
     (:func:`~gpuspawner.holder_use.use_by_holder`), shown on the slices whose holder the
     viewer may see. The shape::
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .core.telemetry import DeviceReading, ProcessReading, holders_of
 from .policy.capacity import Allocation, CapacityPool
-from .telemetry import DeviceReading, ProcessReading, holders_of
 
 MEASURED_HOLDER = "holder"
 MEASURED_DEVICE = "device"

@@ -31,7 +31,9 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import Bool, Float, default
 
-from .allocation_record import (
+from .backends.base import PodGPUPlan, cpu_only_plan
+from .backends.protect import strip_protected
+from .core.allocation_record import (
     ALLOCATION_ANNOTATION,
     GPU_COUNT_LABEL,
     GPU_MEMORY_LABEL,
@@ -41,10 +43,8 @@ from .allocation_record import (
     encode_allocation,
     pods_by_allocation,
 )
-from .backends.base import PodGPUPlan, cpu_only_plan
-from .backends.protect import strip_protected
+from .core.grant import Grant
 from .course_profiles import CourseProfilesMixin, refusal_exception
-from .grant import Grant
 from .kueue import QUEUED_LABEL, preemption_sentence, queue_timeout_sentence
 from .kueue_mode import QUEUE_POLL_SECONDS, KueueMode, unrecorded_slice
 from .policy import Allocation, CapacityPool, GPUDevice

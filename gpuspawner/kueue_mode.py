@@ -44,8 +44,8 @@ from kubernetes_asyncio.client.rest import ApiException
 from traitlets import Unicode
 from traitlets.config import LoggingConfigurable
 
-from .allocation_record import ALLOCATION_ANNOTATION, encode_allocation
-from .grant import Grant
+from .core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
+from .core.grant import Grant
 from .kai_queue import QUEUE_LABEL as KAI_QUEUE_LABEL
 from .kai_queue import is_waiting, place_in_kai_queue, waiting_kai_pods
 from .kueue import (

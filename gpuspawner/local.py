@@ -7,7 +7,7 @@ enforcement, and its session end for the JupyterLab countdown.
 
 A hub signals only the server process it started: it records the process's start time with
 its pid and, after a restart, signals that pid only while it is still that very process
-(pids get reused). Its cgroups carry the hub's own id (:mod:`gpuspawner.hub_instance`). A
+(pids get reused). Its cgroups carry the hub's own id (:mod:`gpuspawner.core.hub_instance`). A
 server that ends without the hub stopping it (killed from outside, crashed, out of memory)
 is explained to its owner on the home page and on the spawn page (``stop_notice``).
 """
@@ -29,13 +29,13 @@ from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from jupyterhub.utils import url_path_join
 from traitlets import Instance, Unicode, default
 
-from .accounts import NoSuchAccount, UserAccount
-from .cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
+from .core.accounts import NoSuchAccount, UserAccount
+from .core.cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
+from .core.grant import SHARE_HOOKS, Grant
+from .core.hub_instance import hub_instance_id
+from .core.ledger import ProcessHolder
 from .course_profiles import CourseProfilesMixin, refusal_exception
-from .grant import SHARE_HOOKS, Grant
 from .home_page import ended_unasked
-from .hub_instance import hub_instance_id
-from .ledger import ProcessHolder
 from .policy import GPUDevice
 from .policy.schedule import parse_timezone
 

@@ -5,7 +5,7 @@ Registered in prometheus_client's default registry, so in the hub process they a
 JupyterHub's own ``/hub/metrics`` with its protection (the ``read:metrics`` scope); in the
 job service they appear on its ``/metrics`` (see ``jupyter_to_job/metrics.py``).
 
-- Counters, counted where :class:`~gpuspawner.admission.GPUAdmission` decides
+- Counters, counted where :class:`~gpuspawner.core.admission.GPUAdmission` decides
   (:func:`counted_admission`): ``gpuspawner_admissions_total{kind, profile, course}`` and
   ``gpuspawner_refusals_total{kind, reason}``.
 - ``gpuspawner_server_start_duration_seconds{profile, course}``: from the admission's
@@ -42,13 +42,13 @@ from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .core.ledger import AllocationLedger, ProcessHolder
+from .core.telemetry import DeviceReading, holders_of
 from .holder_use import use_by_holder
-from .ledger import AllocationLedger, ProcessHolder
 from .policy import CapacityPool, Catalog, Refusal
 from .policy.admission import WAIT_CODES
 from .policy.catalog import Course, ProfileSection
 from .process_owners import ProcessOwners, attribute
-from .telemetry import DeviceReading, holders_of
 
 ADMISSIONS = Counter(
     "gpuspawner_admissions",

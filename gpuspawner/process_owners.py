@@ -2,7 +2,7 @@
 
 NVML names the processes using a GPU by pid. On one machine each server and each job runs
 in a process tree whose root the allocation ledger records as its slice's holder (pid and
-start time: :class:`~gpuspawner.ledger.ProcessHolder`), and, where CPU and memory limits
+start time: :class:`~gpuspawner.core.ledger.ProcessHolder`), and, where CPU and memory limits
 are enforced, in a cgroup named for it (``server-<user>[-<server>]``, ``job-<id>``: see
 ``LocalGPUSpawner.cgroup_name`` and ``LocalExecutor.cgroup_name``). A pid belongs to the
 holder whose cgroup it runs in (which holds even for a process that left its parent), else
@@ -13,7 +13,7 @@ namespace, and a reader in a container sees another one (seen on an H200: NVML n
 process the service could not find). So a pid is attributed only when /proc shows it,
 when it has an NVIDIA device open (where its open files can be read: a pid of another
 namespace that happens to exist here is someone else), and when it leads to exactly one
-holder. Otherwise the reading says why (:attr:`~gpuspawner.telemetry.ProcessReading
+holder. Otherwise the reading says why (:attr:`~gpuspawner.core.telemetry.ProcessReading
 .unattributed`), and its GPU's holders get the device-wide numbers
 (:mod:`gpuspawner.holder_use`).
 
@@ -30,8 +30,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from .ledger import AllocationLedger, ProcessHolder
-from .telemetry import DeviceReading, DeviceTelemetry, ProcessReading
+from .core.ledger import AllocationLedger, ProcessHolder
+from .core.telemetry import DeviceReading, DeviceTelemetry, ProcessReading
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def holder_of_cgroup(path: str, keys: Iterable[str]) -> str | None:
 
 class ProcessOwners:
     """Attributes pids to the servers and jobs of ``holders`` (the ledger's
-    :meth:`~gpuspawner.ledger.AllocationLedger.holders`: allocation key -> holding
+    :meth:`~gpuspawner.core.ledger.AllocationLedger.holders`: allocation key -> holding
     process, None where unknown), reading ``proc``."""
 
     def __init__(

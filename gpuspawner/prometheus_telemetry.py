@@ -24,7 +24,7 @@ HAMi's series win over DCGM's for a pod that has both. Scrape the exporters with
 ``honor_labels: true`` (``hub_config/monitoring/prometheus.yml``), so their ``namespace``
 and ``pod`` labels stay the workload's rather than the exporter's own.
 
-The readings name their holders (:attr:`~gpuspawner.telemetry.ProcessReading.holder`);
+The readings name their holders (:attr:`~gpuspawner.core.telemetry.ProcessReading.holder`);
 their devices carry index -1, since the pool names cluster GPUs ``<node>/<index>`` and
 these join by pod instead (:mod:`gpuspawner.holder_use`). Pure apart from the HTTP query.
 """
@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .telemetry import DeviceReading, ProcessReading
+from .core.telemetry import DeviceReading, ProcessReading
 
 log = logging.getLogger(__name__)
 

@@ -39,8 +39,8 @@ from oauthenticator.oauth2 import OAuthCallbackHandler
 from tornado import web
 from traitlets import Dict, Instance, List, Unicode, Union, default, validate
 
-from .accounts import ensure_account
-from .admission import GPUAdmission
+from .core.accounts import ensure_account
+from .core.admission import GPUAdmission
 from .policy import Catalog
 from .policy.idp_groups import GroupMapping
 
@@ -265,7 +265,7 @@ class LocalCampusOAuthenticator(LocalAuthenticator, CampusOAuthenticator):
     """Campus single sign-on on one shared machine (hub_config/workstation): each person's
     system account, which their server and jobs run as, is made at their first login.
 
-    Accounts come from :func:`gpuspawner.accounts.ensure_account` (a group of their own, a
+    Accounts come from :func:`gpuspawner.core.accounts.ensure_account` (a group of their own, a
     home only they can open). Everything else is as for :class:`CampusOAuthenticator`,
     whose settings (``c.CampusOAuthenticator.*``) apply here too.
     """

@@ -49,9 +49,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .accounts import NoSuchAccount, UserAccount
+from .core.accounts import NoSuchAccount, UserAccount
+from .core.service_process import die_with_parent
 from .policy import Catalog, load_catalog
-from .service_process import die_with_parent
 from .sessions.zone_wipe import (
     empty_folder,
     folder_holds_data,

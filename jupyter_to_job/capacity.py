@@ -2,14 +2,14 @@
 
 The manager asks :meth:`JobCapacity.acquire` before it starts a queued job. The
 answer is a :class:`CapacityGrant` (carrying the admission's
-:class:`~gpuspawner.grant.Grant`, which the executor applies as it is) or a
+:class:`~gpuspawner.core.grant.Grant`, which the executor applies as it is) or a
 :class:`CapacityWait` (the job stays queued, with the reason shown to its owner; one
 that waits on its owner's own limit lets other people's jobs go first). A flavor that
 can never run is refused at create time by :meth:`JobCapacity.validate`. Which
 refusals wait is the policy's :data:`~gpuspawner.policy.admission.WAIT_CODES`.
 
 The job service's hook, :class:`~jupyter_to_job.service.capacity.FlavorCapacity`,
-asks the same :class:`~gpuspawner.admission.GPUAdmission` as the hub's spawners, so a job
+asks the same :class:`~gpuspawner.core.admission.GPUAdmission` as the hub's spawners, so a job
 can never get what a spawner would refuse. Without it (standalone mode) every job
 starts at once, with the GPUs of the server it runs beside.
 """
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuspawner.cgroups import ResourceLimits
-from gpuspawner.grant import Grant
+from gpuspawner.core.cgroups import ResourceLimits
+from gpuspawner.core.grant import Grant
 from gpuspawner.policy import Refusal
 from gpuspawner.policy.admission import OWN_LIMIT_CODES, JobForecast
 

@@ -22,7 +22,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
-from gpuspawner.hub_instance import HUB_ID_VARIABLE
+from gpuspawner.core.hub_instance import HUB_ID_VARIABLE
 
 from .scopes import READ_JOBS_SCOPE, SERVICE_NAME, WRITE_JOBS_SCOPE, access_scope
 
@@ -86,7 +86,7 @@ def job_service(
     ``run_as="owner"`` runs each job as its owner's system account (the service then runs as
     root; see ``LocalExecutor.run_as``); ``notebook_dir_template`` is where users' notebook
     paths start (``{username}``; default: their home), so jobs run beside their notebook.
-    ``hub_id`` (the hub's ``c.CgroupLimits.hub_id``, see :mod:`gpuspawner.hub_instance`): the
+    ``hub_id`` (the hub's ``c.CgroupLimits.hub_id``, see :mod:`gpuspawner.core.hub_instance`): the
     jobs' control groups go into the hub's own folder, so this service, like its hub, never
     touches another hub's groups or jobs on the same machine.
     ``args`` are extra settings such as ``"--JobManager.max_running_jobs=4"``.

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO, Protocol
 from pydantic import ValidationError
 
 from gpuspawner.accounting.budgets import BudgetStatus
-from gpuspawner.cgroups import ResourceLimits
+from gpuspawner.core.cgroups import ResourceLimits
 from gpuspawner.policy import Catalog, FlavorEntitlement, JobFlavor, UserIdentity
 from gpuspawner.policy.catalog import Settings
 from gpuspawner.policy.flavors import default_flavor, flavor_entitlements

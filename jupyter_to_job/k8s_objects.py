@@ -79,9 +79,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
 from gpuspawner.backends.base import PodGPUPlan
 from gpuspawner.backends.protect import merge_environment
+from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
 
 MANAGED_BY = "jupyter-to-job"
 COMPONENT = "notebook-job"

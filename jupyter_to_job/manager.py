@@ -57,8 +57,8 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Float, Instance, Integer, Type, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
-from gpuspawner.cgroups import ResourceLimits
-from gpuspawner.grant import Grant
+from gpuspawner.core.cgroups import ResourceLimits
+from gpuspawner.core.grant import Grant
 from gpuspawner.policy.admission import job_start_order
 
 from .capacity import CapacityWait, JobCapacity, JobTicket

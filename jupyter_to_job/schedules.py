@@ -58,7 +58,7 @@ from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 from traitlets import Float, Instance
 from traitlets.config import LoggingConfigurable
 
-from gpuspawner.databases import UTCDateTime
+from gpuspawner.core.databases import UTCDateTime
 
 from .errors import InvalidJobRequest, JobError, JobRefused
 from .manager import JobManager

@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-from gpuspawner.databases import UTCDateTime, database_engine
+from gpuspawner.core.databases import UTCDateTime, database_engine
 
 from .errors import InvalidJobRequest
 from .models import JobStatus, ListJobsQuery

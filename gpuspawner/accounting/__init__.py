@@ -7,5 +7,5 @@
   and JSON (``gpuspawner usage``, the course-sessions service's usage API).
 
 The record is configured once, ``c.GPUAdmission.usage_db_url``; the hub's spawners and
-the job service write to it through :class:`~gpuspawner.admission.GPUAdmission`.
+the job service write to it through :class:`~gpuspawner.core.admission.GPUAdmission`.
 """

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
-from ..databases import UTCDateTime, database_engine
+from ..core.databases import UTCDateTime, database_engine
 from ..holder_use import HolderUse
 from .intervals import IntervalUse, UsageInterval
 

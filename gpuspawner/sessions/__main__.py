@@ -9,7 +9,7 @@ a flag on the command line wins. The hub provides ``JUPYTERHUB_API_URL`` and
 instructors' course API there (:mod:`.course_api`), their course page (:mod:`.course_page`), and the GPU map page with its JSON
 (:mod:`.gpu_map_page`: from ``--allocation-ledger`` and ``--simulated-gpus`` on one
 machine, or the pods of ``--kubernetes-namespace``). It stops with the hub that started it,
-so a restarted hub's instance finds its port free (:mod:`gpuspawner.service_process`).
+so a restarted hub's instance finds its port free (:mod:`gpuspawner.core.service_process`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from tornado.httpserver import HTTPServer
 from tornado.web import Application
 
 from gpuspawner.accounting.store import UsageStore
+from gpuspawner.core.service_process import PortInUse, die_with_parent, listen_when_free
 from gpuspawner.policy.schedule import UTC
-from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 from gpuspawner.zone_wipe_helper import HelperZoneFolders
 
 from .audit import AuditLog
@@ -183,8 +183,8 @@ def gpu_inputs(args: argparse.Namespace) -> dict:
                 "reclaimed for idleness."
             )
         return {}
+    from gpuspawner.core.telemetry import telemetry_from_config
     from gpuspawner.process_owners import ledger_telemetry
-    from gpuspawner.telemetry import telemetry_from_config
 
     from .reclaim import ledger_allocations
 

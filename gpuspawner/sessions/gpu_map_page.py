@@ -28,10 +28,10 @@ from typing import Any
 
 from tornado import web
 
+from gpuspawner.core.telemetry import DeviceReading
 from gpuspawner.gpu_map import gpu_map_json, map_viewer
 from gpuspawner.holder_use import use_by_holder
 from gpuspawner.policy import Catalog
-from gpuspawner.telemetry import DeviceReading
 
 from .course_api import CourseAPI, identity_of
 from .gpu_pools import GPUPoolSource

@@ -4,7 +4,7 @@
   (``c.GPUAdmission.allocation_ledger``), over this machine's GPUs (NVML's, or the
   simulated ones the hub is configured with).
 - Kubernetes: the GPU nodes' labels and the allocation record every server and job pod
-  carries (:func:`gpuspawner.allocation_record.pool_from_cluster`), read with
+  carries (:func:`gpuspawner.core.allocation_record.pool_from_cluster`), read with
   kubernetes_asyncio from the hub's namespace.
 
 Either way servers and jobs are in the same pool, as admission sees them.
@@ -25,11 +25,11 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gpuspawner.allocation_record import pool_from_cluster
-from gpuspawner.inventory import discover_nvml_gpus, simulated_gpus
-from gpuspawner.ledger import AllocationLedger
+from gpuspawner.core.allocation_record import pool_from_cluster
+from gpuspawner.core.inventory import discover_nvml_gpus, simulated_gpus
+from gpuspawner.core.ledger import AllocationLedger
+from gpuspawner.core.telemetry import DeviceTelemetry
 from gpuspawner.policy import CapacityPool, GPUDevice
-from gpuspawner.telemetry import DeviceTelemetry
 
 log = logging.getLogger("gpuspawner.sessions.gpu_map")
 
@@ -156,8 +156,8 @@ def pool_source(
                 "--simulated-gpus must be a JSON list such as "
                 '[{"model": "RTX 4090", "memory": "24GiB", "count": 2}]'
             )
+        from gpuspawner.core.telemetry import telemetry_from_config
         from gpuspawner.process_owners import ledger_telemetry
-        from gpuspawner.telemetry import telemetry_from_config
 
         telemetry = ledger_telemetry(
             telemetry_from_config(gpu_readings), allocation_ledger, simulated=bool(gpu_readings)

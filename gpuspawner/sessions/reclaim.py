@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from gpuspawner.core.telemetry import DeviceReading
 from gpuspawner.holder_use import use_by_holder, use_of_servers
 from gpuspawner.policy import Catalog
 from gpuspawner.policy.capacity import Allocation, CapacityPool
 from gpuspawner.policy.catalog import CourseReclaimPolicy, ReclaimPolicy, ResearchAllocation
 from gpuspawner.policy.instructors import profile_of
-from gpuspawner.telemetry import DeviceReading
 
 from .hub_time import parse_hub_time
 
@@ -275,7 +275,7 @@ def utilisation_by_server(
 def ledger_allocations(path: str) -> list[Allocation]:
     """The live allocations of the one-machine allocation ledger (``c.GPUAdmission
     .allocation_ledger``), read under its shared lock."""
-    from gpuspawner.ledger import AllocationLedger
+    from gpuspawner.core.ledger import AllocationLedger
 
     return list(AllocationLedger(path).snapshot([]).allocations.values())
 

@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.exc import SQLAlchemyError
 
 from gpuspawner.accounting.store import UsageStore
+from gpuspawner.core.telemetry import DeviceTelemetry
 from gpuspawner.holder_use import HolderUse, use_by_holder, use_of_servers
 from gpuspawner.policy import Catalog, ClassSession, Course
 from gpuspawner.policy.capacity import Allocation
@@ -36,7 +37,6 @@ from gpuspawner.policy.instructors import profile_of
 from gpuspawner.policy.prewarm import prewarm_token
 from gpuspawner.policy.schedule import UTC
 from gpuspawner.policy.wording import duration, when
-from gpuspawner.telemetry import DeviceTelemetry
 
 from .audit import AuditLog
 from .hub_client import HubClient, HubUnavailable

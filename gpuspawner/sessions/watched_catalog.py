@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from gpuspawner.catalog_source import CatalogSource
+from gpuspawner.core.catalog_source import CatalogSource
 from gpuspawner.policy import Catalog, CatalogError
 
 from .audit import AuditLog

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import gpuspawner
-from gpuspawner.hub_instance import HUB_ID_VARIABLE, hub_instance_id
+from gpuspawner.core.hub_instance import HUB_ID_VARIABLE, hub_instance_id
 from gpuspawner.persistent_secret import persistent_secret
 from gpuspawner.policy import load_catalog
 from gpuspawner.policy.roles import course_roles
@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 RUNTIME = Path(os.environ.get("GPUSPAWNER_DEMO_RUNTIME") or Path.cwd()).resolve()
 CATALOG = RUNTIME / "catalog"
 # This hub instance's id, kept in its runtime folder: its servers' and jobs' cgroups carry it,
-# so it never kills another hub's processes (gpuspawner/hub_instance.py).
+# so it never kills another hub's processes (gpuspawner/core/hub_instance.py).
 HUB_ID = hub_instance_id(RUNTIME)
 # "sso": hub_config/sso/ sets up the authenticator; enrolment comes from its groups.
 SSO = os.environ.get("GPUSPAWNER_DEMO_AUTH") == "sso"

@@ -116,7 +116,7 @@ else:
             "command": [
                 sys.executable,
                 "-m",
-                "gpuspawner.service_process",
+                "gpuspawner.core.service_process",
                 "--",
                 node,
                 str(HERE / "campus_idp" / "idp.mjs"),

@@ -30,7 +30,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpuspawner.accounts import ensure_account
+from gpuspawner.core.accounts import ensure_account
 
 c = get_config()  # noqa: F821
 

@@ -23,8 +23,8 @@ from typing import Any
 from traitlets import Float, MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
-from gpuspawner.cgroups import ResourceLimits, format_bytes
-from gpuspawner.grant import Grant
+from gpuspawner.core.cgroups import ResourceLimits, format_bytes
+from gpuspawner.core.grant import Grant
 
 from ..logs import LogStore
 from ..models import JobErrorInfo, JobStatus

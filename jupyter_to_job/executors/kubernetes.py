@@ -3,7 +3,7 @@
 ``c.JobManager.executor_class = "jupyter_to_job.executors.kubernetes.KubernetesExecutor"``
 
 - **Start**: a ConfigMap with the notebook snapshot and ``job.json``, then the Job
-  (``k8s_objects.make_job``), applying the job's :class:`~gpuspawner.grant.Grant` as it
+  (``k8s_objects.make_job``), applying the job's :class:`~gpuspawner.core.grant.Grant` as it
   is: the flavor's image, CPU, memory and variables, and the GPU share's pod plan and
   node that the job service's admission rendered (``c.GPUAdmission.sharing_backend``).
   Nothing is decided again here: no catalog read, no render, no node read. The

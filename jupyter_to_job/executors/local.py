@@ -14,10 +14,10 @@
   is re-adopted only if that very process still runs (pids get reused).
 - With ``run_as = "owner"`` (a job service running as root on a shared machine)
   the runner runs as its owner's system account, the one LocalGPUSpawner runs the
-  owner's server as (:mod:`gpuspawner.accounts`): the job's folder is handed to
+  owner's server as (:mod:`gpuspawner.core.accounts`): the job's folder is handed to
   that account, the runner starts in the notebook's own folder, with the owner's
   home and groups, and the log reaches it only as an open descriptor.
-- The flavor's CPU and memory become a control group (:mod:`gpuspawner.cgroups`)
+- The flavor's CPU and memory become a control group (:mod:`gpuspawner.core.cgroups`)
   that the runner joins before it starts and its kernel inherits; a job the
   kernel kills for passing its memory ends FAILED as out of memory.
 - A job may start warm: a runner started ahead for its owner and flavor, imports
@@ -52,9 +52,9 @@ from typing import Any
 import psutil
 from traitlets import Dict, Enum, Float, Instance, Integer, List, Unicode, default
 
-from gpuspawner.accounts import UserAccount
-from gpuspawner.cgroups import Cgroup, CgroupLimits, child_setup
-from gpuspawner.grant import paths_first
+from gpuspawner.core.accounts import UserAccount
+from gpuspawner.core.cgroups import Cgroup, CgroupLimits, child_setup
+from gpuspawner.core.grant import paths_first
 
 from ..models import JobStatus
 from ..retries import (

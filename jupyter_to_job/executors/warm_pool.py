@@ -36,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuspawner.cgroups import Cgroup, ResourceLimits
-from gpuspawner.ledger import ProcessHolder
+from gpuspawner.core.cgroups import Cgroup, ResourceLimits
+from gpuspawner.core.ledger import ProcessHolder
 
 from ..warm_start import set_late
 from .process_exit import ProcessExit

@@ -16,7 +16,7 @@ from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Enum, Float, Integer, Unicode, default
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 
 from ..jobs_api import JobsAPI, local_catalog, working_dir_beside
 from ..manager import JobManager

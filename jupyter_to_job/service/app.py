@@ -33,10 +33,10 @@ from tornado import web
 from traitlets import Float, Instance, Integer, Type, Unicode, default
 from traitlets.config import Application
 
-from gpuspawner.accounts import NoSuchAccount, UserAccount
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.accounts import NoSuchAccount, UserAccount
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.service_process import PortInUse, die_with_parent, listen_when_free
 from gpuspawner.policy import GPUDevice
-from gpuspawner.service_process import PortInUse, die_with_parent, listen_when_free
 
 from .. import __version__
 from ..executors import JobExecutor, LocalExecutor

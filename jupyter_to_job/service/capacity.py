@@ -1,10 +1,10 @@
 """The job service's capacity hook: job flavors admitted by the same admission as servers.
 
 :class:`FlavorCapacity` answers the manager's "may this job start now?" with the
-service's :class:`~gpuspawner.admission.GPUAdmission` over a
+service's :class:`~gpuspawner.core.admission.GPUAdmission` over a
 :class:`~gpuspawner.policy.CapacityPool`:
 
-- granted: the job starts as its :class:`~gpuspawner.grant.Grant` says (rendered for
+- granted: the job starts as its :class:`~gpuspawner.core.grant.Grant` says (rendered for
   the executor: an environment locally, a pod plan on Kubernetes), kept with the job;
 - refused with a code in the policy's ``WAIT_CODES`` (``full``, ``reserved``,
   ``job-limit``...): the job stays QUEUED with the refusal's sentence as its reason; one
@@ -40,8 +40,8 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.allocation_record import pool_from_cluster
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.allocation_record import pool_from_cluster
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, Refusal, UserIdentity
 from gpuspawner.policy.admission import WAIT_CODES, JobForecast
 
@@ -167,7 +167,7 @@ class FlavorCapacity(JobCapacity):
         ``ledger_path`` is set (locked for the decision), else this process's own.
         """
         if self.ledger_path:
-            from gpuspawner.ledger import AllocationLedger
+            from gpuspawner.core.ledger import AllocationLedger
 
             with AllocationLedger(self.ledger_path, log).transaction(self.devices) as pool:
                 yield pool
@@ -211,7 +211,7 @@ class FlavorCapacity(JobCapacity):
 
     def forecasts(self, owner: str, queued: Mapping[str, int]) -> dict[str, JobForecast]:
         if self.ledger_path:
-            from gpuspawner.ledger import AllocationLedger
+            from gpuspawner.core.ledger import AllocationLedger
 
             pool = AllocationLedger(self.ledger_path, log).snapshot(self.devices)
         else:
@@ -229,7 +229,7 @@ class FlavorCapacity(JobCapacity):
 
     def expected_environment(self, owner: str, flavor: str | None) -> dict[str, str] | None:
         if self.ledger_path:
-            from gpuspawner.ledger import AllocationLedger
+            from gpuspawner.core.ledger import AllocationLedger
 
             pool = AllocationLedger(self.ledger_path, log).snapshot(self.devices)
         else:
@@ -281,7 +281,7 @@ class FlavorCapacity(JobCapacity):
         allocation = self._held.get(ticket.key)
         if not self.ledger_path or allocation is None:
             return  # this service's own pool ends with it; a CPU job holds no slice
-        from gpuspawner.ledger import AllocationLedger, ProcessHolder
+        from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
 
         ledger = AllocationLedger(self.ledger_path, log)
         for warning in ledger.hold(self.devices, allocation, ProcessHolder(pid, start_time)):

@@ -22,9 +22,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from gpuspawner.accounting.store import shared_usage_store
-from gpuspawner.admission import GPUAdmission
 from gpuspawner.cli import main as gpuspawner_cli
-from gpuspawner.ledger import AllocationLedger
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, Refusal, UserIdentity
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from gpuspawner.inventory import discover_nvml_gpus
+from gpuspawner.core.inventory import discover_nvml_gpus
 from gpuspawner.policy import GPUDevice
 from jupyter_to_job.manager import JobManager
 

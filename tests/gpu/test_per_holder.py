@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuspawner.core.ledger import AllocationLedger
+from gpuspawner.core.telemetry import NVMLTelemetry
 from gpuspawner.holder_use import HolderUse, use_by_holder
-from gpuspawner.ledger import AllocationLedger
 from gpuspawner.process_owners import ledger_telemetry
-from gpuspawner.telemetry import NVMLTelemetry
 from jupyter_to_job.models import JobStatus
 
 from ..support import eventually

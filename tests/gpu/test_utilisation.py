@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuspawner.telemetry import DeviceReading, NVMLTelemetry
+from gpuspawner.core.telemetry import DeviceReading, NVMLTelemetry
 from jupyter_to_job.models import JobStatus
 
 from ..support import eventually

@@ -18,7 +18,7 @@ import psutil
 import pytest
 import requests
 
-from gpuspawner.ledger import AllocationLedger, ProcessHolder
+from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
 from jupyter_to_job.runfiles import JobFiles, read_status
 
 from ..support import until

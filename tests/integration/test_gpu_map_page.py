@@ -15,7 +15,7 @@ import re
 import pytest
 import requests
 
-from gpuspawner.inventory import simulated_gpus
+from gpuspawner.core.inventory import simulated_gpus
 
 from ..support import gpu_map_scene as scene
 from ..support.hubprocess import free_loopback_ports

@@ -28,7 +28,7 @@ import psutil
 import pytest
 import requests
 
-from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
+from gpuspawner.core.cgroups import CgroupsUnavailable, detect_hierarchy
 
 from ..support import until
 from ..support.hubprocess import REPO_ROOT, BrowserlessUser, DemoHub, copy_log

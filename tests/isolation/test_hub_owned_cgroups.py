@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuspawner.cgroups import (
+from gpuspawner.core.cgroups import (
     Cgroup,
     CgroupLimits,
     CgroupsUnavailable,

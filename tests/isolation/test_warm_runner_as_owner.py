@@ -17,7 +17,7 @@ import psutil
 import pytest
 from traitlets.config import Config
 
-from gpuspawner.accounts import UserAccount, ensure_account
+from gpuspawner.core.accounts import UserAccount, ensure_account
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 

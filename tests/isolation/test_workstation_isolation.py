@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
+from gpuspawner.core.cgroups import CgroupsUnavailable, detect_hierarchy
 
 from ..support import until
 from ..support.hubprocess import RunningHub

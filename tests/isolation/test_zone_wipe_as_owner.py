@@ -26,7 +26,7 @@ import psutil
 import pytest
 import requests
 
-from gpuspawner.accounts import UserAccount, ensure_account
+from gpuspawner.core.accounts import UserAccount, ensure_account
 from gpuspawner.sessions.zone_wipe import NOTICE
 
 from ..support import until

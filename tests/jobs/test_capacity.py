@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import pytest
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.errors import JobQueueFull
 from jupyter_to_job.executors import JobExecutor, JobOutcome, StopReason

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.ledger import AllocationLedger
+from gpuspawner.core.telemetry import (
+    DeviceReading,
+    ProcessReading,
+    SimulatedTelemetry,
+    write_readings,
+)
 from gpuspawner.holder_use import HolderUse, use_by_holder
-from gpuspawner.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from gpuspawner.process_owners import ledger_telemetry
-from gpuspawner.telemetry import DeviceReading, ProcessReading, SimulatedTelemetry, write_readings
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 from tests.support import eventually

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.cgroups import CgroupsUnavailable, detect_hierarchy
+from gpuspawner.core.cgroups import CgroupsUnavailable, detect_hierarchy
 from gpuspawner.policy import GPUDevice
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobCheckpoint, JobStatus

@@ -11,8 +11,8 @@ import os
 import signal
 from pathlib import Path
 
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.ledger import AllocationLedger, ProcessHolder
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.policy import GPUDevice, GPUShare, UserIdentity, load_catalog
 from jupyter_to_job.capacity import CapacityGrant, JobCapacity, JobTicket
 from jupyter_to_job.executors import JobExecutor, JobOutcome, StopReason

@@ -11,7 +11,7 @@ import nbformat
 import psutil
 import pytest
 
-from gpuspawner.cgroups import CgroupLimits, ResourceLimits
+from gpuspawner.core.cgroups import CgroupLimits, ResourceLimits
 from jupyter_to_job.capacity import CapacityGrant, JobCapacity, JobTicket
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus

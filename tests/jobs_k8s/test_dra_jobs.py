@@ -19,8 +19,8 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.allocation_record import devices_from_nodes
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.allocation_record import devices_from_nodes
 from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.k8s_objects import job_object_name, job_selector
 from jupyter_to_job.manager import JobManager

@@ -10,8 +10,8 @@ import aiohttp
 import nbformat
 from kubernetes_asyncio import client
 
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, devices_from_nodes
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, devices_from_nodes
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.executors.kube_client import KubeClient
 from jupyter_to_job.k8s_objects import job_object_name

@@ -15,7 +15,7 @@ from typing import Any
 import nbformat
 from traitlets.config import Config
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import load_catalog
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.models import CreateJob, JobStatus

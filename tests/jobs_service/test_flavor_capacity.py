@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.ledger import AllocationLedger
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused

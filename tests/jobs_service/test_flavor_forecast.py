@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from traitlets.config import Config
 
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.ledger import AllocationLedger
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, UserIdentity
 from jupyter_to_job.access import Caller
 from jupyter_to_job.jobs_api import JobsAPI

@@ -12,7 +12,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from gpuspawner.accounting.store import UsageStore, close_shared_usage_store
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity
 from jupyter_to_job.access import Caller
 from jupyter_to_job.capacity import CapacityGrant, JobTicket

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity
 from jupyter_to_job.access import Caller
 from jupyter_to_job.jobs_api import JobsAPI

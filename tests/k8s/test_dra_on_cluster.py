@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from gpuspawner.allocation_record import devices_from_nodes
 from gpuspawner.backends import make_backend
+from gpuspawner.core.allocation_record import devices_from_nodes
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy.share import GPUShare
 from tests.support import eventually

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
+from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
 from gpuspawner.gpu_map import gpu_map_json, map_viewer
 from gpuspawner.policy import Allocation, UserIdentity, load_catalog
 from gpuspawner.sessions.gpu_pools import pool_source

@@ -14,7 +14,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
+from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.metrics import pool_metrics, view_of_spawners
 from gpuspawner.policy import Allocation

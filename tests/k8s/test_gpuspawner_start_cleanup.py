@@ -8,7 +8,7 @@ import pytest
 from jupyterhub.spawner import SpawnException
 from kubespawner import KubeSpawner
 
-from gpuspawner.allocation_record import ALLOCATION_ANNOTATION
+from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION
 from gpuspawner.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuspawner import admission as grant_module
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core import admission as grant_module
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import UserIdentity
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog

@@ -22,7 +22,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubespawner import KubeSpawner
 
-from gpuspawner.allocation_record import ALLOCATION_ANNOTATION, decode_allocation
+from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, decode_allocation
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.kueue import QUEUED_LABEL
 from gpuspawner.sessions.gpu_pools import pool_source

@@ -24,9 +24,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gpuspawner.admission import GPUAdmission
 from gpuspawner.backends import BACKENDS
-from gpuspawner.grant import Grant
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.grant import Grant
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import CapacityPool, GPUDevice, UserIdentity
 from jupyter_to_job.k8s_objects import (

@@ -21,13 +21,13 @@ from kubernetes_asyncio import client
 from traitlets.config import Config
 
 from gpuspawner import kubernetes as hub_side
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.allocation_record import (
+from gpuspawner.backends import cpu_only_plan
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.allocation_record import (
     ALLOCATION_ANNOTATION,
     encode_allocation,
     pool_from_cluster,
 )
-from gpuspawner.backends import cpu_only_plan
 from gpuspawner.gpu_map import gpu_map
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import Allocation, load_catalog

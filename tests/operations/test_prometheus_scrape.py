@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from gpuspawner.telemetry import DeviceReading, write_readings
+from gpuspawner.core.telemetry import DeviceReading, write_readings
 from jupyter_to_job.hub import job_server_token_scopes
 
 from ..support.course_catalogs import catalog, course, minute, now, spawner_config, write_catalog

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.ledger import AllocationLedger, ProcessHolder
+from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
+from gpuspawner.core.telemetry import DeviceReading, ProcessReading, write_readings
 from gpuspawner.policy.share import GPUDevice
 from gpuspawner.prometheus_telemetry import ALLOCATION_INFO, SERIES
 from gpuspawner.sessions.__main__ import build_parser, gpu_inputs
@@ -30,7 +31,6 @@ from gpuspawner.sessions.audit import AuditLog
 from gpuspawner.sessions.hub_client import HubClient
 from gpuspawner.sessions.service import SessionsService
 from gpuspawner.sessions.watched_catalog import WatchedCatalog
-from gpuspawner.telemetry import DeviceReading, ProcessReading, write_readings
 
 from ..support.prometheus_api import prometheus_api, vector_sample
 from .fake_hub import FakeHub

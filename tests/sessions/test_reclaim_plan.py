@@ -343,13 +343,13 @@ def test_reclaim_mistakes_are_reported_with_file_and_line(tmp_path):
 
 
 def test_on_kubernetes_the_pods_allocation_annotations_say_which_gpu_a_server_holds():
-    from gpuspawner.allocation_record import (
+    from gpuspawner.core.allocation_record import (
         ALLOCATION_ANNOTATION,
         allocations_from_pods,
         encode_allocation,
     )
+    from gpuspawner.core.telemetry import DeviceReading
     from gpuspawner.sessions.reclaim import utilisation_by_server
-    from gpuspawner.telemetry import DeviceReading
 
     from .reclaim_scenario import server_allocation
 

@@ -15,7 +15,8 @@ from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 from tornado.web import Application
 
-from gpuspawner.ledger import AllocationLedger
+from gpuspawner.core.ledger import AllocationLedger
+from gpuspawner.core.telemetry import DeviceReading, SimulatedTelemetry, write_readings
 from gpuspawner.policy import load_catalog
 from gpuspawner.policy.share import GPUDevice
 from gpuspawner.sessions.audit import AuditLog
@@ -25,7 +26,6 @@ from gpuspawner.sessions.reclaim import ledger_allocations
 from gpuspawner.sessions.reclaim_api import reclaim_token_handlers
 from gpuspawner.sessions.service import SessionsService
 from gpuspawner.sessions.watched_catalog import WatchedCatalog
-from gpuspawner.telemetry import DeviceReading, SimulatedTelemetry, write_readings
 
 from .fake_hub import FakeHub
 from .reclaim_scenario import RECLAIM_CATALOG_YAML, gpu_server, server_allocation

@@ -10,14 +10,14 @@ from fractions import Fraction
 from gpuspawner.accounting.intervals import UsageInterval
 from gpuspawner.accounting.report import usage_report
 from gpuspawner.accounting.store import UsageStore
-from gpuspawner.ledger import AllocationLedger
+from gpuspawner.core.ledger import AllocationLedger
+from gpuspawner.core.telemetry import DeviceReading, ProcessReading, write_readings
 from gpuspawner.policy.share import GPUDevice
 from gpuspawner.sessions.__main__ import build_parser, gpu_inputs
 from gpuspawner.sessions.audit import AuditLog
 from gpuspawner.sessions.hub_client import HubClient
 from gpuspawner.sessions.service import SessionsService
 from gpuspawner.sessions.watched_catalog import WatchedCatalog
-from gpuspawner.telemetry import DeviceReading, ProcessReading, write_readings
 
 from .fake_hub import FakeHub
 from .reclaim_scenario import RECLAIM_CATALOG_YAML, gpu_server, server_allocation

@@ -75,7 +75,11 @@ def test_the_demo_starts_the_stand_in_provider_with_the_hubs_callback(tmp_path, 
         tmp_path, {"GPUSPAWNER_DEMO_PORT": "8123", "CAMPUS_IDP_PORT": "8124"}, monkeypatch
     )
     (idp,) = [s for s in config.JupyterHub.services if s["name"] == "campus-idp"]
-    assert idp["command"][1:4] == ["-m", "gpuspawner.service_process", "--"]  # ends with the hub
+    assert idp["command"][1:4] == [
+        "-m",
+        "gpuspawner.core.service_process",
+        "--",
+    ]  # ends with the hub
     assert idp["command"][5].endswith("campus_idp/idp.mjs")
     idp_config = json.loads(Path(idp["command"][-1]).read_text())
     assert idp_config["issuer"] == "http://127.0.0.1:8124"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-from gpuspawner.ledger import AllocationLedger
+from gpuspawner.core.ledger import AllocationLedger
 from gpuspawner.policy import Allocation, GPUDevice, GPUShare
 
 CATALOG = """\

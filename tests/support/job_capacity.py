@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
 

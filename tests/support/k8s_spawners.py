@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 from kubespawner import KubeSpawner
 from traitlets.config import Config
 
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.kubernetes import GPUSpawner
 
 from . import course_catalogs

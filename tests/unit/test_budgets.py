@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from gpuspawner.accounting.store import close_shared_usage_store
-from gpuspawner.admission import GPUAdmission
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import (
     CapacityPool,
     CatalogError,

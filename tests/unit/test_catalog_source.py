@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import gpuspawner.catalog_source as catalog_source
-from gpuspawner.catalog_source import CatalogSource
+import gpuspawner.core.catalog_source as catalog_source
+from gpuspawner.core.catalog_source import CatalogSource
 from gpuspawner.policy import load_catalog
 
 CPU = """\
@@ -132,7 +132,7 @@ async def test_given_an_event_loop_and_a_slow_read_then_the_last_good_catalog_is
     slow_reads.release.clear()
     save(catalog_file, GPU, later_by=1)
 
-    with caplog.at_level(logging.WARNING, logger="gpuspawner.catalog_source"):
+    with caplog.at_level(logging.WARNING, logger="gpuspawner.core.catalog_source"):
         during = source.current()
     again = source.current()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.cgroups import (
+from gpuspawner.core.cgroups import (
     CgroupsUnavailable,
     CgroupV1,
     CgroupV2,
@@ -24,7 +24,7 @@ from gpuspawner.cgroups import (
     detect_hierarchy,
     format_bytes,
 )
-from gpuspawner.hub_instance import HubIdError, hub_instance_id, process_scope
+from gpuspawner.core.hub_instance import HubIdError, hub_instance_id, process_scope
 
 GIB = 1024**3
 LIMITS = ResourceLimits(cpu=1, memory_bytes=GIB)

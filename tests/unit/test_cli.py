@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner import admission as grant
-from gpuspawner.admission import GPUAdmission
 from gpuspawner.cli import main
+from gpuspawner.core import admission as grant
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.admission import GPUAdmission
 from gpuspawner.cli import main
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import (
     Allocation,
     CapacityPool,

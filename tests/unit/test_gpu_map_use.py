@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from types import SimpleNamespace
 
+from gpuspawner.core.ledger import AllocationLedger
+from gpuspawner.core.telemetry import DeviceReading, ProcessReading, write_readings
 from gpuspawner.gpu_map import MapViewer, gpu_map_json
 from gpuspawner.holder_use import use_by_holder
-from gpuspawner.ledger import AllocationLedger
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, GPUShare
 from gpuspawner.sessions.gpu_map_page import GPUMap
 from gpuspawner.sessions.gpu_pools import pool_source
-from gpuspawner.telemetry import DeviceReading, ProcessReading, write_readings
 
 QUARTER = GPUShare(fraction=Fraction(1, 4))
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.admission import GPUAdmission
 from gpuspawner.backends import make_backend
-from gpuspawner.grant import SHARE_HOOKS, Grant
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.grant import SHARE_HOOKS, Grant
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, UserIdentity
 from jupyter_to_job.capacity import JobTicket
 from jupyter_to_job.errors import JobRefused

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from gpuspawner.core.telemetry import DeviceReading, ProcessReading
 from gpuspawner.holder_use import HolderUse, use_by_holder, use_of_servers
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
-from gpuspawner.telemetry import DeviceReading, ProcessReading
 
 QUARTER = GPUShare(fraction=Fraction(1, 4))
 H200 = 143771

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuspawner.ledger import AllocationLedger, ProcessHolder
+from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.policy import Allocation, GPUDevice, GPUShare, Refusal
 
 DEVICES = [GPUDevice("g0", 0, "RTX 4090", 24576), GPUDevice("g1", 1, "RTX 4090", 24576)]
@@ -99,7 +99,7 @@ def _in_a_process_that_then_exits(target, *args) -> None:
 
 
 def test_a_booking_whose_booker_died_before_the_server_started_is_released(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="gpuspawner.ledger")
+    caplog.set_level(logging.INFO, logger="gpuspawner.core.ledger")
     # Given a hub that booked both GPUs and was killed before either server started
     path = str(tmp_path / "allocations.json")
     _in_a_process_that_then_exits(_book_whole_gpus, path, "server:ana/", "server:ben/")

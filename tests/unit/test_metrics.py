@@ -10,9 +10,9 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
+from gpuspawner.core.telemetry import DeviceReading, ProcessReading
 from gpuspawner.metrics import PoolView, counted_admission, pool_metrics
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, load_catalog
-from gpuspawner.telemetry import DeviceReading, ProcessReading
 from jupyter_to_job.metrics import job_metrics
 from jupyter_to_job.store import JobRow
 

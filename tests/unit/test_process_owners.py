@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuspawner.ledger import ProcessHolder
+from gpuspawner.core.ledger import ProcessHolder
+from gpuspawner.core.telemetry import DeviceReading, ProcessReading
 from gpuspawner.local import LocalGPUSpawner
 from gpuspawner.process_owners import (
     ProcessOwners,
@@ -22,7 +23,6 @@ from gpuspawner.process_owners import (
     cgroup_name_of,
     holder_of_cgroup,
 )
-from gpuspawner.telemetry import DeviceReading, ProcessReading
 from jupyter_to_job.executors.local import LocalExecutor
 
 

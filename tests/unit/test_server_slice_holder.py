@@ -14,7 +14,7 @@ import pytest
 from jupyterhub.objects import Hub
 from traitlets.config import Config
 
-from gpuspawner.ledger import AllocationLedger, ProcessHolder
+from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.local import SimpleLocalGPUSpawner
 from tests.support.course_catalogs import window
 from tests.support.hub_users import HubUser

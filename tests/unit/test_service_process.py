@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from gpuspawner.service_process import PortInUse, listen_when_free
+from gpuspawner.core.service_process import PortInUse, listen_when_free
 from tests.support import until
 
 WAIT = 30.0  # a bound for a broken test, never a timing assertion
@@ -27,7 +27,7 @@ SERVICE = textwrap.dedent(
     """
     import signal, sys, time
     from pathlib import Path
-    from gpuspawner.service_process import die_with_parent
+    from gpuspawner.core.service_process import die_with_parent
 
     folder, follow = Path(sys.argv[1]), sys.argv[2] == "follow"
 
@@ -99,7 +99,7 @@ def test_nothing_is_asked_where_the_parent_is_init():
         [
             sys.executable,
             "-c",
-            "from gpuspawner.service_process import die_with_parent; print(die_with_parent())",
+            "from gpuspawner.core.service_process import die_with_parent; print(die_with_parent())",
         ],
         capture_output=True,
         text=True,
@@ -168,7 +168,7 @@ async def test_other_binding_errors_are_not_retried():
 def test_die_with_parent_is_importable_without_jupyterhub():
     # The services import it first thing; it must not pull the hub in
     code = (
-        "import sys; import gpuspawner.service_process; "
+        "import sys; import gpuspawner.core.service_process; "
         "print(any(m == 'jupyterhub' or m.startswith('jupyterhub.') for m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -182,7 +182,7 @@ def test_a_service_that_is_not_python_ends_with_its_hub_too(tmp_path):
             sys.executable,
             "-c",
             "import subprocess, sys, time\n"
-            "service = subprocess.Popen([sys.executable, '-m', 'gpuspawner.service_process',"
+            "service = subprocess.Popen([sys.executable, '-m', 'gpuspawner.core.service_process',"
             " '--', 'sleep', '300'], start_new_session=True)\n"
             "print(service.pid, flush=True)\n"
             "time.sleep(300)\n",
@@ -210,7 +210,7 @@ def test_a_service_that_is_not_python_ends_with_its_hub_too(tmp_path):
 
 
 def test_the_wrapper_without_a_command_says_how_to_use_it(capsys):
-    from gpuspawner.service_process import main
+    from gpuspawner.core.service_process import main
 
     assert main(["--"]) == 2
     assert "usage" in capsys.readouterr().err

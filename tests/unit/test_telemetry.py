@@ -8,9 +8,8 @@ import logging
 from fractions import Fraction
 from types import SimpleNamespace
 
-from gpuspawner.admission import GPUAdmission
-from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
-from gpuspawner.telemetry import (
+from gpuspawner.core.admission import GPUAdmission
+from gpuspawner.core.telemetry import (
     DeviceReading,
     Holder,
     NVMLTelemetry,
@@ -21,6 +20,7 @@ from gpuspawner.telemetry import (
     telemetry_from_config,
     write_readings,
 )
+from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare
 
 GIB = 1024
 QUARTER = GPUShare(fraction=Fraction(1, 4))
@@ -67,7 +67,7 @@ def test_a_malformed_file_is_reported_once_and_gives_no_readings(tmp_path, caplo
     telemetry = SimulatedTelemetry(path)
 
     # When it is read twice
-    with caplog.at_level(logging.ERROR, logger="gpuspawner.telemetry"):
+    with caplog.at_level(logging.ERROR, logger="gpuspawner.core.telemetry"):
         assert telemetry.read() == []
         assert telemetry.read() == []
 
@@ -84,7 +84,7 @@ def test_a_malformed_file_is_reported_once_and_gives_no_readings(tmp_path, caplo
 def test_text_that_is_not_json_is_reported_not_raised(tmp_path, caplog):
     path = tmp_path / "readings.json"
     path.write_text("{devices: oops")
-    with caplog.at_level(logging.ERROR, logger="gpuspawner.telemetry"):
+    with caplog.at_level(logging.ERROR, logger="gpuspawner.core.telemetry"):
         assert SimulatedTelemetry(path).read() == []
     assert "is not valid" in caplog.text
 
@@ -174,7 +174,7 @@ def test_a_process_must_name_a_pid_or_a_holder(tmp_path, caplog):
         "temperature_c": 40,
     }
     path.write_text(json.dumps({"devices": [{**device, "processes": [{"utilization_pct": 5}]}]}))
-    with caplog.at_level(logging.ERROR, logger="gpuspawner.telemetry"):
+    with caplog.at_level(logging.ERROR, logger="gpuspawner.core.telemetry"):
         assert SimulatedTelemetry(path).read() == []
     assert (
         'device #1, process #1 must be an object with either a "pid" or a "holder"' in caplog.text

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from gpuspawner.admission import GPUAdmission
 from gpuspawner.backends import UnsupportedShare, make_backend
+from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, UserIdentity
 from jupyter_to_job.k8s_objects import make_job
 

@@ -10,18 +10,18 @@ from typing import Any, Literal
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from .accounting.budgets import BudgetStatus, job_budget, server_budget
-from .accounting.intervals import UsageInterval, allocation_share
-from .accounting.store import UsageStore, shared_usage_store
+from ..accounting.budgets import BudgetStatus, job_budget, server_budget
+from ..accounting.intervals import UsageInterval, allocation_share
+from ..accounting.store import UsageStore, shared_usage_store
+from ..policy import CapacityPool, Catalog, UserIdentity
+from ..policy.catalog import JobFlavor
+from ..policy.entitlements import Entitlement
 from .grant import Grant
-from .policy import CapacityPool, Catalog, UserIdentity
-from .policy.catalog import JobFlavor
-from .policy.entitlements import Entitlement
 
 
 class GPUHourAccounting:
     """The usage record of ``usage_db_url`` and the budgets it counts, for
-    :class:`~gpuspawner.admission.GPUAdmission` (which has the setting and the log)."""
+    :class:`~gpuspawner.core.admission.GPUAdmission` (which has the setting and the log)."""
 
     usage_db_url: str
     log: Any

@@ -21,8 +21,8 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_for_future
 from pathlib import Path
 
-from .policy import Catalog, CatalogError, load_catalog
-from .policy.course_overrides import overrides_path
+from ..policy import Catalog, CatalogError, load_catalog
+from ..policy.course_overrides import overrides_path
 
 Signature = tuple[tuple[str, int, int], ...]
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .policy import Allocation, CapacityPool, GPUDevice
+from ..policy import Allocation, CapacityPool, GPUDevice
 
 ALLOCATION_ANNOTATION = "gpuspawner.campus-gpu-hub.org/allocation"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"

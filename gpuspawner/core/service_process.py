@@ -107,14 +107,16 @@ async def listen_when_free(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gpuspawner.service_process -- COMMAND [ARG...]``: run a managed service
+    """``python -m gpuspawner.core.service_process -- COMMAND [ARG...]``: run a managed service
     that is not Python (the demo identity provider, a node process) so that it, too, ends
     with the hub: the death signal is set here and survives the exec."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--"]:
         args = args[1:]
     if not args:
-        print("usage: python -m gpuspawner.service_process -- COMMAND [ARG...]", file=sys.stderr)
+        print(
+            "usage: python -m gpuspawner.core.service_process -- COMMAND [ARG...]", file=sys.stderr
+        )
         return 2
     die_with_parent()
     try:

@@ -38,7 +38,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .policy.capacity import Allocation, CapacityPool
+from ..policy.capacity import Allocation, CapacityPool
 
 log = logging.getLogger(__name__)
 

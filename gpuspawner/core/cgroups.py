@@ -14,7 +14,7 @@ its memory. Both hierarchies exist in the field and both are handled:
   kills are counted in ``memory.oom_control``.
 
 Groups are made under the calling process's own cgroup, in its hub instance's folder
-(``<own>/campus-gpu-hub/<hub id>/<name>``, :mod:`gpuspawner.hub_instance`): the hub never
+(``<own>/campus-gpu-hub/<hub id>/<name>``, :mod:`gpuspawner.core.hub_instance`): the hub never
 reaches outside the subtree it was given, and a group it finds left behind (and kills what
 runs in) is always one it made itself, never another hub's group for the same user. A
 process joins its group between fork and exec (:meth:`Cgroup.join`), before it can allocate
@@ -361,7 +361,7 @@ def detect_hierarchy(
     proc: Path = Path("/proc"),
 ) -> CgroupHierarchy:
     """The hierarchy this process can make limited groups in, for the groups of hub
-    ``hub_id`` (None: this process's own, :func:`~gpuspawner.hub_instance.process_scope`);
+    ``hub_id`` (None: this process's own, :func:`~gpuspawner.core.hub_instance.process_scope`);
     raises :class:`CgroupsUnavailable`."""
     scope = hub_id or process_scope()
     try:
@@ -459,10 +459,10 @@ class CgroupLimits(LoggingConfigurable):
         Defaults to ``$GPUSPAWNER_HUB_ID``, which the hub hands to its services
         (``jupyter_to_job.hub.job_service(hub_id=...)``); LocalGPUSpawner's default is the id
         kept in the hub's runtime folder beside its cookie secret
-        (:func:`gpuspawner.hub_instance.hub_instance_id`). A process given none has a scope
+        (:func:`gpuspawner.core.hub_instance.hub_instance_id`). A process given none has a scope
         of its own, which a restart of it does not find again. Example::
 
-            from gpuspawner.hub_instance import hub_instance_id
+            from gpuspawner.core.hub_instance import hub_instance_id
             c.CgroupLimits.hub_id = hub_instance_id("/var/lib/jupyterhub")
         """,
     )

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import psutil
 
-from .policy import Allocation, CapacityPool, GPUDevice
+from ..policy import Allocation, CapacityPool, GPUDevice
 
 LEDGER_VERSION = 2
 

@@ -1,6 +1,6 @@
 """A Grant: what one admission granted (a server's profile or a job's flavor, its GPU slice,
 its session end), rendered for where it runs: a pod plan on Kubernetes, an environment on
-one machine. :class:`~gpuspawner.admission.GPUAdmission` decides and renders
+one machine. :class:`~gpuspawner.core.admission.GPUAdmission` decides and renders
 (:func:`render_grant`); spawners and executors apply the Grant as it is.
 """
 
@@ -14,16 +14,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from .accounting.budgets import Charge
-from .backends.base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_only_plan
+from ..accounting.budgets import Charge
+from ..backends.base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_only_plan
+from ..policy import Allocation, CapacityPool, Refusal, UserIdentity
+from ..policy.catalog import JobFlavor, SoftwareEnvironment, is_protected_variable
+from ..policy.entitlements import Profile
+from ..policy.local_share import local_share_environment
+from ..policy.storage import Mount
 from .cgroups import ResourceLimits
-from .policy import Allocation, CapacityPool, Refusal, UserIdentity
-from .policy.catalog import JobFlavor, SoftwareEnvironment, is_protected_variable
-from .policy.entitlements import Profile
-from .policy.local_share import local_share_environment
-from .policy.storage import Mount
 
-SHARE_HOOKS = str(Path(__file__).parent / "share_hooks")
+SHARE_HOOKS = str(Path(__file__).parent.parent / "share_hooks")
 """The folder whose ``sitecustomize`` applies ``GPUSPAWNER_TORCH_MEMORY_FRACTION``."""
 SITE_PATHS = ("LD_LIBRARY_PATH", "PYTHONPATH")
 """The host's library and package paths: the admin's, kept under every share (a catalog

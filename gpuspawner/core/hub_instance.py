@@ -5,12 +5,12 @@ other ports, test runs. Each must touch only what it started. So each hub instan
 id, made at its first start and kept in ``hub-instance-id`` in its runtime folder (where its
 database and cookie secret are), and everything it makes on the machine that another hub
 could also name is scoped by it: its control groups live under ``campus-gpu-hub/<id>/``
-(:mod:`gpuspawner.cgroups`), so its clean-up of leftovers, and every kill that clean-up
+(:mod:`gpuspawner.core.cgroups`), so its clean-up of leftovers, and every kill that clean-up
 does, reach its own groups only. The hub hands its id to the services it starts (the job
 service, the course-sessions service) in ``$GPUSPAWNER_HUB_ID``, so a hub's servers and jobs
 share one scope::
 
-    from gpuspawner.hub_instance import hub_instance_id
+    from gpuspawner.core.hub_instance import hub_instance_id
 
     HUB_ID = hub_instance_id("/var/lib/jupyterhub")
     c.CgroupLimits.hub_id = HUB_ID
@@ -95,7 +95,7 @@ def valid_hub_id(value: str) -> str:
     if not HUB_ID.match(value):
         raise HubIdError(
             f"{value!r} cannot be a hub id: use letters, digits, '_', '.' and '-' (at most "
-            "64, starting with a letter or digit), as gpuspawner.hub_instance.hub_instance_id "
+            "64, starting with a letter or digit), as gpuspawner.core.hub_instance.hub_instance_id "
             "makes them."
         )
     return value

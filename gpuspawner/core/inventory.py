@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .policy.share import GPUDevice
-from .policy.units import parse_size_mib
+from ..policy.share import GPUDevice
+from ..policy.units import parse_size_mib
 
 log = logging.getLogger(__name__)
 

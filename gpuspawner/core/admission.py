@@ -2,7 +2,7 @@
 (``c.GPUAdmission.*``: the catalog, the sharing back end, HAMi-core, the allocation ledger,
 the local GPU inventory, the usage record) and handed to its users with ``parent=self``.
 It turns a request (a server profile or a job flavor, a user, now) into a
-:class:`~gpuspawner.grant.Grant` or a :class:`~gpuspawner.policy.Refusal`: entitlement,
+:class:`~gpuspawner.core.grant.Grant` or a :class:`~gpuspawner.policy.Refusal`: entitlement,
 quotas, budgets and capacity (:func:`~gpuspawner.policy.admit`,
 :func:`~gpuspawner.policy.admit_job`), then the share rendered for where it will run.
 """
@@ -18,20 +18,20 @@ from typing import Any, Literal, cast
 from traitlets import Dict, Enum, Instance, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
-from .accounting.budgets import charge_of_flavor, charge_of_profile
-from .backends import BACKENDS, make_backend
-from .backends.base import SharingBackend
+from ..accounting.budgets import charge_of_flavor, charge_of_profile
+from ..backends import BACKENDS, make_backend
+from ..backends.base import SharingBackend
+from ..metrics import counted_admission
+from ..policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
+from ..policy.admission import JobForecast, admit, admit_job, forecast_job
+from ..policy.catalog import JobFlavor
+from ..policy.entitlements import Profile, entitlement_for
+from ..policy.prewarm import verify_prewarm_token
+from ..policy.storage import kubernetes_volumes, parse_mounts, parse_storage_source
 from .catalog_source import shared_catalog_source
 from .gpu_hours import GPUHourAccounting
 from .grant import Grant, Target, render_grant
 from .inventory import discover_nvml_gpus, simulated_gpus
-from .metrics import counted_admission
-from .policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
-from .policy.admission import JobForecast, admit, admit_job, forecast_job
-from .policy.catalog import JobFlavor
-from .policy.entitlements import Profile, entitlement_for
-from .policy.prewarm import verify_prewarm_token
-from .policy.storage import kubernetes_volumes, parse_mounts, parse_storage_source
 from .telemetry import DeviceTelemetry, telemetry_from_config
 
 
@@ -495,7 +495,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         object_name: str,
         **when: Any,
     ) -> Grant:
-        """:func:`~gpuspawner.grant.render_grant` for this admission's target and back end."""
+        """:func:`~gpuspawner.core.grant.render_grant` for this admission's target and back end."""
         return render_grant(
             pool,
             kind,
