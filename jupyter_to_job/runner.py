@@ -779,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         from .warm_start import serve_one_job
 
         folder = args.warm_dir or Path.cwd()
-        return asyncio.run(serve_one_job(args.warm_control, folder, args.warm_kernel))
+        return asyncio.run(serve_one_job(args.warm_control, folder, args.warm_kernel, run_job))
     if args.checkpoint_dir is not None:
         os.environ[CHECKPOINT_VARIABLE] = str(args.checkpoint_dir)
         os.environ[ATTEMPT_VARIABLE] = str(count_attempt(args.checkpoint_dir))

@@ -30,7 +30,7 @@ import logging
 import os
 import socket
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -265,10 +265,10 @@ async def _watch_kernel(control: socket.socket, kernel: WarmKernel, folder: Path
             return True
 
 
-async def serve_one_job(control_fd: int, folder: Path, kernel_name: str) -> int:
-    """Start ahead, wait for one job, run it; the runner's exit code."""
-    from .runner import run_job
-
+async def serve_one_job(
+    control_fd: int, folder: Path, kernel_name: str, run_job: Callable[..., Awaitable[int]]
+) -> int:
+    """Start ahead, wait for one job, run it with the runner's ``run_job``; its exit code."""
     # Until the job comes, nothing is worth the job service's log but a failure.
     logging.getLogger("papermill").setLevel(logging.ERROR)
     control = socket.socket(fileno=control_fd)

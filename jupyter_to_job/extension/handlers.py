@@ -69,6 +69,7 @@ from ..rest import (
 )
 from ..schedules_api import parse_schedule
 from .backends import JobsBackend
+from .session_relay import relay_of
 from .user_files import check_file_to_read, check_file_to_write, file_error, files_root
 
 AUTH_RESOURCE = "jupyter_to_job"
@@ -685,8 +686,6 @@ class SessionHandler(JobsExtensionHandler):
         """The server's GPU share and course session end, from the spawner's environment;
         the end as the hub's course-sessions service has it now, where it says (an
         instructor may have extended the server)."""
-        from .reclaim import relay_of  # reclaim imports this module
-
         env = os.environ
         session_end = await relay_of(self.extensionapp).session_end()
         self.write_json(

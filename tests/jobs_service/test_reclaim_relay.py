@@ -10,7 +10,7 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
-from jupyter_to_job.extension.reclaim import ReclaimRelay
+from jupyter_to_job.extension.session_relay import ReclaimRelay
 from jupyter_to_job.rest import ApiError
 
 from ..support.hubprocess import free_loopback_ports
