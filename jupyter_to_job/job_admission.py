@@ -1,14 +1,14 @@
 """Whether a job may start now, and with which GPU share: the manager's capacity hook.
 
-The manager asks :meth:`JobCapacity.acquire` before it starts a queued job. The
-answer is a :class:`CapacityGrant` (carrying the admission's
+The manager asks :meth:`JobAdmission.acquire` before it starts a queued job. The
+answer is a :class:`JobGranted` (carrying the admission's
 :class:`~gpuspawner.core.grant.Grant`, which the executor applies as it is) or a
-:class:`CapacityWait` (the job stays queued, with the reason shown to its owner; one
+:class:`JobWaits` (the job stays queued, with the reason shown to its owner; one
 that waits on its owner's own limit lets other people's jobs go first). A flavor that
-can never run is refused at create time by :meth:`JobCapacity.validate`. Which
+can never run is refused at create time by :meth:`JobAdmission.validate`. Which
 refusals wait is the policy's :data:`~gpuspawner.policy.admission.WAIT_CODES`.
 
-The job service's hook, :class:`~jupyter_to_job.service.capacity.FlavorCapacity`,
+The job service's hook, :class:`~jupyter_to_job.service.flavor_admission.FlavorAdmission`,
 asks the same :class:`~gpuspawner.core.admission.GPUAdmission` as the hub's spawners, so a job
 can never get what a spawner would refuse. Without it (standalone mode) every job
 starts at once, with the GPUs of the server it runs beside.
@@ -48,7 +48,7 @@ class JobTicket:
 
 
 @dataclass(frozen=True)
-class CapacityGrant:
+class JobGranted:
     """The job may start, as ``grant`` says (None: as its host is, without a decision)."""
 
     grant: Grant | None = None
@@ -71,7 +71,7 @@ class CapacityGrant:
 
 
 @dataclass(frozen=True)
-class CapacityWait:
+class JobWaits:
     """The job must wait; ``reason`` is a sentence for its owner."""
 
     reason: str
@@ -80,12 +80,12 @@ class CapacityWait:
     Otherwise it waits on capacity everyone shares, and the jobs after it wait too."""
 
     @classmethod
-    def for_refusal(cls, refusal: Refusal) -> CapacityWait:
+    def for_refusal(cls, refusal: Refusal) -> JobWaits:
         """The wait for a refusal whose code is in ``WAIT_CODES``."""
         return cls(refusal.message, own_limit=refusal.code in OWN_LIMIT_CODES)
 
 
-class JobCapacity:
+class JobAdmission:
     """No capacity management: every job may start at once, with the GPUs its host shows.
 
     Right for standalone mode, where the manager runs inside one user's server: a job
@@ -95,8 +95,8 @@ class JobCapacity:
     def validate(self, ticket: JobTicket) -> None:
         """Raise :class:`JobRefused` when the job could never start."""
 
-    def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
-        return CapacityGrant()
+    def acquire(self, ticket: JobTicket) -> JobGranted | JobWaits:
+        return JobGranted()
 
     def forecasts(self, owner: str, queued: Mapping[str, int]) -> dict[str, JobForecast]:
         """For each flavor of ``queued`` (with the jobs already waiting on it), whether a job

@@ -61,7 +61,6 @@ from gpuspawner.core.cgroups import ResourceLimits
 from gpuspawner.core.grant import Grant
 from gpuspawner.policy.admission import job_start_order
 
-from .capacity import CapacityWait, JobCapacity, JobTicket
 from .describe import describe_job, job_outputs
 from .errors import (
     InvalidJobRequest,
@@ -74,6 +73,7 @@ from .errors import (
 )
 from .executors import JobExecutor, LocalExecutor, StopReason
 from .executors.warm_pool import WarmRunnerPool
+from .job_admission import JobAdmission, JobTicket, JobWaits
 from .logs import LogStore, check_job_id
 from .models import (
     CreateJob,
@@ -230,17 +230,17 @@ class JobManager(LoggingConfigurable):
         return int(proposal["value"])
 
     capacity = Instance(
-        JobCapacity,
+        JobAdmission,
         help="""The capacity hook: may a job start now, and with which GPU environment.
 
-        The job service sets a ``FlavorCapacity``, asking the same admission as the hub's
+        The job service sets a ``FlavorAdmission``, asking the same admission as the hub's
         spawners; the default lets every job start at once, as its host is.
         """,
     )
 
     @default("capacity")
-    def _default_capacity(self) -> JobCapacity:
-        return JobCapacity()
+    def _default_capacity(self) -> JobAdmission:
+        return JobAdmission()
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -567,7 +567,7 @@ class JobManager(LoggingConfigurable):
                 except JobRefused as refusal:
                     self._fail_queued(row, refusal.message)
                     continue
-                if isinstance(decision, CapacityWait):
+                if isinstance(decision, JobWaits):
                     if decision.own_limit:  # others' jobs may start meanwhile
                         reasons[row.job_id] = decision.reason
                         own_limits[row.owner, row.flavor] = decision.reason

@@ -60,10 +60,10 @@ from traitlets.config import LoggingConfigurable
 
 from gpuspawner.core.databases import UTCDateTime
 
-from .capacity import JobTicket
 from .describe import iso_utc
 from .errors import JobError
 from .executors import LocalExecutor
+from .job_admission import JobTicket
 from .manager import JobManager
 from .models import (
     MAX_DEADLINE_SECONDS,

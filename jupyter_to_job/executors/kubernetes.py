@@ -174,7 +174,7 @@ class KubernetesExecutor(JobExecutor):
     def cluster_pool_reader(cls, config: Any) -> Any:
         """An async function reading the cluster's nodes and the jobs' namespace's pods.
 
-        The job service rebuilds its GPU pool from them (``FlavorCapacity.cluster``), the
+        The job service rebuilds its GPU pool from them (``FlavorAdmission.cluster``), the
         servers' and jobs' allocation records alike. ``config`` is the service's config;
         ``c.KubernetesExecutor.kubeconfig`` and ``.namespace`` apply as for the jobs.
         """

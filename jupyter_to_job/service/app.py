@@ -51,8 +51,8 @@ from ..rest import CREATE_BODY_SLACK
 from ..schedules import Scheduler
 from ..schedules_api import SchedulesAPI
 from ..scopes import SERVICE_NAME, access_scope
-from .capacity import FlavorCapacity, IdentityBook
 from .directory import HubDirectory
+from .flavor_admission import FlavorAdmission, IdentityBook
 from .handlers import NotFoundHandler, service_handlers
 from .jobs_page import jobs_page_handlers
 
@@ -309,7 +309,7 @@ class JobServiceApp(Application):
         else:
             devices = admission.local_devices()
         identities = IdentityBook(os.path.join(self.root_dir, "identities.json"))
-        capacity = FlavorCapacity(
+        capacity = FlavorAdmission(
             admission=admission,
             devices=devices,
             identities=identities,
@@ -419,7 +419,7 @@ class JobServiceApp(Application):
         api, manager, hub_auth = self.make_api()
         capacity = manager.capacity
         follow_cluster = None
-        if isinstance(capacity, FlavorCapacity) and capacity.cluster is not None:
+        if isinstance(capacity, FlavorAdmission) and capacity.cluster is not None:
             await capacity.refresh_from_cluster()
             follow_cluster = asyncio.ensure_future(capacity.follow_cluster(stop))
         report = await manager.start()

@@ -1,6 +1,6 @@
 """The job service's capacity hook: job flavors admitted by the same admission as servers.
 
-:class:`FlavorCapacity` answers the manager's "may this job start now?" with the
+:class:`FlavorAdmission` answers the manager's "may this job start now?" with the
 service's :class:`~gpuspawner.core.admission.GPUAdmission` over a
 :class:`~gpuspawner.policy.CapacityPool`:
 
@@ -12,14 +12,14 @@ service's :class:`~gpuspawner.core.admission.GPUAdmission` over a
 - refused otherwise (``not-entitled``, ``no-such-gpu``, ``too-large``...): the job can
   never start; at create time that is a 409, later the queued job fails with the reason.
 
-Every decision reads and changes the pool inside :meth:`FlavorCapacity.current_pool`, a
+Every decision reads and changes the pool inside :meth:`FlavorAdmission.current_pool`, a
 transaction: the service's own pool, or, with ``ledger_path``, the allocation ledger the
 hub's LocalGPUSpawner shares (``allocation_ledger``), so servers and jobs on one machine
 never get the same GPU slice. There a job's slice is held by its runner process once it
-runs (:meth:`FlavorCapacity.hold`), so it survives a crash of the service or the hub.
+runs (:meth:`FlavorAdmission.hold`), so it survives a crash of the service or the hub.
 With the Kubernetes executor (``cluster``), the pool is the cluster's one GPU pool: GPUs
 from node labels, slices from the allocation records that server pods and job pods both
-carry, rebuilt by :meth:`FlavorCapacity.refresh_from_cluster` (at start, then every few
+carry, rebuilt by :meth:`FlavorAdmission.refresh_from_cluster` (at start, then every few
 seconds), so a job never takes a slice a server holds, nor a seat a class reserved.
 
 Jobs run long after the request that created them (and after restarts), so the owner's
@@ -45,7 +45,7 @@ from gpuspawner.core.allocation_record import pool_from_cluster
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, Refusal, UserIdentity
 from gpuspawner.policy.admission import WAIT_CODES, JobForecast
 
-from ..capacity import CapacityGrant, CapacityWait, JobCapacity, JobTicket, refused
+from ..job_admission import JobAdmission, JobGranted, JobTicket, JobWaits, refused
 from ..k8s_objects import job_object_name
 from ..runfiles import atomic_write_text
 
@@ -95,7 +95,7 @@ class IdentityBook:
 ClusterReader = Callable[[], Awaitable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]]
 
 
-class FlavorCapacity(JobCapacity):
+class FlavorAdmission(JobAdmission):
     """GPU shares for jobs by flavor, granted by ``admission`` (see the module docstring)."""
 
     def __init__(
@@ -110,7 +110,7 @@ class FlavorCapacity(JobCapacity):
     ):
         if ledger_path and cluster is not None:
             raise ValueError(
-                "FlavorCapacity takes either the ledger shared with a LocalGPUSpawner or the "
+                "FlavorAdmission takes either the ledger shared with a LocalGPUSpawner or the "
                 "Kubernetes cluster's pool, not both: set allocation_ledger only for local jobs."
             )
         self.admission = admission
@@ -184,7 +184,7 @@ class FlavorCapacity(JobCapacity):
         except Refusal as refusal:
             raise refused(refusal) from None
 
-    def acquire(self, ticket: JobTicket) -> CapacityGrant | CapacityWait:
+    def acquire(self, ticket: JobTicket) -> JobGranted | JobWaits:
         identity = self.identities.get(ticket.owner)
         with self.current_pool() as pool:
             try:
@@ -199,7 +199,7 @@ class FlavorCapacity(JobCapacity):
                 )
             except Refusal as refusal:
                 if refusal.code in WAIT_CODES:
-                    return CapacityWait.for_refusal(refusal)
+                    return JobWaits.for_refusal(refusal)
                 raise refused(refusal) from None
         self._running[ticket.key] = ticket
         if grant.allocation is not None:
@@ -207,7 +207,7 @@ class FlavorCapacity(JobCapacity):
         self.admission.record_start(
             grant, name=ticket.job_id, groups=identity.groups, now=self._clock()
         )
-        return CapacityGrant(grant)
+        return JobGranted(grant)
 
     def forecasts(self, owner: str, queued: Mapping[str, int]) -> dict[str, JobForecast]:
         if self.ledger_path:
@@ -241,7 +241,7 @@ class FlavorCapacity(JobCapacity):
             now=self._clock(),
             running_jobs=self._running_flavors(owner),
         )
-        return CapacityGrant(grant).environment if grant is not None else None
+        return JobGranted(grant).environment if grant is not None else None
 
     def release(self, ticket: JobTicket) -> None:
         self.admission.record_end(ticket.key, self._clock())

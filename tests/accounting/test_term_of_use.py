@@ -26,9 +26,9 @@ from gpuspawner.cli import main as gpuspawner_cli
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.core.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, Refusal, UserIdentity
-from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.job_admission import JobGranted, JobTicket, JobWaits
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 ZURICH = ZoneInfo("Europe/Zurich")
 LOS_ANGELES = ZoneInfo("America/Los_Angeles")
@@ -134,7 +134,7 @@ class Term:
         book = IdentityBook(self.identities)
         for name in PEOPLE:
             book.remember(UserIdentity(name, GROUPS[name]))
-        self.jobs = FlavorCapacity(
+        self.jobs = FlavorAdmission(
             admission=self.admission,
             devices=DEVICES,
             identities=book,
@@ -195,9 +195,9 @@ class Term:
                 owner, "cs101" if flavor == "half-job" else None, refusal.code == "budget"
             )
             return
-        if isinstance(decision, CapacityWait):
+        if isinstance(decision, JobWaits):
             return
-        assert isinstance(decision, CapacityGrant) and decision.grant is not None
+        assert isinstance(decision, JobGranted) and decision.grant is not None
         allocation = decision.grant.allocation
         assert allocation is not None
         course = "cs101" if flavor == "half-job" else None

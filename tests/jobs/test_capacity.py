@@ -9,10 +9,10 @@ import pytest
 
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
-from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused
+from jupyter_to_job.job_admission import JobGranted, JobTicket, JobWaits
 from jupyter_to_job.models import CreateJob, JobStatus
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 from ..support import eventually
 from ..support.job_managers import ManagerFactory, finished
@@ -37,18 +37,18 @@ def pool_capacity(tmp_path: Path):  # type: ignore[no-untyped-def]
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
 
-    def make() -> FlavorCapacity:
+    def make() -> FlavorAdmission:
         identities = IdentityBook(tmp_path / "identities.json")
         for name in ("alice", "bob", "carol"):
             identities.remember(UserIdentity(name))
-        return FlavorCapacity(
+        return FlavorAdmission(
             admission=GPUAdmission(fallback_catalog=catalog), devices=[GPU], identities=identities
         )
 
     return make
 
 
-def allocations(capacity: FlavorCapacity) -> list[str]:
+def allocations(capacity: FlavorAdmission) -> list[str]:
     with capacity.current_pool() as pool:
         return list(pool.allocations)
 
@@ -58,7 +58,7 @@ def test_a_granted_share_becomes_the_jobs_gpu_environment(pool_capacity) -> None
 
     grant = capacity.acquire(JobTicket("j1", "alice", "quarter"))
 
-    assert isinstance(grant, CapacityGrant)
+    assert isinstance(grant, JobGranted)
     assert grant.environment["CUDA_VISIBLE_DEVICES"] == "0"
     assert grant.environment["GPUSPAWNER_GPU_FRACTION"] == "1/4"
     assert grant.gpu is not None and grant.gpu["device_ids"] == ["sim-0"]
@@ -69,7 +69,7 @@ def test_a_granted_share_becomes_the_jobs_gpu_environment(pool_capacity) -> None
 def test_a_job_without_gpu_sees_none(pool_capacity) -> None:
     grant = pool_capacity().acquire(JobTicket("j1", "alice", "cpu"))
 
-    assert isinstance(grant, CapacityGrant)
+    assert isinstance(grant, JobGranted)
     assert grant.environment["CUDA_VISIBLE_DEVICES"] == ""
     assert grant.gpu is None
 
@@ -81,10 +81,10 @@ def test_a_full_gpu_means_waiting_and_release_frees_it(pool_capacity) -> None:
 
     waiting = capacity.acquire(JobTicket("j2", "bob", "quarter"))
 
-    assert isinstance(waiting, CapacityWait)
+    assert isinstance(waiting, JobWaits)
     assert waiting.reason.startswith("All GPUs are taken right now")
     capacity.release(first)
-    assert isinstance(capacity.acquire(JobTicket("j2", "bob", "quarter")), CapacityGrant)
+    assert isinstance(capacity.acquire(JobTicket("j2", "bob", "quarter")), JobGranted)
 
 
 @pytest.mark.parametrize(
@@ -101,12 +101,12 @@ def test_a_flavor_that_can_never_run_is_refused_up_front(
 def test_a_running_jobs_share_is_restored_after_a_restart(pool_capacity) -> None:
     before = pool_capacity()
     grant = before.acquire(JobTicket("j1", "alice", "1gpu"))
-    assert isinstance(grant, CapacityGrant)
+    assert isinstance(grant, JobGranted)
 
     after = pool_capacity()
     after.restore(JobTicket("j1", "alice", "1gpu"), grant.gpu)
 
-    assert isinstance(after.acquire(JobTicket("j2", "bob", "quarter")), CapacityWait)
+    assert isinstance(after.acquire(JobTicket("j2", "bob", "quarter")), JobWaits)
 
 
 async def test_a_job_waits_in_the_queue_for_the_gpu_and_then_gets_it(

@@ -24,7 +24,7 @@ from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.rest import as_api_error
 from jupyter_to_job.runfiles import RunnerStatus
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 from ..support import eventually
 from ..support.job_managers import ManagerFactory, finished
@@ -77,13 +77,13 @@ def no_job_may_end_yet():
     GatedExecutor.may_end.clear()
 
 
-def flavor_capacity(tmp_path: Path) -> FlavorCapacity:
+def flavor_capacity(tmp_path: Path) -> FlavorAdmission:
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
     identities = IdentityBook(tmp_path / "identities.json")
     for name in ("alice", "bob", "carl"):
         identities.remember(UserIdentity(name))
-    return FlavorCapacity(
+    return FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=catalog), devices=GPUS, identities=identities
     )
 

@@ -20,7 +20,7 @@ from gpuspawner.holder_use import HolderUse, use_by_holder
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
 from gpuspawner.process_owners import ledger_telemetry
 from jupyter_to_job.models import CreateJob, JobStatus
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
 
@@ -34,12 +34,12 @@ flavors:
 KERNEL_PID = "import os\nprint('kernel', os.getpid(), flush=True)"
 
 
-def ledger_capacity(tmp_path: Path, ledger: Path) -> FlavorCapacity:
+def ledger_capacity(tmp_path: Path, ledger: Path) -> FlavorAdmission:
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     identities = IdentityBook(tmp_path / "identities.json")
     for name in ("alice", "bob"):
         identities.remember(UserIdentity(name))
-    return FlavorCapacity(
+    return FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
         devices=[GPU],
         identities=identities,

@@ -14,11 +14,11 @@ from pathlib import Path
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.policy import GPUDevice, GPUShare, UserIdentity, load_catalog
-from jupyter_to_job.capacity import CapacityGrant, JobCapacity, JobTicket
 from jupyter_to_job.executors import JobExecutor, JobOutcome, StopReason
+from jupyter_to_job.job_admission import JobAdmission, JobGranted, JobTicket
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import RunnerStatus, read_status
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
 
@@ -35,13 +35,13 @@ flavors:
 """
 
 
-def flavor_capacity(tmp_path: Path, ledger: Path) -> FlavorCapacity:
+def flavor_capacity(tmp_path: Path, ledger: Path) -> FlavorAdmission:
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
     identities = IdentityBook(tmp_path / "identities.json")
     for name in ("alice", "bob"):
         identities.remember(UserIdentity(name))
-    return FlavorCapacity(
+    return FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=catalog),
         devices=[GPU],
         identities=identities,
@@ -108,14 +108,14 @@ async def test_a_running_jobs_slice_is_held_by_its_runner_across_a_restart_of_th
     assert ledger.holders() == {}
 
 
-class RecordingCapacity(JobCapacity):
+class RecordingCapacity(JobAdmission):
     """Every job may start; records which process each job's slice is handed to."""
 
     def __init__(self) -> None:
         self.held: list[tuple[str, int, float]] = []
 
-    def acquire(self, ticket: JobTicket) -> CapacityGrant:
-        return CapacityGrant()
+    def acquire(self, ticket: JobTicket) -> JobGranted:
+        return JobGranted()
 
     def hold(self, ticket: JobTicket, pid: int, start_time: float) -> None:
         self.held.append((ticket.job_id, pid, start_time))
@@ -159,12 +159,12 @@ def test_a_job_slice_is_not_held_without_a_shared_ledger(tmp_path: Path) -> None
     # The service's own pool ends with the service: nothing to hand over
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
-    capacity = FlavorCapacity(
+    capacity = FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=catalog),
         devices=[GPU],
         identities=IdentityBook(tmp_path / "identities.json"),
     )
     ticket = JobTicket("j1", "alice", "one-gpu")
-    assert isinstance(capacity.acquire(ticket), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket), JobGranted)
     capacity.hold(ticket, os.getpid(), ProcessHolder.this_process().start_time)
     assert not (tmp_path / "gpu-allocations.json").exists()

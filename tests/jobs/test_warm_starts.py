@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from gpuspawner.core.cgroups import CgroupLimits, ResourceLimits
-from jupyter_to_job.capacity import CapacityGrant, JobCapacity, JobTicket
+from jupyter_to_job.job_admission import JobAdmission, JobGranted, JobTicket
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from tests.support import eventually
@@ -228,17 +228,17 @@ async def test_a_warm_runner_within_the_flavors_limits_hands_its_cgroup_to_the_j
     assert "limited to" in log_of(manager, created.job_id)
 
 
-class LimitedCapacity(JobCapacity):
+class LimitedCapacity(JobAdmission):
     """Every job may start at once, within ``limits`` (as a flavor's CPU and memory)."""
 
     def __init__(self, limits: ResourceLimits):
         self.limits = limits
 
-    def acquire(self, ticket: JobTicket) -> CapacityGrant:
+    def acquire(self, ticket: JobTicket) -> JobGranted:
         return LimitedGrant(self.limits)
 
 
-class LimitedGrant(CapacityGrant):
+class LimitedGrant(JobGranted):
     """A grant without a GPU, within ``limits``."""
 
     def __init__(self, limits: ResourceLimits):

@@ -25,7 +25,7 @@ from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.k8s_objects import job_object_name, job_selector
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support import eventually
 from tests.support.cluster.identities import token_for
 from tests.support.job_managers import ManagerFactory, finished
@@ -41,7 +41,7 @@ async def on_dra(manager: JobManager, k8s_api: Any, folder: Path) -> JobManager:
     (folder / "catalog.yaml").write_text(CATALOG)
     identities = IdentityBook(folder / "identities.json")
     identities.remember(UserIdentity("alice"))
-    manager.capacity = FlavorCapacity(
+    manager.capacity = FlavorAdmission(
         admission=GPUAdmission(
             fallback_catalog=load_catalog(folder / "catalog.yaml"),
             target="kubernetes",

@@ -18,7 +18,7 @@ from jupyter_to_job.k8s_objects import job_object_name
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.runfiles import parse_compact_status
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
 from tests.support.notebooks import notebook, wait_for_file
@@ -28,7 +28,7 @@ from .conftest import job_pod
 
 def gpu_capacity(
     tmp_path: Path, flavor: str, gpus: int, devices: list[GPUDevice]
-) -> FlavorCapacity:
+) -> FlavorAdmission:
     """The job service's capacity: a catalog with one ``gpus``-GPU flavor open to everyone,
     over ``devices``, rendered for Kubernetes (whole GPUs) by the service's admission."""
     path = tmp_path / "catalog.yaml"
@@ -38,7 +38,7 @@ def gpu_capacity(
     )
     identities = IdentityBook(tmp_path / "identities.json")
     identities.remember(UserIdentity("alice"))
-    return FlavorCapacity(
+    return FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=load_catalog(path), target="kubernetes"),
         devices=devices,
         identities=identities,

@@ -26,7 +26,7 @@ from gpuspawner.policy import UserIdentity, load_catalog
 from jupyter_to_job.k8s_objects import job_object_name
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, DescribeJob, JobCheckpoint, JobStatus
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
 from tests.support.k8s_job_pods import make_home_claim
@@ -39,7 +39,7 @@ SERVERS_QUEUE = "ml101-servers"
 HANG_GUARD = 60.0  # seconds; no assertion is about time
 
 
-async def whole_gpu_flavor(k8s_api: Any, tmp_path: Path) -> FlavorCapacity:
+async def whole_gpu_flavor(k8s_api: Any, tmp_path: Path) -> FlavorAdmission:
     """The job service's capacity: a one-GPU flavor, over the cluster's GPUs."""
     nodes = await client.CoreV1Api(k8s_api).list_node(_preload_content=False)
     devices = devices_from_nodes(json.loads(await nodes.read())["items"])
@@ -49,7 +49,7 @@ async def whole_gpu_flavor(k8s_api: Any, tmp_path: Path) -> FlavorCapacity:
     )
     identities = IdentityBook(tmp_path / "identities.json")
     identities.remember(UserIdentity("rhea"))
-    return FlavorCapacity(
+    return FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=load_catalog(path), target="kubernetes"),
         devices=devices,
         identities=identities,

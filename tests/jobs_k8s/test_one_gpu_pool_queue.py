@@ -1,6 +1,6 @@
 """Scenario: research jobs queue behind a class's reserved seats on the cluster's one GPU pool.
 
-The job service's capacity hook (``FlavorCapacity``) rebuilds its pool from the cluster's
+The job service's capacity hook (``FlavorAdmission``) rebuilds its pool from the cluster's
 node labels and pods, as it does with the Kubernetes executor; the jobs run as Kubernetes
 Jobs on the test cluster, their pods as real processes.
 """
@@ -20,7 +20,7 @@ from gpuspawner.policy import load_catalog
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.service.app import JobServiceApp
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support import eventually
 from tests.support.course_catalogs import window
 from tests.support.job_managers import ManagerFactory, finished
@@ -75,7 +75,7 @@ async def test_research_jobs_wait_with_positions_behind_reserved_seats_and_start
     config.KubernetesExecutor.kubeconfig = str(job_service_kubeconfig)
     config.KubernetesExecutor.namespace = "default"
     clock = {"now": NOW}
-    capacity = FlavorCapacity(
+    capacity = FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=catalog, target="kubernetes"),
         devices=[],
         identities=IdentityBook(tmp_path / "identities.json"),
@@ -135,7 +135,7 @@ async def test_the_job_service_on_kubernetes_takes_its_gpus_from_the_clusters_no
     )
     _, manager, _ = app.make_api()
     capacity = manager.capacity
-    assert isinstance(capacity, FlavorCapacity)
+    assert isinstance(capacity, FlavorAdmission)
     await capacity.refresh_from_cluster()
     # Then its GPUs are the nodes' GPUs, its pool the cluster's, and no local ledger is used
     assert capacity.cluster is not None and capacity.ledger_path is None

@@ -7,7 +7,7 @@ more memory.
 The job's pods run the real runner as local processes (``PodProcesses``), the home PVC is
 one local folder, and the node agent OOM-kills the container as a node's kubelet would
 (exit 137, reason ``OOMKilled``); the flavor comes from a catalog through the job
-service's own admission (``FlavorCapacity``).
+service's own admission (``FlavorAdmission``).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import pytest
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.core.ledger import AllocationLedger
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
-from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.errors import JobRefused
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.job_admission import JobGranted, JobTicket, JobWaits
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 GPU = [GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)]
 NOW = datetime(2026, 10, 5, 12, 0, tzinfo=UTC)
@@ -59,7 +59,7 @@ def book(tmp_path):
 def make_capacity(tmp_path, book, **kwargs):
     (tmp_path / "catalog.yaml").write_text(CATALOG)
     catalog = load_catalog(tmp_path / "catalog.yaml")
-    return FlavorCapacity(
+    return FlavorAdmission(
         admission=GPUAdmission(fallback_catalog=catalog),
         devices=GPU,
         identities=book,
@@ -76,38 +76,38 @@ def test_jobs_take_gpu_shares_until_the_gpu_is_full_then_wait_with_the_reason(tm
     capacity = make_capacity(tmp_path, book)
     # Given alice and bob's jobs each holding half of the one GPU
     first, second = capacity.acquire(ticket(1, "alice")), capacity.acquire(ticket(2, "bob"))
-    assert isinstance(first, CapacityGrant) and isinstance(second, CapacityGrant)
+    assert isinstance(first, JobGranted) and isinstance(second, JobGranted)
     assert first.environment["CUDA_VISIBLE_DEVICES"] == "0"
     assert first.environment["HF_HOME"] == "/data/hf"  # the flavor's own variables
     assert first.gpu and first.gpu["device_ids"] == ["sim-0"]
     # When carl's job asks for another half, it waits, and is told why
     waiting = capacity.acquire(ticket(3, "carl"))
-    assert isinstance(waiting, CapacityWait) and "All GPUs are taken" in waiting.reason
+    assert isinstance(waiting, JobWaits) and "All GPUs are taken" in waiting.reason
     # Then it starts once alice's job has ended
     capacity.release(ticket(1, "alice"))
-    assert isinstance(capacity.acquire(ticket(3, "carl")), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket(3, "carl")), JobGranted)
 
 
 def test_a_second_job_of_the_same_person_waits_for_the_first(tmp_path, book):
     capacity = make_capacity(tmp_path, book)
-    assert isinstance(capacity.acquire(ticket(1, "alice")), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket(1, "alice")), JobGranted)
     again = capacity.acquire(ticket(2, "alice"))
-    assert isinstance(again, CapacityWait) and "waits in the queue" in again.reason
+    assert isinstance(again, JobWaits) and "waits in the queue" in again.reason
 
 
 def test_a_cpu_flavor_honours_the_per_user_limit_and_waits_on_its_owner_only(tmp_path, book):
     capacity = make_capacity(tmp_path, book)
     # Given alice running one job on a CPU flavor that allows one per person
-    assert isinstance(capacity.acquire(ticket(1, "alice", "cpu-job")), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket(1, "alice", "cpu-job")), JobGranted)
     # When she starts a second one, it waits on her own limit
     again = capacity.acquire(ticket(2, "alice", "cpu-job"))
-    assert isinstance(again, CapacityWait) and again.own_limit
+    assert isinstance(again, JobWaits) and again.own_limit
     assert "You already have 1 job running on CPU" in again.reason
     # while bob's CPU job starts
-    assert isinstance(capacity.acquire(ticket(3, "bob", "cpu-job")), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket(3, "bob", "cpu-job")), JobGranted)
     # Then alice's second job starts once her first has ended
     capacity.release(ticket(1, "alice", "cpu-job"))
-    assert isinstance(capacity.acquire(ticket(2, "alice", "cpu-job")), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket(2, "alice", "cpu-job")), JobGranted)
 
 
 def test_running_jobs_adopted_after_a_restart_count_toward_the_limit(tmp_path, book):
@@ -116,7 +116,7 @@ def test_running_jobs_adopted_after_a_restart_count_toward_the_limit(tmp_path, b
     capacity.restore(ticket(1, "alice", "cpu-job"), None)
     # Then her next CPU job waits for it
     waiting = capacity.acquire(ticket(2, "alice", "cpu-job"))
-    assert isinstance(waiting, CapacityWait) and waiting.own_limit
+    assert isinstance(waiting, JobWaits) and waiting.own_limit
 
 
 def test_a_full_gpu_is_a_wait_for_everyone_not_an_own_limit(tmp_path, book):
@@ -124,7 +124,7 @@ def test_a_full_gpu_is_a_wait_for_everyone_not_an_own_limit(tmp_path, book):
     capacity.acquire(ticket(1, "alice"))
     capacity.acquire(ticket(2, "bob"))
     full = capacity.acquire(ticket(3, "carl"))
-    assert isinstance(full, CapacityWait) and not full.own_limit
+    assert isinstance(full, JobWaits) and not full.own_limit
 
 
 def test_jobs_that_can_never_start_are_refused(tmp_path, book):
@@ -142,7 +142,7 @@ def test_jobs_that_can_never_start_are_refused(tmp_path, book):
 
 def test_a_cpu_flavor_sees_no_gpu(tmp_path, book):
     grant = make_capacity(tmp_path, book).acquire(ticket(1, "alice", "cpu-job"))
-    assert isinstance(grant, CapacityGrant) and grant.gpu is None
+    assert isinstance(grant, JobGranted) and grant.gpu is None
     assert grant.environment["CUDA_VISIBLE_DEVICES"] == ""
 
 
@@ -157,12 +157,12 @@ def test_jobs_and_servers_share_one_allocation_ledger(tmp_path, book):
     ledger = str(tmp_path / "gpu-allocations.json")
     service = make_capacity(tmp_path, book, ledger_path=ledger)
     other = make_capacity(tmp_path, book, ledger_path=ledger)
-    assert isinstance(service.acquire(ticket(1, "alice")), CapacityGrant)
-    assert isinstance(other.acquire(ticket(2, "bob")), CapacityGrant)
+    assert isinstance(service.acquire(ticket(1, "alice")), JobGranted)
+    assert isinstance(other.acquire(ticket(2, "bob")), JobGranted)
     # Then the GPU is full for both
-    assert isinstance(service.acquire(ticket(3, "carl")), CapacityWait)
+    assert isinstance(service.acquire(ticket(3, "carl")), JobWaits)
     other.release(ticket(2, "bob"))
-    assert isinstance(service.acquire(ticket(3, "carl")), CapacityGrant)
+    assert isinstance(service.acquire(ticket(3, "carl")), JobGranted)
 
 
 OWN_SERVER_CATALOG = """\
@@ -187,7 +187,7 @@ def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(
     ledger = tmp_path / "gpu-allocations.json"
     (tmp_path / "catalog.yaml").write_text(OWN_SERVER_CATALOG)
     admission = GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml"))
-    capacity = FlavorCapacity(
+    capacity = FlavorAdmission(
         admission=admission,
         devices=GPU,
         identities=book,
@@ -221,7 +221,7 @@ def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(
 
     # When he submits anyway, the queued job says the same
     waiting = capacity.acquire(ticket(1, "carl", "whole-gpu"))
-    assert isinstance(waiting, CapacityWait) and waiting.reason == mine.message
+    assert isinstance(waiting, JobWaits) and waiting.reason == mine.message
     # And nothing was booked by asking
     assert [a.key for a in AllocationLedger(ledger).snapshot(GPU).allocations.values()] == [
         "server:carl/"
@@ -232,4 +232,4 @@ def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(
         pool.release("server:carl/")
     after = capacity.forecasts("carl", {"whole-gpu": 0}).get("whole-gpu")
     assert after is not None and after.starts_now and after.message == "Starts now on a free GPU."
-    assert isinstance(capacity.acquire(ticket(1, "carl", "whole-gpu")), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket(1, "carl", "whole-gpu")), JobGranted)

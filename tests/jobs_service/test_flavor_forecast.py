@@ -15,7 +15,7 @@ from jupyter_to_job.access import Caller
 from jupyter_to_job.jobs_api import JobsAPI
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.scopes import WRITE_JOBS_SCOPE
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 GPU = [GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)]
 NOW = datetime(2026, 10, 7, 8, 0, tzinfo=UTC)
@@ -41,7 +41,7 @@ def service(tmp_path):
     book = IdentityBook(tmp_path / "identities.json")
     for name in ("rita", "sam"):
         book.remember(UserIdentity(name))
-    capacity = FlavorCapacity(
+    capacity = FlavorAdmission(
         admission=admission,
         devices=GPU,
         identities=book,

@@ -15,13 +15,13 @@ from gpuspawner.accounting.store import UsageStore, close_shared_usage_store
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity
 from jupyter_to_job.access import Caller
-from jupyter_to_job.capacity import CapacityGrant, JobTicket
 from jupyter_to_job.errors import JobRefused
+from jupyter_to_job.job_admission import JobGranted, JobTicket
 from jupyter_to_job.jobs_api import JobsAPI
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.scopes import WRITE_JOBS_SCOPE
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 CATALOG = """\
 courses:
@@ -50,7 +50,7 @@ def service(tmp_path):
     clock = [WEDNESDAY]
     book = IdentityBook(tmp_path / "identities.json")
     book.remember(UserIdentity("ana"))
-    capacity = FlavorCapacity(
+    capacity = FlavorAdmission(
         admission=admission,
         devices=[GPUDevice("sim-0", 0, "RTX 4090", 24576, simulated=True)],
         identities=book,
@@ -78,7 +78,7 @@ async def test_a_student_sees_her_budget_and_a_job_past_it_is_refused(service):
 
     # Given ana's half-GPU job ran for 1 h 30 min this week
     ticket = JobTicket("job-1", "ana", "half-job")
-    assert isinstance(capacity.acquire(ticket), CapacityGrant)
+    assert isinstance(capacity.acquire(ticket), JobGranted)
     clock[0] += timedelta(hours=1, minutes=30)
     capacity.release(ticket)
 
@@ -100,7 +100,7 @@ async def test_a_student_sees_her_budget_and_a_job_past_it_is_refused(service):
 
     # When her next job runs 30 minutes (the budget is used up) and she submits another
     second = JobTicket("job-2", "ana", "half-job")
-    assert isinstance(capacity.acquire(second), CapacityGrant)
+    assert isinstance(capacity.acquire(second), JobGranted)
     clock[0] += timedelta(minutes=30)
     capacity.release(second)
     notebook = nbformat.writes(new_notebook(cells=[new_code_cell("1 + 1")]))

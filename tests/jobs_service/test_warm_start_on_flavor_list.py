@@ -19,7 +19,7 @@ from jupyter_to_job.jobs_api import JobsAPI
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobStatus
 from jupyter_to_job.scopes import WRITE_JOBS_SCOPE
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 from ..support import WAIT
 from ..support.hubprocess import REPO_ROOT
@@ -43,7 +43,7 @@ async def api(tmp_path: Path) -> AsyncIterator[JobsAPI]:
     book = IdentityBook(tmp_path / "identities.json")
     book.remember(UserIdentity("rita"))
     book.remember(UserIdentity("sam"))
-    capacity = FlavorCapacity(admission=admission, devices=GPU, identities=book, clock=lambda: NOW)
+    capacity = FlavorAdmission(admission=admission, devices=GPU, identities=book, clock=lambda: NOW)
     config = Config()
     config.JobManager.root_dir = str(tmp_path / "jobs")
     config.LocalExecutor.extra_environment = {"PYTHONPATH": str(REPO_ROOT)}

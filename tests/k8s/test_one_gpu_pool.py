@@ -32,9 +32,9 @@ from gpuspawner.gpu_map import gpu_map
 from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import Allocation, load_catalog
 from jupyter_to_job import k8s_objects
-from jupyter_to_job.capacity import CapacityGrant, CapacityWait, JobTicket
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.job_admission import JobGranted, JobTicket, JobWaits
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support.course_catalogs import window
 from tests.support.k8s_spawners import make_gpu_spawner
 
@@ -85,7 +85,7 @@ class JobService:
         config.KubernetesExecutor.namespace = "default"
         loaded = load_catalog(catalog)
         self.now = NOW
-        self.capacity = FlavorCapacity(
+        self.capacity = FlavorAdmission(
             admission=GPUAdmission(fallback_catalog=loaded, target="kubernetes"),
             devices=[],
             identities=IdentityBook(root / "identities.json"),
@@ -98,7 +98,7 @@ def ticket(number: int) -> JobTicket:
     return JobTicket(f"job-{number:02d}", RESEARCHERS[number], "a100")
 
 
-async def run_job_pod(core: client.CoreV1Api, job: JobTicket, grant: CapacityGrant) -> None:
+async def run_job_pod(core: client.CoreV1Api, job: JobTicket, grant: JobGranted) -> None:
     """What the Kubernetes executor does for a granted job: its Job's pod, with its record."""
     assert grant.gpu is not None
     manifest = k8s_objects.make_job(
@@ -231,11 +231,11 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
     for number in range(20):
         job = ticket(number)
         decision = service.capacity.acquire(job)
-        if isinstance(decision, CapacityGrant):
+        if isinstance(decision, JobGranted):
             await run_job_pod(core, job, decision)
             started.append(job)
         else:
-            assert isinstance(decision, CapacityWait)
+            assert isinstance(decision, JobWaits)
             waiting[job.job_id] = decision.reason
 
     # Then 7 start and 13 wait, saying the class's seats are reserved
@@ -274,7 +274,7 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
         assert held_keys(job_pool) == expected
     assert held_keys(late.capacity_pool) == expected
     # And a waiting job still waits for the reserved seats
-    assert isinstance(restarted.capacity.acquire(ticket(7)), CapacityWait)
+    assert isinstance(restarted.capacity.acquire(ticket(7)), JobWaits)
 
     # When the class ends and its students' servers stop
     await asyncio.gather(*(s.stop() for s in students))
@@ -283,7 +283,7 @@ async def test_a_class_holds_its_reserved_seats_against_research_jobs_across_a_r
 
     # Then the waiting jobs start on the GPUs the class used, until the GPUs are full
     after_class = [restarted.capacity.acquire(ticket(n)) for n in range(7, 20)]
-    granted = [d for d in after_class if isinstance(d, CapacityGrant)]
+    granted = [d for d in after_class if isinstance(d, JobGranted)]
     assert len(granted) == 3
     assert all("All GPUs are taken" in d.reason for d in after_class[3:])  # type: ignore[union-attr]
 
@@ -305,7 +305,7 @@ async def test_the_hub_counts_a_job_that_starts_or_ends_after_it_read_the_cluste
     # When a research job starts on one GPU
     job = ticket(0)
     grant = service.capacity.acquire(job)
-    assert isinstance(grant, CapacityGrant)
+    assert isinstance(grant, JobGranted)
     await run_job_pod(core, job, grant)
 
     # Then the hub counts its slice at its next look, before the inventory refresh is due

@@ -1,5 +1,5 @@
 """The job service's admission in tests: a catalog written to a folder, its users known,
-and ``FlavorCapacity`` admitting jobs by it as servers are admitted."""
+and ``FlavorAdmission`` admitting jobs by it as servers are admitted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.policy import GPUDevice, UserIdentity, load_catalog
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 # Alice's research allocation, which ends on 25 November 2026, and its one flavor.
 EXPIRING_LAB_CATALOG = """
@@ -33,14 +33,14 @@ def catalog_capacity(
     devices: Iterable[GPUDevice] = (),
     target: str = "local",
     clock: Callable[[], datetime] | None = None,
-) -> FlavorCapacity:
+) -> FlavorAdmission:
     """Write ``catalog`` to ``folder/catalog.yaml``, remember ``users`` and admit jobs by
     that catalog (for ``target``: "local" or "kubernetes") on ``devices``."""
     (folder / "catalog.yaml").write_text(catalog)
     identities = IdentityBook(folder / "identities.json")
     for name in users:
         identities.remember(UserIdentity(name))
-    return FlavorCapacity(
+    return FlavorAdmission(
         admission=GPUAdmission(
             fallback_catalog=load_catalog(folder / "catalog.yaml"), target=target
         ),

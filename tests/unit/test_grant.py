@@ -13,11 +13,11 @@ from gpuspawner.backends import make_backend
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.core.grant import SHARE_HOOKS, Grant
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, UserIdentity
-from jupyter_to_job.capacity import JobTicket
 from jupyter_to_job.errors import JobRefused
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
+from jupyter_to_job.job_admission import JobTicket
 from jupyter_to_job.service.app import JobServiceApp
-from jupyter_to_job.service.capacity import FlavorCapacity, IdentityBook
+from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 
 from ..support.course_catalogs import catalog, course, minute, now
 
@@ -138,7 +138,7 @@ def test_an_unknown_flavor_has_one_refusal_wherever_it_is_met(catalog_path, tmp_
         chosen.check_job_flavor([gpu], ANA, "gone", now=now())
     with pytest.raises(Refusal) as at_start:
         chosen.grant_job(CapacityPool([gpu]), ANA, "gone", key="job:j1", now=now(), running_jobs=[])
-    capacity = FlavorCapacity(
+    capacity = FlavorAdmission(
         admission=chosen, devices=[gpu], identities=IdentityBook(tmp_path / "ids.json")
     )
     with pytest.raises(JobRefused) as through_the_service:
