@@ -32,7 +32,7 @@ from benchmarks.packing import (
     simulate,
 )
 from gpuspawner.policy import GPUShare, UserIdentity
-from gpuspawner.policy.catalog import load_catalog
+from gpuspawner.policy.catalog_loading import load_catalog
 
 TINY_FLEET = (
     {"model": "RTX A5000", "memory": "24GiB", "count": 2},
