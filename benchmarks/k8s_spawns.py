@@ -183,7 +183,7 @@ def _spawner(kind: str, name: str, catalog: Path, settings: dict | None = None):
     for key, value in (settings or {}).items():
         setattr(section, key, value)
     if kind == "GPUSpawner":
-        section.catalog_path = str(catalog)
+        config.GPUAdmission.catalog_path = str(catalog)  # the admission holds the catalog
         spawner_class = GPUSpawner
     else:
         section.extra_resource_limits = {"nvidia.com/gpu": "1"}
