@@ -23,6 +23,7 @@ import html
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 from jupyterhub.spawner import SpawnException
 from sqlalchemy.exc import SQLAlchemyError
