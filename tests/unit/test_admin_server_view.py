@@ -46,10 +46,10 @@ def catalog(tmp_path: Path) -> Path:
 
 def spawner(tmp_path: Path) -> SimpleLocalGPUSpawner:
     config = Config()
-    config.SimpleLocalGPUSpawner.catalog_path = str(catalog(tmp_path))
-    config.SimpleLocalGPUSpawner.gpu_inventory = "simulated"
-    config.SimpleLocalGPUSpawner.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB"}]
-    config.SimpleLocalGPUSpawner.allocation_ledger = str(tmp_path / "ledger.json")
+    config.GPUAdmission.catalog_path = str(catalog(tmp_path))
+    config.GPUAdmission.gpu_inventory = "simulated"
+    config.GPUAdmission.simulated_gpus = [{"model": "RTX 4090", "memory": "24GiB"}]
+    config.GPUAdmission.allocation_ledger = str(tmp_path / "ledger.json")
     return SimpleLocalGPUSpawner(hub=Hub(), user=HubUser("ana", groups=["students"]), config=config)
 
 
