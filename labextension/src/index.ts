@@ -16,11 +16,11 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { CommandIDs } from './commands';
-import { jobsIcon, pipelineIcon, runAsJobIcon } from './icons';
-import type { JobsPanel } from './jobsPanel';
-import type { IOpenNotebook } from './runPipeline';
-import { hasUnsavedCells } from './unsavedCells';
+import { CommandIDs } from './common/commands';
+import { jobsIcon, pipelineIcon, runAsJobIcon } from './common/icons';
+import type { JobsPanel } from './jobs/jobsPanel';
+import type { IOpenNotebook } from './pipelines/runPipeline';
+import { hasUnsavedCells } from './runAsJob/unsavedCells';
 
 /**
  * The translation domain of the extension (its Python package name).
@@ -124,7 +124,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         if (!path) {
           return;
         }
-        const { runAsJob } = await import('./runAsJob');
+        const { runAsJob } = await import('./runAsJob/runAsJob');
         const job = await runAsJob(context, path);
         if (job) {
           await showMade(job);
@@ -160,7 +160,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
             save: () => panel.context.save()
           }))
         );
-        const { runPipelineBuilder } = await import('./runPipeline');
+        const { runPipelineBuilder } = await import('./pipelines/runPipeline');
         const made = await runPipelineBuilder(context, open);
         if (made) {
           await showMade(made);
@@ -207,7 +207,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         if (!path) {
           return;
         }
-        const { runPipelineTemplate } = await import('./runPipeline');
+        const { runPipelineTemplate } = await import('./pipelines/runPipeline');
         const pipeline = await runPipelineTemplate(context, path);
         if (pipeline) {
           await showMade(pipeline);
@@ -254,7 +254,7 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
     let panel: Promise<MainAreaWidget<JobsPanel>> | null = null;
     // A notification when one of the user's jobs ends while the lab is open.
     let jobEnds: { refresh(): Promise<void> } | null = null;
-    void import('./jobEnds').then(({ createJobEndWatcher }) => {
+    void import('./jobs/jobEnds').then(({ createJobEndWatcher }) => {
       jobEnds = createJobEndWatcher(
         app.serviceManager.serverSettings,
         jobId => app.commands.execute(CommandIDs.openJobsPanel, { jobId }),
@@ -263,7 +263,7 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
     });
 
     const createPanel = async (): Promise<MainAreaWidget<JobsPanel>> => {
-      const { createJobsPanel } = await import('./jobsPanel');
+      const { createJobsPanel } = await import('./jobs/jobsPanel');
       const created = createJobsPanel({
         serverSettings: app.serviceManager.serverSettings,
         docManager,
@@ -347,9 +347,9 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
     // The left sidebar's Jobs tab; its list is loaded with the rest of the panel's
     // code, after the start.
     void Promise.all([
-      import('./jobsSidebar'),
-      import('./jobsModel'),
-      import('./api')
+      import('./jobs/jobsSidebar'),
+      import('./jobs/jobsModel'),
+      import('./common/api')
     ]).then(([{ createJobsSidebar }, { JobsModel }, { JobsAPI }]) => {
       const sidebar = createJobsSidebar({
         model: new JobsModel({
@@ -381,8 +381,8 @@ const sessionStatusPlugin: JupyterFrontEndPlugin<void> = {
   activate: (app: JupyterFrontEnd, statusBar: IStatusBar | null): void => {
     // Loaded after the start, so they do not hold it up.
     void Promise.all([
-      import('./sessionStatus'),
-      import('./reclaimWarning')
+      import('./session/sessionStatus'),
+      import('./session/reclaimWarning')
     ]).then(([{ createSessionStatus }, { createReclaimWatcher }]) => {
       // The hub's reclaim warning: a notification, the status bar, and a save of
       // open documents just before the server stops.

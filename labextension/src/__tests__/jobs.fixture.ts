@@ -1,4 +1,4 @@
-import { IDescribeJob, IJobFlavorInfo } from '../models';
+import { IDescribeJob, IJobFlavorInfo } from '../common/models';
 
 /**
  * A job as the API describes it, with `overrides` on top of a completed job.

@@ -8,9 +8,9 @@ import { MessageLoop } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 import { act } from 'react';
 
-import { JobsAPI } from '../api';
-import { JobsModel } from '../jobsModel';
-import { IJobsPanelOptions, JobsPanel } from '../jobsPanel';
+import { JobsAPI } from '../common/api';
+import { JobsModel } from '../jobs/jobsModel';
+import { IJobsPanelOptions, JobsPanel } from '../jobs/jobsPanel';
 
 /**
  * Do `work` (a server's answer, a click), then let the promises and renders it

@@ -1,4 +1,7 @@
-import { IDescribePipeline, IDescribePipelineJob } from '../pipelineModels';
+import {
+  IDescribePipeline,
+  IDescribePipelineJob
+} from '../pipelines/pipelineModels';
 
 /**
  * A job of a pipeline, with `overrides` on top of a completed one.

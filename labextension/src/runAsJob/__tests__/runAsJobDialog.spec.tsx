@@ -1,0 +1,862 @@
+import { Dialog } from '@jupyterlab/apputils';
+import { ServerConnection } from '@jupyterlab/services';
+import { nullTranslator } from '@jupyterlab/translation';
+import { PromiseDelegate } from '@lumino/coreutils';
+import { act } from 'react';
+
+import { DEFAULT_FEATURES, JobsAPI, UNREADABLE_JOB } from '../../common/api';
+import { JobAPIError } from '../../common/errors';
+import {
+  ICreateJob,
+  IDescribeJob,
+  IJobFlavorInfo,
+  INotebookParameter
+} from '../../common/models';
+import { isSchedule, RunAsJobDialog, RunAsJobResult } from '../runAsJobDialog';
+import { ICreateSchedule, ISchedule } from '../../schedules/scheduleModels';
+import { makeFlavor, makeJob } from '../../__tests__/jobs.fixture';
+import { settle } from '../../__tests__/jobsPanel.fixture';
+
+// React renders the dialog inside act(), as in a browser between two events.
+(
+  globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }
+).IS_REACT_ACT_ENVIRONMENT = true;
+
+const CPU = makeFlavor({
+  id: 'cpu',
+  title: 'CPU job',
+  gpu: null,
+  default: false,
+  default_deadline_seconds: 3600,
+  max_deadline_seconds: 24 * 3600
+});
+const QUARTER = makeFlavor({ id: 'quarter-4090', default: true });
+
+const REPEAT: INotebookParameter = {
+  name: 'repeat',
+  inferred_type_name: 'None',
+  default: '3',
+  help: ''
+};
+
+/**
+ * The job API of a server that answers when the test says: each call waits on a
+ * promise the test resolves or rejects.
+ */
+class SlowServer {
+  readonly flavorRequests: PromiseDelegate<IJobFlavorInfo[]>[] = [];
+  readonly parameterRequests: PromiseDelegate<INotebookParameter[]>[] = [];
+  readonly createRequests: {
+    request: ICreateJob;
+    answer: PromiseDelegate<IDescribeJob>;
+  }[] = [];
+
+  listFlavors(): Promise<IJobFlavorInfo[]> {
+    return this._wait(this.flavorRequests);
+  }
+
+  getParameters(): Promise<INotebookParameter[]> {
+    return this._wait(this.parameterRequests);
+  }
+
+  readonly jobParameterRequests: string[] = [];
+
+  getJobParameters(jobId: string): Promise<INotebookParameter[]> {
+    this.jobParameterRequests.push(jobId);
+    return this._wait(this.parameterRequests);
+  }
+
+  createJob(request: ICreateJob): Promise<IDescribeJob> {
+    const answer = new PromiseDelegate<IDescribeJob>();
+    this.createRequests.push({ request, answer });
+    return answer.promise;
+  }
+
+  readonly scheduleRequests: {
+    request: ICreateSchedule;
+    answer: PromiseDelegate<ISchedule>;
+  }[] = [];
+
+  createSchedule(request: ICreateSchedule): Promise<ISchedule> {
+    const answer = new PromiseDelegate<ISchedule>();
+    this.scheduleRequests.push({ request, answer });
+    return answer.promise;
+  }
+
+  get api(): JobsAPI {
+    return this as unknown as JobsAPI;
+  }
+
+  private _wait<T>(requests: PromiseDelegate<T>[]): Promise<T> {
+    const answer = new PromiseDelegate<T>();
+    requests.push(answer);
+    return answer.promise;
+  }
+}
+
+/**
+ * An error answer of the job API.
+ */
+function refusal(status: number, message: string, reason: string): JobAPIError {
+  return new JobAPIError(new Response(null, { status }), { message, reason });
+}
+
+/**
+ * The Run as Job dialog, open in the page, and what the user sees of it.
+ */
+class OpenDialog {
+  constructor(
+    readonly dialog: RunAsJobDialog,
+    readonly result: Promise<Dialog.IResult<RunAsJobResult | null>>
+  ) {
+    result.then(
+      () => (this.closed = true),
+      () => (this.closed = true)
+    );
+  }
+
+  closed = false;
+
+  get node(): HTMLElement {
+    return this.dialog.node;
+  }
+
+  get submitButton(): HTMLButtonElement {
+    return this.node.querySelector('.jp-JupyterToJob-submit')!;
+  }
+
+  get flavorOptions(): HTMLElement[] {
+    return [
+      ...this.node.querySelectorAll<HTMLElement>(
+        '[data-testid="flavor-option"]'
+      )
+    ];
+  }
+
+  get checkedFlavor(): string | null {
+    return (
+      this.node.querySelector<HTMLInputElement>('input[name="flavor"]:checked')
+        ?.value ?? null
+    );
+  }
+
+  byTestId(id: string): HTMLElement | null {
+    return this.node.querySelector(`[data-testid="${id}"]`);
+  }
+
+  text(id: string): string {
+    return this.byTestId(id)?.textContent ?? '';
+  }
+
+  /**
+   * Click Submit as a user would (a disabled button takes no click).
+   */
+  async clickSubmit(): Promise<void> {
+    await settle(() => this.submitButton.click());
+  }
+
+  /**
+   * Type `text` into the box of the parameter `name`.
+   */
+  async typeParameter(name: string, text: string): Promise<void> {
+    await this.typeInto(
+      this.node.querySelector<HTMLInputElement>(
+        `[data-testid="parameter-input"][data-parameter="${name}"]`
+      )!,
+      text
+    );
+  }
+
+  async typeInto(input: HTMLInputElement, text: string): Promise<void> {
+    await settle(() => {
+      // React listens for the input event and reads the value the browser set.
+      Object.getOwnPropertyDescriptor(
+        HTMLInputElement.prototype,
+        'value'
+      )!.set!.call(input, text);
+      input.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+  }
+}
+
+async function openDialog(
+  server: SlowServer,
+  features = DEFAULT_FEATURES,
+  rerun: { job: IDescribeJob; takenNames: string[] } | null = null
+): Promise<OpenDialog> {
+  const dialog = new RunAsJobDialog({
+    api: server.api,
+    path: rerun?.job.input_path ?? 'course/train.ipynb',
+    rerun: rerun?.job ?? null,
+    takenNames: rerun?.takenNames ?? [],
+    config: {
+      mode: 'standalone',
+      version: '0.1.0',
+      features,
+      max_notebook_bytes: 1024 * 1024
+    },
+    trans: nullTranslator.load('jupyterlab')
+  });
+  let result: Promise<Dialog.IResult<RunAsJobResult | null>> | null = null;
+  await settle(() => {
+    result = dialog.launch();
+  });
+  return new OpenDialog(dialog, result!);
+}
+
+afterEach(async () => {
+  await act(async () => Dialog.flush());
+  jest.useRealTimers();
+});
+
+describe('The Run as Job dialog while its flavors load', () => {
+  it('keeps Submit disabled until the flavors arrive, then selects the default one', async () => {
+    // Given a server that has read the notebook's parameters but not yet listed the flavors
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // Then the dialog says the flavors are loading, and Submit cannot be clicked
+    expect(open.text('flavors-loading')).toBe('Loading the flavors…');
+    expect(open.flavorOptions).toHaveLength(0);
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When the flavors arrive
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+
+    // Then both are offered, the server's default is selected, and Submit is enabled
+    expect(open.byTestId('flavors-loading')).toBeNull();
+    expect(open.flavorOptions.map(option => option.dataset.flavorId)).toEqual([
+      'cpu',
+      'quarter-4090'
+    ]);
+    expect(open.checkedFlavor).toBe('quarter-4090');
+    expect(open.submitButton.disabled).toBe(false);
+  });
+
+  it('keeps Submit disabled until the notebook’s parameters are read, so a quick click starts no job', async () => {
+    // Given the flavors have arrived but the notebook's parameters are still being read
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    expect(open.checkedFlavor).toBe('quarter-4090');
+
+    // When the student clicks Submit at once
+    await open.clickSubmit();
+
+    // Then nothing is sent: Submit is disabled while the parameters load
+    expect(open.submitButton.disabled).toBe(true);
+    expect(server.createRequests).toHaveLength(0);
+    expect(open.closed).toBe(false);
+
+    // When the parameters arrive and they click Submit
+    await settle(() => server.parameterRequests[0].resolve([REPEAT]));
+    expect(open.submitButton.disabled).toBe(false);
+    await open.clickSubmit();
+
+    // Then the job goes out with the selected flavor, and the dialog closes on it
+    expect(server.createRequests).toHaveLength(1);
+    expect(server.createRequests[0].request.flavor).toBe('quarter-4090');
+    const job = makeJob();
+    await settle(() => server.createRequests[0].answer.resolve(job));
+    const result = await open.result;
+    expect(result.button.accept).toBe(true);
+    expect(result.value).toBe(job);
+  });
+
+  it('says why the flavors could not be listed, and Retry lists them', async () => {
+    // Given a server whose flavor list fails with a sentence of its own
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() =>
+      server.flavorRequests[0].reject(
+        refusal(
+          500,
+          'The job flavors cannot be loaded right now (the course catalog has errors).',
+          'no-catalog'
+        )
+      )
+    );
+
+    // Then the Flavor group shows the server's sentence and Retry, never an empty group,
+    // and Submit stays disabled
+    expect(open.text('flavors-error')).toContain(
+      'The job flavors cannot be loaded right now (the course catalog has errors).'
+    );
+    expect(open.byTestId('flavors-retry')).not.toBeNull();
+    expect(open.flavorOptions).toHaveLength(0);
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When the student presses Retry, and the server lists the flavors this time
+    await settle(() => open.byTestId('flavors-retry')!.click());
+    expect(server.flavorRequests).toHaveLength(2);
+    expect(open.text('flavors-loading')).toBe('Loading the flavors…');
+    await settle(() => server.flavorRequests[1].resolve([QUARTER]));
+
+    // Then the error is gone, the flavor is selected and Submit is enabled
+    expect(open.byTestId('flavors-error')).toBeNull();
+    expect(open.checkedFlavor).toBe('quarter-4090');
+    expect(open.submitButton.disabled).toBe(false);
+  });
+
+  it('asks again by itself when the job service is briefly unavailable', async () => {
+    jest.useFakeTimers();
+    // Given a hub job service that answers 503 while it starts
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() =>
+      server.flavorRequests[0].reject(
+        new JobAPIError(new Response(null, { status: 503 }), null)
+      )
+    );
+
+    // Then the dialog keeps loading rather than failing
+    expect(open.text('flavors-loading')).toBe('Loading the flavors…');
+    expect(open.byTestId('flavors-error')).toBeNull();
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When a second passes, the flavors are requested again and arrive
+    await act(async () => {
+      await jest.advanceTimersByTimeAsync(1000);
+    });
+    expect(server.flavorRequests).toHaveLength(2);
+    await settle(() => server.flavorRequests[1].resolve([QUARTER]));
+
+    // Then they are offered
+    expect(open.checkedFlavor).toBe('quarter-4090');
+    expect(open.submitButton.disabled).toBe(false);
+  });
+
+  it('says so when no flavor is set up, and sends nothing', async () => {
+    // Given a server with no job flavor at all
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() => server.flavorRequests[0].resolve([]));
+
+    // Then the Flavor group says so, and Submit is disabled
+    expect(open.text('flavors-none')).toContain('No job flavor is set up here');
+    expect(open.submitButton.disabled).toBe(true);
+
+    // When Enter submits the dialog anyway
+    await settle(() => open.dialog.resolve());
+
+    // Then no job is sent, and the dialog says why
+    expect(server.createRequests).toHaveLength(0);
+    expect(open.text('run-as-job-error')).toContain(
+      'No job flavor is set up here'
+    );
+    expect(open.closed).toBe(false);
+  });
+});
+
+describe('The GPU-hour budget in the Run as Job dialog', () => {
+  it('shows what is left on each flavor with a budget, and marks a used-up one', async () => {
+    // Given a course flavor with budget left, a research flavor with none left, and a CPU one
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const left = makeFlavor({
+      id: 'half-job',
+      default: true,
+      budget:
+        '4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)'
+    });
+    const spent = makeFlavor({
+      id: 'two-gpus',
+      budget: '0.0 of 500 GPU-hours left in Vision lab (until Thu 31 Dec 2026)',
+      budget_exhausted: true
+    });
+
+    // When the flavors arrive
+    await settle(() => server.flavorRequests[0].resolve([left, spent, CPU]));
+
+    // Then each flavor with a budget says what is left, and only those
+    const lines = Object.fromEntries(
+      open.flavorOptions.map(option => [
+        option.dataset.flavorId,
+        option.querySelector<HTMLElement>('[data-testid="flavor-budget"]')
+      ])
+    );
+    expect(lines['half-job']?.textContent).toBe(
+      '4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)'
+    );
+    expect(lines['half-job']?.dataset.exhausted).toBe('false');
+    expect(lines['two-gpus']?.textContent).toBe(
+      '0.0 of 500 GPU-hours left in Vision lab (until Thu 31 Dec 2026)'
+    );
+    expect(lines['two-gpus']?.dataset.exhausted).toBe('true');
+    expect(lines['two-gpus']?.classList.contains('jp-mod-exhausted')).toBe(
+      true
+    );
+    expect(lines['cpu']).toBeNull();
+  });
+});
+
+describe('Submitting the Run as Job dialog', () => {
+  it('shows the server’s sentence when it refuses the job, and closes once it accepts', async () => {
+    // Given a loaded dialog
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // When the student submits and the server refuses
+    await open.clickSubmit();
+    expect(open.submitButton.disabled).toBe(true);
+    expect(open.text('run-as-job-submitting')).toBe('Submitting…');
+    const sentence =
+      'Quarter RTX 4090 came with a course term that is not active now. Choose another flavor in the Run as Job dialog.';
+    await settle(() =>
+      server.createRequests[0].answer.reject(
+        refusal(403, sentence, 'not-entitled')
+      )
+    );
+
+    // Then the dialog stays open with the server's sentence, and Submit works again
+    expect(open.text('run-as-job-error')).toBe(sentence);
+    expect(open.closed).toBe(false);
+    expect(open.submitButton.disabled).toBe(false);
+
+    // When they pick the CPU flavor and submit again, and the server accepts
+    await settle(() =>
+      open.node
+        .querySelector<HTMLInputElement>('input[name="flavor"][value="cpu"]')!
+        .click()
+    );
+    await open.clickSubmit();
+    const job = makeJob({ flavor: 'cpu' });
+    await settle(() => server.createRequests[1].answer.resolve(job));
+
+    // Then the dialog closes with the job; both tries carried the same token
+    expect((await open.result).value).toBe(job);
+    expect(server.createRequests[1].request.flavor).toBe('cpu');
+    expect(server.createRequests[1].request.idempotency_token).toBe(
+      server.createRequests[0].request.idempotency_token
+    );
+  });
+
+  it('shows a sentence, not a dialog that stays open without a word, when the answer is no job', async () => {
+    // Given a loaded dialog, on a server that answers the submit with an empty body
+    const server = new SlowServer();
+    const emptyAnswer = new JobsAPI(
+      ServerConnection.makeSettings({
+        baseUrl: 'http://hub.example/user/ana/',
+        fetch: (async () => new Response(null, { status: 201 })) as typeof fetch
+      })
+    );
+    server.createJob = request => emptyAnswer.createJob(request);
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // When the student submits
+    await open.clickSubmit();
+    await settle();
+
+    // Then the dialog says so, and Submit can be clicked again
+    expect(open.text('run-as-job-error')).toBe(UNREADABLE_JOB);
+    expect(open.submitButton.disabled).toBe(false);
+    expect(open.closed).toBe(false);
+  });
+
+  it('lets the student submit once they corrected a parameter', async () => {
+    // Given a loaded dialog for a notebook with a `repeat` parameter
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([REPEAT]));
+
+    // When the student types a value that cannot be read, then corrects it
+    await open.typeParameter('repeat', 'five');
+    expect(open.node.querySelector('.jp-mod-error')).not.toBeNull();
+    await open.typeParameter('repeat', '5');
+    expect(open.node.querySelector('.jp-mod-error')).toBeNull();
+
+    // Then Submit is enabled, and the job goes out with the corrected value
+    expect(open.submitButton.disabled).toBe(false);
+    await open.clickSubmit();
+    expect(server.createRequests).toHaveLength(1);
+    expect(server.createRequests[0].request.parameters).toEqual({ repeat: 5 });
+
+    // And the dialog closes on the job
+    const job = makeJob();
+    await settle(() => server.createRequests[0].answer.resolve(job));
+    expect((await open.result).value).toBe(job);
+  });
+});
+
+describe('Whether a job would start now, in the Run as Job dialog', () => {
+  it('says before submitting that a job waits behind the researcher’s own server', async () => {
+    // Given a whole-GPU flavor whose only GPU the researcher's own server holds,
+    // and a CPU flavor that starts at once
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const behind =
+      'Your own server (Vision lab development share) holds the GPU this job needs, ' +
+      'so the job waits in the queue and starts by itself when your server stops.';
+    const whole = makeFlavor({
+      id: 'whole-gpu',
+      default: true,
+      starts_now: false,
+      forecast: behind
+    });
+    const cpu = makeFlavor({
+      id: 'cpu-job',
+      gpu: null,
+      starts_now: true,
+      forecast: 'Starts now: it needs no GPU.'
+    });
+
+    // When the flavors arrive
+    await settle(() => server.flavorRequests[0].resolve([whole, cpu]));
+
+    // Then each flavor says whether it would start now, the waiting one marked as such
+    const lines = Object.fromEntries(
+      open.flavorOptions.map(option => [
+        option.dataset.flavorId,
+        option.querySelector<HTMLElement>('[data-testid="flavor-forecast"]')
+      ])
+    );
+    expect(lines['whole-gpu']?.textContent).toBe(behind);
+    expect(lines['whole-gpu']?.dataset.startsNow).toBe('false');
+    expect(lines['whole-gpu']?.classList.contains('jp-mod-waits')).toBe(true);
+    expect(lines['cpu-job']?.textContent).toBe('Starts now: it needs no GPU.');
+    expect(lines['cpu-job']?.classList.contains('jp-mod-waits')).toBe(false);
+  });
+
+  it('shows no forecast where the back end gives none (standalone)', async () => {
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() => server.flavorRequests[0].resolve([CPU]));
+    expect(
+      open.flavorOptions[0].querySelector('[data-testid="flavor-forecast"]')
+    ).toBeNull();
+  });
+});
+
+describe('A deadline the job cannot take', () => {
+  it('is said next to its box, which is marked and focused, and nothing is sent until it is fixed', async () => {
+    // Given a loaded dialog whose flavor allows at most 4 hours
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const deadline = open.node.querySelector<HTMLInputElement>(
+      '[data-testid="deadline-input"]'
+    )!;
+
+    // When the student types 2 days, in minutes, and submits
+    await open.typeInto(deadline, '2880');
+    await open.clickSubmit();
+
+    // Then nothing is sent, and the message stands next to the marked, focused box
+    expect(server.createRequests).toHaveLength(0);
+    const message = open.byTestId('deadline-error');
+    expect(message?.textContent).toBe(
+      'Give the deadline in whole minutes, from 1 to 240 (4 h) for this flavor.'
+    );
+    expect(deadline.parentElement?.contains(message!)).toBe(true);
+    expect(deadline.getAttribute('aria-invalid')).toBe('true');
+    expect(deadline.getAttribute('aria-describedby')).toBe(message?.id);
+    expect(document.activeElement).toBe(deadline);
+    expect(open.byTestId('run-as-job-error')).toBeNull();
+
+    // When it is fixed, the mark goes and the job is submitted with that deadline
+    await open.typeInto(deadline, '90');
+    expect(open.byTestId('deadline-error')).toBeNull();
+    expect(deadline.getAttribute('aria-invalid')).toBeNull();
+    await open.clickSubmit();
+    expect(server.createRequests).toHaveLength(1);
+    expect(server.createRequests[0].request.deadline_seconds).toBe(90 * 60);
+  });
+});
+
+describe('Notify me when it ends, in the Run as Job dialog', () => {
+  it('asks the job service to mail the owner when the box is ticked', async () => {
+    // Given a job service that can send finish mails
+    const server = new SlowServer();
+    const open = await openDialog(server, {
+      ...DEFAULT_FEATURES,
+      notify_email: true
+    });
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+    const box = open.byTestId('notify-email-checkbox') as HTMLInputElement;
+    expect(box.checked).toBe(false);
+
+    // When the student ticks "Notify me by mail when it ends" and submits
+    await settle(() => box.click());
+    await open.clickSubmit();
+
+    // Then the job asks for a mail to its owner
+    expect(server.createRequests[0].request.notify).toEqual({ email: true });
+  });
+
+  it('offers no box where no mail can be sent, and the job keeps the owner’s default', async () => {
+    // Given a back end that sends no mail (standalone, or no mail server set up)
+    const server = new SlowServer();
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+
+    // When the student submits
+    expect(open.byTestId('notify-email-checkbox')).toBeNull();
+    await open.clickSubmit();
+
+    // Then the request carries no notification settings of its own
+    expect(server.createRequests[0].request.notify).toBeUndefined();
+  });
+});
+
+describe('Repeat on a schedule, in the Run as Job dialog', () => {
+  async function readyDialog(server: SlowServer): Promise<OpenDialog> {
+    const open = await openDialog(server);
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([]));
+    await settle(() =>
+      (open.byTestId('schedule-repeat-checkbox') as HTMLInputElement).click()
+    );
+    return open;
+  }
+
+  const input = (open: OpenDialog, id: string) =>
+    open.byTestId(id) as HTMLInputElement;
+
+  it('makes a schedule instead of a job: every 30 minutes within a window, with its stops', async () => {
+    // Given the student ticks "Repeat on a schedule"
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    expect(open.submitButton.textContent).toBe('Create Schedule');
+    // (the time zone starts as the browser's)
+    expect(input(open, 'schedule-timezone').value).toBe(
+      Intl.DateTimeFormat().resolvedOptions().timeZone
+    );
+
+    // When they ask for every 30 minutes between 09:00 and 17:00, at most 20 runs,
+    // stopping after 2 failures in a row, in Taipei time, and submit
+    await open.typeInto(input(open, 'schedule-interval-count'), '30');
+    await settle(() => {
+      const unit = open.byTestId('schedule-interval-unit') as HTMLSelectElement;
+      unit.value = 'minutes';
+      unit.dispatchEvent(new Event('change', { bubbles: true }));
+    });
+    await settle(() => input(open, 'schedule-use-window').click());
+    await open.typeInto(input(open, 'schedule-window-start'), '09:00');
+    await open.typeInto(input(open, 'schedule-window-end'), '17:00');
+    await open.typeInto(input(open, 'schedule-timezone'), 'Asia/Taipei');
+    await open.typeInto(input(open, 'schedule-max-runs'), '20');
+    await open.typeInto(input(open, 'schedule-max-failures'), '2');
+    expect(open.text('schedule-preview')).toBe(
+      'Runs: Every 30 minutes, between 09:00 and 17:00 (Asia/Taipei).'
+    );
+    await open.clickSubmit();
+
+    // Then a schedule is asked for, with the job as the form has it, and no job
+    expect(server.createRequests).toHaveLength(0);
+    expect(server.scheduleRequests).toHaveLength(1);
+    const { request } = server.scheduleRequests[0];
+    expect(request).toMatchObject({
+      interval_seconds: 1800,
+      window: { start: '09:00', end: '17:00' },
+      timezone: 'Asia/Taipei',
+      max_runs: 20,
+      max_failures_in_a_row: 2
+    });
+    expect(request.cron).toBeUndefined();
+    expect(request.job?.input_path).toBe('course/train.ipynb');
+    expect(request.job?.flavor).toBe('quarter-4090');
+
+    // And the dialog closes on the schedule the server made
+    const schedule = { schedule_id: 's-1' } as ISchedule;
+    await settle(() => server.scheduleRequests[0].answer.resolve(schedule));
+    const result = await open.result;
+    expect(result.button.accept).toBe(true);
+    expect(result.value).toBe(schedule);
+  });
+
+  it('shows each problem the server found next to its field, and keeps the dialog open', async () => {
+    // Given a server that refuses the cron expression and the time zone
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    await settle(() => input(open, 'schedule-rhythm-cron').click());
+    await open.typeInto(input(open, 'schedule-cron'), '61 * * * *');
+    await open.typeInto(input(open, 'schedule-timezone'), 'Mars/Olympus');
+    await open.clickSubmit();
+    expect(server.scheduleRequests[0].request.cron).toBe('61 * * * *');
+    await settle(() =>
+      server.scheduleRequests[0].answer.reject(
+        new JobAPIError(new Response(null, { status: 400 }), {
+          message: 'The schedule has errors: cron: …; timezone: ….',
+          reason: 'invalid',
+          errors: [
+            {
+              field: 'cron',
+              message: "'61 * * * *' is not a cron expression; give five fields"
+            },
+            {
+              field: 'timezone',
+              message: "'Mars/Olympus' is not a time zone; use an IANA name"
+            },
+            { field: 'job.flavor', message: 'is not a flavor of yours' }
+          ]
+        })
+      )
+    );
+
+    // Then each field shows its own problem and is marked; the rest is listed
+    expect(open.closed).toBe(false);
+    expect(open.text('schedule-error-rhythm')).toBe(
+      "'61 * * * *' is not a cron expression; give five fields"
+    );
+    const zone = input(open, 'schedule-timezone');
+    expect(open.text('schedule-error-timezone')).toBe(
+      "'Mars/Olympus' is not a time zone; use an IANA name"
+    );
+    expect(zone.getAttribute('aria-invalid')).toBe('true');
+    expect(zone.getAttribute('aria-describedby')).toBe(
+      open.byTestId('schedule-error-timezone')?.id
+    );
+    const listed = [
+      ...open.node.querySelectorAll('[data-testid="run-as-job-error"] li')
+    ].map(item => item.textContent);
+    expect(listed).toEqual(['job.flavor: is not a flavor of yours']);
+
+    // When the student corrects the time zone, its mark goes and the cron's stays
+    await open.typeInto(zone, 'Europe/Paris');
+    expect(open.byTestId('schedule-error-timezone')).toBeNull();
+    expect(zone.getAttribute('aria-invalid')).toBeNull();
+    expect(open.byTestId('schedule-error-rhythm')).not.toBeNull();
+  });
+
+  it('checks the form before sending: a window that ends before it starts is marked', async () => {
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    await settle(() => input(open, 'schedule-use-window').click());
+    await open.typeInto(input(open, 'schedule-window-start'), '18:00');
+    await open.typeInto(input(open, 'schedule-window-end'), '08:00');
+    await open.clickSubmit();
+
+    expect(server.scheduleRequests).toHaveLength(0);
+    expect(open.text('schedule-error-window')).toContain(
+      'The window ends before it starts'
+    );
+  });
+
+  it('outlines only the Every box when its value is wrong, not the cron box beside it', async () => {
+    // Given "Every" chosen, with 0 minutes in its box
+    const server = new SlowServer();
+    const open = await readyDialog(server);
+    await open.typeInto(input(open, 'schedule-interval-count'), '0');
+
+    // When the student submits
+    await open.clickSubmit();
+
+    // Then the problem is said, and only the Every box is outlined in red
+    expect(server.scheduleRequests).toHaveLength(0);
+    expect(open.text('schedule-error-rhythm')).not.toBe('');
+    const every = input(open, 'schedule-interval-count');
+    const cron = input(open, 'schedule-cron');
+    expect(every.classList.contains('jp-mod-error')).toBe(true);
+    expect(every.getAttribute('aria-invalid')).toBe('true');
+    expect(cron.classList.contains('jp-mod-error')).toBe(false);
+    expect(cron.getAttribute('aria-invalid')).toBeNull();
+  });
+});
+
+describe('Rerun: the Run as Job dialog filled from an earlier job', () => {
+  const RUN = {
+    ...REPEAT,
+    name: 'run',
+    inferred_type_name: 'str',
+    default: "'a'"
+  };
+
+  it('starts from the job’s snapshot, flavor, deadline and values, under the next free name, and sends the changed values', async () => {
+    // Given a finished job "loop run1" on the CPU flavor with run='run1', and a rerun of it
+    const job = makeJob({
+      job_id: 'job-1',
+      name: 'loop run1',
+      input_path: 'course/loop.ipynb',
+      flavor: 'cpu',
+      deadline_seconds: 1200,
+      output_formats: ['ipynb'],
+      cell_timeout_seconds: 60,
+      kernel_name: 'python3',
+      parameters: { run: 'run1', seed: 7 }
+    });
+    const server = new SlowServer();
+    // When its owner presses Rerun (a "loop run1 (2)" exists already)
+    const open = await openDialog(server, DEFAULT_FEATURES, {
+      job,
+      takenNames: ['loop run1', 'loop run1 (2)']
+    });
+    await settle(() => server.flavorRequests[0].resolve([CPU, QUARTER]));
+    await settle(() => server.parameterRequests[0].resolve([RUN, REPEAT]));
+
+    // Then the dialog reads the parameters of the job's own snapshot, not the file's
+    expect(server.jobParameterRequests).toEqual(['job-1']);
+    expect(open.node.querySelector('.jp-Dialog-header')?.textContent).toContain(
+      'Run “loop run1” again'
+    );
+    expect(open.text('run-as-job-note')).toContain(
+      'course/loop.ipynb as “loop run1” ran it'
+    );
+    // with the next free name, the job's flavor (not the default) and deadline
+    const name = open.node.querySelector<HTMLInputElement>(
+      'input[name="job-name"]'
+    )!;
+    expect(name.value).toBe('loop run1 (3)');
+    expect(open.checkedFlavor).toBe('cpu');
+    expect(
+      open.node.querySelector<HTMLInputElement>(
+        '[data-testid="deadline-input"]'
+      )!.value
+    ).toBe('20');
+    // the job's values in the boxes, and no HTML copy since the job kept none
+    const box = (parameter: string) =>
+      open.node.querySelector<HTMLInputElement>(
+        `[data-testid="parameter-input"][data-parameter="${parameter}"]`
+      )!.value;
+    expect([box('run'), box('repeat')]).toEqual(['run1', '3']);
+    expect(
+      open.node.querySelector<HTMLInputElement>(
+        '[data-testid="html-output-checkbox"]'
+      )!.checked
+    ).toBe(false);
+    // and no "Repeat on a schedule": a rerun is one job
+    expect(open.byTestId('schedule-repeat-checkbox')).toBeNull();
+
+    // When the person changes a parameter and submits
+    await open.typeParameter('run', 'run2');
+    await open.clickSubmit();
+
+    // Then the new job reruns the old one's snapshot with the new value, its other
+    // values, limits and kernel, under its own name
+    expect(server.createRequests).toHaveLength(1);
+    const sent = server.createRequests[0].request;
+    expect(sent).toMatchObject({
+      input_path: 'course/loop.ipynb',
+      name: 'loop run1 (3)',
+      flavor: 'cpu',
+      parameters: { run: 'run2', seed: 7 },
+      deadline_seconds: 1200,
+      output_formats: ['ipynb'],
+      rerun_of: 'job-1',
+      cell_timeout_seconds: 60,
+      kernel_name: 'python3'
+    });
+  });
+});
+
+describe('What the Run as Job dialog made', () => {
+  it('tells a job (which names its schedule, if any) from a schedule', () => {
+    expect(isSchedule(makeJob({ schedule_id: null }))).toBe(false);
+    expect(isSchedule(makeJob({ schedule_id: 'sched-1' }))).toBe(false);
+    expect(isSchedule({ schedule_id: 'sched-1' } as ISchedule)).toBe(true);
+  });
+});
