@@ -2,98 +2,7 @@
 
 ``c.JobManager.executor_class = "jupyter_to_job.executors.kubernetes.KubernetesExecutor"``
 
-- **Start**: a ConfigMap with the notebook snapshot and ``job.json``, then the Job
-  (``k8s_objects.make_job``), applying the job's :class:`~gpuspawner.core.grant.Grant` as it
-  is: the flavor's image, CPU, memory and variables, and the GPU share's pod plan and
-  node that the job service's admission rendered (``c.GPUAdmission.sharing_backend``).
-  Nothing is decided again here: no catalog read, no render, no node read. The
-  ConfigMap is then owned by the Job, so it goes when the Job goes; a DRA share's
-  ResourceClaimTemplate is made owned by the ConfigMap, so it goes too (the job service
-  may only create templates). An API server that refuses any of it (403: the job service's
-  Role lacks a permission) fails the job at once, with the API server's words.
-- **Log**: the job's pod is watched, and its log streamed (``follow=true``) into the
-  durable log store as it is written. A broken stream is reopened with ``sinceTime``,
-  and a cursor of timestamps (``pod_log.PodLogCursor``) keeps every line exactly once;
-  when the container ends the log is read once more to pick up anything the stream
-  missed. Every line the pod wrote before it was killed or deleted is kept, as far as
-  the stream delivered it, whatever happens to the pod afterwards.
-- **Result**: the runner reports its final status (cells completed, error) through the
-  pod's termination message, and as the log's last line in case that is missing. The
-  container's own end says the rest: OOMKilled (or exit code 137 unasked) is "out of
-  memory", the Job's DeadlineExceeded is the deadline.
-- **Clean-up**: the Job gets ``ttlSecondsAfterFinished`` by a PATCH only after its log
-  and result are stored (``k8s_objects`` explains why not at creation).
-- **Stop**: the Job is deleted with ``propagationPolicy: Background``; its pod gets
-  ``stop_grace_seconds`` (SIGTERM: the runner interrupts the cell and saves) and the
-  log is followed to its end meanwhile.
-- **Restart of the job service**: the Job is found by name and label, and followed from
-  the saved cursor (``pod-log.json`` in the job's folder) without copying a line twice.
-- **A pod the cluster cannot place** (FailedScheduling): while it waits the job shows the
-  scheduler's reason as its status message; after ``scheduling_timeout_seconds`` the job
-  fails with that reason and its Job is deleted. (It cannot go back to QUEUED: the
-  manager's queue would start it again at once, and the cluster is the better judge of
-  when room appears; use Kueue, ``queue_name``, for real cluster-side queueing.)
-
-- **The user's uid, home and notebook folder** (settings, as a Zero to JupyterHub
-  server has them): the pod runs as ``run_as_uid``/``run_as_gid`` with ``fs_gid`` as its
-  ``fsGroup`` (z2jh's ``singleuser.uid``/``fsGid``: 1000 and 100; each may be a function
-  of the user's name for a campus whose pods run as each person's own uid). The user's
-  home PVC, ``home_pvc_name_template`` (KubeSpawner's ``claim-{username}``, expanded with
-  KubeSpawner's own slug rule so it is the PVC the user's server mounted), is mounted at
-  ``home_mount_path`` as in their server, with ``extra_volumes``/``extra_volume_mounts``
-  for course data. The container starts in ``notebook_dir`` (the server's root folder,
-  the home by default) and the kernel in the notebook's folder under it, so what the
-  notebook writes beside itself lands in the user's home, owned by them. An empty
-  ``home_pvc_name_template``: no home, the job runs in its own folder as before.
-- **Outputs come back**: with ``upload_url`` (the job service's address as pods reach
-  it), the runner sends ``output.ipynb`` and ``output.html`` back when it ends (also
-  when stopped, preempted or past its deadline: it gets SIGTERM and a grace period),
-  and they land in the job's folder in the service, listed and downloaded as a local
-  job's. Each job gets its own upload token (``output_uploads``): the service keeps its
-  hash and revokes it when the job ends; the token reaches the pod in a Secret owned by
-  the Job, mounted read-only, never in the Job's spec. A token opens only its own job's
-  uploads, and only while it runs. Without ``upload_url`` the outputs stay in the pod
-  and a job's outputs are its log and result.
-- **No Kubernetes credentials in the pod**: ``automountServiceAccountToken: false``.
-- **Preemption and node loss**: a pod that the cluster marks with the ``DisruptionTarget``
-  condition (the scheduler's preemption, the Eviction API, the taint manager or the pod
-  garbage collector after node loss, the kubelet under node pressure) ends the job as
-  FAILED with a message that it was preempted and why (``Preempted``, or ``NodeLost``),
-  keeping its log and the outputs it sent.
-- **Checkpoint and automatic resume** (``CreateJob.checkpoint``): the folder is in the
-  owner's home as the pod mounts it (``<notebook_dir>/<notebook's folder>/<folder>``; a job
-  asking for one where jobs get no home volume is refused with a sentence). The Job
-  carries the retries itself (``k8s_objects.pod_failure_policy``: a disrupted pod is
-  replaced and counted toward ``backoffLimit`` = the retries, the notebook's own failure
-  fails the Job at once), so the cluster starts the job again even while this service is
-  down. The executor follows each new pod: before it copies a new pod's log it counts the
-  attempts that ended before it (``JobStore.count_attempt``, once per pod, so a restarted
-  service following the job again counts none twice) and writes the separator line of
-  :func:`jupyter_to_job.retries.separator` with the reason, as for a local job. The pods
-  it saw give the reasons (their ``DisruptionTarget``); a pod taken away and gone while the
-  service was down is known only from the Job's ``status.failed``, which with the policy
-  below counts exactly the disruptions, so the count is made up to it. A job whose
-  last allowed attempt is taken away ends FAILED (``BackoffLimitExceeded``) with
-  :func:`~jupyter_to_job.retries.exhausted`'s sentence. In the pod, the runner gives the
-  notebook ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` and ``$JUPYTER_TO_JOB_ATTEMPT``, the number of
-  the notebook's runs counted in that folder (a pod taken away before its runner started
-  counts for the retries and the Jobs panel, but runs nothing).
-- **Out of memory, retried with more** (a flavor's ``oom_retry_memory``, carried by the
-  Grant): an ``OOMKilled`` container fails its Job at once (the pod failure policy's
-  ``FailJob`` on a non-zero exit: a replacement pod of the same Job would get the same
-  limit, since a Job's pod template cannot change). When :func:`jupyter_to_job.retries.oom_retry`
-  allows it and retries are left, the job goes back to QUEUED (``JobStore.start_again``,
-  the larger memory kept in the attempt history) instead of failing, and the queue admits
-  it again as any job; its executor then starts the next attempt as a new Job
-  (``k8s_objects.job_object_name(job_id, run)``: ``-r1``, ``-r2``... after the first), with
-  the same job-id label and checkpoint folder, that memory as request and limit (so the
-  scheduler places it only where it fits: until then it waits, "Waiting for room in the
-  cluster"), and ``backoffLimit`` = the retries left. It follows only that Job's pods
-  (``run_pod_selector``); the earlier Job, its log stored, expires by its TTL. A new Job
-  rather than a changed one: the Job's pod template is immutable, and the Job controller
-  would count the OOM kill as a failure anyway. Without the setting, or out of the larger
-  memory too, the job ends FAILED as out of memory with
-  :func:`~jupyter_to_job.retries.no_more_memory`'s sentence.
+How it starts, follows, judges and cleans up a Job, and why: docs/kubernetes-executor.md.
 """
 
 from __future__ import annotations
@@ -129,16 +38,26 @@ from ..k8s_objects import (
     upload_secret_name,
     user_volume_names,
 )
-from ..models import JobErrorInfo, JobStatus
+from ..models import JobStatus
 from ..output_uploads import issue_upload_token, revoke_upload_token
 from ..retries import attempt_memory, exhausted, no_more_memory, oom_retry, separator
 from ..runfiles import RunnerStatus, atomic_write_text, parse_compact_status, read_spec
 from ..store import ACTIVE, JobAttemptsRow, utcnow
-from .base import FinalState, JobExecutor, JobOutcome, StopReason, _progress
+from .base import FinalState, JobExecutor, JobOutcome, StopReason
+from .k8s_attempts import (
+    attempts_before,
+    deleted_verdict,
+    disruption_of,
+    out_of_memory_verdict,
+    preempted_verdict,
+    ran_out_of_memory,
+    runner_decides,
+    start_failure,
+    suspended_since,
+)
 from .kube_client import KubeClient, KubeError, connect, sleep_or_event
 from .pod_log import PodLogCursor, RunProgress
 from .pod_status import (
-    NODE_LOSS,
     container_state,
     disruption,
     job_failure_reason,
@@ -147,7 +66,6 @@ from .pod_status import (
 )
 from .queue_eviction import eviction_sentence, eviction_words, read_eviction
 
-OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -165,7 +83,7 @@ class JobNotStartable(Exception):
 
 
 class KubernetesExecutor(JobExecutor):
-    """Runs the job runner in a Kubernetes Job (see the module docstring)."""
+    """Runs the job runner in a Kubernetes Job (docs/kubernetes-executor.md)."""
 
     # Jobs and servers share the cluster's one GPU pool (``cluster_pool_reader``).
     uses_cluster_gpu_pool = True
@@ -455,7 +373,7 @@ class KubernetesExecutor(JobExecutor):
         super().__init__(**kwargs)
         known = self.store.job_attempts(self.job_id)
         # Each entry that queued the job again (no ``ended`` pod of its own) started a new
-        # Job: an out-of-memory retry (see the module docstring).
+        # Job: an out-of-memory retry (docs/kubernetes-executor.md).
         again = [e for e in (known.history if known else ()) if "ended" not in e]
         self.run = len(again)
         """Which of the job's Kubernetes Jobs this executor runs (0: its first)."""
@@ -983,19 +901,8 @@ class KubernetesExecutor(JobExecutor):
             await self._wait_change(self.poll_interval)
 
     def _start_failure(self, ename: str, reason: str) -> FinalState:
-        if ename == "Unschedulable":
-            message = (
-                f"The cluster could not place the job within "
-                f"{self.scheduling_timeout_seconds:g} s: {reason}. Try again later, or choose "
-                "a flavor with a smaller GPU share; tell the hub admins if this persists."
-            )
-        else:
-            message = (
-                f"The job's container could not start ({reason}). Check the flavor's image, "
-                "or tell the hub admins."
-            )
         self._start_deleting()
-        return FinalState(JobStatus.FAILED, message, JobErrorInfo(ename=ename, evalue=reason))
+        return start_failure(ename, reason, self.scheduling_timeout_seconds)
 
     async def _count_attempts(self, pod: dict[str, Any]) -> None:
         """Count the attempts of a job with a checkpoint that ended before ``pod``, each once,
@@ -1005,27 +912,11 @@ class KubernetesExecutor(JobExecutor):
         attempts = self._attempts
         if attempts is None:
             return
-        created = pod["metadata"]["creationTimestamp"]
-        earlier = sorted(
-            (p for p in self._pods.values() if p["metadata"]["creationTimestamp"] < created),
-            key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]),
-        )
-        ended: list[tuple[str, str]] = []
-        for before in earlier:
-            uid = before["metadata"]["uid"]
-            disrupted = self._disrupted.get(uid) or disruption(before)
-            ended.append(
-                (disrupted[1] if disrupted else "its pod ended before its notebook did", uid)
-            )
+        pods, disrupted = dict(self._pods), dict(self._disrupted)  # as they were before the read
         status = ((await self._read_job(fresh=True)) or {}).get("status") or {}
-        failed = int(status.get("failed") or 0) + len(
-            (status.get("uncountedTerminatedPods") or {}).get("failed") or []
+        ended, failed = attempts_before(
+            pod, pods, disrupted, status, job_name=self.name, run=self.run
         )
-        if (pod.get("status") or {}).get("phase") == "Failed":
-            failed -= 1  # this pod's own failure, found after a restart, is no earlier attempt
-        unseen = "the cluster took its pod away while the job service was not following it"
-        of_job = f" of {self.name}" if self.run else ""  # the first Job's keys as they were
-        ended += [(unseen, f"failed pod {n}{of_job}") for n in range(len(ended) + 1, failed + 1)]
         for reason, key in ended:
             counted = self.store.job_attempts(self.job_id)
             this_job = counted.attempt - self.first_attempt + 1 if counted else 0
@@ -1073,18 +964,7 @@ class KubernetesExecutor(JobExecutor):
         pod = self._pods.get(self._current_pod or "") or {}
         if job is None or job_finished(job) or not pod:
             return False
-        made = pod["metadata"]["creationTimestamp"]
-        suspended = next(
-            (
-                c
-                for c in (job.get("status") or {}).get("conditions") or []
-                if c["type"] == "Suspended"
-            ),
-            None,
-        )
-        if not (job.get("spec") or {}).get("suspend") and not (
-            suspended and (suspended.get("lastTransitionTime") or "") > made
-        ):
+        if not suspended_since(job, pod):
             return False
         assert self.kube is not None
         try:
@@ -1220,71 +1100,19 @@ class KubernetesExecutor(JobExecutor):
         job: dict[str, Any] | None,
     ) -> FinalState | None:
         """What only the cluster can say (out of memory, deleted); None: ``final_state``."""
-        status = outcome.status
-        ended_alone = status is not None and status.final and status.state is not JobStatus.STOPPED
-        cell = status.current_cell if status and status.current_cell is not None else None
-        cell = cell if cell is not None else outcome.last_cell
-        if terminated and not (status and status.final and status.state is JobStatus.COMPLETED):
-            oom = terminated.get("reason") == "OOMKilled" or (
-                terminated.get("exitCode") == 137
-                and outcome.stop_reason is None
-                and not ended_alone
-                and not pod.get("metadata", {}).get("deletionTimestamp")
-            )
-            if oom:
-                self._out_of_memory = True
-                return FinalState(
-                    JobStatus.FAILED,
-                    f"The job ran {OUT_OF_MEMORY} {_progress(status)}; the log keeps its "
-                    "output up to then. Choose a flavor with more memory, or use less.",
-                    JobErrorInfo(cell_index=cell, ename="OutOfMemory", evalue=OUT_OF_MEMORY),
-                    137,
-                )
-        if outcome.stop_reason is not None or ended_alone:
+        if ran_out_of_memory(outcome, pod, terminated):
+            self._out_of_memory = True
+            return out_of_memory_verdict(outcome)
+        if runner_decides(outcome):
             return None
-        if pod:
-            disrupted = self._disrupted.get(pod["metadata"]["uid"])
-        else:  # taken away before it ran, or gone without a trace: the last one marked
-            disrupted = next(reversed(self._disrupted.values()), None)
+        disrupted = disruption_of(pod, self._disrupted)
         if disrupted is not None:
-            reason, words = disrupted
-            attempts = self._attempts
             again = "Run the job again."
-            if attempts is not None and self._retries_used_up(job):
-                again = exhausted(attempts.max_attempts)
+            if self._attempts is not None and self._retries_used_up(job):
+                again = exhausted(self._attempts.max_attempts)
                 self.log_line(again)
-            return FinalState(
-                JobStatus.FAILED,
-                f"The job was preempted: {words}. It stopped {_progress(status)}; the log and "
-                f"the output notebook keep what it did until then. {again}",
-                JobErrorInfo(
-                    cell_index=cell,
-                    ename="NodeLost" if reason in NODE_LOSS else "Preempted",
-                    evalue=f"{reason}: {words}",
-                ),
-                outcome.exit_code,
-            )
-        deleted = (
-            not pod
-            or pod["metadata"]["uid"] in self._gone
-            or bool(pod["metadata"].get("deletionTimestamp"))
-            or job is None
-        )
-        if deleted:
-            what = "Job" if job is None else "pod"
-            return FinalState(
-                JobStatus.FAILED,
-                f"The job's Kubernetes {what} was deleted outside the job service (by an admin, "
-                f"or the cluster evicting it) {_progress(status)}; the log keeps its output "
-                "up to then. Run the job again.",
-                JobErrorInfo(
-                    cell_index=cell,
-                    ename=f"{what.capitalize()}Deleted",
-                    evalue=f"the Kubernetes {what} was deleted",
-                ),
-                outcome.exit_code,
-            )
-        return None
+            return preempted_verdict(outcome, disrupted, again)
+        return deleted_verdict(outcome, pod, job, self._gone)
 
     async def on_complete(self, outcome: JobOutcome) -> None:
         revoke_upload_token(self.files)  # the outputs the job sent are final now

@@ -1,0 +1,179 @@
+"""How a job's Kubernetes pods ended, judged: pure functions of the pods and the Job.
+
+Out of memory, preempted, deleted outside the service, placed nowhere, taken back by the
+queue, and which earlier attempts of a job with a checkpoint are still to be counted. The
+executor reads the API and keeps the store; these decide (docs/kubernetes-executor.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import JobErrorInfo, JobStatus
+from ..runfiles import RunnerStatus
+from .base import FinalState, JobOutcome, _progress
+from .pod_status import NODE_LOSS, disruption
+
+OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
+UNSEEN_ATTEMPT = "the cluster took its pod away while the job service was not following it"
+
+
+def _ended_alone(status: RunnerStatus | None) -> bool:
+    """The runner reported its own end (not a stop)."""
+    return status is not None and status.final and status.state is not JobStatus.STOPPED
+
+
+def _cell(outcome: JobOutcome) -> int | None:
+    status = outcome.status
+    cell = status.current_cell if status and status.current_cell is not None else None
+    return cell if cell is not None else outcome.last_cell
+
+
+def ran_out_of_memory(
+    outcome: JobOutcome, pod: dict[str, Any], terminated: dict[str, Any] | None
+) -> bool:
+    """The container was killed at its memory limit: OOMKilled, or exit code 137 that
+    nobody asked for (no stop, no runner's end, no deletion)."""
+    status = outcome.status
+    if not terminated or (status and status.final and status.state is JobStatus.COMPLETED):
+        return False
+    return terminated.get("reason") == "OOMKilled" or (
+        terminated.get("exitCode") == 137
+        and outcome.stop_reason is None
+        and not _ended_alone(status)
+        and not pod.get("metadata", {}).get("deletionTimestamp")
+    )
+
+
+def out_of_memory_verdict(outcome: JobOutcome) -> FinalState:
+    """The job failed out of memory, saying what to do."""
+    return FinalState(
+        JobStatus.FAILED,
+        f"The job ran {OUT_OF_MEMORY} {_progress(outcome.status)}; the log keeps its "
+        "output up to then. Choose a flavor with more memory, or use less.",
+        JobErrorInfo(cell_index=_cell(outcome), ename="OutOfMemory", evalue=OUT_OF_MEMORY),
+        137,
+    )
+
+
+def runner_decides(outcome: JobOutcome) -> bool:
+    """A stop, or the runner's own end: ``final_state`` judges, not the cluster."""
+    return outcome.stop_reason is not None or _ended_alone(outcome.status)
+
+
+def disruption_of(
+    pod: dict[str, Any], disrupted: dict[str, tuple[str, str]]
+) -> tuple[str, str] | None:
+    """The disruption (reason, words) that ended ``pod``; without a pod (taken away before
+    it ran, or gone without a trace), the last one marked."""
+    if pod:
+        return disrupted.get(pod["metadata"]["uid"])
+    return next(reversed(disrupted.values()), None)
+
+
+def preempted_verdict(outcome: JobOutcome, disrupted: tuple[str, str], again: str) -> FinalState:
+    """The job failed because the cluster took its pod away; ``again`` says what to do."""
+    reason, words = disrupted
+    return FinalState(
+        JobStatus.FAILED,
+        f"The job was preempted: {words}. It stopped {_progress(outcome.status)}; the log and "
+        f"the output notebook keep what it did until then. {again}",
+        JobErrorInfo(
+            cell_index=_cell(outcome),
+            ename="NodeLost" if reason in NODE_LOSS else "Preempted",
+            evalue=f"{reason}: {words}",
+        ),
+        outcome.exit_code,
+    )
+
+
+def deleted_verdict(
+    outcome: JobOutcome, pod: dict[str, Any], job: dict[str, Any] | None, gone: set[str]
+) -> FinalState | None:
+    """The job failed because its pod or Job was deleted outside the job service; None if
+    neither was."""
+    deleted = (
+        not pod
+        or pod["metadata"]["uid"] in gone
+        or bool(pod["metadata"].get("deletionTimestamp"))
+        or job is None
+    )
+    if not deleted:
+        return None
+    what = "Job" if job is None else "pod"
+    return FinalState(
+        JobStatus.FAILED,
+        f"The job's Kubernetes {what} was deleted outside the job service (by an admin, "
+        f"or the cluster evicting it) {_progress(outcome.status)}; the log keeps its output "
+        "up to then. Run the job again.",
+        JobErrorInfo(
+            cell_index=_cell(outcome),
+            ename=f"{what.capitalize()}Deleted",
+            evalue=f"the Kubernetes {what} was deleted",
+        ),
+        outcome.exit_code,
+    )
+
+
+def start_failure(ename: str, reason: str, scheduling_timeout_seconds: float) -> FinalState:
+    """The job failed before its container ran: placed nowhere in time (``Unschedulable``)
+    or its container could not start."""
+    if ename == "Unschedulable":
+        message = (
+            f"The cluster could not place the job within "
+            f"{scheduling_timeout_seconds:g} s: {reason}. Try again later, or choose "
+            "a flavor with a smaller GPU share; tell the hub admins if this persists."
+        )
+    else:
+        message = (
+            f"The job's container could not start ({reason}). Check the flavor's image, "
+            "or tell the hub admins."
+        )
+    return FinalState(JobStatus.FAILED, message, JobErrorInfo(ename=ename, evalue=reason))
+
+
+def attempts_before(
+    pod: dict[str, Any],
+    pods: dict[str, dict[str, Any]],
+    disrupted: dict[str, tuple[str, str]],
+    job_status: dict[str, Any],
+    *,
+    job_name: str,
+    run: int,
+) -> tuple[list[tuple[str, str]], int]:
+    """The attempts that ended before ``pod``, as (reason, key), and the Job's count of
+    failed pods: the earlier pods seen (oldest first, with their reasons), then one for each
+    failed pod the Job counted beyond them (replaced while the service was down)."""
+    created = pod["metadata"]["creationTimestamp"]
+    earlier = sorted(
+        (p for p in pods.values() if p["metadata"]["creationTimestamp"] < created),
+        key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]),
+    )
+    ended: list[tuple[str, str]] = []
+    for before in earlier:
+        uid = before["metadata"]["uid"]
+        words = disrupted.get(uid) or disruption(before)
+        ended.append((words[1] if words else "its pod ended before its notebook did", uid))
+    failed = int(job_status.get("failed") or 0) + len(
+        (job_status.get("uncountedTerminatedPods") or {}).get("failed") or []
+    )
+    if (pod.get("status") or {}).get("phase") == "Failed":
+        failed -= 1  # this pod's own failure, found after a restart, is no earlier attempt
+    of_job = f" of {job_name}" if run else ""  # the first Job's keys as they were
+    ended += [
+        (UNSEEN_ATTEMPT, f"failed pod {n}{of_job}") for n in range(len(ended) + 1, failed + 1)
+    ]
+    return ended, failed
+
+
+def suspended_since(job: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """The Job is suspended again, or was suspended or resumed since ``pod`` was made: the
+    queue (Kueue) took the job back while the pod ran."""
+    made = pod["metadata"]["creationTimestamp"]
+    suspended = next(
+        (c for c in (job.get("status") or {}).get("conditions") or [] if c["type"] == "Suspended"),
+        None,
+    )
+    return bool((job.get("spec") or {}).get("suspend")) or bool(
+        suspended and (suspended.get("lastTransitionTime") or "") > made
+    )
