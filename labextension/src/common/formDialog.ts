@@ -1,4 +1,25 @@
 import { Dialog } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
+
+/**
+ * What a form dialog is made of: its title, body and labels; the buttons are Cancel,
+ * `extraButtons`, then the OK button labelled `submitLabel`, and the dialog has a
+ * close button.
+ */
+export interface IFormDialogOptions<T> extends Omit<
+  Partial<Dialog.IOptions<T>>,
+  'buttons' | 'hasClose'
+> {
+  trans: TranslationBundle;
+  /**
+   * The OK button's label (Submit, Save, Run).
+   */
+  submitLabel: string;
+  /**
+   * Buttons between Cancel and OK that neither send nor close (Save as Template).
+   */
+  extraButtons?: Dialog.IButton[];
+}
 
 /**
  * What the Run as Job dialog and the pipeline dialogs share: the OK button (class
@@ -6,16 +27,23 @@ import { Dialog } from '@jupyterlab/apputils';
  * server took it; Cancel and the close button close it at once.
  */
 export abstract class FormDialog<T> extends Dialog<T> {
-  constructor(
-    options: Partial<Dialog.IOptions<T>> & { buttons: Dialog.IButton[] }
-  ) {
-    super(options);
+  constructor(options: IFormDialogOptions<T>) {
+    const { trans, submitLabel, extraButtons, ...dialog } = options;
+    const buttons = [
+      Dialog.cancelButton({ label: trans.__('Cancel') }),
+      ...(extraButtons ?? []),
+      Dialog.okButton({
+        label: submitLabel,
+        className: 'jp-JupyterToJob-submit'
+      })
+    ];
+    super({ ...dialog, buttons, hasClose: true });
     this.addClass('jp-JupyterToJob-dialog');
     // (the stylesheet lets it take the window's height, not JupyterLab's 500px)
     this.node
       .querySelector('.jp-Dialog-content')
       ?.classList.add('jp-JupyterToJob-dialogContent');
-    this._buttonList = options.buttons;
+    this._buttonList = buttons;
   }
 
   /**

@@ -3,7 +3,7 @@
  * without their own notify (mail, a signed webhook, which endings), and a new webhook
  * secret on demand. A secret the server made is shown once, with a Copy button.
  */
-import { Clipboard, Dialog, ReactWidget } from '@jupyterlab/apputils';
+import { Clipboard, ReactWidget } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
@@ -69,18 +69,11 @@ export class NotificationSettingsDialog extends FormDialog<INotificationSettings
     const body = new NotificationSettingsBody(options, () =>
       shown.dialog?.renameSubmit(trans.__('Done'))
     );
-    const buttons = [
-      Dialog.cancelButton({ label: trans.__('Cancel') }),
-      Dialog.okButton({
-        label: trans.__('Save'),
-        className: 'jp-JupyterToJob-submit'
-      })
-    ];
     super({
       title: trans.__('Notification settings'),
       body,
-      buttons,
-      hasClose: true
+      trans,
+      submitLabel: trans.__('Save')
     });
     this._settings = body;
     shown.dialog = this;

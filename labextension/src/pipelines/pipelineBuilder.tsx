@@ -78,24 +78,19 @@ export class PipelineBuilderDialog extends FormDialog<PipelineBuilderResult | nu
   constructor(options: IPipelineBuilderOptions) {
     const { trans } = options;
     const body = new PipelineBuilderBody(options);
-    const buttons = [
-      Dialog.cancelButton({ label: trans.__('Cancel') }),
-      Dialog.createButton({
-        label: trans.__('Save as Template'),
-        className: 'jp-JupyterToJob-saveTemplate',
-        accept: false,
-        actions: ['save-template']
-      }),
-      Dialog.okButton({
-        label: trans.__('Run'),
-        className: 'jp-JupyterToJob-submit'
-      })
-    ];
     super({
       title: trans.__('Run notebooks as a pipeline'),
       body,
-      buttons,
-      hasClose: true,
+      trans,
+      submitLabel: trans.__('Run'),
+      extraButtons: [
+        Dialog.createButton({
+          label: trans.__('Save as Template'),
+          className: 'jp-JupyterToJob-saveTemplate',
+          accept: false,
+          actions: ['save-template']
+        })
+      ],
       focusNodeSelector: 'input[name="pipeline-name"]'
     });
     this.addClass('jp-JupyterToJob-builderDialog');

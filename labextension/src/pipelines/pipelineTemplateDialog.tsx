@@ -2,7 +2,7 @@
  * "Run pipeline template": a saved `.pipeline.yaml` / `.pipeline.json` run again, its
  * pipeline-wide parameters prefilled to be given new values.
  */
-import { Dialog, ReactWidget } from '@jupyterlab/apputils';
+import { ReactWidget } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
@@ -39,21 +39,14 @@ export class PipelineTemplateDialog extends FormDialog<IDescribePipeline | null>
   constructor(options: IPipelineTemplateOptions) {
     const { trans } = options;
     const body = new PipelineTemplateBody(options);
-    const buttons = [
-      Dialog.cancelButton({ label: trans.__('Cancel') }),
-      Dialog.okButton({
-        label: trans.__('Run'),
-        className: 'jp-JupyterToJob-submit'
-      })
-    ];
     super({
       title: trans.__(
         'Run the pipeline “%1”',
         options.path.split('/').pop() ?? options.path
       ),
       body,
-      buttons,
-      hasClose: true
+      trans,
+      submitLabel: trans.__('Run')
     });
     this._template = body;
   }

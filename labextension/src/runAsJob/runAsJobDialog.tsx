@@ -1,4 +1,4 @@
-import { Dialog, ReactWidget } from '@jupyterlab/apputils';
+import { ReactWidget } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { UUID } from '@lumino/coreutils';
 import * as React from 'react';
@@ -88,20 +88,13 @@ export class RunAsJobDialog extends FormDialog<RunAsJobResult | null> {
   constructor(options: IRunAsJobOptions) {
     const { trans } = options;
     const form = new RunAsJobForm(options);
-    const buttons = [
-      Dialog.cancelButton({ label: trans.__('Cancel') }),
-      Dialog.okButton({
-        label: trans.__('Submit'),
-        className: 'jp-JupyterToJob-submit'
-      })
-    ];
     super({
       title: options.rerun
         ? trans.__('Run “%1” again', options.rerun.name)
         : trans.__('Run “%1” as a job', notebookStem(options.path)),
       body: form,
-      buttons,
-      hasClose: true,
+      trans,
+      submitLabel: trans.__('Submit'),
       focusNodeSelector: 'input[name="job-name"]'
     });
     this._form = form;
