@@ -1,4 +1,4 @@
-import { Dialog } from '@jupyterlab/apputils';
+import { Dialog, ReactWidget } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 
 /**
@@ -22,9 +22,9 @@ export interface IFormDialogOptions<T> extends Omit<
 }
 
 /**
- * What the Run as Job dialog and the pipeline dialogs share: the OK button (class
- * `jp-JupyterToJob-submit`) sends the form and closes the dialog only once the
- * server took it; Cancel and the close button close it at once.
+ * What the Run as Job, notification settings and pipeline dialogs share: the OK
+ * button (class `jp-JupyterToJob-submit`) sends the form and closes the dialog only
+ * once the server took it; Cancel and the close button close it at once.
  */
 export abstract class FormDialog<T> extends Dialog<T> {
   constructor(options: IFormDialogOptions<T>) {
@@ -108,4 +108,23 @@ export abstract class FormDialog<T> extends Dialog<T> {
   }
 
   private _buttonList: Dialog.IButton[];
+}
+
+/**
+ * The body of a form dialog: a React form drawn from the dialog's options, holding
+ * what the dialog resolves with (`getValue`).
+ */
+export abstract class FormBody<TOptions, TValue> extends ReactWidget {
+  constructor(options: TOptions) {
+    super();
+    this.addClass('jp-JupyterToJob-formBody');
+    this.options = options;
+  }
+
+  /**
+   * What the dialog resolves with: what the server made or saved, or null.
+   */
+  abstract getValue(): TValue;
+
+  protected readonly options: TOptions;
 }

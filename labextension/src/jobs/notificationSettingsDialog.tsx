@@ -3,13 +3,13 @@
  * without their own notify (mail, a signed webhook, which endings), and a new webhook
  * secret on demand. A secret the server made is shown once, with a Copy button.
  */
-import { Clipboard, ReactWidget } from '@jupyterlab/apputils';
+import { Clipboard } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { featuresOf, JobsAPI } from '../common/api';
 import { errorSentence, JobAPIError } from '../common/errors';
-import { FormDialog } from '../common/formDialog';
+import { FormBody, FormDialog } from '../common/formDialog';
 import { FormError, problemsByField } from '../common/formError';
 import {
   IFieldProblem,
@@ -89,14 +89,15 @@ export class NotificationSettingsDialog extends FormDialog<INotificationSettings
 /**
  * The body of the dialog.
  */
-export class NotificationSettingsBody extends ReactWidget {
+export class NotificationSettingsBody extends FormBody<
+  INotificationSettingsOptions,
+  INotificationSettings | null
+> {
   constructor(
     options: INotificationSettingsOptions,
     onSecretShown: () => void = () => undefined
   ) {
-    super();
-    this.addClass('jp-JupyterToJob-formBody');
-    this._options = options;
+    super(options);
     this._onSecretShown = onSecretShown;
   }
 
@@ -114,7 +115,7 @@ export class NotificationSettingsBody extends ReactWidget {
   protected render(): JSX.Element {
     return (
       <NotificationSettingsView
-        {...this._options}
+        {...this.options}
         bindSave={save => {
           this._save = save;
         }}
@@ -128,7 +129,6 @@ export class NotificationSettingsBody extends ReactWidget {
     );
   }
 
-  private _options: INotificationSettingsOptions;
   private _onSecretShown: () => void;
   private _save: (() => Promise<boolean>) | null = null;
   private _saved: INotificationSettings | null = null;

@@ -3,7 +3,7 @@
  * in a stage run in parallel), a flavor and parameters per job, pipeline-wide
  * parameters; then Run, or Save as Template (a `.pipeline.yaml` file beside them).
  */
-import { Dialog, ReactWidget } from '@jupyterlab/apputils';
+import { Dialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
@@ -11,7 +11,7 @@ import { JobsAPI } from '../common/api';
 import { errorSentence, JobAPIError } from '../common/errors';
 import { FlavorPicker, useFlavorList } from '../runAsJob/flavorPicker';
 import { availableFlavors, defaultFlavor } from '../runAsJob/flavors';
-import { FormDialog } from '../common/formDialog';
+import { FormBody, FormDialog } from '../common/formDialog';
 import { FormError } from '../common/formError';
 import {
   IFieldProblem,
@@ -132,13 +132,10 @@ export class PipelineBuilderDialog extends FormDialog<PipelineBuilderResult | nu
 /**
  * The body of the builder dialog.
  */
-export class PipelineBuilderBody extends ReactWidget {
-  constructor(options: IPipelineBuilderOptions) {
-    super();
-    this.addClass('jp-JupyterToJob-formBody');
-    this._options = options;
-  }
-
+export class PipelineBuilderBody extends FormBody<
+  IPipelineBuilderOptions,
+  PipelineBuilderResult | null
+> {
   /**
    * Send the pipeline; true once the server made it.
    */
@@ -167,7 +164,7 @@ export class PipelineBuilderBody extends ReactWidget {
   protected render(): JSX.Element {
     return (
       <PipelineBuilderView
-        {...this._options}
+        {...this.options}
         bind={bound => {
           this._bound = bound;
         }}
@@ -176,7 +173,6 @@ export class PipelineBuilderBody extends ReactWidget {
     );
   }
 
-  private _options: IPipelineBuilderOptions;
   private _bound: IBuilderActions | null = null;
   private _pipeline: PipelineBuilderResult | null = null;
 }

@@ -2,13 +2,12 @@
  * "Run pipeline template": a saved `.pipeline.yaml` / `.pipeline.json` run again, its
  * pipeline-wide parameters prefilled to be given new values.
  */
-import { ReactWidget } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
 import { errorSentence, JobAPIError } from '../common/errors';
-import { FormDialog } from '../common/formDialog';
+import { FormBody, FormDialog } from '../common/formDialog';
 import { useFlavorList } from '../runAsJob/flavorPicker';
 import { FormError } from '../common/formError';
 import { IFieldProblem } from '../common/models';
@@ -64,13 +63,10 @@ export class PipelineTemplateDialog extends FormDialog<IDescribePipeline | null>
 /**
  * The body of the template dialog.
  */
-export class PipelineTemplateBody extends ReactWidget {
-  constructor(options: IPipelineTemplateOptions) {
-    super();
-    this.addClass('jp-JupyterToJob-formBody');
-    this._options = options;
-  }
-
+export class PipelineTemplateBody extends FormBody<
+  IPipelineTemplateOptions,
+  IDescribePipeline | null
+> {
   async run(): Promise<boolean> {
     const made = (await this._run?.()) ?? null;
     this._pipeline = made ?? this._pipeline;
@@ -84,7 +80,7 @@ export class PipelineTemplateBody extends ReactWidget {
   protected render(): JSX.Element {
     return (
       <PipelineTemplateView
-        {...this._options}
+        {...this.options}
         bindRun={run => {
           this._run = run;
         }}
@@ -92,7 +88,6 @@ export class PipelineTemplateBody extends ReactWidget {
     );
   }
 
-  private _options: IPipelineTemplateOptions;
   private _run: (() => Promise<IDescribePipeline | null>) | null = null;
   private _pipeline: IDescribePipeline | null = null;
 }

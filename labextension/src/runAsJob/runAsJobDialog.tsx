@@ -1,4 +1,3 @@
-import { ReactWidget } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { UUID } from '@lumino/coreutils';
 import * as React from 'react';
@@ -13,7 +12,7 @@ import {
   deadlineProblem,
   defaultFlavor
 } from './flavors';
-import { FormDialog } from '../common/formDialog';
+import { FormBody, FormDialog } from '../common/formDialog';
 import { FormError, problemsByField } from '../common/formError';
 import {
   IDescribeJob,
@@ -140,13 +139,10 @@ export class RunAsJobDialog extends FormDialog<RunAsJobResult | null> {
 /**
  * The body of the dialog: the form, and the job once the server accepted it.
  */
-export class RunAsJobForm extends ReactWidget {
-  constructor(options: IRunAsJobOptions) {
-    super();
-    this.addClass('jp-JupyterToJob-formBody');
-    this._options = options;
-  }
-
+export class RunAsJobForm extends FormBody<
+  IRunAsJobOptions,
+  RunAsJobResult | null
+> {
   /**
    * Whether the form can be sent now: the flavors and parameters are loaded, a
    * flavor is selected and no submit is under way.
@@ -190,7 +186,7 @@ export class RunAsJobForm extends ReactWidget {
   protected render(): JSX.Element {
     return (
       <RunAsJobFormView
-        {...this._options}
+        {...this.options}
         idempotencyToken={this._token}
         bindSubmit={submit => {
           this._submit = submit;
@@ -204,7 +200,6 @@ export class RunAsJobForm extends ReactWidget {
     );
   }
 
-  private _options: IRunAsJobOptions;
   private readonly _token = UUID.uuid4();
   private _submit: (() => Promise<RunAsJobResult | null>) | null = null;
   private _canSubmit = false;
