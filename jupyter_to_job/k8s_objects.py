@@ -216,6 +216,60 @@ class UserFiles:
     notebook_folder: str = "."
 
 
+def expand_user_names(value: Any, owner: str) -> Any:
+    """A volume or mount of the settings with ``{username}`` expanded in its strings."""
+    if isinstance(value, str):
+        return user_volume_names(value, owner)
+    if isinstance(value, dict):
+        return {key: expand_user_names(item, owner) for key, item in value.items()}
+    if isinstance(value, list):
+        return [expand_user_names(item, owner) for item in value]
+    return value
+
+
+def unmounted_home_volume(
+    volumes: Sequence[Mapping[str, Any]], mounts: Sequence[Mapping[str, Any]], home_mount_path: str
+) -> bool:
+    """A volume named ``home`` (a flavor's storage) that is not mounted at the home: the job
+    then gets no home volume of its own."""
+    home_taken = any(mount.get("mountPath") == home_mount_path for mount in mounts)
+    return any(volume.get("name") == "home" for volume in volumes) and not home_taken
+
+
+def make_user_files(
+    owner: str,
+    input_path: str,
+    *,
+    volumes: Sequence[Mapping[str, Any]],
+    mounts: Sequence[Mapping[str, Any]],
+    home_pvc_name_template: str,
+    home_mount_path: str,
+    home_sub_path: str,
+    notebook_dir: str,
+) -> UserFiles:
+    """The owner's volumes in a job's pod and where the runner starts: ``volumes`` and
+    ``mounts`` (the flavor's and the settings', expanded), and the owner's home PVC unless
+    something else is mounted at the home or there is no home (an empty template)."""
+    home_taken = any(mount.get("mountPath") == home_mount_path for mount in mounts) or any(
+        volume.get("name") == "home" for volume in volumes
+    )
+    if not home_pvc_name_template or home_taken:
+        root = (notebook_dir or home_mount_path) if home_taken else None
+        return UserFiles(
+            tuple(volumes), tuple(mounts), root=root, notebook_folder=notebook_folder(input_path)
+        )
+    claim = user_volume_names(home_pvc_name_template, owner)
+    home = {"name": "home", "mountPath": home_mount_path}
+    if home_sub_path:
+        home["subPath"] = user_volume_names(home_sub_path, owner)
+    return UserFiles(
+        volumes=({"name": "home", "persistentVolumeClaim": {"claimName": claim}}, *volumes),
+        mounts=(home, *mounts),
+        root=notebook_dir or home_mount_path,
+        notebook_folder=notebook_folder(input_path),
+    )
+
+
 @dataclass(frozen=True)
 class PodCheckpoint:
     """A job's checkpoint in its pod: the folder (an absolute path in the pod, on the owner's

@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..models import JobErrorInfo, JobStatus
+from ..retries import attempt_memory
 from ..runfiles import RunnerStatus
+from ..store import JobAttemptsRow
 from .base import FinalState, JobOutcome, _progress
-from .pod_status import NODE_LOSS, disruption
+from .pod_status import NODE_LOSS, container_state, disruption, job_failure_reason
 
 OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
 UNSEEN_ATTEMPT = "the cluster took its pod away while the job service was not following it"
@@ -177,3 +179,58 @@ def suspended_since(job: dict[str, Any], pod: dict[str, Any]) -> bool:
     return bool((job.get("spec") or {}).get("suspend")) or bool(
         suspended and (suspended.get("lastTransitionTime") or "") > made
     )
+
+
+def newest_unfollowed(
+    pods: dict[str, dict[str, Any]], followed: set[str], gone: set[str]
+) -> dict[str, Any] | None:
+    """The newest pod not followed yet: present, or gone after its container started."""
+    candidates = [
+        pod
+        for uid, pod in pods.items()
+        if uid not in followed
+        and (uid not in gone or {"running", "terminated"} & set(container_state(pod)))
+    ]
+    return max(candidates, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
+
+
+def rerun_line(run: int, requeued: str | None, backoff_limit: int) -> str:
+    """The log's separator before run ``run`` of a job without a checkpoint: admitted
+    again by the cluster's GPU queue, or retried by ``backoff_limit`` alone."""
+    if requeued:
+        return (
+            f"---- run {run}: the cluster's GPU queue "
+            "admitted the job again, and it runs from the start ----"
+        )
+    return (
+        f"---- run {run} of {backoff_limit + 1}: "
+        "its pod failed, and the cluster runs the job again from "
+        "the start ----"
+    )
+
+
+def memory_for_attempt(memory: int | None, attempts: JobAttemptsRow | None) -> int | None:
+    """The memory of a job's next Job: ``memory`` (the flavor's), or the larger memory an
+    earlier attempt that ran out of it was given."""
+    more = attempt_memory(attempts.history) if attempts else None
+    if more is not None and more > (memory or 0):
+        return more  # an earlier attempt ran out of the flavor's memory
+    return memory
+
+
+def retries_used_up(attempts: JobAttemptsRow | None, job: dict[str, Any] | None) -> bool:
+    """A job with retries whose Job failed because its last allowed attempt was taken
+    away (the disruptions counted past ``backoffLimit``)."""
+    return (
+        attempts is not None
+        and attempts.max_attempts > 1
+        and job_failure_reason(job) == "BackoffLimitExceeded"
+    )
+
+
+def current_run(attempts: JobAttemptsRow | None) -> tuple[int, int]:
+    """Which of a job's Kubernetes Jobs is the current one (0: its first), and the job's
+    attempt that its first pod is. Each entry that queued the job again (no ``ended`` pod of
+    its own) started a new Job: an out-of-memory retry (docs/kubernetes-executor.md)."""
+    again = [e for e in (attempts.history if attempts else ()) if "ended" not in e]
+    return len(again), int(again[-1]["attempt"]) + 1 if again else 1

@@ -10,53 +10,59 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
-import os
-import posixpath
 import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-from traitlets import Bool, Callable, Dict, Float, Integer, List, Unicode, Union, default
-
 from ..k8s_objects import (
-    CONTAINER_NAME,
-    MAX_JOB_FILES_BYTES,
     JobFilesTooLarge,
     PodCheckpoint,
     PodUser,
     UserFiles,
+    expand_user_names,
     job_object_name,
     make_configmap,
     make_job,
     make_upload_secret,
-    notebook_folder,
+    make_user_files,
     owner_reference,
     run_pod_selector,
     strip_outputs,
+    unmounted_home_volume,
     upload_secret_name,
-    user_volume_names,
 )
 from ..models import JobStatus
 from ..output_uploads import issue_upload_token, revoke_upload_token
-from ..retries import attempt_memory, exhausted, no_more_memory, oom_retry, separator
-from ..runfiles import RunnerStatus, atomic_write_text, parse_compact_status, read_spec
+from ..retries import exhausted, no_more_memory, oom_retry, separator
+from ..runfiles import RunnerStatus, parse_compact_status, read_spec
 from ..store import ACTIVE, JobAttemptsRow, utcnow
-from .base import FinalState, JobExecutor, JobOutcome, StopReason
+from .base import FinalState, JobOutcome, StopReason
 from .k8s_attempts import (
     attempts_before,
+    current_run,
     deleted_verdict,
     disruption_of,
+    memory_for_attempt,
+    newest_unfollowed,
     out_of_memory_verdict,
     preempted_verdict,
     ran_out_of_memory,
+    rerun_line,
+    retries_used_up,
     runner_decides,
     start_failure,
     suspended_since,
 )
+from .k8s_create import (
+    JobNotStartable,
+    checkpoint_in_pod,
+    create_or_adopt,
+    create_or_replace,
+    granted_image,
+)
+from .k8s_settings import KubernetesExecutorSettings
 from .kube_client import KubeClient, KubeError, connect, sleep_or_event
-from .pod_log import PodLogCursor, RunProgress
+from .pod_log import LogReading, PodLogCopier, RunProgress
 from .pod_status import (
     container_state,
     disruption,
@@ -64,25 +70,10 @@ from .pod_status import (
     job_finished,
     pending_reason,
 )
-from .queue_eviction import eviction_sentence, eviction_words, read_eviction
-
-_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+from .queue_eviction import eviction_sentence, eviction_words, read_eviction_or_warn
 
 
-def _version(existing: dict[str, Any]) -> dict[str, Any]:
-    version = (existing.get("metadata") or {}).get("resourceVersion")
-    return {"resourceVersion": version} if version else {}
-
-
-class JobNotStartable(Exception):
-    """The job cannot be turned into a Kubernetes Job; ``message`` is for its owner."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class KubernetesExecutor(JobExecutor):
+class KubernetesExecutor(KubernetesExecutorSettings):
     """Runs the job runner in a Kubernetes Job (docs/kubernetes-executor.md)."""
 
     # Jobs and servers share the cluster's one GPU pool (``cluster_pool_reader``).
@@ -111,280 +102,18 @@ class KubernetesExecutor(JobExecutor):
 
         return read
 
-    kubeconfig = Unicode(
-        "",
-        help="""The kubeconfig file to use; empty: ``$KUBECONFIG``, ``~/.kube/config``, or the
-        pod's service account when the job service runs in the cluster.
-
-        Example: ``c.KubernetesExecutor.kubeconfig = "/etc/jupyter-to-job/kubeconfig"``.
-        """,
-    ).tag(config=True)
-
-    namespace = Unicode(
-        help="""The namespace jobs run in; defaults to the job service's own namespace in the
-        cluster, else ``default``. The job service counts the GPU slices of the pods in this
-        namespace (its jobs and the hub's servers): run both in one namespace, as Zero to
-        JupyterHub does, for one GPU pool.
-
-        Example: ``c.KubernetesExecutor.namespace = "jobs"``.
-        """,
-    ).tag(config=True)
-
-    @default("namespace")
-    def _default_namespace(self) -> str:
-        try:
-            return Path(_IN_CLUSTER_NAMESPACE).read_text().strip() or "default"
-        except OSError:
-            return "default"
-
-    image = Unicode(
-        "",
-        help="""The image of jobs whose flavor names none. It needs this package (the runner,
-        ``python -m jupyter_to_job.runner``) and the notebooks' kernels, for instance
-        ``FROM quay.io/jupyter/scipy-notebook`` plus ``pip install campus-gpu-hub``.
-
-        Example: ``c.KubernetesExecutor.image = "registry.example.edu/jobs:2025.1"``.
-        """,
-    ).tag(config=True)
-
-    image_pull_policy = Unicode(
-        "",
-        help="""``Always``, ``IfNotPresent`` or ``Never``; empty: the cluster's default.
-
-        Example: ``c.KubernetesExecutor.image_pull_policy = "IfNotPresent"``.
-        """,
-    ).tag(config=True)
-
-    service_account = Unicode(
-        None,
-        allow_none=True,
-        help="""The service account of job pods. None (the default): the namespace's default,
-        and no token is mounted either way.
-
-        Example: ``c.KubernetesExecutor.service_account = "notebook-jobs"``.
-        """,
-    ).tag(config=True)
-
-    queue_name = Unicode(
-        None,
-        allow_none=True,
-        help="""A Kueue LocalQueue: Jobs are created suspended with the
-        ``kueue.x-k8s.io/queue-name`` label, and Kueue starts them as quota allows.
-
-        Example: ``c.KubernetesExecutor.queue_name = "ml101-jobs"``.
-        """,
-    ).tag(config=True)
-
-    priority_class_name = Unicode(
-        None,
-        allow_none=True,
-        help="""A PriorityClass for job pods, below interactive servers.
-
-        Example: ``c.KubernetesExecutor.priority_class_name = "batch-low"``.
-        """,
-    ).tag(config=True)
-
-    pin_to_node = Bool(
-        True,
-        help="""Pin a GPU job to the node whose GPU the capacity pool chose (when device ids
-        are ``<node>/<index>``, as the hub reads them from node labels).
-
-        Example: ``c.KubernetesExecutor.pin_to_node = False``.
-        """,
-    ).tag(config=True)
-
-    default_cpu = Float(
-        1.0,
-        help="CPU cores of jobs whose flavor sets none: ``c.KubernetesExecutor.default_cpu = 2``.",
-    ).tag(config=True)
-
-    default_memory = Unicode(
-        "2Gi",
-        help="""Memory of jobs whose flavor sets none (request and limit):
-        ``c.KubernetesExecutor.default_memory = "4Gi"``.""",
-    ).tag(config=True)
-
-    shm_size = Unicode(
-        "1Gi",
-        help="""Size limit of the in-memory ``/dev/shm`` (PyTorch DataLoader workers need more
-        than the container runtime's 64 MiB): ``c.KubernetesExecutor.shm_size = "2Gi"``.""",
-    ).tag(config=True)
-
-    backoff_limit = Integer(
-        0,
-        help="""Retries of a failed pod. 0: a notebook runs at most once, side effects
-        included: ``c.KubernetesExecutor.backoff_limit = 1``. The Job controller starts
-        each retry from the first cell, after its back-off (10 s, then doubling); the job's
-        log says so. A job with a checkpoint has its own retries instead
-        (``c.JobManager.max_job_retries`` bounds them).""",
-    ).tag(config=True)
-
-    ttl_seconds_after_finished = Integer(
-        3600,
-        help="""Seconds a finished Job (and its pod, and its log in the cluster) is kept after
-        the job service has stored the log and result; set then, never at creation.
-
-        Example: ``c.KubernetesExecutor.ttl_seconds_after_finished = 86400``.
-        """,
-    ).tag(config=True)
-
-    scheduling_timeout_seconds = Float(
-        300.0,
-        help="""How long a job's pod may wait for a node (FailedScheduling) before the job
-        fails with the scheduler's reason: ``c.KubernetesExecutor.scheduling_timeout_seconds
-        = 900``. Jobs queued by Kueue wait for admission without this limit.""",
-    ).tag(config=True)
-
-    api_timeout = Float(
-        30.0,
-        help="Seconds one Kubernetes API request may take: ``c.KubernetesExecutor.api_timeout = 60``.",
-    ).tag(config=True)
-
-    log_idle_timeout = Float(
-        300.0,
-        help="""Reopen a followed log that has been silent this long (a stalled connection
-        looks the same as a quiet notebook): ``c.KubernetesExecutor.log_idle_timeout = 600``.""",
-    ).tag(config=True)
-
-    log_reconnect_seconds = Float(
-        1.0,
-        help="Seconds before a broken log stream is reopened.",
-    ).tag(config=True)
-
-    run_as_uid = Union(
-        [Integer(), Callable()],
-        default_value=1000,
-        help="""The uid of job pods: the user's uid in their server. Zero to JupyterHub runs
-        every server as ``singleuser.uid`` (1000); a function of the user's name gives each
-        their own (a campus directory's uid), as KubeSpawner's ``uid`` may be a function.
-
-        Example: ``c.KubernetesExecutor.run_as_uid = lambda username: lookup_uid(username)``.
-        """,
-    ).tag(config=True)
-
-    run_as_gid = Union(
-        [Integer(), Callable()],
-        default_value=100,
-        help="""The primary gid of job pods (the Jupyter images' ``users`` group, 100), or a
-        function of the user's name: ``c.KubernetesExecutor.run_as_gid = 100``.""",
-    ).tag(config=True)
-
-    fs_gid = Union(
-        [Integer(), Callable()],
-        default_value=100,
-        allow_none=True,
-        help="""The ``fsGroup`` of job pods, so the volumes they write on are the user's
-        group's (z2jh's ``singleuser.fsGid``, 100); None: no fsGroup.
-
-        Example: ``c.KubernetesExecutor.fs_gid = 100``.
-        """,
-    ).tag(config=True)
-
-    home_pvc_name_template = Unicode(
-        "claim-{username}",
-        help="""The user's home PVC, as their server mounts it: KubeSpawner's
-        ``pvc_name_template`` for the default server (z2jh's dynamic storage:
-        ``claim-{username}``; its static storage: the shared PVC's name, with
-        ``home_sub_path``). ``{username}`` is KubeSpawner's safe slug of the name,
-        ``{unescaped_username}`` the name itself. Empty: no home volume; the job runs in its
-        own folder and what it writes there is lost with the pod.
-
-        Example: ``c.KubernetesExecutor.home_pvc_name_template = "home-nfs"``.
-        """,
-    ).tag(config=True)
-
-    home_mount_path = Unicode(
-        "/home/jovyan",
-        help="""Where the home volume is mounted (z2jh's ``singleuser.storage.homeMountPath``):
-        ``c.KubernetesExecutor.home_mount_path = "/home/jovyan"``.""",
-    ).tag(config=True)
-
-    home_sub_path = Unicode(
-        "",
-        help="""The user's folder in the home volume (z2jh's static storage ``subPath``,
-        ``{username}``); empty: the volume's root.
-
-        Example: ``c.KubernetesExecutor.home_sub_path = "{username}"``.
-        """,
-    ).tag(config=True)
-
-    notebook_dir = Unicode(
-        "",
-        help="""The folder in the pod that notebook paths are relative to (the user's
-        server's root folder); empty: ``home_mount_path``. The kernel starts in the
-        notebook's folder under it.
-
-        Example: ``c.KubernetesExecutor.notebook_dir = "/home/jovyan/work"``.
-        """,
-    ).tag(config=True)
-
-    extra_volumes = List(
-        Dict(),
-        help="""More pod volumes for every job, as in the user's server (course data, a
-        shared scratch), ``{username}`` expanded in their strings; mounted by
-        ``extra_volume_mounts``.
-
-        Example: ``c.KubernetesExecutor.extra_volumes = [{"name": "ml101-data",
-        "persistentVolumeClaim": {"claimName": "ml101-data", "readOnly": True}}]``.
-        """,
-    ).tag(config=True)
-
-    extra_volume_mounts = List(
-        Dict(),
-        help="""Mounts of ``extra_volumes`` in the job's container, ``{username}`` expanded.
-
-        Example: ``c.KubernetesExecutor.extra_volume_mounts = [{"name": "ml101-data",
-        "mountPath": "/home/jovyan/data", "readOnly": True}]``.
-        """,
-    ).tag(config=True)
-
-    upload_url = Unicode(
-        help="""The job service's address as job pods reach it; the runner sends the executed
-        notebook and HTML back there (``api/jobs/<id>/uploads/<format>``, with the job's own
-        token). Defaults to ``$JUPYTER_TO_JOB_UPLOAD_URL``. Empty: outputs stay in the pod.
-
-        Example: ``c.KubernetesExecutor.upload_url =
-        "http://hub:8181/services/jupyter-to-job/"``.
-        """,
-    ).tag(config=True)
-
-    pod_labels = Dict(
-        help="""Labels of job pods besides the job's own (``app.kubernetes.io/managed-by:
-        jupyter-to-job``, by which a network policy admits them to the job service). With a
-        job service run by the hub, in the hub's pod, z2jh's policy wants
-        ``hub.jupyter.org/network-access-hub`` for their uploads to get through.
-
-        Example: ``c.KubernetesExecutor.pod_labels = {"hub.jupyter.org/network-access-hub":
-        "true"}``.
-        """,
-    ).tag(config=True)
-
-    @default("upload_url")
-    def _default_upload_url(self) -> str:
-        return os.environ.get("JUPYTER_TO_JOB_UPLOAD_URL", "")
-
-    max_job_files_bytes = Integer(
-        MAX_JOB_FILES_BYTES,
-        help="""The largest notebook plus job.json a job's ConfigMap takes (the API server
-        refuses objects over 1 MiB).""",
-    ).tag(config=True)
-
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        known = self.store.job_attempts(self.job_id)
-        # Each entry that queued the job again (no ``ended`` pod of its own) started a new
-        # Job: an out-of-memory retry (docs/kubernetes-executor.md).
-        again = [e for e in (known.history if known else ()) if "ended" not in e]
-        self.run = len(again)
-        """Which of the job's Kubernetes Jobs this executor runs (0: its first)."""
-        self.first_attempt = int(again[-1]["attempt"]) + 1 if again else 1
-        """The job's attempt that this Job's first pod is."""
+        self.run, self.first_attempt = current_run(self.store.job_attempts(self.job_id))
+        """Which of the job's Kubernetes Jobs this executor runs (0: its first), and the
+        job's attempt that this Job's first pod is."""
         self.name = job_object_name(self.job_id, self.run)
         self._memory_limit: int | None = None
         self._out_of_memory = False
         self.kube: KubeClient | None = None
-        self.cursor = PodLogCursor()
-        self.progress = RunProgress(self.job_id)
+        self.log_copy = PodLogCopier(
+            self.job_id, self.log_store, self._cursor_file, self.report_progress, self.log
+        )
         self._pods: dict[str, dict[str, Any]] = {}
         self._gone: set[str] = set()
         self._changed = asyncio.Event()
@@ -394,7 +123,6 @@ class KubernetesExecutor(JobExecutor):
         self._deleting: asyncio.Future[None] | None = None
         self._current_pod: str | None = None
         self._verdict: FinalState | None = None
-        self._cursor_saved_at = 0.0
         self._disrupted: dict[str, tuple[str, str]] = {}
         self._requeued: str | None = None
         """While Kueue holds the job again after taking its GPU back: the sentence why."""
@@ -455,18 +183,7 @@ class KubernetesExecutor(JobExecutor):
         from gpuspawner.policy.units import parse_size_bytes
 
         grant = self.grant
-        if grant is not None and grant.target != "kubernetes":
-            raise JobNotStartable(
-                "This job was admitted for another executor, so its GPU share cannot be given "
-                "on Kubernetes. Create it again."
-            )
-        image = (grant.image if grant else None) or self.image
-        if not image:
-            raise JobNotStartable(
-                "No image is configured for this job's flavor, so it cannot run on Kubernetes. "
-                "Tell the hub admins (the flavor's environment.image, or "
-                "KubernetesExecutor.image)."
-            )
+        image = granted_image(grant, self.image)
         plan = cpu_only_plan()
         if grant is not None and grant.plan is not None:
             # The share's variables and the GPUSPAWNER_* ones describing it win over all.
@@ -478,9 +195,7 @@ class KubernetesExecutor(JobExecutor):
         working_dir = files.notebook_folder if files.root else None
         checkpoint = self._checkpoint = self.pod_checkpoint(files)
         memory = (limits.memory_bytes if limits else None) or parse_size_bytes(self.default_memory)
-        more = attempt_memory(self._attempts.history) if self._attempts else None
-        if more is not None and more > (memory or 0):
-            memory = more  # an earlier attempt ran out of the flavor's memory
+        memory = memory_for_attempt(memory, self._attempts)
         self._memory_limit = memory
         spec = read_spec(self.files).model_copy(update={"working_dir": working_dir})
         notebook = self.files.input_notebook.read_bytes()
@@ -535,18 +250,7 @@ class KubernetesExecutor(JobExecutor):
         attempts = self._attempts = self.store.job_attempts(self.job_id)
         if attempts is None:
             return None
-        if files.root is None:
-            raise JobNotStartable(
-                "This job asks for a checkpoint folder, but jobs on this cluster get no home "
-                "volume to keep it in, so it would be lost with the job's pod. Submit it "
-                "without a checkpoint, or ask the hub admins to give jobs the users' homes "
-                "(KubernetesExecutor.home_pvc_name_template)."
-            )
-        path = posixpath.normpath(
-            posixpath.join(files.root, files.notebook_folder, attempts.checkpoint_folder)
-        )
-        # A later Job (after an out-of-memory kill) gets the retries left.
-        return PodCheckpoint(path=path, retries=attempts.max_attempts - attempts.attempt)
+        return checkpoint_in_pod(files, attempts)
 
     def _for_owner(self, value: Any) -> Any:
         return value(self.job.owner) if callable(value) else value
@@ -563,49 +267,29 @@ class KubernetesExecutor(JobExecutor):
     def user_files(self) -> UserFiles:
         """The owner's volumes in the job's pod (home, extras) and where the runner starts."""
         owner = self.job.owner
-
-        def expand(value: Any) -> Any:
-            if isinstance(value, str):
-                return user_volume_names(value, owner)
-            if isinstance(value, dict):
-                return {key: expand(item) for key, item in value.items()}
-            if isinstance(value, list):
-                return [expand(item) for item in value]
-            return value
-
         # The flavor's storage, as the Grant rendered it (expanded already), then the
         # settings' volumes; the home unless the flavor mounts something there itself.
         grant = self.grant
         volumes = [dict(volume) for volume in (grant.volumes if grant else ())]
         mounts = [dict(mount) for mount in (grant.volume_mounts if grant else ())]
-        volumes += [expand(volume) for volume in self.extra_volumes]
-        mounts += [expand(mount) for mount in self.extra_volume_mounts]
-        home_taken = any(mount.get("mountPath") == self.home_mount_path for mount in mounts)
-        if any(volume.get("name") == "home" for volume in volumes) and not home_taken:
+        volumes += [expand_user_names(volume, owner) for volume in self.extra_volumes]
+        mounts += [expand_user_names(mount, owner) for mount in self.extra_volume_mounts]
+        if unmounted_home_volume(volumes, mounts, self.home_mount_path):
             self.log.warning(
                 "Job %s: its flavor's storage has a volume named 'home' that is not mounted at "
                 "%s; the job gets no home volume of its own.",
                 self.job_id,
                 self.home_mount_path,
             )
-            home_taken = True
-        if not self.home_pvc_name_template or home_taken:
-            root = (self.notebook_dir or self.home_mount_path) if home_taken else None
-            return UserFiles(
-                tuple(volumes),
-                tuple(mounts),
-                root=root,
-                notebook_folder=notebook_folder(self.job.input_path),
-            )
-        claim = user_volume_names(self.home_pvc_name_template, owner)
-        home = {"name": "home", "mountPath": self.home_mount_path}
-        if self.home_sub_path:
-            home["subPath"] = user_volume_names(self.home_sub_path, owner)
-        return UserFiles(
-            volumes=({"name": "home", "persistentVolumeClaim": {"claimName": claim}}, *volumes),
-            mounts=(home, *mounts),
-            root=self.notebook_dir or self.home_mount_path,
-            notebook_folder=notebook_folder(self.job.input_path),
+        return make_user_files(
+            owner,
+            self.job.input_path,
+            volumes=volumes,
+            mounts=mounts,
+            home_pvc_name_template=self.home_pvc_name_template,
+            home_mount_path=self.home_mount_path,
+            home_sub_path=self.home_sub_path,
+            notebook_dir=self.notebook_dir,
         )
 
     @property
@@ -654,7 +338,7 @@ class KubernetesExecutor(JobExecutor):
         configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
         secrets = f"/api/v1/namespaces/{namespace}/secrets"
         owned = [f"{configmaps}/{self.name}"]
-        made = await self._create(configmaps, configmap)
+        made = await create_or_adopt(kube, configmaps, configmap)
         try:
             for template in plan.resource_claim_templates:
                 # Owned by the ConfigMap, itself owned by the Job below: the garbage collector
@@ -678,9 +362,11 @@ class KubernetesExecutor(JobExecutor):
                     token=issue_upload_token(self.files),
                     namespace=namespace,
                 )
-                await self._replace(secrets, secret)
+                await create_or_replace(kube, secrets, secret)
                 owned.append(f"{secrets}/{upload_secret_name(self.job_id)}")
-            created = await self._create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+            created = await create_or_adopt(
+                kube, f"/apis/batch/v1/namespaces/{namespace}/jobs", job
+            )
         except BaseException:  # no Job to own the ConfigMap and Secret: remove them here
             for path in owned:
                 with contextlib.suppress(Exception):
@@ -695,37 +381,6 @@ class KubernetesExecutor(JobExecutor):
                 content_type="application/merge-patch+json",
             )
 
-    async def _create(self, path: str, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Create ``manifest``; one left by an earlier try of this very job is taken over."""
-        assert self.kube is not None
-        try:
-            return await self.kube.request("POST", path, body=manifest)
-        except KubeError as error:
-            if error.status != 409:
-                raise
-        existing = await self.kube.get(f"{path}/{manifest['metadata']['name']}")
-        labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
-        if existing is None or labels != {**labels, **manifest["metadata"]["labels"]}:
-            raise JobNotStartable(
-                f"A Kubernetes {manifest['kind']} named {manifest['metadata']['name']} exists "
-                "and belongs to something else. Tell the hub admins."
-            )
-        return existing
-
-    async def _replace(self, path: str, manifest: dict[str, Any]) -> None:
-        """Create ``manifest``, replacing one left by an earlier try of this very job (a
-        Secret whose token is revoked now)."""
-        assert self.kube is not None
-        try:
-            await self.kube.request("POST", path, body=manifest)
-            return
-        except KubeError as error:
-            if error.status != 409:
-                raise
-        existing = await self._create(path, manifest)  # refuses one that is not this job's
-        replaced = {**manifest, "metadata": {**manifest["metadata"], **_version(existing)}}
-        await self.kube.request("PUT", f"{path}/{manifest['metadata']['name']}", body=replaced)
-
     async def still_running(self) -> bool:
         kube = await self._client()
         job = await kube.get(self._job_path)
@@ -734,12 +389,11 @@ class KubernetesExecutor(JobExecutor):
     async def reattach(self) -> JobOutcome:
         kube = await self._client()
         stopping = self.job.status == JobStatus.STOPPING.value
-        with contextlib.suppress(OSError, ValueError):
-            self.cursor = PodLogCursor.from_dict(json.loads(self._cursor_file.read_text()))
+        self.log_copy.load_cursor()
         job = await kube.get(self._job_path)
         if job is None:
             return JobOutcome(
-                self.progress.status() if self.progress.cells_total else None,
+                self.log_copy.progress.status() if self.log_copy.progress.cells_total else None,
                 stop_reason=StopReason.REQUEST if stopping else None,
                 vanished=True,
             )
@@ -767,7 +421,7 @@ class KubernetesExecutor(JobExecutor):
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
-            self._save_cursor()
+            self.log_copy.save_cursor()
         await self._expire_later()
         return outcome
 
@@ -843,13 +497,7 @@ class KubernetesExecutor(JobExecutor):
         while True:
             if self.stop_reason is None and self.stop_requested_elsewhere():
                 await self.stop(StopReason.REQUEST)
-            candidates = [
-                pod
-                for uid, pod in self._pods.items()
-                if uid not in followed
-                and (uid not in self._gone or {"running", "terminated"} & set(container_state(pod)))
-            ]
-            pod = max(candidates, key=lambda p: p["metadata"]["creationTimestamp"], default=None)
+            pod = newest_unfollowed(self._pods, followed, self._gone)
             if pod is not None:
                 state = container_state(pod)
                 if "running" in state or "terminated" in state:
@@ -857,21 +505,14 @@ class KubernetesExecutor(JobExecutor):
                     requeued, self._requeued = self._requeued, None
                     node = pod["spec"].get("nodeName") or "a node"
                     pod_name = pod["metadata"]["name"]
-                    if self.cursor.pod_uid == pod["metadata"]["uid"]:  # after a restart
+                    if self.log_copy.cursor.pod_uid == pod["metadata"]["uid"]:  # after a restart
                         self.log_line(f"reading the log of pod {pod_name} on from where it was")
                     else:
                         if followed:  # a new attempt: its runner reports afresh
-                            self.progress = RunProgress(self.job_id)
-                            if self._attempts is None and requeued:
+                            self.log_copy.progress = RunProgress(self.job_id)
+                            if self._attempts is None:  # a job with a checkpoint: counted
                                 self.log_line(
-                                    f"---- run {len(followed) + 1}: the cluster's GPU queue "
-                                    "admitted the job again, and it runs from the start ----"
-                                )
-                            elif self._attempts is None:  # retried by backoff_limit alone
-                                self.log_line(
-                                    f"---- run {len(followed) + 1} of {self.backoff_limit + 1}: "
-                                    "its pod failed, and the cluster runs the job again from "
-                                    "the start ----"
+                                    rerun_line(len(followed) + 1, requeued, self.backoff_limit)
                                 )
                         await self._count_attempts(pod)
                         self.log_line(f"pod {pod_name} started on {node}")
@@ -926,16 +567,6 @@ class KubernetesExecutor(JobExecutor):
             if attempt is not None:
                 self.log_line(separator(attempt, attempts.max_attempts, reason))
 
-    def _retries_used_up(self, job: dict[str, Any] | None) -> bool:
-        """A job with retries whose Job failed because its last allowed attempt was taken
-        away (the disruptions counted past ``backoffLimit``)."""
-        attempts = self._attempts
-        return (
-            attempts is not None
-            and attempts.max_attempts > 1
-            and job_failure_reason(job) == "BackoffLimitExceeded"
-        )
-
     async def _another_attempt(self, followed: set[str]) -> bool:
         """After a pod ended: will the Job run another (``backoff_limit`` > 0, or a job with
         a checkpoint: the cluster replaces a disrupted pod)?"""
@@ -967,17 +598,9 @@ class KubernetesExecutor(JobExecutor):
         if not suspended_since(job, pod):
             return False
         assert self.kube is not None
-        try:
-            eviction = await read_eviction(self.kube, self.namespace, job)
-        except KubeError as error:
-            self.log.warning(
-                "Job %s: the job service cannot read why the queue took the job back (%s). "
-                "Hub admins: apply hub_config/kubernetes/job-service.yaml (its Role grants "
-                "list on workloads.kueue.x-k8s.io).",
-                self.job_id,
-                error,
-            )
-            eviction = None
+        eviction = await read_eviction_or_warn(
+            self.kube, self.namespace, job, self.log, self.job_id
+        )
         sentence = eviction_sentence(eviction, self.queue_name, self._attempts is not None)
         self._disrupted.setdefault(
             pod["metadata"]["uid"],
@@ -995,75 +618,23 @@ class KubernetesExecutor(JobExecutor):
         """Copy the pod's log until its container has ended, then read it once more."""
         uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
         self._current_pod = uid
-        self.cursor.follow(uid)
-        leftover = None
-        while True:
-            ended = self._container_ended(uid)
-            broke = False
-            try:
-                leftover = await self._read_log(name, follow=not ended)
-            except KubeError as error:
-                if error.status == 404:  # the pod is gone, and its log with it
-                    if leftover is not None:
-                        self._copy(leftover.finish())
-                    return
-                broke = True
-                if error.status != 400:  # 400: not started yet, or just ended
-                    self.log.warning("Job %s: reading the log failed: %s", self.job_id, error)
-            except (aiohttp.ClientError, TimeoutError) as error:
-                broke = True
-                self.log.info("Job %s: the log stream broke (%s); reopening", self.job_id, error)
-            if ended:
-                if leftover is not None:
-                    self._copy(leftover.finish())
-                return
-            if not broke:
-                # The stream ended by itself: the container has ended, which the watch is
-                # about to say; then the loop reads the log once more.
-                deadline = time.monotonic() + 5.0
-                while not self._container_ended(uid) and time.monotonic() < deadline:
-                    await self._wait_change(0.2)
-            if not self._container_ended(uid):
-                await asyncio.sleep(self.log_reconnect_seconds)
+        await self.log_copy.copy_pod(
+            uid,
+            name,
+            read_log=self._read_log,
+            ended=lambda: self._container_ended(uid),
+            wait_change=self._wait_change,
+            reconnect_seconds=self.log_reconnect_seconds,
+        )
 
-    async def _read_log(self, pod_name: str, *, follow: bool) -> Any:
+    async def _read_log(self, pod_name: str, *, follow: bool) -> LogReading:
         """One read of the pod's log from the cursor on; returns the reading (its leftover)."""
         assert self.kube is not None
-        query: list[tuple[str, Any]] = [("container", CONTAINER_NAME), ("timestamps", "true")]
-        if follow:
-            query.append(("follow", "true"))
-        if self.cursor.last is not None:
-            query.append(("sinceTime", self.cursor.since_time()))
-        reading = self.cursor.reading()
         path = f"{self._pods_path}/{pod_name}/log"
-        stream = self.kube.stream(path, query, idle_timeout=self.log_idle_timeout)
-        async with contextlib.aclosing(stream) as chunks:
-            async for chunk in chunks:
-                self._copy(reading.feed(chunk))
-        return reading
-
-    def _copy(self, lines: bytes) -> None:
-        """Append new pod log lines (whole lines, in one block) to the durable log, in one
-        write; note progress and the final status."""
-        if not lines:
-            return
-        kept = self.progress.observe_lines(lines)
-        if kept:
-            self.log_store.append_bytes(self.job_id, kept)
-        # Right after the lines it counts (one small file per block, not per line): a
-        # service killed in between copies this one block again when it comes back.
-        self._save_cursor()
-        if self.progress.changed:
-            self.progress.changed = False
-            self.report_progress(self.progress.status())
-
-    def _save_cursor(self) -> None:
-        """Save the cursor after the lines it counts (a crash in between repeats, never loses)."""
-        if self.cursor.pod_uid is None:
-            return
-        with contextlib.suppress(OSError):
-            atomic_write_text(self._cursor_file, json.dumps(self.cursor.to_dict()) + "\n")
-        self._cursor_saved_at = time.monotonic()
+        query = self.log_copy.query(follow=follow)
+        return await self.log_copy.read(
+            self.kube.stream(path, query, idle_timeout=self.log_idle_timeout)
+        )
 
     # -- the result -----------------------------------------------------------------------
 
@@ -1072,9 +643,9 @@ class KubernetesExecutor(JobExecutor):
         pod = self._pods.get(self._current_pod or "") or {}
         terminated = container_state(pod).get("terminated") if pod else None
         reported = parse_compact_status(terminated.get("message") or "") if terminated else None
-        status: RunnerStatus | None = reported or self.progress.final
-        if status is None and (self.progress.cells_total is not None or terminated):
-            status = self.progress.status()
+        status: RunnerStatus | None = reported or self.log_copy.progress.final
+        if status is None and (self.log_copy.progress.cells_total is not None or terminated):
+            status = self.log_copy.progress.status()
         exit_code = terminated.get("exitCode") if terminated else None
         job = await self._read_job(fresh=True) if self._job_exists else None
         stop_reason = self.stop_reason
@@ -1086,7 +657,7 @@ class KubernetesExecutor(JobExecutor):
             exit_code=exit_code,
             stop_reason=stop_reason,
             forced=stop_reason is not None and exit_code == 137,
-            last_cell=self.progress.current_cell,
+            last_cell=self.log_copy.progress.current_cell,
         )
         if self._verdict is None:
             self._verdict = self._judge(outcome, pod, terminated, job)
@@ -1108,7 +679,7 @@ class KubernetesExecutor(JobExecutor):
         disrupted = disruption_of(pod, self._disrupted)
         if disrupted is not None:
             again = "Run the job again."
-            if self._attempts is not None and self._retries_used_up(job):
+            if self._attempts is not None and retries_used_up(self._attempts, job):
                 again = exhausted(self._attempts.max_attempts)
                 self.log_line(again)
             return preempted_verdict(outcome, disrupted, again)

@@ -7,18 +7,31 @@ copied and how many lines carried it, so a stream read again after a break (with
 already copied. Byte offsets would not do: after the kubelet rotates a container log
 (10 MiB by default) the log starts from the newest file, and offsets shift.
 
-Pure: no I/O. The cursor is saved as JSON next to the job's files, so a restarted job
-service resumes where the last one stopped (:meth:`PodLogCursor.to_dict`).
+:class:`PodLogCopier` does the copying for the KubernetesExecutor; the rest is pure. The
+cursor is saved as JSON next to the job's files, so a restarted job service resumes where
+the last one stopped (:meth:`PodLogCursor.to_dict`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import logging
 import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import aiohttp
+
+from ..k8s_objects import CONTAINER_NAME
+from ..logs import LogStore
 from ..models import JobStatus
-from ..runfiles import STATUS_MARKER, RunnerStatus, parse_compact_status
+from ..runfiles import STATUS_MARKER, RunnerStatus, atomic_write_text, parse_compact_status
+from .kube_client import KubeError
 
 # The runner's progress lines (runner.py): what the executor reads as the job runs,
 # since status.json stays inside the pod.
@@ -237,3 +250,113 @@ class RunProgress:
             cells_completed=self.cells_completed,
             current_cell=self.current_cell,
         )
+
+
+class PodLogCopier:
+    """Copies a job's pod logs into its durable log, exactly once: across broken streams,
+    and after a restart of the job service from the cursor saved beside the job's files."""
+
+    def __init__(
+        self,
+        job_id: str,
+        log_store: LogStore,
+        cursor_file: Path,
+        report_progress: Callable[[RunnerStatus], None],
+        log: logging.Logger | logging.LoggerAdapter[Any],
+    ) -> None:
+        self.job_id = job_id
+        self.log_store = log_store
+        self.cursor_file = cursor_file
+        self.report_progress = report_progress
+        self.log = log
+        self.cursor = PodLogCursor()
+        self.progress = RunProgress(job_id)
+        self.saved_at = 0.0
+
+    def load_cursor(self) -> None:
+        """Take up the cursor saved by an earlier job service, if any."""
+        with contextlib.suppress(OSError, ValueError):
+            self.cursor = PodLogCursor.from_dict(json.loads(self.cursor_file.read_text()))
+
+    async def copy_pod(
+        self,
+        uid: str,
+        name: str,
+        *,
+        read_log: Callable[..., Awaitable[LogReading]],
+        ended: Callable[[], bool],
+        wait_change: Callable[[float], Awaitable[None]],
+        reconnect_seconds: float,
+    ) -> None:
+        """Copy the pod's log until its container has ended, then read it once more.
+        ``read_log(name, follow=...)`` reads it once; ``ended()`` says the container ended."""
+        self.cursor.follow(uid)
+        leftover = None
+        while True:
+            container_ended = ended()
+            broke = False
+            try:
+                leftover = await read_log(name, follow=not container_ended)
+            except KubeError as error:
+                if error.status == 404:  # the pod is gone, and its log with it
+                    if leftover is not None:
+                        self.copy(leftover.finish())
+                    return
+                broke = True
+                if error.status != 400:  # 400: not started yet, or just ended
+                    self.log.warning("Job %s: reading the log failed: %s", self.job_id, error)
+            except (aiohttp.ClientError, TimeoutError) as error:
+                broke = True
+                self.log.info("Job %s: the log stream broke (%s); reopening", self.job_id, error)
+            if container_ended:
+                if leftover is not None:
+                    self.copy(leftover.finish())
+                return
+            if not broke:
+                # The stream ended by itself: the container has ended, which the watch is
+                # about to say; then the loop reads the log once more.
+                deadline = time.monotonic() + 5.0
+                while not ended() and time.monotonic() < deadline:
+                    await wait_change(0.2)
+            if not ended():
+                await asyncio.sleep(reconnect_seconds)
+
+    def query(self, *, follow: bool) -> list[tuple[str, Any]]:
+        """The ``pods/log`` query of one read from the cursor on."""
+        query: list[tuple[str, Any]] = [("container", CONTAINER_NAME), ("timestamps", "true")]
+        if follow:
+            query.append(("follow", "true"))
+        if self.cursor.last is not None:
+            query.append(("sinceTime", self.cursor.since_time()))
+        return query
+
+    async def read(self, chunks: AsyncIterator[bytes]) -> LogReading:
+        """Copy one response's new lines; returns the reading (its leftover)."""
+        reading = self.cursor.reading()
+        async with contextlib.aclosing(chunks) as stream:  # type: ignore[type-var]
+            async for chunk in stream:
+                self.copy(reading.feed(chunk))
+        return reading
+
+    def copy(self, lines: bytes) -> None:
+        """Append new pod log lines (whole lines, in one block) to the durable log, in one
+        write; note progress and the final status."""
+        if not lines:
+            return
+        kept = self.progress.observe_lines(lines)
+        if kept:
+            self.log_store.append_bytes(self.job_id, kept)
+        # Right after the lines it counts (one small file per block, not per line): a
+        # service killed in between copies this one block again when it comes back.
+        self.save_cursor()
+        if self.progress.changed:
+            self.progress.changed = False
+            self.report_progress(self.progress.status())
+
+    def save_cursor(self) -> None:
+        """Save the cursor after the lines it counts (a crash in between repeats, never loses)."""
+        if self.cursor.pod_uid is None:
+            return
+        with contextlib.suppress(OSError):
+            atomic_write_text(self.cursor_file, json.dumps(self.cursor.to_dict()) + "\n")
+        self.saved_at = time.monotonic()

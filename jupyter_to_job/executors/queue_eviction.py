@@ -184,3 +184,21 @@ async def _preemptor(kube: KubeClient, namespace: str, workloads: str, message: 
         )
         labels = (pods[0]["metadata"].get("labels") or {}) if pods else {}
     return preemptor_words(owner.get("kind") or "", labels)
+
+
+async def read_eviction_or_warn(
+    kube: KubeClient, namespace: str, job: Mapping[str, Any], log: Any, job_id: str
+) -> Eviction | None:
+    """:func:`read_eviction`, or None with a warning to the hub admins when the Workloads
+    cannot be read."""
+    try:
+        return await read_eviction(kube, namespace, job)
+    except KubeError as error:
+        log.warning(
+            "Job %s: the job service cannot read why the queue took the job back (%s). "
+            "Hub admins: apply hub_config/kubernetes/job-service.yaml (its Role grants "
+            "list on workloads.kueue.x-k8s.io).",
+            job_id,
+            error,
+        )
+        return None
