@@ -97,3 +97,28 @@ c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 c.Spawner.consecutive_failure_limit = 2
 {extra}
 """
+
+
+def open_class_catalog(folder: Path, *, title: str, gpu: str) -> Path:
+    """A catalog of one course, ml101 (``title``, share ``gpu``, the group ``students``
+    enrolled, ``teacher`` its instructor), whose class is on now (UTC, from ten minutes
+    ago for two hours), written to ``folder/catalog.yaml``."""
+    start = minute(now()) - timedelta(minutes=10)
+    end = start + timedelta(minutes=130)
+    first_day = (start + timedelta(minutes=10) - timedelta(days=1)).date()
+    return write_catalog(
+        folder,
+        f"""\
+courses:
+  - id: ml101
+    title: {title}
+    instructors: [teacher]
+    enrolment: {{groups: [students]}}
+    gpu: {gpu}
+    schedule:
+      timezone: UTC
+      term: {{first_day: {first_day}, last_day: {first_day + timedelta(days=31)}}}
+      windows:
+        - {window(start, end)}
+""",
+    )

@@ -8,40 +8,18 @@ with ``admin:server_state``; ``templates/admin.html`` shows them in the table.
 
 from __future__ import annotations
 
-import textwrap
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jupyterhub.objects import Hub
 from traitlets.config import Config
 
 from gpuspawner.local import SimpleLocalGPUSpawner
-from tests.support.course_catalogs import window
+from tests.support.course_catalogs import open_class_catalog
 from tests.support.hub_users import HubUser
 
 
 def catalog(tmp_path: Path) -> Path:
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    start, end = now - timedelta(minutes=10), now + timedelta(minutes=120)
-    path = tmp_path / "catalog.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            courses:
-              - id: ml101
-                title: Machine Learning 101
-                instructors: [teacher]
-                enrolment: {{groups: [students]}}
-                gpu: {{fraction: 0.25}}
-                schedule:
-                  timezone: UTC
-                  term: {{first_day: {(now - timedelta(days=1)).date()}, last_day: {(now + timedelta(days=30)).date()}}}
-                  windows:
-                    - {window(start, end)}
-            """
-        )
-    )
-    return path
+    return open_class_catalog(tmp_path, title="Machine Learning 101", gpu="{fraction: 0.25}")
 
 
 def spawner(tmp_path: Path) -> SimpleLocalGPUSpawner:

@@ -6,8 +6,6 @@ the state it saved), with a plain sleeping process standing for the single-user 
 
 from __future__ import annotations
 
-import textwrap
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from traitlets.config import Config
 
 from gpuspawner.core.ledger import AllocationLedger, ProcessHolder
 from gpuspawner.local import SimpleLocalGPUSpawner
-from tests.support.course_catalogs import window
+from tests.support.course_catalogs import open_class_catalog
 from tests.support.hub_users import HubUser
 
 ONE_GPU = [{"model": "RTX 4090", "memory": "24GiB"}]
@@ -24,27 +22,7 @@ ONE_GPU = [{"model": "RTX 4090", "memory": "24GiB"}]
 
 @pytest.fixture
 def catalog(tmp_path: Path) -> Path:
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    start, end = now - timedelta(minutes=10), now + timedelta(minutes=120)
-    path = tmp_path / "catalog.yaml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            courses:
-              - id: ml101
-                title: ML101
-                instructors: [teacher]
-                enrolment: {{groups: [students]}}
-                gpu: {{count: 1}}
-                schedule:
-                  timezone: UTC
-                  term: {{first_day: {(now - timedelta(days=1)).date()}, last_day: {(now + timedelta(days=30)).date()}}}
-                  windows:
-                    - {window(start, end)}
-            """
-        )
-    )
-    return path
+    return open_class_catalog(tmp_path, title="ML101", gpu="{count: 1}")
 
 
 def spawner(name: str, catalog: Path, ledger: Path) -> SimpleLocalGPUSpawner:
