@@ -36,8 +36,9 @@ export function formatDuration(ms: number): string {
 }
 
 /**
- * Format a moment of a job for the Jobs panel, in the browser's time zone:
- * "10:15" on the same day as `now`, "2024-05-06 10:15" on another day.
+ * Format a moment of a job for the Jobs panel, in the browser's time zone, with that
+ * zone's short name: "10:15 CET" on the same day as `now`, "2024-05-06 10:15 CET" on
+ * another day.
  *
  * @param iso An ISO-8601 time from the job API; null or unreadable reads as "—".
  * @param now The current time (for "same day").
@@ -48,15 +49,34 @@ export function formatTime(iso: string | null, now: Date = new Date()): string {
     return '—';
   }
   const clock = `${pad(moment.getHours())}:${pad(moment.getMinutes())}`;
+  const zone = zoneName(moment);
+  const withZone = (text: string) => (zone ? `${text} ${zone}` : text);
   const sameDay =
     moment.getFullYear() === now.getFullYear() &&
     moment.getMonth() === now.getMonth() &&
     moment.getDate() === now.getDate();
   if (sameDay) {
-    return clock;
+    return withZone(clock);
   }
   const day = `${moment.getFullYear()}-${pad(moment.getMonth() + 1)}-${pad(moment.getDate())}`;
-  return `${day} ${clock}`;
+  return withZone(`${day} ${clock}`);
+}
+
+/**
+ * The short name of the time zone at `moment` ("EST", "UTC", "MEZ"), in the browser's
+ * language, as the hub's pages name it; of the browser's own zone unless `timeZone`
+ * (an IANA name) is given.
+ */
+export function zoneName(
+  moment: Date,
+  timeZone?: string,
+  locale?: string
+): string {
+  const parts = new Intl.DateTimeFormat(locale, {
+    timeZone,
+    timeZoneName: 'short'
+  }).formatToParts(moment);
+  return parts.find(part => part.type === 'timeZoneName')?.value ?? '';
 }
 
 /**

@@ -2,7 +2,8 @@ import {
   elapsedMs,
   formatDuration,
   formatElapsed,
-  formatTime
+  formatTime,
+  zoneName
 } from '../format';
 
 const SECOND = 1000;
@@ -50,17 +51,36 @@ describe('formatDuration, as the Jobs panel shows how long a job ran', () => {
   });
 });
 
+describe('zoneName, the short name of a time zone', () => {
+  const winter = new Date(Date.UTC(2026, 0, 12, 15, 0));
+  const summer = new Date(Date.UTC(2026, 6, 13, 15, 0));
+
+  it('names the zone as people there read it, and follows daylight saving time', () => {
+    expect(zoneName(winter, 'America/New_York', 'en-US')).toBe('EST');
+    expect(zoneName(summer, 'America/New_York', 'en-US')).toBe('EDT');
+    expect(zoneName(winter, 'UTC', 'en-US')).toBe('UTC');
+  });
+
+  it('names the browser’s own zone when none is given', () => {
+    const own = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    expect(zoneName(winter)).toBe(zoneName(winter, own));
+    expect(zoneName(winter)).not.toBe('');
+  });
+});
+
 describe('formatTime, the moments of a job in the browser’s time zone', () => {
   const now = new Date(2024, 4, 6, 18, 0);
 
   it('shows only the clock time on the same day', () => {
     const iso = new Date(2024, 4, 6, 9, 5).toISOString();
-    expect(formatTime(iso, now)).toBe('09:05');
+    expect(formatTime(iso, now)).toBe(`09:05 ${zoneName(new Date(iso))}`);
   });
 
   it('adds the date on another day', () => {
     const iso = new Date(2024, 4, 5, 23, 59).toISOString();
-    expect(formatTime(iso, now)).toBe('2024-05-05 23:59');
+    expect(formatTime(iso, now)).toBe(
+      `2024-05-05 23:59 ${zoneName(new Date(iso))}`
+    );
   });
 
   it('shows a dash for a moment that has not happened or cannot be read', () => {

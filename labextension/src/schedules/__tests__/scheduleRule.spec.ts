@@ -1,6 +1,7 @@
 /**
  * Schedules in words, and the create request from "Repeat on a schedule".
  */
+import { zoneName } from '../../common/format';
 import { ICreateJob } from '../../common/models';
 import {
   cronText,
@@ -75,7 +76,8 @@ describe('a schedule’s rule in words', () => {
         now
       )
     ).toBe(
-      'Until 2026-12-01 09:00 · at most 5 runs · ends after 3 failures in a row'
+      `Until 2026-12-01 09:00 ${zoneName(new Date(2026, 11, 1, 9, 0))} · ` +
+        'at most 5 runs · ends after 3 failures in a row'
     );
     expect(
       stopText({ end_time: null, max_runs: null, max_failures_in_a_row: null })
@@ -123,7 +125,7 @@ describe('a schedule’s status and buttons', () => {
         },
         now
       )
-    ).toBe('Next run 10:15.');
+    ).toBe(`Next run 10:15 ${zoneName(new Date(2026, 10, 25, 10, 15))}.`);
   });
 });
 

@@ -4,6 +4,7 @@ import {
   sessionStatusText,
   WARNING_MINUTES
 } from '../countdown';
+import { zoneName } from '../../common/format';
 import { IServerSession } from '../../common/models';
 
 const MINUTE = 60 * 1000;
@@ -117,7 +118,8 @@ describe('sessionStatusText, what the status bar item shows', () => {
     expect(text.countdown?.text).toBe('session ends in 50 min');
     expect(text.title).toBe(
       'Profile: ML101 lab\nGPU: 1/4 of an RTX 4090, 6 GiB\n' +
-        'Your server stops at 10:50: save your work before then, and run longer work as a job.'
+        `Your server stops at 10:50 ${zoneName(end)}: save your work before then, ` +
+        'and run longer work as a job.'
     );
   });
 
