@@ -68,7 +68,7 @@ def test_a_demo_users_first_job_after_her_server_starts_is_a_warm_start(demo: De
     # When the dialog asks for her flavors and she submits at once with its default
     flavors = server("GET", "jupyter-to-job/api/flavors")
     assert flavors.status_code == 200, flavors.text
-    default = flavors.json()["flavors"][0]["id"]
+    default = next(f["id"] for f in flavors.json()["flavors"] if f.get("default"))
     created = server(
         "POST", "jupyter-to-job/api/jobs", json={"input_path": "first.ipynb", "flavor": default}
     )
