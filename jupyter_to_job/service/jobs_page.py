@@ -34,13 +34,12 @@ from tornado import web
 
 from ..access import Caller
 from ..jobs_api import JobsAPI
-from ..models import CreateJob, DescribeJob
+from ..models import MAX_LIST_ITEMS, MAX_NAME_LENGTH, CreateJob, DescribeJob
 from ..pipelines_api import PipelinesAPI
 from ..rest import OUTPUT_CONTENT_TYPES, ApiError, as_api_error, content_disposition
 from ..schedules_api import SchedulesAPI
 
 JOB_ID = r"(?P<job_id>[^/]+)"
-MAX_NAME_LENGTH = 100
 
 _templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
@@ -48,10 +47,15 @@ _templates = jinja2.Environment(
 )
 
 
+def rerun_base(name: str) -> str:
+    """``name`` without a rerun's number: "run1 (2)" -> "run1"."""
+    return re.sub(r" \(\d+\)$", "", name) or name
+
+
 def rerun_name(name: str, taken: set[str]) -> str:
     """The next free name for a rerun of ``name``: "run1 (2)", "run1 (3)"... (the Jobs
     panel's rule: a rerun of "run1 (2)" is "run1 (3)")."""
-    base = re.sub(r" \(\d+\)$", "", name) or name
+    base = rerun_base(name)
     number = 2
     while True:
         suffix = f" ({number})"
@@ -233,7 +237,16 @@ class JobRerunForm(JobsPageBase):
         Jobs panel in JupyterLab lets people change its parameters first)."""
         caller = self.caller
         job = await self.api.describe(caller, job_id)
-        mine = await self.api.list_jobs(caller, {"owner": caller.name, "max_items": "100"})
+        # The names the rerun's could clash with: the caller's jobs named like it (not
+        # only the newest hundred of all their jobs).
+        mine = await self.api.list_jobs(
+            caller,
+            {
+                "owner": caller.name,
+                "name": rerun_base(job.name)[:MAX_NAME_LENGTH],
+                "max_items": str(MAX_LIST_ITEMS),
+            },
+        )
         request = rerun_request(job, {other.name for other in mine.jobs})
         created = await self.api.create(caller, request, None)
         self.redirect(f"{self.base}/jobs/{created.job_id}?done=rerun", status=303)
