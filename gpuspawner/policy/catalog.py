@@ -24,7 +24,7 @@ from datetime import date, timedelta
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -61,6 +61,8 @@ from .units import (
 from .wording import duration
 from .yaml_source import LineMap, field_name, line_for
 
+MAX_JOB_NODES = 64
+"""The most nodes one job may run on (``gpu.nodes`` of a job flavor)."""
 ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 VERSION_PATTERN = re.compile(r"^\d+(\.\d+){0,3}$")
 
@@ -164,18 +166,35 @@ class Compute(CatalogModel):
 
 
 class GPUSpec(CatalogModel):
-    """A GPU share as written in YAML: ``count`` whole GPUs, or ``fraction`` and/or ``memory``."""
+    """A GPU share as written in YAML: ``count`` whole GPUs, or ``fraction`` and/or ``memory``.
+
+    ``nodes`` (job flavors only): the job runs as that many pods on as many nodes, each
+    with the share (``{count: 2, nodes: 2}``: four GPUs as two pods of two).
+    """
 
     count: int | None = Field(default=None, ge=1, le=16)
     fraction: GPUFraction | None = None
     memory: SizeMiB | None = None
     compute: Compute | None = None
     model: NameList = Field(default_factory=list)
+    nodes: int = Field(default=1, ge=1, le=MAX_JOB_NODES)
 
     @model_validator(mode="after")
     def _consistent(self) -> GPUSpec:
         self.to_share()
+        if self.nodes > 1 and not self.count:
+            raise FieldError(
+                f"a job on {self.nodes} nodes takes whole GPUs on each of them: give count "
+                "(the GPUs of each node, such as count: 2), not fraction or memory; or "
+                "remove nodes",
+                "nodes",
+            )
         return self
+
+    @property
+    def total_gpus(self) -> int:
+        """The whole GPUs of all the nodes (0 for a slice)."""
+        return (self.count or 0) * self.nodes
 
     def to_share(self) -> GPUShare:
         """The normalised :class:`GPUShare`; raises ValueError with a readable reason."""
@@ -417,6 +436,26 @@ class CatalogEntry(CatalogModel):
     environment: Environment = Field(default_factory=Environment)
     resources: Resources = Field(default_factory=Resources)
     gpu: GPUSpec | None = None
+
+    several_nodes: ClassVar[bool] = False
+    """Whether ``gpu.nodes`` may be above 1 (job flavors: a job runs as one pod per node)."""
+
+    @model_validator(mode="after")
+    def _one_node(self) -> CatalogEntry:
+        if self.gpu is not None and self.gpu.nodes > 1 and not self.several_nodes:
+            raise FieldError(
+                f"a server runs on one node, so gpu.nodes ({self.gpu.nodes}) is for job "
+                "flavors only; remove nodes, or describe this as a job flavor",
+                "gpu",
+                "nodes",
+            )
+        return self
+
+    @property
+    def nodes(self) -> int:
+        """How many pods (one per node) a start from this entry takes: 1 but for jobs on
+        several nodes."""
+        return self.gpu.nodes if self.gpu else 1
 
     @cached_property
     def share(self) -> GPUShare | None:
@@ -712,6 +751,8 @@ class FlavorAccess(CatalogModel):
 
 class JobFlavor(CatalogEntry):
     """What a "Run as Job" batch job runs on: GPU share, CPU, memory, environment."""
+
+    several_nodes: ClassVar[bool] = True
 
     default_deadline: Duration = timedelta(hours=1)
     max_deadline: Duration = timedelta(hours=24)
