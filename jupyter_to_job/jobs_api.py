@@ -42,7 +42,7 @@ from .access import (
     readable_owners,
     teaching_roster,
 )
-from .describe import job_outputs
+from .describe import iso_utc, job_outputs
 from .errors import OutputNotFound
 from .manager import JobManager
 from .models import (
@@ -621,6 +621,7 @@ class JobsAPI:
                 and not (e.flavor.id in budgets and budgets[e.flavor.id].exhausted)
             },
         )
+        told = {flavor: budget.told() for flavor, budget in budgets.items()}
         return ListFlavorsResponse(
             flavors=[
                 JobFlavorInfo(
@@ -638,6 +639,12 @@ class JobsAPI:
                     running=running.get(e.flavor.id, 0),
                     queued=queued.get(e.flavor.id, 0),
                     budget=budgets[e.flavor.id].line() if e.flavor.id in budgets else None,
+                    budget_pattern=told[e.flavor.id].pattern if e.flavor.id in told else None,
+                    budget_moments=[
+                        iso_utc(m.astimezone(UTC)) or "" for m in told[e.flavor.id].moments
+                    ]
+                    if e.flavor.id in told
+                    else [],
                     budget_exhausted=e.flavor.id in budgets and budgets[e.flavor.id].exhausted,
                     starts_now=forecasts[e.flavor.id].starts_now
                     if e.flavor.id in forecasts

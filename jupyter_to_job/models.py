@@ -578,6 +578,15 @@ class JobFlavorInfo(WireModel):
         description="The GPU-hours the caller has left on it: '4.5 of your 6 GPU-hours left "
         "this week (renews Monday 00:00, Europe/Zurich)'; None: no budget applies.",
     )
+    budget_pattern: str | None = Field(
+        default=None,
+        description="`budget` with each moment it names as '{0}', '{1}' ('... left this week "
+        "(renews {0})'), for a page to tell `budget_moments` in its reader's own zone.",
+    )
+    budget_moments: list[str] = Field(
+        default_factory=list,
+        description="The moments `budget_pattern` names, in order (ISO 8601, UTC).",
+    )
     budget_exhausted: bool = Field(
         default=False, description="True when no GPU-hours are left: a job would be refused."
     )

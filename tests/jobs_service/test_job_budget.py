@@ -5,6 +5,7 @@ budget, and a job past the budget is refused at once with the sentence (HTTP 409
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import nbformat
 import pytest
@@ -97,6 +98,19 @@ async def test_a_student_sees_her_budget_and_a_job_past_it_is_refused(service):
     )
     assert not flavors["half-job"].budget_exhausted
     assert flavors["cpu-job"].budget is None
+    # with the renewal as a moment, for the dialog to tell in its reader's zone
+    assert flavors["half-job"].budget_pattern == (
+        "0.2 of your 1 GPU-hours left this week (renews {0})"
+    )
+    (renewal,) = flavors["half-job"].budget_moments
+    renews = datetime.fromisoformat(renewal)
+    assert renewal.endswith("Z") and renews > clock[0]
+    in_zurich = renews.astimezone(ZoneInfo("Europe/Zurich"))
+    assert (in_zurich.strftime("%A %H:%M"), renews - clock[0] <= timedelta(days=7)) == (
+        "Monday 00:00",
+        True,
+    )
+    assert flavors["cpu-job"].budget_pattern is None and flavors["cpu-job"].budget_moments == []
 
     # When her next job runs 30 minutes (the budget is used up) and she submits another
     second = JobTicket("job-2", "ana", "half-job")

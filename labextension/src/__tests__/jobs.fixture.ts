@@ -63,6 +63,8 @@ export function makeFlavor(
     running: 2,
     queued: 1,
     budget: null,
+    budget_pattern: null,
+    budget_moments: [],
     budget_exhausted: false,
     starts_now: null,
     forecast: null,

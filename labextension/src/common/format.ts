@@ -80,6 +80,62 @@ export function zoneName(
 }
 
 /**
+ * A moment told as the hub's pages tell it, in the browser's zone with that zone's
+ * short name: "12:10 CET" today, "tomorrow 10:00 CET", "Mon 10:00 CET" within the
+ * week, "Mon 7 Dec 10:00 CET" further away (gpuspawner/templates/local_times.html).
+ *
+ * @param iso An ISO-8601 time; null or unreadable reads as "—".
+ * @param now The current time.
+ */
+export function tellMoment(iso: string | null, now: Date = new Date()): string {
+  const moment = parseTime(iso);
+  if (moment === null) {
+    return '—';
+  }
+  const dayNumber = (date: Date) =>
+    Date.UTC(date.getFullYear(), date.getMonth(), date.getDate()) / 86400000;
+  const days = dayNumber(moment) - dayNumber(now);
+  const clock = `${pad(moment.getHours())}:${pad(moment.getMinutes())}`;
+  const weekday = new Intl.DateTimeFormat('en-GB', { weekday: 'short' }).format(
+    moment
+  );
+  let words = clock;
+  if (days === 1) {
+    words = `tomorrow ${clock}`;
+  } else if (days > 1 && days < 7) {
+    words = `${weekday} ${clock}`;
+  } else if (days !== 0) {
+    const month = new Intl.DateTimeFormat('en-GB', { month: 'short' }).format(
+      moment
+    );
+    words = `${weekday} ${moment.getDate()} ${month} ${clock}`;
+  }
+  const zone = zoneName(moment);
+  return zone ? `${words} ${zone}` : words;
+}
+
+/**
+ * A sentence from the job API with moments in it ("... (renews {0})"), each told
+ * in the browser's zone by {@link tellMoment}; "{{" and "}}" read as braces.
+ *
+ * @param pattern The sentence with "{i}" for `moments[i]`.
+ * @param moments ISO-8601 times.
+ * @param now The current time.
+ */
+export function tellPattern(
+  pattern: string,
+  moments: string[],
+  now: Date = new Date()
+): string {
+  return pattern.replace(/\{\{|\}\}|\{(\d+)\}/g, (match, index) => {
+    if (index === undefined) {
+      return match[0];
+    }
+    return tellMoment(moments[Number(index)] ?? null, now);
+  });
+}
+
+/**
  * How long a job has run: from its start to its end, or to `now` while it runs.
  *
  * @returns Milliseconds, or null when the job has not started.

@@ -323,6 +323,16 @@ export interface IJobFlavorInfo {
    */
   budget: string | null;
   /**
+   * `budget` with each moment it names as "{0}", "{1}" ("... left this week
+   * (renews {0})"), for the dialog to tell `budget_moments` in the reader's zone;
+   * null: no budget applies.
+   */
+  budget_pattern: string | null;
+  /**
+   * The moments `budget_pattern` names, in order (ISO 8601, UTC).
+   */
+  budget_moments: string[];
+  /**
    * True when no GPU-hours are left: a job would be refused.
    */
   budget_exhausted: boolean;

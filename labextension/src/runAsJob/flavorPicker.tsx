@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
 import { errorSentence } from '../common/errors';
+import { tellPattern } from '../common/format';
 import { availableFlavors, flavorLoad, flavorSummary } from './flavors';
 import { IJobFlavorInfo } from '../common/models';
 import { retryTransient } from '../common/retry';
@@ -166,8 +167,15 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
                 }
                 data-testid="flavor-budget"
                 data-exhausted={item.budget_exhausted ? 'true' : 'false'}
+                title={
+                  item.budget_pattern && item.budget_moments.length > 0
+                    ? trans.__("%1, the course's time", item.budget)
+                    : undefined
+                }
               >
-                {item.budget}
+                {item.budget_pattern
+                  ? tellPattern(item.budget_pattern, item.budget_moments)
+                  : item.budget}
               </span>
             )}
             {item.description && (

@@ -3,6 +3,8 @@ import {
   formatDuration,
   formatElapsed,
   formatTime,
+  tellMoment,
+  tellPattern,
   zoneName
 } from '../format';
 
@@ -86,6 +88,42 @@ describe('formatTime, the moments of a job in the browser’s time zone', () => 
   it('shows a dash for a moment that has not happened or cannot be read', () => {
     expect(formatTime(null, now)).toBe('—');
     expect(formatTime('not a time', now)).toBe('—');
+  });
+});
+
+describe('tellMoment and tellPattern, moments in sentences as the hub tells them', () => {
+  // Saturday 28 November 2026, 10:00 in the browser's zone
+  const now = new Date(2026, 10, 28, 10, 0);
+  const at = (...parts: [number, number, number, number, number]) =>
+    new Date(...parts).toISOString();
+  const zone = (iso: string) => zoneName(new Date(iso));
+
+  it('tells today by the clock, tomorrow, this week by weekday, later by date', () => {
+    const today = at(2026, 10, 28, 12, 10);
+    const tomorrow = at(2026, 10, 29, 9, 0);
+    const monday = at(2026, 10, 30, 0, 0);
+    const later = at(2026, 11, 7, 10, 0);
+    expect(tellMoment(today, now)).toBe(`12:10 ${zone(today)}`);
+    expect(tellMoment(tomorrow, now)).toBe(`tomorrow 09:00 ${zone(tomorrow)}`);
+    expect(tellMoment(monday, now)).toBe(`Mon 00:00 ${zone(monday)}`);
+    expect(tellMoment(later, now)).toBe(`Mon 7 Dec 10:00 ${zone(later)}`);
+    expect(tellMoment('not a time', now)).toBe('—');
+  });
+
+  it('puts each moment in its place and keeps doubled braces as braces', () => {
+    const monday = at(2026, 10, 30, 0, 0);
+    expect(
+      tellPattern(
+        '4.5 of your 6 GPU-hours left this week (renews {0})',
+        [monday],
+        now
+      )
+    ).toBe(
+      `4.5 of your 6 GPU-hours left this week (renews Mon 00:00 ${zone(monday)})`
+    );
+    expect(tellPattern('a {{literal}} in {0}', [monday], now)).toBe(
+      `a {literal} in Mon 00:00 ${zone(monday)}`
+    );
   });
 });
 

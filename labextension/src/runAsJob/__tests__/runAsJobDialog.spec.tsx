@@ -6,6 +6,7 @@ import { act } from 'react';
 
 import { DEFAULT_FEATURES, JobsAPI, UNREADABLE_JOB } from '../../common/api';
 import { JobAPIError } from '../../common/errors';
+import { tellMoment } from '../../common/format';
 import {
   ICreateJob,
   IDescribeJob,
@@ -358,11 +359,14 @@ describe('The GPU-hour budget in the Run as Job dialog', () => {
     const server = new SlowServer();
     const open = await openDialog(server);
     await settle(() => server.parameterRequests[0].resolve([]));
+    const renewal = '2026-11-29T23:00:00.000Z';
     const left = makeFlavor({
       id: 'half-job',
       default: true,
       budget:
-        '4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)'
+        '4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)',
+      budget_pattern: '4.5 of your 6 GPU-hours left this week (renews {0})',
+      budget_moments: [renewal]
     });
     const spent = makeFlavor({
       id: 'two-gpus',
@@ -380,8 +384,15 @@ describe('The GPU-hour budget in the Run as Job dialog', () => {
         option.querySelector<HTMLElement>('[data-testid="flavor-budget"]')
       ])
     );
+    // (the renewal told in the reader's own zone, the course's words in its title)
     expect(lines['half-job']?.textContent).toBe(
-      '4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich)'
+      `4.5 of your 6 GPU-hours left this week (renews ${tellMoment(renewal)})`
+    );
+    expect(lines['half-job']?.textContent).toMatch(
+      /\(renews .*\d\d:\d\d \S+\)$/
+    );
+    expect(lines['half-job']?.title).toBe(
+      "4.5 of your 6 GPU-hours left this week (renews Monday 00:00, Europe/Zurich), the course's time"
     );
     expect(lines['half-job']?.dataset.exhausted).toBe('false');
     expect(lines['two-gpus']?.textContent).toBe(
