@@ -55,6 +55,9 @@ class Grant:
     """The GPUs held, as people read them ("node-a GPU 0: T4")."""
     node: str | None = None
     """Kubernetes: the node of the GPU the pool chose (``kubernetes.io/hostname``)."""
+    nodes: int = 1
+    """A job on several nodes: how many pods (one per node) hold the share each; the
+    allocation holds the GPUs of all of them."""
     image: str | None = None
     python: str | None = None
     environment_id: str | None = None
@@ -164,8 +167,11 @@ def render_grant(
     devices = {d.id: d for d in pool.devices}
     held = [devices[i] for i in allocation.device_ids if i in devices] if allocation else []
     first = held[0] if held else None
+    nodes = granted.nodes if isinstance(granted, JobFlavor) else 1
+    each = f"{nodes} nodes, each with " if nodes > 1 else ""
     grant = Grant(
         kind=kind,
+        nodes=nodes,
         key=key,
         owner=user.name,
         subject=granted.id,
@@ -173,11 +179,12 @@ def render_grant(
         target=target,
         allocation=allocation,
         share_description=(
-            share.describe(first.model if first else None, first.memory_mib if first else None)
+            each
+            + share.describe(first.model if first else None, first.memory_mib if first else None)
             if share is not None and allocation is not None
             else "No GPU"
         ),
-        share_summary=share.describe() if share is not None and allocation else "no GPU",
+        share_summary=each + share.describe() if share is not None and allocation else "no GPU",
         gpu_labels=tuple(d.label for d in held),
         image=software.image if software else environment.image,
         python=software.python if software else environment.python,

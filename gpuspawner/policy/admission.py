@@ -237,6 +237,7 @@ def admit_job(
             share=share,
             reservations=reservations,
             queued=True,
+            nodes=flavor.nodes,
         )
     except Refusal as refusal:
         raise _behind_own_server(catalog, pool, user, flavor, reservations) or refusal from None

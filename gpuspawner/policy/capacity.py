@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -315,13 +315,15 @@ class CapacityPool:
         session_end: datetime | None = None,
         queued: bool = False,
         avoid: frozenset[str] = frozenset(),
+        nodes: int = 1,
     ) -> Allocation:
         """Place ``share`` and record it under ``key``; raises :class:`Refusal` if it cannot.
 
         ``queued``: the asker waits in a queue and starts by itself (a job), so a full
         pool's sentence says so instead of "try again". ``avoid``: ids of devices it must
         not go to (their driver cannot run the chosen environment); the caller makes sure
-        some matching device is left."""
+        some matching device is left. ``nodes``: a job on several nodes holds ``share`` (whole
+        GPUs) on each of that many nodes, all of them or none."""
         if key in self.allocations:
             raise Refusal("duplicate", f"{key} already holds a GPU share; stop it first.")
         candidates = [d for d in self.devices if d.matches_model(share.models)]
@@ -337,7 +339,9 @@ class CapacityPool:
             )
         candidates = [d for d in candidates if d.id not in avoid] or candidates
         largest = max(candidates, key=lambda d: d.memory_mib)
-        if share.is_whole:
+        if nodes > 1:
+            _check_nodes(share, nodes, candidates)
+        elif share.is_whole:
             unsplit = [d for d in candidates if not d.mig]
             if share.count > len(unsplit):
                 split = len(candidates) - len(unsplit)
@@ -370,9 +374,10 @@ class CapacityPool:
             usage = self.usage(reservations, for_course=course_id)
         else:
             usage = self._totals  # nothing to hold back: decide on the running totals
-        chosen = _choose([usage[d.id] for d in candidates], share)
+        slots = [usage[d.id] for d in candidates]
+        chosen = _choose_nodes(slots, share, nodes) if nodes > 1 else _choose(slots, share)
         if chosen is None:
-            raise self.explain_full(share, reservations, course_id, queued=queued)
+            raise self.explain_full(share, reservations, course_id, queued=queued, nodes=nodes)
         demand = chosen[0][1]
         allocation = Allocation(
             key=key,
@@ -462,13 +467,17 @@ class CapacityPool:
         course_id: str | None = None,
         *,
         queued: bool = False,
+        nodes: int = 1,
     ) -> Refusal:
         """The refusal of a ``share`` that does not fit now: reserved seats, or GPUs in use.
 
-        ``queued``: for someone waiting in a queue (a job), whose start comes by itself."""
+        ``queued``: for someone waiting in a queue (a job), whose start comes by itself.
+        ``nodes``: the share is wanted on each of that many nodes."""
         candidates = [d for d in self.devices if d.matches_model(share.models)]
         without_reservations = self.usage()
-        if _choose([without_reservations[d.id] for d in candidates], share) is not None:
+        free = [without_reservations[d.id] for d in candidates]
+        fits = _choose_nodes(free, share, nodes) if nodes > 1 else _choose(free, share)
+        if fits is not None:
             holding = [r for r in reservations if r.course_id != course_id]
             names = ", ".join(sorted({r.title for r in holding})) or "a class"
             first = min(holding, key=lambda r: r.until) if holding else None
@@ -496,7 +505,8 @@ class CapacityPool:
         return Refusal(
             "full",
             f"All GPUs are taken right now: {busy} of {len(candidates)} {gpus} {verb} shared "
-            f"by {holders}, with no room for {share.describe()}. {then}",
+            f"by {holders}, with no room for {share.describe()}"
+            f"{f' on each of {nodes} nodes' if nodes > 1 else ''}. {then}",
         )
 
 
@@ -578,3 +588,52 @@ def _choose(
     if best is None:
         return None
     return [(best[1], best[2])]
+
+
+def node_of(device: GPUDevice) -> str:
+    """The node of a cluster's GPU (its id is ``<node>/<GPU>``); "" on one machine."""
+    return device.id.rsplit("/", 1)[0] if "/" in device.id else ""
+
+
+def _whole_gpus_by_node(devices: Iterable[GPUDevice]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for device in devices:
+        if not device.mig and node_of(device):
+            counts[node_of(device)] = counts.get(node_of(device), 0) + 1
+    return counts
+
+
+def _check_nodes(share: GPUShare, nodes: int, candidates: list[GPUDevice]) -> None:
+    """Refuse a job on ``nodes`` nodes that could never start here (too few such nodes)."""
+    big_enough = [n for n, c in _whole_gpus_by_node(candidates).items() if c >= share.count]
+    if share.is_whole and len(big_enough) >= nodes:
+        return
+    gpus = f"{share.count} whole GPU{'' if share.count == 1 else 's'}" if share.is_whole else "GPUs"
+    raise Refusal(
+        "too-large",
+        f"This flavor asks for {nodes} nodes with {gpus} each, but only {len(big_enough)} "
+        f"{'node here has' if len(big_enough) == 1 else 'nodes here have'} that many "
+        "matching GPUs. Please tell the hub admins.",
+    )
+
+
+def _choose_nodes(
+    slots: list[DeviceUsage], share: GPUShare, nodes: int
+) -> list[tuple[DeviceUsage, SliceDemand]] | None:
+    """Placement of ``share`` on each of ``nodes`` distinct nodes; None if they do not all
+    fit now. The nodes with the fewest free GPUs that still fit go first (best fit), so a
+    node with room for a larger job stays free."""
+    by_node: dict[str, list[DeviceUsage]] = {}
+    for slot in slots:
+        if node_of(slot.device):
+            by_node.setdefault(node_of(slot.device), []).append(slot)
+    placed = [
+        (len(free), node, chosen)
+        for node, node_slots in by_node.items()
+        if (chosen := _choose(node_slots, share)) is not None
+        for free in [[s for s in node_slots if s.empty and not s.device.mig]]
+    ]
+    if len(placed) < nodes:
+        return None
+    placed.sort(key=lambda item: (item[0], item[1]))
+    return [pair for _, _, chosen in placed[:nodes] for pair in chosen]
