@@ -82,6 +82,29 @@ test.describe("The Jobs tab of the left sidebar", () => {
     await expect(detail).toHaveAttribute("data-status", "COMPLETED");
     await jobs.screenshotsLightAndDark("jobs-sidebar");
 
+    // And on a phone-sized screen (375x812) the sidebar still lists the job, whole
+    await page.setViewportSize({ width: 375, height: 812 });
+    if (!(await sidebar.isVisible())) {
+      await sidebarTab(page).click();
+    }
+    await expect(item).toBeVisible();
+    await expect(item).toContainText("greeting sidebar");
+    const box = await item.boundingBox();
+    expect(box).not.toBeNull();
+    expect(box!.x).toBeGreaterThanOrEqual(0);
+    expect(box!.x + box!.width).toBeLessThanOrEqual(375);
+    await jobs.screenshotsLightAndDark("jobs-sidebar-375");
+    // and with the sidebar folded away, the Jobs panel it opened has the width
+    await sidebarTab(page).click();
+    await expect(sidebar).toBeHidden();
+    await expect(detail).toBeVisible();
+    await expect(detail).toHaveAttribute("data-job-id", jobId);
+    await jobs.screenshotsLightAndDark("jobs-panel-375");
+    await page.setViewportSize({ width: 1280, height: 800 });
+    if (!(await sidebar.isVisible())) {
+      await sidebarTab(page).click();
+    }
+
     // And after a reload (no Launcher to wait for: the layout is the panel) the
     // sidebar's Jobs tab is still the open one
     await page.reload({ waitForIsReady: false });
