@@ -1,18 +1,6 @@
 """The JupyterHub side of course-time profiles, shared by the local and Kubernetes spawners.
 
-``CourseProfilesMixin`` turns policy decisions into spawner behaviour:
-
-- the spawn page lists the user's profiles as cards (``options_form``);
-- every start re-checks entitlement, quotas and capacity on the server side and
-  refuses with a :class:`~jupyterhub.spawner.SpawnException` (a 4xx that does not
-  count toward the hub's consecutive-failure limit);
-- the GPU allocation lives in spawner state and is rebuilt after a hub restart;
-- with a shared allocation ledger, the server's own process holds its slice
-  (:meth:`CourseProfilesMixin.hold_allocation`), so the slice lives exactly as long
-  as the server, whatever happens to the hub.
-
-Subclasses provide the GPU inventory and apply the decision (environment
-variables locally, a pod spec on Kubernetes).
+Design notes: docs/design/hub.md, "gpuspawner.course_profiles".
 """
 
 from __future__ import annotations

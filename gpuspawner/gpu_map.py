@@ -1,16 +1,6 @@
 """A picture of who holds which slice of which GPU, for the spawn page and the GPU map page.
 
-Each GPU is a bar; each allocation a segment as wide as its fraction, coloured by
-course (or research allocation / job). Who is named follows one rule
-(:func:`holder_name`): hub admins see every holder (and job ids); instructors see the
-holders of the slices that run a course they teach (the catalog's instructors and the
-course's instructor group, as in the course API); everyone else sees only which course
-holds a slice, and which slice is their own.
-
-Given readings (:mod:`gpuspawner.core.telemetry`) and each holder's use of its GPU
-(:mod:`gpuspawner.holder_use`), each GPU shows how busy it is, and each slice whose holder
-the viewer may see shows its own utilisation and memory, or says that the number is the
-whole GPU's (and why) where the holders of that GPU cannot be told apart.
+Design notes: docs/design/hub.md, "gpuspawner.gpu_map".
 """
 
 from __future__ import annotations

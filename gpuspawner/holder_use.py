@@ -1,19 +1,6 @@
 """How much of its GPU each server and job uses: readings joined to the slices' holders.
 
-On a shared GPU the device's utilisation says nothing about one holder: with four students
-at 1/4 of a card, one busy student makes the card busy for all four. So each holder's use
-is the sum of its own processes (NVML's per-process readings attributed by
-:mod:`gpuspawner.process_owners`; on Kubernetes the exporters' per-pod series,
-:mod:`gpuspawner.prometheus_telemetry`), and a holder of a GPU whose processes are all
-known but none of them its own uses nothing of it.
-
-Where that cannot be told (no per-process readings, or a process on the GPU that belongs
-to no known holder, such as a pid of another PID namespace), the holders of that GPU get
-the device's numbers, marked device-wide with the reason (:attr:`HolderUse.device_wide`):
-for reclaim that is the cautious answer (a share counts as idle only when its whole GPU
-is), and the metrics, the GPU map and the usage report say so.
-
-Pure: readings and allocations in, :class:`HolderUse` out.
+Design notes: docs/design/hub.md, "gpuspawner.holder_use".
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """What the hub's home page says of a running server: its profile, its GPU share, when it stops.
 
-JupyterHub's stock home page only offers Start and Stop. A student between two classes
-wants to know which course their server runs, what share of which GPU it holds and when
-the hub will stop it, and to change course. The spawners give
-:meth:`~gpuspawner.course_profiles.CourseProfilesMixin.running_server`, built here from
-what the server was granted (or, after a hub restart, from its saved state), and
-``templates/home.html`` shows it with a live countdown and a "Change course" button.
-When the user's last server ended without the hub stopping it, the page says why
-(:func:`ended_unasked`, the local spawners' ``stop_notice``).
+Design notes: docs/design/hub.md, "gpuspawner.home_page".
 """
 
 from __future__ import annotations

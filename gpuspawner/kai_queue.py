@@ -1,24 +1,6 @@
 """Waiting in a KAI-scheduler queue: which servers wait, and in which order KAI takes them.
 
-With the ``kai`` sharing back end every GPU pod names ``schedulerName: kai-scheduler`` and a
-queue (the ``kai.scheduler/queue`` label); KAI's podgrouper makes a PodGroup for each pod
-(``scheduling.run.ai/v2alpha2``, named ``pg-<pod>-<pod uid>``, written on the pod as its
-``pod-group-name`` annotation), and KAI's scheduler binds the pod once its queue's quota or
-limit and a GPU have room for it. Until then the pod waits unbound, and the hub shows its
-place. These pure functions read pods and PodGroups as the API returns them (plain dicts):
-
-- :func:`waiting_pod_groups` and :func:`place_in_kai_queue`: a queue's waiting PodGroups in
-  the order KAI's scheduler takes them within the queue (its ``priority`` and ``elastic``
-  job-order plugins, then the session's default: the PodGroup's priority, highest first;
-  then its creation time; then its name, which KAI uses as the PodGroup's id);
-- :func:`waiting_kai_pods`: the same order estimated from the pods alone, for a hub that
-  may not read PodGroups (pods and their PodGroups are made within moments of each other,
-  but not always in the same second).
-
-KAI orders by the priority *value* of the PodGroup's PriorityClass, which the hub may not
-read (PriorityClasses are cluster-wide): the values of KAI's own classes are known
-(:data:`KAI_PRIORITIES`), any other class counts as KAI's default. Pure: imports neither
-KubeSpawner nor a Kubernetes client.
+Design notes: docs/design/hub.md, "gpuspawner.kai_queue".
 """
 
 from __future__ import annotations

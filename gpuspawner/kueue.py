@@ -1,23 +1,6 @@
 """Waiting in a Kueue queue: where a server stands, how long it may wait, where it landed.
 
-GPUSpawner's Kueue mode (``c.GPUSpawner.kueue_queue_name``) starts a GPU server that the
-hub's pool has no room for as a pod labelled :data:`QUEUE_LABEL`; Kueue's pod integration
-gates it (the scheduling gates ``kueue.x-k8s.io/admission`` and, with topology-aware
-scheduling, ``kueue.x-k8s.io/topology``), makes a Workload for it, and removes the gates
-when its ClusterQueue's quota admits that Workload. These pure functions read pods and
-Workloads as the API returns them (plain dicts):
-
-- :func:`waiting_workloads` and :func:`place_in_queue`: a LocalQueue's pending Workloads
-  in the order Kueue admits them (priority, then the time each joined, then the Workload's
-  uid, as Kueue's own queue sorts them), and a server's place among them;
-- :func:`waiting_pods`: the gated pods, oldest first, for when the hub may not read
-  Workloads (an estimate: Kueue breaks ties of pods created in the same second by uid);
-- :func:`queue_line`: the sentence the spawn page shows;
-- :func:`place_on_node`: the GPU slice a server admitted from the queue holds, on the node
-  the scheduler chose, for the hub's capacity pool;
-- :func:`preemption_sentence`: what a student reads when Kueue (or the scheduler) preempts.
-
-Pure: imports neither KubeSpawner nor a Kubernetes client.
+Design notes: docs/design/hub.md, "gpuspawner.kueue".
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """GPUSpawner's queue mode: a GPU server the pool has no room for waits in the cluster's queue.
 
-The queue is Kueue's (``c.GPUSpawner.kueue_queue_name``) or KAI-scheduler's (the ``kai``
-sharing back end, whose pods wait in the KAI queue of their course; see "KAI-scheduler"
-below). With either, :class:`KueueMode` (a part of GPUSpawner)
-
-- decides whether a start joins the queue without a GPU slice booked (the pool is full, or
-  others already wait), and labels its pod for Kueue;
-- tells the waiting student her place in line from Kueue's Workloads, which it reads once
-  per :data:`QUEUE_POLL_SECONDS` for all waiting servers (:class:`QueueListing`): Kueue
-  admits in an order the pods alone do not tell (pods created in the same second are
-  ordered by their Workloads' uids), so the places come from the Workloads, and are only
-  estimated from the gated pods when the hub may not read them;
-- books the slice of a server Kueue admitted on the GPU of the node it landed on, and
-  records it on the pod.
-
-Reading the Workloads takes ``list`` on ``workloads.kueue.x-k8s.io`` in the users'
-namespace (``hub_config/kubernetes/rbac.yaml``, Role ``campus-gpu-hub-kueue``); the first
-refusal is logged once, as a sentence for the hub's admins. The pure parts (the order of
-the queue, the sentences) are in :mod:`gpuspawner.kueue`.
-
-KAI-scheduler: a pod waits in its queue unbound (KAI gates nothing) until the queue's quota
-or limit and a GPU have room for it. The places come from KAI's PodGroups (one per pod), in
-the order KAI takes them (:mod:`gpuspawner.kai_queue`), read once per
-:data:`QUEUE_POLL_SECONDS` for all waiting servers; that takes ``list`` on
-``podgroups.scheduling.run.ai`` (rbac.yaml, Role ``campus-gpu-hub-kai``), and without it
-the places are estimated from the pods.
+Design notes: docs/design/hub.md, "gpuspawner.kueue_mode".
 """
 
 from __future__ import annotations

@@ -1,31 +1,7 @@
 """Prometheus metrics of the GPU hub: who holds which slice, what each GPU is doing, and
 how admission answers.
 
-Registered in prometheus_client's default registry, so in the hub process they appear on
-JupyterHub's own ``/hub/metrics`` with its protection (the ``read:metrics`` scope); in the
-job service they appear on its ``/metrics`` (see ``jupyter_to_job/metrics.py``).
-
-- Counters, counted where :class:`~gpuspawner.core.admission.GPUAdmission` decides
-  (:func:`counted_admission`): ``gpuspawner_admissions_total{kind, profile, course}`` and
-  ``gpuspawner_refusals_total{kind, reason}``.
-- ``gpuspawner_server_start_duration_seconds{profile, course}``: from the admission's
-  decision to the server answering (a GPU server start; JupyterHub's own histogram covers
-  every start).
-- Read at scrape time from the hub's capacity pool and telemetry
-  (:class:`GPUPoolCollector`): allocations per GPU, course, profile, kind and sharing back
-  end; each GPU's allocated fraction and holders; ``gpuspawner_allocation_info`` (one per
-  slice, with ``namespace``/``pod`` on Kubernetes for the DCGM join); the GPUs'
-  utilisation, memory and temperature and each slice's own utilisation and memory (one
-  machine: NVML or ``c.GPUAdmission.telemetry_path``, each process attributed to its
-  server or job by :mod:`.process_owners`; ``measured="device"`` where the GPU's numbers
-  stand in, :mod:`.holder_use`); the profiles' idle limits (catalog
-  ``reclaim.idle_after``); the Kueue queue's length.
-
-Label cardinality: ``profile`` and ``course`` come from the catalog (tens), ``reason``
-from :class:`~gpuspawner.policy.Refusal` codes (about ten), ``gpu`` from the inventory.
-Per-user labels (``user``, ``name``) appear only on series of slices held *now* (one per
-running GPU server or job), never on counters or histograms, so the number of series
-follows the number of slices, not the number of users who ever started a server.
+Design notes: docs/design/hub.md, "gpuspawner.metrics".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """Secrets a hub configuration keeps in a file, so they stay the same across restarts.
 
-A secret shared between the hub and its services (the pre-warm secret the spawner and
-the course-sessions service both know, a demo identity provider's client secret) must
-not change when the hub restarts: after a crash, servers, services and tokens made with
-the old value would stop matching. In ``jupyterhub_config.py``::
-
-    from gpuspawner.persistent_secret import persistent_secret
-
-    prewarm_secret = persistent_secret("/var/lib/jupyterhub/prewarm-secret")
-
-The first start writes a new random secret into the file, readable by its owner only;
-later starts read it back. Delete the file to change the secret (then restart the hub).
+Design notes: docs/design/hub.md, "gpuspawner.persistent_secret".
 """
 
 from __future__ import annotations

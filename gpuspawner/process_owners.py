@@ -1,24 +1,6 @@
 """Which server or job a process on a GPU belongs to: its cgroup, or its process tree.
 
-NVML names the processes using a GPU by pid. On one machine each server and each job runs
-in a process tree whose root the allocation ledger records as its slice's holder (pid and
-start time: :class:`~gpuspawner.core.ledger.ProcessHolder`), and, where CPU and memory limits
-are enforced, in a cgroup named for it (``server-<user>[-<server>]``, ``job-<id>``: see
-``LocalGPUSpawner.cgroup_name`` and ``LocalExecutor.cgroup_name``). A pid belongs to the
-holder whose cgroup it runs in (which holds even for a process that left its parent), else
-to the nearest of its ancestors that holds a slice.
-
-A pid NVML reports need not be one this process can see: NVML answers in the driver's PID
-namespace, and a reader in a container sees another one (seen on an H200: NVML named a
-process the service could not find). So a pid is attributed only when /proc shows it,
-when it has an NVIDIA device open (where its open files can be read: a pid of another
-namespace that happens to exist here is someone else), and when it leads to exactly one
-holder. Otherwise the reading says why (:attr:`~gpuspawner.core.telemetry.ProcessReading
-.unattributed`), and its GPU's holders get the device-wide numbers
-(:mod:`gpuspawner.holder_use`).
-
-Reads /proc (or a folder laid out like it, for tests); imports neither JupyterHub nor
-Kubernetes.
+Design notes: docs/design/hub.md, "gpuspawner.process_owners".
 """
 
 from __future__ import annotations

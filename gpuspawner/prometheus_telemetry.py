@@ -1,32 +1,6 @@
 """GPU use per pod on Kubernetes, read from the Prometheus the admins run.
 
-The GPU's own numbers are not a holder's when several pods share it, so on Kubernetes each
-slice's use comes from the exporters that know pods, joined to the hub's slices:
-
-- **HAMi's vGPU monitor**, per container (fractions of a GPU under HAMi): its SM
-  utilisation and memory, ``hami_container_device_utilization_ratio`` (percent) and
-  ``hami_vgpu_memory_used_bytes``, labelled ``namespace``, ``pod``, ``container``,
-  ``device_uuid``; the names before HAMi's rename (kept with its ``--legacy-metrics``) are
-  ``Device_utilization_desc_of_container`` and ``vGPU_device_memory_usage_in_bytes``,
-  labelled ``podnamespace``, ``podname``, ``ctrname``, ``deviceuuid``. HAMi-core writes
-  them once a container has touched its GPU; a container that never did has none.
-- **NVIDIA's DCGM exporter** with pod attribution (``DCGM_EXPORTER_KUBERNETES=true``), per
-  GPU or MIG slice: ``DCGM_FI_DEV_GPU_UTIL`` (percent; whole GPUs),
-  ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (0 to 1; MIG slices, and whole GPUs where profiling
-  metrics are on) and ``DCGM_FI_DEV_FB_USED`` (MiB), labelled ``Hostname``, ``UUID``,
-  ``GPU_I_ID`` (MIG), ``namespace`` and ``pod``. A whole GPU or a MIG slice has one pod:
-  its numbers are that pod's. A GPU time-shared by several pods gives each of them the
-  GPU's numbers: those are marked device-wide.
-- **The hub's** ``gpuspawner_allocation_info`` (:mod:`gpuspawner.metrics`), which names
-  the slice (user, kind, name) each server's and job's pod holds.
-
-HAMi's series win over DCGM's for a pod that has both. Scrape the exporters with
-``honor_labels: true`` (``hub_config/monitoring/prometheus.yml``), so their ``namespace``
-and ``pod`` labels stay the workload's rather than the exporter's own.
-
-The readings name their holders (:attr:`~gpuspawner.core.telemetry.ProcessReading.holder`);
-their devices carry index -1, since the pool names cluster GPUs ``<node>/<index>`` and
-these join by pod instead (:mod:`gpuspawner.holder_use`). Pure apart from the HTTP query.
+Design notes: docs/design/hub.md, "gpuspawner.prometheus_telemetry".
 """
 
 from __future__ import annotations

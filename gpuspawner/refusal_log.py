@@ -1,13 +1,6 @@
 """Expected refusals in the hub's log: one line at info level, not an error with a traceback.
 
-A closed course, a full GPU, a spent budget: the hub refuses such a start on purpose and
-tells the person why. JupyterHub logs every failed start as an error, and a start from
-the spawn form with the whole traceback, so an admin reading the log at the start of a
-class sees forty "errors" that are the system working as meant. The spawners mark the
-``SpawnException`` of a refusal (:func:`mark_expected`); :class:`ExpectedRefusals`, a filter
-on the hub's logger, rewrites the records that carry one into a single info line with the
-refusal's code and sentence. Failures that are not refusals (status 5xx, anything else)
-are left as JupyterHub logs them.
+Design notes: docs/design/hub.md, "gpuspawner.refusal_log".
 """
 
 from __future__ import annotations

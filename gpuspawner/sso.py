@@ -1,26 +1,6 @@
 """Campus single sign-on: GenericOAuthenticator for a campus OpenID Connect provider.
 
-Who a person is on the hub (student, instructor, researcher, admin, enrolled in which
-course) comes from the identity provider's group claim at every login
-(``manage_groups``), mapped to hub groups (:mod:`gpuspawner.policy.idp_groups`):
-
-- the role groups ``students``, ``instructors``, ``researchers`` and ``admins`` (the
-  defaults of ``allowed_groups`` and ``admin_groups``: nobody outside them logs in, and
-  ``admins`` are hub admins);
-- the groups the course catalog names: each course's student and instructor groups
-  (``settings.course_groups``, ``course-<id>-students`` and ``course-<id>-instructors`` by
-  default), enrolment groups, research allocation groups, flavor groups;
-- ``group_aliases`` rename the provider's values (Keycloak paths, Azure AD object ids).
-
-Everything else the provider sends is dropped, so hundreds of campus mailing lists do not
-become hub groups. Roles for instructors come from :func:`gpuspawner.policy.roles.course_roles`.
-
-Refusals are pages that say what happened and what to do: an account outside the allowed
-groups (403), and a sign-in whose ``state`` does not match the one the hub issued
-(altered, replayed or expired: 400, with a link to sign in again).
-
-``hub_config/sso/jupyterhub_config.py`` wires it for Keycloak, Azure AD, Google or any
-OpenID Connect provider.
+Design notes: docs/design/hub.md, "gpuspawner.sso".
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
 """The experimental zone's wipe on a shared workstation: a root-owned helper that works in
 each person's zone folder *as that person*, for the course-sessions service.
 
-Why this design. On the workstation (hub_config/workstation) each person's zone folder,
-``<root>/<user>``, is theirs alone (0700) and the course-sessions service runs as its own
-unprivileged account (``gpuhub-services``). Anything that lets that account empty the
-folders itself (a shared group or ACLs on them, CAP_DAC_OVERRIDE or CAP_FOWNER, running
-the service as root) also lets it read every file in them, which the workstation's
-security model keeps from services. A sudo rule would put argument parsing under sudo and
-needs each machine's sudoers edited; a handler in the hub would put file-system work in
-the hub's event loop. So the service keeps no access to the folders and asks this helper,
-a small process the hub starts as root (a hub-managed service without a URL):
-
-- **Authenticated.** It listens on a Unix socket in a folder only root and the service's
-  account's group may enter (0750), itself 0660; every connection's peer is checked with
-  the kernel's ``SO_PEERCRED``: only the service's account is answered.
-- **Narrow.** A request is one action and at most one user name, never a path: the folder
-  is always ``<root>/<name>``, and only when the name is a system account's (not root's)
-  and the folder a real folder (not a link) owned by that account. The actions are
-  ``users`` (who has a folder), ``holds`` (yes or no), ``notice`` (the warning file, with
-  the warning's text), ``empty`` and ``check`` (whether the root is safe to wipe: not a
-  home, not production storage, as the service itself checks it). Answers carry counts,
-  yes or no, and sentences; never a file's name or content.
-- **As the person.** The work in a folder is done by a child process that has dropped to
-  that person's account for good (:meth:`UserAccount.become`, as their servers and jobs
-  are started), through a descriptor opened with ``O_NOFOLLOW``, removing links without
-  following them: it can do no more than the person could do in their own folder, so it
-  can neither reach another person's folder nor, through a link, their home as root.
-- **Refuses to wipe an unsafe root** itself (``empty`` runs the same check as ``check``),
-  whatever the service asks.
-
-``python -m gpuspawner.zone_wipe_helper --root ROOT --socket SOCKET --client-account NAME
---catalog CATALOG``; the service is given ``--experimental-wipe-helper SOCKET``.
+Design notes: docs/design/hub.md, "gpuspawner.zone_wipe_helper".
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """Who may do what with whose jobs: the one place the job service decides it.
 
-Pure functions over plain data (no JupyterHub, no HTTP), so the rules are tested as a
-matrix. A caller may act on the jobs owned by user X when:
-
-1. their token's scopes hold the action's scope (``custom:jupyter-to-job:read:jobs`` or
-   ``...:write:jobs``; write implies read) unfiltered, filtered ``!user=X``, or filtered
-   ``!group=G`` with X a member of G;
-2. they are a hub admin (``admin: true``) and their token holds the action's scope in any
-   form: admins read, stop and delete every job;
-3. they only want to READ and teach a course X is enrolled in (the catalog's
-   ``instructors`` and ``enrolment`` users or groups, and the course's groups from
-   ``settings.course_groups``, which single sign-on fills), and their token holds the read scope
-   in any form. Instructors never stop or delete students' jobs.
-
-A token without any job scope can do nothing, whoever holds it: a hub admin's server token
-(``!user`` scopes) reaches other users' jobs only because the admin rule widens the filters
-of a scope it already holds.
+Design notes: docs/design/jobs.md, "jupyter_to_job.access".
 """
 
 from __future__ import annotations

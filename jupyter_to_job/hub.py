@@ -1,19 +1,6 @@
 """How a hub registers the job service: its ``services`` entry, its roles, the server token.
 
-In ``jupyterhub_config.py``::
-
-    from jupyter_to_job.hub import (
-        job_service, job_service_roles, job_service_url, job_server_token_scopes
-    )
-    from jupyter_to_job.scopes import hub_custom_scopes
-
-    c.JupyterHub.custom_scopes = hub_custom_scopes()
-    c.JupyterHub.services.append(job_service(port=8766, catalog_path="/etc/jupyterhub/courses"))
-    c.JupyterHub.load_roles.extend(job_service_roles(admins=["ada"]))
-    c.Spawner.server_token_scopes = job_server_token_scopes()
-    c.Spawner.environment["JUPYTER_TO_JOB_SERVICE_URL"] = job_service_url(port=8766)
-
-Nothing here imports JupyterHub, so the Kubernetes values can call the same helpers.
+Design notes: docs/design/jobs.md, "jupyter_to_job.hub".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """Whether a job may start now, and with which GPU share: the manager's capacity hook.
 
-The manager asks :meth:`JobAdmission.acquire` before it starts a queued job. The
-answer is a :class:`JobGranted` (carrying the admission's
-:class:`~gpuspawner.core.grant.Grant`, which the executor applies as it is) or a
-:class:`JobWaits` (the job stays queued, with the reason shown to its owner; one
-that waits on its owner's own limit lets other people's jobs go first). A flavor that
-can never run is refused at create time by :meth:`JobAdmission.validate`. Which
-refusals wait is the policy's :data:`~gpuspawner.policy.admission.WAIT_CODES`.
-
-The job service's hook, :class:`~jupyter_to_job.service.flavor_admission.FlavorAdmission`,
-asks the same :class:`~gpuspawner.core.admission.GPUAdmission` as the hub's spawners, so a job
-can never get what a spawner would refuse. Without it (standalone mode) every job
-starts at once, with the GPUs of the server it runs beside.
+Design notes: docs/design/jobs.md, "jupyter_to_job.job_admission".
 """
 
 from __future__ import annotations

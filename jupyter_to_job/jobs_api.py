@@ -1,14 +1,6 @@
 """The job API behind the REST handlers: who asks, what they may do, and the manager's answer.
 
-One :class:`JobsAPI` serves the hub's job service (callers identified by their hub tokens)
-and a standalone server extension (one local caller). Every operation checks access
-through :mod:`jupyter_to_job.access` first:
-
-- a job the caller may not read answers 403 and says nothing about it (neither its owner,
-  name nor state): job ids are random UUIDs, so whoever asks already holds the id;
-- a job the caller may read but not change answers 403 to stop or delete;
-- creating needs the write scope on one's own jobs, and a flavor the catalog gives the
-  caller now (``flavor_entitlements``): another flavor is a 403 with the reason.
+Design notes: docs/design/jobs.md, "jupyter_to_job.jobs_api".
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """Prometheus metrics of the job service, read from its job store at each scrape.
 
-Served by the service's ``/services/<name>/metrics`` to tokens with JupyterHub's
-``read:metrics`` scope, as the hub serves ``/hub/metrics`` (see ``service/handlers.py``),
-together with the process's default registry (the admission's
-``gpuspawner_admissions_total`` and ``gpuspawner_refusals_total`` for jobs).
-
-Read from the store rather than counted as things happen, so the numbers survive a
-restart of the service and agree with what the jobs list shows:
-
-- ``jupyter_to_job_jobs{state, flavor}``: jobs in the store by state and flavor;
-- ``jupyter_to_job_queue_wait_seconds``: histogram of the time from queued to running,
-  over the jobs in the store that started (by flavor);
-- ``jupyter_to_job_run_seconds``: histogram of run times of the jobs that ended (by
-  flavor and final state);
-- ``jupyter_to_job_oldest_queued_seconds``: how long the job first in the queue has
-  waited (0 with an empty queue), for the "queued too long" alert;
-- ``jupyter_to_job_log_bytes{flavor}``: bytes of job logs kept.
-
-Deleting finished jobs lowers the histograms' counts; Prometheus' ``rate()`` reads that as
-a counter reset. Labels: ``state`` (seven values) and ``flavor`` (the catalog's flavors);
-no per-user or per-job label.
+Design notes: docs/design/jobs.md, "jupyter_to_job.metrics".
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """nbclient's NotebookClient, as a job runs it: output streamed to the log, kernel under control.
 
-Two differences from ``NotebookClient.async_execute``:
-
-- every output message is handed to ``on_output`` as it arrives (the runner
-  writes it to the job log), which is what papermill's ``log_output`` does;
-- the kernel's lifetime is ours (:meth:`running_kernel`): nbclient's own
-  ``async_setup_kernel`` installs SIGTERM/SIGINT handlers that shut the kernel
-  down at once, whereas a job stops gracefully (interrupt, then stop after the
-  current cell).
+Design notes: docs/design/jobs.md, "jupyter_to_job.notebook_client".
 """
 
 from __future__ import annotations

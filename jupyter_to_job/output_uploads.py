@@ -1,16 +1,6 @@
 """Outputs a job sends back to the job service, and the per-job token that lets it.
 
-A job that runs elsewhere (a Kubernetes pod) has its own folder, not the service's, so its
-runner sends the executed notebook and HTML back over HTTP
-(``PUT api/jobs/<id>/uploads/<format>``), where they land in the job's folder in the
-service as a local job's would: listed and downloaded by the same API, shown in the Jobs
-panel the same way.
-
-Each job gets its own token when it starts (:func:`issue_upload_token`). Only its SHA-256
-is kept, in the job's folder; the token itself goes to the job's pod alone. A token opens
-the uploads of its own job, and only while that job runs: it is revoked when the job ends
-(:func:`revoke_upload_token`), so a job cannot replace another job's outputs, nor its own
-once they are final.
+Design notes: docs/design/jobs.md, "jupyter_to_job.output_uploads".
 """
 
 from __future__ import annotations

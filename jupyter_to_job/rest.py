@@ -1,15 +1,6 @@
 """What the job service and the server extension share on the wire: errors and request bodies.
 
-Every error answer is ``{"message": sentence, "reason": code}`` (plus ``errors`` for a body
-with wrong fields), built in one place, :func:`error_response`, which each side's
-``write_error`` calls. Handlers just raise: :class:`ApiError`, a
-:class:`~jupyter_to_job.errors.JobError`, a pydantic ``ValidationError``, a policy
-``Refusal`` or tornado's ``HTTPError``.
-
-Request bodies are bounded twice: in size (:class:`BoundedBodyMixin` reads them as they
-arrive and answers 413 once a body over its limit is in) and in how deep their JSON nests
-(:func:`json_object`, :func:`check_notebook`: 400), so no client JSON reaches a recursive
-parser or validator deep enough to fail inside it.
+Design notes: docs/design/jobs.md, "jupyter_to_job.rest".
 """
 
 from __future__ import annotations

@@ -1,35 +1,6 @@
 """When a job that ended is started again: the retry decision, pure.
 
-A job asks for it with ``CreateJob.checkpoint`` (a folder and a number of retries). It is
-started again (QUEUED once more, then a new attempt of the same notebook snapshot with the
-same checkpoint folder) only when it was killed from outside, never when it failed by itself
-or was stopped. The two are told apart by the runner's final status file:
-
-- The runner writes ``status.json`` with a final state whenever it ends on its own terms:
-  completed, failed in a cell (an exception, a dead kernel, a cell timeout), or stopped
-  after a SIGTERM or SIGINT. A runner killed by a signal it cannot handle (SIGKILL from
-  outside, a crash of the machine) writes none.
-- So a job is *killed from outside* when its runner ended **without** a final status and
-  either a signal ended it (a negative exit code: ``the runner was killed (signal 9)``) or
-  the job service came back after a restart and found its process gone. A runner that
-  reported STOPPED although nobody asked the job service to stop it (a SIGTERM sent by the
-  machine shutting down) is killed from outside too.
-- Never started again: a final COMPLETED or FAILED status (its own result, however it
-  ended), a stop by its owner or an admin (the manager's stop: ``StopReason.REQUEST``,
-  or a job already STOPPING in the store), its deadline, and a runner that exited with an
-  error code of its own without a status (a broken runner, not a disruption).
-- An out-of-memory kill (the flavor's control group locally, ``OOMKilled`` on Kubernetes)
-  is started again only when the job's flavor sets ``oom_retry_memory`` and the attempt ran
-  with less: :func:`oom_retry` says so, with that memory, and the retry is counted against
-  the job's retries like any other. The memory is kept with the attempt (the history entry's
-  ``memory_bytes``), so every later attempt of the job gets it too (:func:`attempt_memory`);
-  the next attempt is queued and admitted again as any job is. Without the setting, or when
-  the larger memory ran out as well, the job ends FAILED as out of memory, and
-  :func:`no_more_memory` tells its owner what to do.
-
-Each new attempt is logged with a separator line and the reason, counted in the store
-(``job_attempts``: attempt, max_attempts, history) and shown as "attempt 2 of 3". When the
-retries are used up the job ends FAILED as any killed job does, with a sentence saying so.
+Design notes: docs/design/jobs.md, "jupyter_to_job.retries".
 """
 
 from __future__ import annotations

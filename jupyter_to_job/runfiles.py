@@ -1,21 +1,6 @@
 """The files of one job directory, shared by the runner and every executor.
 
-The runner reads its instructions from ``job.json`` and reports through
-``status.json``; both are small JSON documents described by the models below.
-The same directory works locally and on a Kubernetes volume: only who launches
-the runner differs.
-
-Layout of ``<root>/jobs/<job id>/``::
-
-    job.json        RunnerSpec, written at create
-    input.ipynb     the notebook as it was when the job was created
-    output.ipynb    the executed notebook, saved after every cell
-    output.html     the executed notebook as HTML (when asked for)
-    status.json     RunnerStatus, rewritten atomically at every change
-    work/           the kernel's working directory unless the spec names one
-
-The log is kept apart, by the log store, so it outlives the job directory's
-other files if an admin prunes them.
+Design notes: docs/design/jobs.md, "jupyter_to_job.runfiles".
 """
 
 from __future__ import annotations

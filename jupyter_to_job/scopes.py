@@ -1,16 +1,6 @@
 """The JupyterHub scopes of the job service, named ``custom:jupyter-to-job:<action>:<resource>``.
 
-A token may act on the jobs of the users its scopes name:
-
-- ``custom:jupyter-to-job:read:jobs``: list jobs, read their state, logs and outputs;
-- ``custom:jupyter-to-job:write:jobs``: also create, stop and delete them (it implies read,
-  through ``subscopes``).
-
-Scopes take JupyterHub's filters: ``!user`` (the token owner's own jobs), ``!user=alice``,
-``!group=ml101-tas``; unfiltered, they cover every user's jobs. The hub must define them
-before any role uses them::
-
-    c.JupyterHub.custom_scopes = hub_custom_scopes()
+Design notes: docs/design/jobs.md, "jupyter_to_job.scopes".
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """A warm runner: started before its job, it waits for one job with a kernel running.
 
-``python -m jupyter_to_job.runner --warm-control FD --warm-dir DIR --warm-kernel NAME``
-is started by the job service (:mod:`jupyter_to_job.executors.warm_pool`) as the job's
-owner, in the flavor's cgroup and with the environment a job of that owner and flavor
-gets. It does ahead what every job does before its first cell: the runner's imports and
-the start of a kernel (in ``DIR``, an empty folder of the owner's). Then it says
-``ready`` on the control socket ``FD`` and waits for one message:
-
-- a job: one JSON line (``job_dir``, ``environment``, ``keep_kernel``) carrying the job
-  log's open descriptor (``SCM_RIGHTS``), which becomes the runner's standard output and
-  error, as a runner started cold gets it. The runner then runs that job, exactly as
-  ``--job-dir DIR --log-file -`` would, and exits: a warm runner serves one job only;
-- end of file (the pool released it, idle, or the job service is gone): it shuts its
-  kernel down and exits.
-
-The kernel is kept only where it is the job's: the same kernel name, a Python kernel (the
-only language the runner can move into the notebook's folder), and ``keep_kernel`` (the
-job's environment, its GPU share above all, equals the one the kernel started with, a
-decision the job service makes); otherwise the warm kernel is shut down and the job's own
-kernel started as in a cold start, with the job's environment, the imports still saved.
+Design notes: docs/design/jobs.md, "jupyter_to_job.warm_start".
 """
 
 from __future__ import annotations

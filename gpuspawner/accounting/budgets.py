@@ -1,19 +1,7 @@
 """Budgets: how many GPU-hours a student has left in a course this week, or a research
 allocation in its term, and the refusal of a start past it.
 
-What a start is charged to (:class:`Charge`): a server to its profile's course or
-research allocation; a job to the first course or research allocation of its flavor's
-``access`` through which its owner may use it now. What is used comes from the usage
-record (:class:`UsageSource`: the intervals, the running ones counted up to now).
-
-- a course's ``gpu_hours_per_student_per_week`` binds its students (not its instructors,
-  not hub admins), per student, for the week from Monday 00:00 in the course's zone;
-- a research allocation's ``gpu_hours_per_term`` binds everyone starting through it but
-  hub admins, all holders together, from its ``starts`` day (or its first use) to the end
-  of its ``expires`` day in the catalog's zone.
-
-A start is refused when nothing is left (used ≥ budget); a server or job already running
-when the budget runs out is not stopped (reclaiming is the sessions service's work).
+Design notes: docs/design/accounting.md, "gpuspawner.accounting.budgets".
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """Usage reports: GPU-hours per user, course, research allocation, group, profile or term.
 
-Intervals are clipped exactly to the report's range (a server running across midnight of
-the last day counts only up to it) and running ones count up to the report's ``now``.
-Each line gives the servers' and the jobs' GPU-hours, their sum as a decimal (six places,
-for spreadsheets) and as an exact fraction (``gpu_hours_exact``: ``25/7``), so totals can
-be checked against the allocations to the last digit.
-
-By ``group``, an interval counts for each group its owner was in when it started (so the
-lines may add up to more than the total); by the other keys the lines add up to the total,
-an interval without a course or allocation going to the line with an empty name. By
-``course``, research use goes to a line of its own allocation ("research allocation
-vision"), not to that empty name.
-
-Each line also says how much of what was held was used, where the course-sessions service
-read it (:class:`~.intervals.IntervalUse`): the hours observed, the GPU-hours of work done
-in them (``used_gpu_hours``: utilisation times time, in whole GPUs), the mean utilisation,
-and the part of the observed time whose numbers were the GPU's rather than the holder's own
-(``device_wide_pct``: a shared GPU whose processes could not be told apart). These cover
-the whole of each interval counted, not only its part inside the range; they are empty
-where nothing was observed.
+Design notes: docs/design/accounting.md, "gpuspawner.accounting.report".
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """The usage record: one row per allocation interval, SQLAlchemy 2 (SQLite or PostgreSQL).
 
-Beside each interval, what it used of its GPUs (``gpu_use``, one row per interval, added to
-at each round of the course-sessions service that reads the GPUs: :meth:`UsageStore
-.record_use`): per holder where its processes could be told apart, else device-wide, and
-how much of the time was which. A table of its own, so a record made before it existed
-gains it as it is opened.
-
-A row opens when a granted server or job is running (the hub's spawner once the server
-answers, the job service when it starts a job) and closes when it stops. Its share is
-kept as an exact fraction (numerator and denominator) and its times as naive UTC with
-microseconds, so GPU-hours summed over rows are exact (:mod:`.intervals`).
-
-Closing is a conditional update (``WHERE ended IS NULL``): the first close wins, so the
-hub, the job service and a restart's clean-up can all close the same row safely. After a
-restart, :meth:`UsageStore.close_dangling` closes the open rows of what no longer runs
-(the pool rebuilt from the ledger or the pods says what does).
-
-Synchronous, one short transaction per call, like the job store.
+Design notes: docs/design/accounting.md, "gpuspawner.accounting.store".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """``gpuspawner usage``: GPU-hours from the usage record, as CSV or JSON.
 
-::
-
-    gpuspawner usage --db sqlite:////var/lib/jupyterhub/gpu-usage.sqlite \\
-        --from 2026-09-14 --to 2026-12-18 --by course --format csv
-    gpuspawner usage --catalog /etc/jupyterhub/courses --term autumn-2026 --by user
-
-``--db`` defaults to ``$GPUSPAWNER_USAGE_DB`` (the hub's ``c.GPUAdmission.usage_db_url``).
-Days are whole days in the catalog's time zone (``settings.timezone``; UTC without a
-catalog), ``--to`` included. ``--term`` is one of the catalog's ``settings.terms`` or a
-course id (that course's term, in the course's zone). Intervals that cross the range's
-edges are clipped exactly; running ones count up to now.
+Design notes: docs/design/accounting.md, "gpuspawner.accounting.usage_command".
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """What time-slicing and MPS of the NVIDIA device plugin have in common: slots of 1/replicas.
 
-Both advertise every GPU of a node as ``replicas`` copies of ``nvidia.com/gpu`` (or of
-``nvidia.com/gpu.shared`` with ``renameByDefault``). ``replicas`` is set per node in the
-device plugin's ConfigMap, not per pod, so the back end is told the cluster's value.
-
-Rounding rule (the same for both):
-
-- a server gets exactly **one slot**, ``1/replicas`` of a GPU;
-- a fraction *below* a slot is rounded up to one slot, with a note in ``unhonoured``;
-- a fraction *above* a slot is refused (:class:`UnsupportedShare`): several slots give
-  neither proportional compute nor one GPU (the device plugin may hand out replicas of
-  different GPUs, and its README recommends ``failRequestsGreaterThanOne``);
-- memory above a slot's part of the device (``device memory / replicas``) is refused, since
-  the servers sharing a GPU would then run out of memory together.
-
-Node selection uses GPU Feature Discovery labels (``internal/lm/resource.go``):
-``nvidia.com/gpu.sharing-strategy`` (``time-slicing``, ``mps`` or ``none``),
-``nvidia.com/gpu.replicas``, and ``nvidia.com/gpu.product``, which gets a ``-SHARED``
-suffix on shared nodes unless the resource is renamed. A whole GPU asks for the plain
-``nvidia.com/gpu`` on a node whose GPUs are not shared (``sharing-strategy=none``).
+Design notes: docs/design/backends.md, "gpuspawner.backends.device_plugin".
 """
 
 from __future__ import annotations

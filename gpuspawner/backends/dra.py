@@ -1,39 +1,6 @@
 """Dynamic Resource Allocation with NVIDIA's DRA driver: a ResourceClaimTemplate per server.
 
-The plan creates one ``ResourceClaimTemplate`` named after the server, lists it in the pod's
-``spec.resourceClaims`` as ``gpu``, and gives the notebook container
-``resources.claims: [{name: gpu}]``. The claim asks for ``count`` devices of class
-``gpu.nvidia.com``, narrowed by CEL selectors on the device's ``productName`` attribute and
-``memory`` capacity when the share names them.
-
-The driver publishes ``productName`` as NVML says it (``NVIDIA H100 80GB HBM3``), while the
-hub knows GPU models from GPU feature discovery's labels, whose spaces are dashes
-(``NVIDIA-H100-80GB-HBM3``, so the model ``H100-80GB-HBM3``). The selector compares the two
-in the labels' spelling: the device's name with its spaces as dashes is the chosen model, or
-ends with ``-`` and the model (so an ``L4`` is not an ``L40S``); a share's catalog models
-(when no model is chosen) need only be part of it. A vendor prefix the hub adds to a model
-(``NVIDIA Tesla-T4`` for the label ``Tesla-T4``) is not required of the device's name.
-
-The template's API version is the one the cluster serves (``claim_api_version``):
-``resource.k8s.io/v1`` (GA, Kubernetes 1.34 and later; the default), ``v1beta2`` (1.33 and
-later) or ``v1beta1`` (1.32 and later). v1beta1 has no ``exactly`` in a device request: its
-class, selectors, allocation mode and count sit in the request itself.
-
-A slice adds the driver's opaque ``GpuConfig`` (``resource.nvidia.com/v1beta1``) with
-``sharing.strategy: MPS`` and ``mpsConfig.defaultActiveThreadPercentage`` (compute: the
-minimum, else the fraction, as for HAMi) and ``mpsConfig.defaultPinnedDeviceMemoryLimit``
-(memory), or ``strategy: TimeSlicing`` with ``timeSlicingConfig.interval``. Field names are
-from the reference (driver ``api/nvidia.com/resource/v1beta1/sharing.go`` and
-``demo/specs/quickstart/v1/gpu-test-mps.yaml``); the Kubernetes side was checked against the
-``kubernetes_asyncio`` 36 models (``V1ExactDeviceRequest``, ``V1DeviceClaimConfiguration``,
-``V1PodResourceClaim``). The driver needs its ``MPSSupport`` (or ``TimeSlicingSettings``)
-feature gate, and its GPU kubelet plugin is off by default in the Helm chart.
-
-The big limit, reported in every slice's ``unhonoured``: a claim is allocated a whole
-device, and only pods that reference the *same* ResourceClaim share it. A template per
-server therefore gives every server its own GPU, capped but not shared; sharing across
-servers needs one named claim for several pods or DRA consumable capacity (KEP-5075).
-CEL ``contains`` is case-sensitive, unlike the catalog's model matching.
+Design notes: docs/design/backends.md, "gpuspawner.backends.dra".
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """The environment that describes a GPU share, and the soft limits frameworks honour.
 
-Shared by every sharing back end, and written so that the local spawner
-(``gpuspawner/policy/local_share.py``) can use the same two functions: a server gets the
-same variables, with the same values, whether it runs on one workstation or on Kubernetes.
-
-The soft limits are cooperative (a notebook can change them). They matter where a
-framework would otherwise take memory that is not its share:
-
-- PyTorch: ``GPUSPAWNER_TORCH_MEMORY_FRACTION`` is applied on import by
-  ``gpuspawner/share_hooks/sitecustomize.py`` (``torch.cuda.set_per_process_memory_fraction``);
-- JAX: ``XLA_PYTHON_CLIENT_MEM_FRACTION`` preallocates only the share instead of 75% of the
-  GPU. It is the one name every JAX reads; current JAX prefers ``XLA_CLIENT_MEM_FRACTION``
-  and refuses the two together by falling back to the CPU, so only one is ever set, and the
-  share hook renames it to the name the installed JAX prefers when ``jax`` is imported;
-- TensorFlow: ``TF_FORCE_GPU_ALLOW_GROWTH=true`` grows on demand instead of taking the GPU.
-
-A limit must never switch a framework off the GPU: each variable has one name, a value the
-framework accepts, and no companion it refuses to see beside it.
-
-All three fractions are of the memory the framework *sees* as the GPU's total. Back ends
-pass that total: the whole device under time-slicing and MPS, but only the slice under MIG
-and HAMi (HAMi-core reports its limit as the total), where these fractions are left out.
+Design notes: docs/design/backends.md, "gpuspawner.backends.framework_limits".
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """HAMi (CNCF): memory caps and compute limits per container, enforced by HAMi-core.
 
-A slice asks for ``nvidia.com/gpu: 1`` (one physical GPU), ``nvidia.com/gpumem`` (MiB) or
-``nvidia.com/gpumem-percentage``, and ``nvidia.com/gpucores``; how a share maps onto them is
-in :mod:`gpuspawner.backends.vgpu`. A whole GPU is ``nvidia.com/gpu: N`` alone: HAMi's
-webhook then adds ``gpucores: 100``, which keeps other tasks off the GPU
-(``examples/nvidia/use_as_normal.yaml``).
-
-The pod names ``hami-scheduler`` itself instead of relying on the webhook to rewrite
-``schedulerName`` (the webhook's ``failurePolicy`` is ``Ignore``: when it is down, pods
-silently go to the default scheduler; HAMi #661, #1536). GPU models are chosen with the
-``nvidia.com/use-gputype`` annotation, which HAMi matches as a case-insensitive part of each
-GPU's type (``checkGPUtype`` in ``pkg/device/nvidia/device.go``), like the catalog's
-``model:`` list. ``hami.io/gpu-scheduler-policy: binpack`` packs student slices onto few GPUs,
-keeping whole GPUs free (HAMi's own default is ``spread``).
+Design notes: docs/design/backends.md, "gpuspawner.backends.hami".
 """
 
 from __future__ import annotations

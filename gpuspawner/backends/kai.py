@@ -1,28 +1,6 @@
 """KAI-scheduler (NVIDIA's open-source Run:ai scheduler): shares, fair queues and priorities.
 
-Every GPU pod names ``schedulerName: kai-scheduler`` and carries the ``kai.scheduler/queue``
-label, so that it waits in its queue (a course's, or one for everyone) instead of being
-refused, and a ``priorityClassName`` label: notebook servers get a non-preemptible class
-(KAI's built-in ``build``, value 100) and jobs a preemptible one (``train``, value 50), so a
-job may be evicted for a student's server but never the other way round. KAI reads the
-priority class from this pod label as well as from ``spec.priorityClassName``; the label
-works for servers and jobs alike and does not make a pod fail where the class is missing.
-
-How a share is asked for (KAI ``docs/gpu-sharing``; needs ``global.gpuSharing=true``):
-
-- **whole GPUs**: ``nvidia.com/gpu: N`` in the container limits, as without KAI;
-- **a fraction**: the ``gpu-fraction`` annotation, a decimal below 1 (``"0.25"``). KAI's
-  fraction is a part of the GPU's *memory*; it takes hundredths, so fractions are rounded
-  down to them (1/3 is ``"0.33"``) and three thirds still fit on one GPU;
-- **memory only**: the ``gpu-memory`` annotation in MiB (``"10240"``). A share with a
-  fraction and more memory than that fraction of the GPU asks by memory instead, since
-  memory is what limits it; a fraction of 1 with a memory limit asks for a whole GPU. KAI refuses a pod with both annotations, or one with an annotation and
-  a whole-GPU limit.
-
-KAI places slices but isolates neither memory nor compute ("KAI Scheduler does not enforce
-memory allocation limit or performs memory isolation between processes"), so the slice's
-memory is kept by framework soft limits and both are reported in ``unhonoured``. GPU models
-are chosen with GFD's ``nvidia.com/gpu.product`` node label (``gfd_labels=False`` otherwise).
+Design notes: docs/design/backends.md, "gpuspawner.backends.kai".
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """MIG with the NVIDIA device plugin: a share becomes the smallest hardware slice that holds it.
 
-Choosing the slice, on a GPU model from :mod:`gpuspawner.policy.mig_profiles` (whose
-``choose_mig_profile`` the capacity pool also books on MIG-partitioned GPUs):
-
-- memory needed: the share's ``memory``, else ``fraction`` times the device memory;
-- compute needed: the larger of ``fraction`` and the compute minimum, against the slice's
-  ``slices / compute slices of the model`` (7 on A100/H100/H200, 4 on the A30);
-- the smallest slice (fewest compute slices, then least memory) that has both. So
-  "1/4 GPU, 10 GiB, compute 25-100%" on an A100-80GB is ``2g.20gb`` (1g slices are 1/7).
-
-A slice's compute is fixed: a compute maximum above it cannot be reached (noted in
-``unhonoured``), and MIG cannot burst into idle slices.
-
-Device plugin strategies (``MIG_STRATEGY``, reference §3.2):
-
-- ``mixed``: slices are resources of their own, ``nvidia.com/mig-2g.20gb: 1``; the pod is
-  pinned to the GPU model with GFD's ``nvidia.com/gpu.product`` (A100-80GB and H100-80GB
-  slices have the same names);
-- ``single``: every slice is ``nvidia.com/gpu``, and GFD sets ``nvidia.com/gpu.product`` to
-  ``<product>-MIG-<profile>`` on nodes partitioned that way (``getProductName(model, "MIG",
-  profile)`` in k8s-device-plugin ``internal/lm``), so that label picks both the model and
-  the slice size. It is the only label that does: ``nvidia.com/mig.config`` names the MIG
-  Manager's layout (``all-2g.20gb`` in the default config), not the model.
-
-A whole GPU asks for ``nvidia.com/gpu`` on the model's plain product label, which MIG-
-partitioned nodes do not carry under ``single``.
+Design notes: docs/design/backends.md, "gpuspawner.backends.mig".
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """MPS with the NVIDIA device plugin: one slot with fixed memory and compute caps.
 
-The plugin's MPS control daemon sets, for every GPU of the node,
-``set_default_device_pinned_mem_limit <total/replicas>`` and
-``set_default_active_thread_percentage <100/replicas>`` (``cmd/mps-control-daemon``). Those
-caps are the same for every slot of the node and cannot be set per pod, so this back end
-sets no ``CUDA_MPS_*`` variable (users may not set them either; see protect.py). What the
-share asks beyond the fixed caps is refused or reported:
-
-- memory: hard cap of ``device memory / replicas``; more is refused, less is rounded up
-  (the server may use the whole slot, and the soft framework limits are set to the slot);
-- compute: every slot is capped at ``100 // replicas`` percent of the GPU's threads, so a
-  minimum above the cap is refused, and a maximum above it cannot be reached (noted).
-
-Slot rules and node selection: :mod:`gpuspawner.backends.device_plugin`.
+Design notes: docs/design/backends.md, "gpuspawner.backends.mps".
 """
 
 from __future__ import annotations

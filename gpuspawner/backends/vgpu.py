@@ -1,25 +1,6 @@
 """What HAMi and Volcano vGPU have in common: HAMi-core limits asked for per container.
 
-Both take three numbers per container: physical GPUs, memory and cores. How a share maps:
-
-- **GPUs**: 1 for a slice (the count for whole GPUs); it is the number of *physical* GPUs
-  the container spans, not a fraction.
-- **memory**: the share's memory in MiB. A fraction-only share becomes ``fraction × device
-  memory`` in MiB when the device memory is known, otherwise (or with
-  ``memory_as="percentage"``, portable across models) a percentage. Percentages round down,
-  so that shares add up: four quarters are 25 each, three thirds 33 each.
-- **cores**: the compute **minimum** when the share has one, else the fraction as a
-  percentage (rounded down), else nothing (no compute limit). Why the minimum: cores are
-  counted against the GPU's 100 when placing a pod (HAMi's ``Fit`` skips a GPU when
-  ``Totalcore - Usedcores < Coresreq``), and HAMi-core applies them as an
-  SM-utilisation limit *only while another task on the GPU is computing* (the default
-  policy; maintainers in HAMi #737). So "25% under contention, up to 100% alone" is what a
-  minimum of 25 and a maximum of 100 ask for. With ``GPU_CORE_UTILIZATION_POLICY=force`` the
-  limit always applies: then it is a hard cap and the maximum is lost (noted).
-
-Memory is a hard cap, and HAMi-core reports the cap as the GPU's total (hooked
-``cuMemGetInfo`` and NVML), so frameworks already see only their share: the soft fractions
-of :mod:`gpuspawner.backends.framework_limits` would shrink it a second time and are not set.
+Design notes: docs/design/backends.md, "gpuspawner.backends.vgpu".
 """
 
 from __future__ import annotations

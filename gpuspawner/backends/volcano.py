@@ -1,15 +1,6 @@
 """Volcano vGPU (Project-HAMi/volcano-vgpu-device-plugin): HAMi-core limits, Volcano scheduling.
 
-The pod sets ``schedulerName: volcano`` and asks for ``volcano.sh/vgpu-number`` (physical
-GPUs), ``volcano.sh/vgpu-memory`` (MiB) or ``volcano.sh/vgpu-memory-percentage``, and
-``volcano.sh/vgpu-cores``; the numbers follow :mod:`gpuspawner.backends.vgpu`, as for HAMi.
-The annotation ``volcano.sh/vgpu-mode: hami-core`` keeps slices off dynamic-MIG nodes, whose
-slices would not match the numbers. A whole GPU asks for 100% of memory and cores, so no
-other vGPU is placed on it (Volcano's webhook does not add that by itself, unlike HAMi's).
-
-GPU models are chosen with GFD's ``nvidia.com/gpu.product`` node label, which assumes GPU
-Feature Discovery runs on the vGPU nodes (``gfd_labels=False`` otherwise). A Volcano queue
-is set with the ``scheduling.volcano.sh/queue-name`` annotation.
+Design notes: docs/design/backends.md, "gpuspawner.backends.volcano".
 """
 
 from __future__ import annotations

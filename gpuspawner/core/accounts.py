@@ -1,11 +1,6 @@
 """Which OS account a hub user's processes run as, on one machine: the one mapping.
 
-LocalGPUSpawner starts each user's server as the system account of the same name (as
-JupyterHub's LocalProcessSpawner does), and the job service starts each of that user's
-jobs as the same account. Both ask :meth:`UserAccount.for_hub_user`, so a server and a
-job of one person can never run as two different accounts.
-
-Pure standard library: the job service and the server extension import it too.
+Design notes: docs/design/core.md, "gpuspawner.core.accounts".
 """
 
 from __future__ import annotations

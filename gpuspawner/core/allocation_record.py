@@ -1,13 +1,6 @@
 """One GPU pool on Kubernetes: the allocation record that server and job pods both carry.
 
-Server pods (GPUSpawner) and job pods (the job service's Kubernetes executor) carry the
-same annotation, :data:`ALLOCATION_ANNOTATION`, holding the policy's
-``Allocation.to_dict()`` as compact JSON. The GPU inventory is read from node labels
-(GPU Feature Discovery) on both sides, so a pool rebuilt from the cluster's pods and nodes
-(:func:`pool_from_cluster`) holds servers' and jobs' slices alike, whoever rebuilds it.
-
-Pure: plain dicts in (pods and nodes as the API returns them), policy objects out. It
-imports neither KubeSpawner nor a Kubernetes client, so the job side may use it.
+Design notes: docs/design/core.md, "gpuspawner.core.allocation_record".
 """
 
 from __future__ import annotations

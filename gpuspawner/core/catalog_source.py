@@ -1,14 +1,6 @@
 """The course catalog as a running process sees it: reloaded when its files change, never lost.
 
-The hub's spawners, the course-sessions service, the job service and the Kubernetes job
-executor all read the same catalog this way. A catalog that fails validation is reported
-and the last good one stays in force, so an instructor's typo never takes anything down.
-
-Callers ask synchronously, often from the event loop. There a changed catalog is read in a
-worker thread: the caller waits up to ``reload_wait`` seconds for it (reading a catalog
-takes milliseconds, so an edit is seen at once) and otherwise goes on with the last good
-catalog while the reading finishes. Without a running event loop, and for the very first
-catalog, the caller reads it itself.
+Design notes: docs/design/core.md, "gpuspawner.core.catalog_source".
 """
 
 from __future__ import annotations

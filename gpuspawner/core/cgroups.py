@@ -1,27 +1,6 @@
 """CPU and memory limits for local servers and jobs, as Linux control groups.
 
-A course profile's or job flavor's ``resources: {cpu: 1, memory: 512MiB}`` becomes a
-cgroup that the server or job (and every process it starts, its kernels included) runs
-in: the kernel then stops it using more than one core's time and kills it when it passes
-its memory. Both hierarchies exist in the field and both are handled:
-
-- **cgroup v2** (unified; systemd's default): ``memory.max``, ``memory.swap.max``,
-  ``cpu.max``; out-of-memory kills are counted in ``memory.events``. Under systemd, run
-  the hub's unit with ``Delegate=yes`` (hub_config/workstation/jupyterhub.service), so
-  systemd hands the hub its own subtree to manage, as it does for container runtimes.
-- **cgroup v1** (the ``memory`` and ``cpu`` hierarchies mounted apart):
-  ``memory.limit_in_bytes`` (and ``memory.memsw.limit_in_bytes``), ``cpu.cfs_quota_us``;
-  kills are counted in ``memory.oom_control``.
-
-Groups are made under the calling process's own cgroup, in its hub instance's folder
-(``<own>/campus-gpu-hub/<hub id>/<name>``, :mod:`gpuspawner.core.hub_instance`): the hub never
-reaches outside the subtree it was given, and a group it finds left behind (and kills what
-runs in) is always one it made itself, never another hub's group for the same user. A
-process joins its group between fork and exec (:meth:`Cgroup.join`), before it can allocate
-anything.
-
-:class:`CgroupLimits` is the one setting (``c.CgroupLimits.enforce``) that the
-LocalGPUSpawner and the job service's LocalExecutor both read.
+Design notes: docs/design/core.md, "gpuspawner.core.cgroups".
 """
 
 from __future__ import annotations

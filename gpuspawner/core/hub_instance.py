@@ -1,25 +1,6 @@
 """Which hub instance a process belongs to: an id kept in the hub's runtime folder.
 
-Several hubs share real machines: a staging hub beside the production one, two demos on
-other ports, test runs. Each must touch only what it started. So each hub instance has an
-id, made at its first start and kept in ``hub-instance-id`` in its runtime folder (where its
-database and cookie secret are), and everything it makes on the machine that another hub
-could also name is scoped by it: its control groups live under ``campus-gpu-hub/<id>/``
-(:mod:`gpuspawner.core.cgroups`), so its clean-up of leftovers, and every kill that clean-up
-does, reach its own groups only. The hub hands its id to the services it starts (the job
-service, the course-sessions service) in ``$GPUSPAWNER_HUB_ID``, so a hub's servers and jobs
-share one scope::
-
-    from gpuspawner.core.hub_instance import hub_instance_id
-
-    HUB_ID = hub_instance_id("/var/lib/jupyterhub")
-    c.CgroupLimits.hub_id = HUB_ID
-    c.JupyterHub.services.append(job_service(..., hub_id=HUB_ID))
-
-A process of no hub (the job manager inside one JupyterLab, a test) gets a scope of its own
-(:func:`process_scope`), which nothing else shares.
-
-Pure standard library and psutil: the job service imports it too.
+Design notes: docs/design/core.md, "gpuspawner.core.hub_instance".
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """One record of who holds which GPU slice, shared by every process on one machine.
 
-On a single workstation two processes hand out the same GPUs: the hub (its
-LocalGPUSpawner starts servers) and the job service (it starts batch jobs). Each
-keeps the policy's :class:`~gpuspawner.policy.CapacityPool` in memory; the ledger
-makes them one pool. A decision is a transaction: take an exclusive lock on the
-ledger file, read every allocation, decide, write the result, unlock. So a server
-and a job can never be given the same slice, whichever process asks first.
-
-Every entry names its *holder*: the process whose life the slice follows, by pid and
-start time (so a reused pid is not mistaken for it). A booking is held by the process
-that made it (the hub, or the job service); once the server or the job's runner
-exists, its own process holds the slice (:meth:`AllocationLedger.hold`). Every read
-drops the entries whose holder is gone. So a booking made by a hub killed before its
-server started disappears at the next decision, and a running server's or job's slice
-stays exactly as long as that process runs, whatever happens to the hub or the service.
-
-The file is small JSON (one entry per running server or job), replaced atomically.
-Version 2 adds the holder to each entry; a version-1 file (no holders) is read as
-entries of unknown holders, which are kept until released or held anew.
+Design notes: docs/design/core.md, "gpuspawner.core.ledger".
 """
 
 from __future__ import annotations

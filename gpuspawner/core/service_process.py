@@ -1,18 +1,6 @@
 """What a hub-managed service process does so that a crashed hub can simply be started again.
 
-JupyterHub starts its managed services (the job service, the course-sessions service) as
-child processes. When the hub is killed outright (SIGKILL, the OOM killer, a crash), those
-children live on and keep their ports; the restarted hub's new instances then fail with
-"Address already in use", and the hub restarts them again and again. Each service
-therefore, at start:
-
-- asks Linux to send it SIGTERM when the hub dies (:func:`die_with_parent`), so it shuts
-  down as it would on the hub's own request. What it started in sessions of their own
-  (jobs) runs on: the death signal is not passed to children;
-- binds its port with :func:`listen_when_free`, which waits a bounded time, with a log
-  line, while the previous instance is still shutting down, instead of crashing.
-
-Nothing here imports JupyterHub.
+Design notes: docs/design/core.md, "gpuspawner.core.service_process".
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """What each GPU is doing now (utilisation, memory, temperature), and each process on it.
 
-On one machine readings come from NVML (:class:`NVMLTelemetry`) or, in demos and tests,
-from a JSON file a test writes (:class:`SimulatedTelemetry`); on Kubernetes from the DCGM
-exporter and HAMi's monitor through Prometheus (:mod:`gpuspawner.prometheus_telemetry`).
-:func:`holders_of` joins readings to the allocations of the capacity pool;
-:mod:`gpuspawner.holder_use` turns them into each holder's own use, for the metrics, the
-GPU map and GPU-aware reclaim.
-
-A reading may list the processes on its GPU (:class:`ProcessReading`: NVML's
-``nvmlDeviceGetComputeRunningProcesses`` and ``nvmlDeviceGetProcessUtilization``). NVML
-names them by pid, which may belong to another PID namespace than the reader's (a
-container); :mod:`gpuspawner.process_owners` finds the server or job a visible pid
-belongs to, and says why when it cannot.
-
-Pure apart from reading NVML or the file: imports neither JupyterHub nor Kubernetes.
-
-The simulated readings file (``processes`` is optional: without it, only the device-wide
-numbers are known; a process names its ``pid``, or, in tests and demos where no real
-process runs, the ``holder`` it belongs to: the allocation key)::
-
-    {"devices": [{"uuid": "sim-0", "index": 0, "utilization_pct": 35.0,
-                  "memory_used_mib": 4096, "memory_total_mib": 24576,
-                  "temperature_c": 61.0,
-                  "processes": [{"pid": 4242, "utilization_pct": 35.0,
-                                 "memory_used_mib": 1200},
-                                {"holder": "server:ana/", "utilization_pct": 0,
-                                 "memory_used_mib": 900}]}]}
+Design notes: docs/design/core.md, "gpuspawner.core.telemetry".
 """
 
 from __future__ import annotations

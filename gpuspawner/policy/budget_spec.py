@@ -1,15 +1,6 @@
 """GPU-hour budgets and named terms, as instructors and admins write them in the catalog.
 
-- a course's ``budget: {gpu_hours_per_student_per_week: 6}``: each student of the course may
-  use 6 GPU-hours a week (servers of the course and jobs run through it), weeks running
-  from Monday 00:00 in the course's time zone;
-- a research allocation's ``budget: {gpu_hours_per_term: 500}``: all its holders together
-  may use 500 GPU-hours from its ``starts`` day (or its first use) to its ``expires`` day;
-- ``settings.terms``: named terms (``{name: autumn-2026, first_day: ..., last_day: ...}``)
-  for usage reports (``gpuspawner usage --term autumn-2026``).
-
-A GPU-hour is one whole GPU for one hour: a quarter of a GPU for four hours is one
-GPU-hour. Amounts are kept as exact fractions (``6``, ``2.5``, ``1/3``), never floats.
+Design notes: docs/design/policy.md, "gpuspawner.policy.budget_spec".
 """
 
 from __future__ import annotations

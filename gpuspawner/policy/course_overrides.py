@@ -1,22 +1,6 @@
 """Instructors' changes to their courses, on top of the catalog, within the admins' bounds.
 
-An instructor may cancel one class, add an extra session, change the lead time, grace and
-pre-warming, post a short notice for their students' spawn cards, and extend a student's
-server past its planned stop: each within :class:`~.instructor_bounds.InstructorBounds`.
-The course-sessions service checks every change here (the ``*_change`` functions refuse
-with a sentence) and writes the result to the overrides file, a JSON document::
-
-    {"version": 1, "courses": {"ml101": {
-        "cancelled": ["2026-11-30"],
-        "extra": [{"day": "2026-12-03", "start": "14:00", "end": "16:00"}],
-        "lead_time": 15, "grace": 20, "prewarm": null,       # minutes; null: the catalog's
-        "notice": "Bring your laptop charger.",
-        "extensions": [{"user": "alice", "server": "", "started": "...", "minutes": 15}]}}}
-
-:func:`with_overrides` applies the file whenever the catalog is loaded, so the spawn page,
-the sessions service and ``gpuspawner check`` all follow it without a restart. What the
-admins' bounds no longer allow (they were narrowed since) is left out and reported in
-``catalog.override_problems``.
+Design notes: docs/design/policy.md, "gpuspawner.policy.course_overrides".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Environments to choose from: which one a start runs, and whether its GPU can run it.
 
-A course, research allocation or standing profile may offer several of the catalog's
-``environments`` (an image on Kubernetes, a Python environment on one machine). The
-student picks one on the spawn card; :func:`choose_environment` checks the pick against
-what the profile offers now, as every start option is checked, and
-:func:`unmet_requirement` checks an environment's driver/CUDA requirement against the GPU
-a server is given, where that GPU's versions are known.
+Design notes: docs/design/policy.md, "gpuspawner.policy.environments".
 """
 
 from __future__ import annotations

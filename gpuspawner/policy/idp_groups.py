@@ -1,17 +1,6 @@
 """Which JupyterHub groups a campus login brings: the identity provider's groups, mapped.
 
-A campus identity provider sends many groups (every mailing list, department and
-committee), named its own way (Keycloak paths such as ``/courses/ml101/students``, Azure AD
-object ids). The hub keeps only the groups that mean something to it, so that group
-membership, and with it enrolment and roles, follows the identity provider at each login:
-
-1. ``aliases`` rename identity-provider values to hub group names (one value may give
-   several groups), which are always kept;
-2. any other value is kept under its own name when it is a role group (``keep``: the allowed and admin groups), a
-   group the catalog names (enrolment, teaching, research, standing profiles, flavors), or
-   matches one of ``patterns`` in full. Everything else is dropped, and reported.
-
-Pure: no JupyterHub, no HTTP.
+Design notes: docs/design/policy.md, "gpuspawner.policy.idp_groups".
 """
 
 from __future__ import annotations

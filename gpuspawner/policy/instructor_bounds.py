@@ -1,31 +1,6 @@
 """What instructors may change of their own courses, as the admins bound it in the catalog.
 
-``settings.instructor_bounds`` in the catalog::
-
-    settings:
-      instructor_bounds:
-        overrides_file: /var/lib/gpuspawner/course-overrides.json
-        extra_sessions_per_week: 2        # extra sessions a course may add in one week
-        extra_session_length: 3h          # the longest extra session
-        lead_time: {min: 0m, max: 30m}    # absent: instructors may not change it
-        grace: {min: 5m, max: 30m}
-        prewarm: {min: 0m, max: 20m}
-        notice_length: 280                # characters of a notice on the spawn cards (0: none)
-        extension: 60m                    # the most a student's server may be extended
-
-Without ``overrides_file`` instructors change nothing themselves: the course page shows
-their courses, and the admins edit the catalog. The course-sessions service writes the
-file (:mod:`.course_overrides`); a relative path is read from the folder of the catalog
-file that holds the settings.
-
-A course may narrow these bounds for itself (every key but ``overrides_file``; absent keys
-are the catalog-wide ones); a value outside the catalog-wide bounds is a catalog error::
-
-    courses:
-      - id: ml101
-        instructor_bounds:
-          extra_sessions_per_week: 1
-          lead_time: {min: 5m, max: 15m}
+Design notes: docs/design/policy.md, "gpuspawner.policy.instructor_bounds".
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Render a GPU share as a local process environment (one multi-GPU workstation).
 
-Pure function, tested against literal dicts like the Kubernetes renderers. What
-it sets, and how strongly each holds:
-
-- ``CUDA_VISIBLE_DEVICES`` by GPU UUID: which GPU CUDA programs see (not a
-  security boundary on a shared machine, but what every framework honours);
-- framework soft limits so PyTorch, JAX and TensorFlow stay inside the memory
-  share (cooperative: a notebook can change them);
-- optionally HAMi-core (``LD_PRELOAD`` of ``libvgpu.so``) for an enforced memory
-  cap and compute limit, when the admin installed it;
-- ``GPUSPAWNER_*`` descriptions for the JupyterLab status bar and countdown.
-
-A server without a GPU share gets ``CUDA_VISIBLE_DEVICES=""`` and
-``NVIDIA_VISIBLE_DEVICES=void`` so it sees no GPU at all.
+Design notes: docs/design/policy.md, "gpuspawner.policy.local_share".
 """
 
 from __future__ import annotations

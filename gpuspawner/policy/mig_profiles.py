@@ -1,23 +1,6 @@
 """MIG slices per GPU model, how to recognise a model from its name, and which slice a share gets.
 
-:func:`choose_mig_profile` is the one rule for the slice a share becomes: the MIG back end
-renders it and the capacity pool books it (:func:`mig_demand`), so what admission counts on
-a MIG-partitioned GPU is what the pod will ask for.
-
-Sources (read for this table; ``nvidia-smi mig -lgip`` on the node is authoritative):
-
-- NVIDIA/mig-parted ``deployments/systemd/config-default.yaml``: the ``all-<profile>``
-  layouts with the models each applies to (A100-40GB, A100-80GB/H100-80GB, A30-24GB,
-  H100 NVL, H200-141GB);
-- NVIDIA MIG User Guide, "Supported MIG Profiles": the A30 is split in **4** compute slices
-  (1g.6gb is 1/4 of its SMs), the A100 and later in 7; A100-80GB profile names;
-- HAMi's MIG allow-list per model (reference gpu_sharing.md §2.5), which agrees for the
-  profiles it lists.
-
-Media-extension profiles (``+me``) are left out. Profile names carry *nominal* memory: the
-usable memory nvidia-smi shows is slightly less (for example about 9.5-9.75 GiB for
-``1g.10gb``; exact values not verified here), and the back end matches a request against
-the nominal size, which is what instructors and admins read.
+Design notes: docs/design/policy.md, "gpuspawner.policy.mig_profiles".
 """
 
 from __future__ import annotations

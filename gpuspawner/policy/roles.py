@@ -1,28 +1,6 @@
 """JupyterHub roles built from the catalog: what an instructor may do with their course.
 
-One role per course, held by the course's instructors (named in the catalog, or members of
-its instructor group, ``settings.course_groups.instructors``), scoped to the course's
-students (its enrolment users and groups, and its student group): instructors
-
-- see their students on the hub's admin page (``admin-ui``, ``list:users``,
-  ``read:users:activity``, ``read:servers``), without their tokens, groups or roles;
-- stop their students' servers (``delete:servers``), but never start them, change their
-  accounts or open their notebooks (no ``start:servers``, ``admin:users``, ``access:servers``);
-- read their students' Run as Job jobs (the job service's read scope, never write);
-- use the course-sessions service's course API, which lists and stops the servers that
-  run their course exactly (JupyterHub's filters select students, not the course a server
-  runs, and refuse with 404; the API refuses with a 403 that says why).
-
-Researchers and students need nothing beyond JupyterHub's ``user`` role: what they may start
-comes from the catalog (research allocations and courses by user or group). Admins are hub
-admins (``admin_groups``) and hold every scope.
-
-JupyterHub loads roles at start-up: after adding a course, restart the hub so its
-instructors get their role. The spawn page and the course-sessions service's course page
-(which decides who teaches from the catalog and the hub's current groups at each request)
-follow the catalog at once, without this role.
-
-Pure: plain dictionaries for ``c.JupyterHub.load_roles``, no JupyterHub import.
+Design notes: docs/design/policy.md, "gpuspawner.policy.roles".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Course schedules: weekly class windows in a named time zone.
 
-Windows are written in the course's wall-clock time ("Mondays 10:00-12:00,
-Europe/Zurich") and stay at that wall-clock time across daylight-saving
-changes. A window whose wall-clock start does not exist (inside a spring-forward
-gap) starts at the first valid instant after the gap; one that ends before it
-starts (``22:00``-``01:00``) runs past midnight. Overlapping or touching
-windows of one course merge into one class session.
-
-Around each session:
-
-- ``OPENING``: from ``start - lead_time`` to ``start``; students may start servers.
-- ``OPEN``: from ``start`` to ``end``; students may start servers.
-- ``GRACE``: from ``end`` to ``end + grace``; running servers keep going, no new
-  ones start; at ``end + grace`` the sessions service reclaims them.
-- ``CLOSED``: otherwise.
+Design notes: docs/design/policy.md, "gpuspawner.policy.schedule".
 """
 
 from __future__ import annotations

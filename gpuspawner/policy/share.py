@@ -1,25 +1,6 @@
 """GPU shares: what a profile asks of a GPU, and the devices that can give it.
 
-A ``GPUShare`` is the one normalised request every part of the hub understands.
-Sharing back ends (HAMi, MIG, time-slicing, the local spawner's environment)
-render it; the capacity pool places it on a ``GPUDevice``.
-
-Fraction and memory
--------------------
-A share may give a ``fraction`` of a GPU, an amount of GPU ``memory``, or both.
-On a given device:
-
-- the slice's **memory** is ``memory`` when given, otherwise ``fraction`` times
-  the device's memory;
-- the slice's **fraction** (its share of the device's time and of the number of
-  tenants a device accepts) is ``fraction`` when given, otherwise ``memory``
-  divided by the device's memory.
-
-When both are given and disagree, both are honoured: a device hosts the slice
-only if the fraction *and* the memory are still free there. So "1/4 GPU, 10 GiB"
-takes a quarter of an 80 GiB card and 10 GiB of it; on a 24 GiB card it still
-takes a quarter, but memory is what limits it to two such slices. A share of
-exactly 1 is a whole GPU (``count=1``).
+Design notes: docs/design/policy.md, "gpuspawner.policy.share".
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """Storage from the catalog: what a profile's ``storage:`` entries mean, and how each is mounted.
 
-A catalog entry names a folder to mount into the server (and its jobs)::
-
-    storage:
-      - {name: home, source: "pvc:claim-{username}", mount: /home/jovyan, read_only: false}
-      - {name: course-data, source: "nfs:files.campus.edu:/export/ml101", mount: /data}
-      - {name: datasets, source: "pvc:datasets/ml101", mount: /datasets}
-      - {name: scratch, source: scratch, mount: /scratch}
-
-Sources:
-
-- ``pvc:CLAIM[/SUB/PATH]``: a PersistentVolumeClaim (optionally one folder of it);
-- ``nfs:SERVER:/EXPORT/PATH``: an NFS export;
-- ``path:/HOST/PATH``: a folder of the host (one machine; on Kubernetes a ``hostPath``);
-- ``scratch``: an empty folder that lives as long as the server (always writable);
-- ``experimental``: the user's own folder in the experimental zone (``settings.
-  experimental_zone``; always writable), kept between servers but wiped every day at the
-  zone's hour by the course-sessions service. Only profiles with ``zone: experimental``
-  may mount it.
-
-``{username}`` (and ``{servername}``) in a claim, sub-path or path are the server's; the
-spawner expands them (KubeSpawner's escaping on Kubernetes). ``read_only`` defaults to true.
-
-On Kubernetes each entry becomes a pod volume and a mount. On one machine a process cannot
-mount anything: ``path:`` and ``scratch`` entries appear as folders named after the entry in
-the user's home (links to the host folder, or to a private folder for scratch), and
-``pvc:``/``nfs:`` entries are not available (the spawn card says so).
+Design notes: docs/design/policy.md, "gpuspawner.policy.storage".
 """
 
 from __future__ import annotations

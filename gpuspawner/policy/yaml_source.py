@@ -1,14 +1,6 @@
 """Read YAML while remembering the line of every key and list item.
 
-``load_with_lines`` returns the plain data and a map from a path such as
-``("courses", 0, "gpu", "fraction")`` to its 1-based line, so validation errors
-can point at the exact place an instructor has to edit.
-
-A catalog is read by the hub while it serves users, so reading one is bounded: the file
-size (``MAX_FILE_BYTES``), how deep blocks nest (``MAX_DEPTH``) and how many values
-aliases may repeat (``MAX_ALIAS_VALUES``, which stops an alias bomb such as "billion
-laughs" long before it is expanded). An alias to the block that contains it is refused
-while the file is parsed. Each of these is a :class:`YAMLSourceError` with the line.
+Design notes: docs/design/policy.md, "gpuspawner.policy.yaml_source".
 """
 
 from __future__ import annotations

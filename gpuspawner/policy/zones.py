@@ -1,14 +1,6 @@
 """The experimental zone's daily wipe: when it is due, and when its warning starts.
 
-The wipe happens every day at ``settings.experimental_zone.wipe_at`` in the catalog's time
-zone (a wall-clock time: across a daylight-saving change it stays at that hour). A
-course-sessions round at or after a wipe moment wipes, once; a round that comes more than
-``CATCH_UP`` late (the service was down) leaves that wipe out rather than wiping long after
-the hour people were told.
-
-On Kubernetes the service wipes the zone's volume where the hub pod mounts it:
-:func:`hub_zone_root` finds that folder in the hub pod's volumes and refuses a mount that
-would not match the servers' layout, or a zone on a home or production claim.
+Design notes: docs/design/policy.md, "gpuspawner.policy.zones".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """``python -m gpuspawner.sessions``: run the course-sessions service until SIGTERM.
 
-Every flag can also be set by an environment variable, ``GPUSPAWNER_SESSIONS_<FLAG>``
-(``GPUSPAWNER_SESSIONS_CATALOG``, ``..._INTERVAL``, ``..._AUDIT_LOG``, ``..._DRY_RUN``);
-a flag on the command line wins. The hub provides ``JUPYTERHUB_API_URL`` and
-``JUPYTERHUB_API_TOKEN``; the pre-warm secret shared with the spawner comes from
-``GPUSPAWNER_PREWARM_SECRET``. When the hub gives the service a URL
-(``JUPYTERHUB_SERVICE_URL``, from the ``url`` of its ``services`` entry), it also serves the
-instructors' course API there (:mod:`.course_api`), their course page (:mod:`.course_page`), and the GPU map page with its JSON
-(:mod:`.gpu_map_page`: from ``--allocation-ledger`` and ``--simulated-gpus`` on one
-machine, or the pods of ``--kubernetes-namespace``). It stops with the hub that started it,
-so a restarted hub's instance finds its port free (:mod:`gpuspawner.core.service_process`).
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.__main__".
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """The instructors' API of the course-sessions service: a course's servers, and stopping one.
 
-JupyterHub's roles can say "the servers of the members of group G" but not "the servers
-running course C": a student who takes two courses would be stoppable by the instructors
-of both, and a refusal is JupyterHub's 404 ("No access to resources or resources not
-found"). This API decides by the course a server runs (its ``profile`` user option) and
-by who teaches it (the catalog's instructors and the course's instructor group), and
-answers a refusal with a 403 that says why:
-
-- ``GET  api/courses``: the courses the caller teaches (every course for hub admins), each
-  with the instructors' changes in force (``changes``: cancelled classes, extra sessions,
-  lead time, grace, pre-warming, the notice, extended servers; ``kind``, ``value`` and
-  ``text``, the words ``gpuspawner check`` prints);
-- ``GET  api/courses/<course>/servers``: the servers running that course now;
-- ``DELETE api/courses/<course>/servers/<user>[/<server>]``: stop one of them;
-- ``GET  api/usage?from=DATE&to=DATE|term=NAME&by=user&format=json|csv[&course=ID]``: the
-  GPU-hour report of the usage record (:mod:`gpuspawner.accounting`), as ``gpuspawner
-  usage`` prints it: every course's for hub admins, only the courses they teach for
-  instructors (anyone else: 403).
-
-Callers authenticate with a hub token (``Authorization: token ...``) that holds
-``access:services!service=course-sessions`` (the instructor roles of
-:func:`gpuspawner.policy.roles.course_roles` grant it). The report also opens in the
-browser, signed in with the hub's OAuth as the course page is (a link on the course page,
-an admin's bookmark): a reader not yet signed in goes through the hub's login and back. The service stops servers with its
-own token (``delete:servers``); the caller never needs JupyterHub's server scopes.
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.course_api".
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The course-sessions service's side of instructors' changes: the overrides file and its audit.
 
-The service is the only writer of the overrides file (``settings.instructor_bounds.
-overrides_file``). Each change is read from the file as it is now, checked by the pure
-policy (:mod:`gpuspawner.policy.course_overrides`), written whole to a temporary file and
-renamed over the old one (so the hub never reads half a file), and recorded in the audit
-log with the name of who made it. The hub's catalog source sees the new file at its next
-read, so the spawn page follows at once, without a restart.
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.course_changes".
 """
 
 from __future__ import annotations

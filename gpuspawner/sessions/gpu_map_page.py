@@ -1,21 +1,6 @@
 """The GPU map page of the course-sessions service: every GPU, who holds which slice.
 
-- ``GET gpus``: the page, signed in with the hub's OAuth (as any service page); it reads
-  ``api/gpus`` every few seconds and redraws without reloading.
-- ``GET api/gpus``: the same picture as JSON (shape: :func:`gpuspawner.gpu_map.gpu_map_json`),
-  for the page's cookie or a hub token (``Authorization: token ...``).
-- ``GET`` on the service's own address (the hub's Services menu links there) leads to the page.
-
-Names follow :func:`gpuspawner.gpu_map.holder_name`: hub admins see every holder and job
-id, instructors the holders of the slices of the courses they teach (the catalog's
-instructors and instructor groups, as the course API decides), everyone else only which
-course holds a slice and which one is theirs. Anyone who may access the service (its
-``access:services`` scope) may look.
-
-Where the pool source reads telemetry, each GPU shows how busy it is and each slice whose
-holder the viewer may see shows its own use, or the GPU's, said to be device-wide
-(:mod:`gpuspawner.holder_use`). The readings are read at most once per refresh period,
-whoever looks.
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.gpu_map_page".
 """
 
 from __future__ import annotations

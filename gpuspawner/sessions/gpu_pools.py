@@ -1,19 +1,6 @@
 """Where the GPU map page reads who holds which slice: the ledger, or the cluster's pods.
 
-- One machine: the allocation ledger the hub and the job service share
-  (``c.GPUAdmission.allocation_ledger``), over this machine's GPUs (NVML's, or the
-  simulated ones the hub is configured with).
-- Kubernetes: the GPU nodes' labels and the allocation record every server and job pod
-  carries (:func:`gpuspawner.core.allocation_record.pool_from_cluster`), read with
-  kubernetes_asyncio from the hub's namespace.
-
-Either way servers and jobs are in the same pool, as admission sees them.
-
-Each source may also read how busy the GPUs and their holders are (``telemetry``): on one
-machine NVML (or the simulated readings file), each process attributed to its server or
-job through the ledger's holders (:func:`gpuspawner.process_owners.ledger_telemetry`); on
-Kubernetes the exporters' per-pod series from Prometheus
-(:class:`gpuspawner.prometheus_telemetry.PrometheusTelemetry`).
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.gpu_pools".
 """
 
 from __future__ import annotations

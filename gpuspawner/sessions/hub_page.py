@@ -1,13 +1,7 @@
 """The service's pages in the hub's own frame: JupyterHub's ``page.html`` (its header,
 navigation, dark-mode toggle and sign-out), extended as the hub's own pages are.
 
-The course page renders with :data:`templates`, whose ``templates/page.html`` is the
-installed JupyterHub's (the name the hub's own template overrides use), and with
-:func:`page_vars`, the variables ``page.html`` reads, as the hub would set them for the
-viewer. Its Services menu lists the services the viewer may open, by the hub's own rule
-(:func:`menu_services`): the service reads the hub's services (``list:services``,
-``read:services``) and the viewer's OAuth token carries the ``access:services`` scopes they
-hold (the service's ``oauth_client_allowed_scopes``).
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.hub_page".
 """
 
 from __future__ import annotations

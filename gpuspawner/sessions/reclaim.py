@@ -1,38 +1,6 @@
 """GPU-aware reclaim: which running servers are due to be taken back, why, and when.
 
-Pure: the catalog, the hub's server models, what the service remembers of each server
-(:class:`ServerWatch`) and the GPU utilisation of each server's device come in; a
-:class:`ReclaimNotice` (reason, deadline, whether the owner may keep the server once)
-comes out. The service (:mod:`.service`) warns, then reclaims, from these notices.
-
-Reasons, each configured in the catalog's ``reclaim`` block of a profile
-(:class:`~gpuspawner.policy.catalog.ReclaimPolicy`):
-
-- ``idle``: the server's GPU share saw no utilisation above ``idle_below`` for
-  ``idle_after``. Students' course servers; research and standing-profile servers of
-  anyone, except that instructors' and admins' servers are only reclaimed for idleness on
-  a standing profile that configures it.
-- ``grant-expired``: a research allocation's server after the grant's last day (at
-  midnight in the catalog's time zone, as :mod:`gpuspawner.policy.entitlements` reads it),
-  whoever runs it, unless the allocation says ``after_expiry: false``.
-- ``unopened-prewarm``: a server the service pre-warmed (its user options carry a
-  ``prewarm_token``) that nobody opened within ``unopened_after`` of class start.
-- ``class-ended``: the course's class and grace are over (planned in :mod:`.service`).
-
-A server is reclaimed no earlier than ``warning`` after its owner was first warned, so
-nobody loses a server without having been told; a warning whose reason goes away (the
-GPU is busy again) is withdrawn. "I'm still using it" (``keep_once``) works once per
-server start, for ``idle`` and ``unopened-prewarm``: it restarts the idle clock and
-counts the server as opened. An expired grant and the end of class cannot be kept off.
-
-Utilisation is per holder where it can be told (:mod:`gpuspawner.holder_use`): each
-server's own processes on its GPU (NVML's per-process readings attributed through the
-server's cgroup or process tree on one machine; the exporters' per-pod series on
-Kubernetes), so three idle students are reclaimed next to a busy fourth on one card.
-Where it cannot (no per-process readings, or a process on the GPU that belongs to no
-known server or job), the device's utilisation stands in: a share then counts as busy
-whenever its GPU is. A server whose device has no reading counts as busy: no telemetry
-never reclaims anyone.
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.reclaim".
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """The owners' side of reclaim: "your server will be stopped", and "I'm still using it".
 
-Two ways in, for the same two things (read one's warnings, keep one's server once):
-
-- a token API for the user's own server (the lab extension asks its server extension,
-  which forwards with the server's ``$JUPYTERHUB_API_TOKEN``):
-
-  - ``GET  api/reclaim``: ``{"warnings": [...], "session_ends": {server: time}}`` for the
-    caller's servers (``session_ends``: when each course server is stopped at the end of
-    class, an instructor's extension included);
-  - ``POST api/reclaim/keep`` with ``{"server": "<name>"}`` ("" for the default server);
-
-- a page for the hub's home page (``reclaim``), signed in with the hub's OAuth like any
-  service page: the home page loads it in a hidden frame and shows its warnings, with a
-  "keep" form (``POST reclaim``, JupyterHub's XSRF token) only where the viewer may keep.
-
-Either way the caller is the token's or the cookie's user, and only their own servers are
-read or kept: the hub decides who is asking, the service decides what they may do
-(:meth:`.service.SessionsService.keep`).
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.reclaim_api".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """How a hub registers the course-sessions service: its ``services`` entry and its role.
 
-In ``jupyterhub_config.py``::
-
-    from gpuspawner.sessions import course_sessions_service, sessions_service_role
-
-    c.JupyterHub.services.append(
-        course_sessions_service("/etc/jupyterhub/courses", prewarm_secret=PREWARM_SECRET)
-    )
-    c.JupyterHub.load_roles.append(sessions_service_role())
-
-The spawner must be given the same pre-warm secret, so it can check the service's tokens.
-With ``port=...`` the service also answers the instructors' course API.
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.registration".
 """
 
 from __future__ import annotations

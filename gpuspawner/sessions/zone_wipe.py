@@ -1,22 +1,6 @@
 """The experimental zone's daily wipe, done by the course-sessions service.
 
-The zone's storage is one folder (``experimental_root``: a host folder on one machine, the
-zone's shared volume mounted into the service on Kubernetes) holding a folder per user,
-``<root>/<user>/<entry>``. At ``settings.experimental_zone.wipe_at`` every user's folder is
-emptied; ``warning`` before that, each person whose folder holds data is warned: an audit
-line and a notice file at the top of their folder, which goes with the wipe;
-the hub's home page shows the warning too (the service's reclaim page).
-
-Only what is inside the root is ever removed, without following a link out of it; a root
-that is or holds a home folder, or that overlaps a production ``path:`` storage of the
-catalog, is refused (audited) and nothing is wiped.
-
-The folders are reached in one of two ways (:class:`FolderAccess`): with the service's own
-access (:class:`ZoneFolders`: the zone's volume in the hub pod on Kubernetes, the demo
-hub's folder), or, on a shared workstation where each folder is its person's alone and the
-service may not read it, through the root-owned helper that does the work as each person
-(:mod:`gpuspawner.zone_wipe_helper`, which says why). Either way the work in a folder goes
-through descriptors opened with ``O_NOFOLLOW`` (the functions below).
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.zone_wipe".
 """
 
 from __future__ import annotations

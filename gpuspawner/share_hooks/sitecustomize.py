@@ -1,20 +1,6 @@
 """Apply the server's GPU memory share to PyTorch and JAX when a notebook imports them.
 
-LocalGPUSpawner and the local job executor put this folder first on ``PYTHONPATH`` of GPU
-servers and jobs. It must work in any Python the catalog offers, so it imports nothing of
-the project.
-
-- PyTorch: ``GPUSPAWNER_TORCH_MEMORY_FRACTION``. When ``torch`` is imported, every visible
-  GPU gets ``torch.cuda.set_per_process_memory_fraction(fraction)``, so a student's caching
-  allocator stops at their share instead of taking the whole card.
-- JAX: the share comes as ``XLA_PYTHON_CLIENT_MEM_FRACTION``, the one name every JAX reads.
-  Current JAX prefers ``XLA_CLIENT_MEM_FRACTION`` and, given both, falls back to the CPU.
-  When ``jax`` or ``jaxlib`` is imported (before JAX reads either), the fraction is put
-  under the one name the installed JAX reads, and the other name is removed.
-
-Both are cooperative, not a security boundary (a notebook can change them); they keep
-well-meaning code inside its share. Any ``sitecustomize`` that this module shadows is run
-afterwards, so site configuration keeps working.
+Design notes: docs/design/hub.md, "gpuspawner.share_hooks.sitecustomize".
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """The job service's capacity hook: job flavors admitted by the same admission as servers.
 
-:class:`FlavorAdmission` answers the manager's "may this job start now?" with the
-service's :class:`~gpuspawner.core.admission.GPUAdmission` over a
-:class:`~gpuspawner.policy.CapacityPool`:
-
-- granted: the job starts as its :class:`~gpuspawner.core.grant.Grant` says (rendered for
-  the executor: an environment locally, a pod plan on Kubernetes), kept with the job;
-- refused with a code in the policy's ``WAIT_CODES`` (``full``, ``reserved``,
-  ``job-limit``...): the job stays QUEUED with the refusal's sentence as its reason; one
-  waiting on its owner's own limit (``job-limit``) does not hold back other people's jobs;
-- refused otherwise (``not-entitled``, ``no-such-gpu``, ``too-large``...): the job can
-  never start; at create time that is a 409, later the queued job fails with the reason.
-
-Every decision reads and changes the pool inside :meth:`FlavorAdmission.current_pool`, a
-transaction: the service's own pool, or, with ``ledger_path``, the allocation ledger the
-hub's LocalGPUSpawner shares (``allocation_ledger``), so servers and jobs on one machine
-never get the same GPU slice. There a job's slice is held by its runner process once it
-runs (:meth:`FlavorAdmission.hold`), so it survives a crash of the service or the hub.
-With the Kubernetes executor (``cluster``), the pool is the cluster's one GPU pool: GPUs
-from node labels, slices from the allocation records that server pods and job pods both
-carry, rebuilt by :meth:`FlavorAdmission.refresh_from_cluster` (at start, then every few
-seconds), so a job never takes a slice a server holds, nor a seat a class reserved.
-
-Jobs run long after the request that created them (and after restarts), so the owner's
-identity (groups, admin flag) is taken from :class:`IdentityBook`, which the API fills
-at create time.
+Design notes: docs/design/job-service.md, "jupyter_to_job.service.flavor_admission".
 """
 
 from __future__ import annotations

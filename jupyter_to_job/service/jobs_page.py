@@ -1,25 +1,7 @@
 """The job service's own page on the hub: one's jobs, pipelines and schedules, with no
 server running.
 
-Served by the job service under ``/services/<name>/`` and signed in through the hub's
-OAuth (``HubOAuthenticated``, as the course page of the course-sessions service), so a
-person whose server is stopped still follows, stops and reruns their jobs and reads their
-logs and outputs. What a person sees is what the job API lets their token see (the
-service's ``oauth_client_allowed_scopes`` hand it the job scopes they hold): their own
-jobs, their students' for an instructor, everyone's for an admin; only the buttons they may
-use are drawn. Forms post with the hub's XSRF token.
-
-==================================  ======  ===========================================
-Route (under ``/services/<name>/``)  Method  What
-==================================  ======  ===========================================
-`` `` (the prefix itself)           GET     the list: jobs, pipelines, schedules
-``jobs/{id}``                       GET     one job: facts, outputs, log (followed live)
-``jobs/{id}/log``                   GET     a piece of the log as JSON (the page's script)
-``jobs/{id}/output/{ipynb|html}``   GET     an output: the HTML shown, the notebook saved
-``jobs/{id}/stop``                  POST    stop it, then back to its page
-``jobs/{id}/rerun``                 POST    run its notebook snapshot again, as it ran
-``oauth_callback``                  GET     the hub's OAuth callback
-==================================  ======  ===========================================
+Design notes: docs/design/job-service.md, "jupyter_to_job.service.jobs_page".
 """
 
 from __future__ import annotations
