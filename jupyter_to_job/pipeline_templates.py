@@ -16,7 +16,7 @@ import yaml
 from pydantic import Field, JsonValue, ValidationError, field_validator
 
 from .models import WireModel, check_relative_folder
-from .pipelines import CreatePipeline
+from .pipelines.models import CreatePipeline
 
 TEMPLATE_SUFFIXES = (".pipeline.yaml", ".pipeline.yml", ".pipeline.json")
 MAX_TEMPLATE_BYTES = 256 * 1024

@@ -16,11 +16,11 @@ from typing import Any
 from .access import Access, Caller
 from .jobs_api import JobsAPI
 from .models import CreateJob, FieldProblem
-from .pipelines import (
+from .pipelines.engine import Pipelines
+from .pipelines.models import (
     CreatePipeline,
     DescribePipeline,
     ListPipelinesResponse,
-    Pipelines,
     UpdatePipeline,
 )
 from .rest import (

@@ -15,9 +15,11 @@ from typing import Any
 
 from .access import Access, Caller
 from .jobs_api import JobsAPI
-from .pipelines import CreatePipeline, home_of
+from .pipelines.engine import home_of
+from .pipelines.models import CreatePipeline
 from .rest import ApiError, check_notebook, check_notebooks_size, json_object, own_name, parse_model
-from .schedules import CreateSchedule, ListSchedulesResponse, Schedule, Scheduler, UpdateSchedule
+from .schedules.engine import Scheduler
+from .schedules.models import CreateSchedule, ListSchedulesResponse, Schedule, UpdateSchedule
 
 
 def parse_schedule(data: dict[str, Any]) -> CreateSchedule:
