@@ -211,6 +211,29 @@ def default_run_as() -> str:
     return "owner" if os.environ.get("JUPYTER_TO_JOB_RUN_AS") == "owner" else "service"
 
 
+def kill_left_kernel(
+    pid: int, runner_start: float | None, expected_uid: int, cgroup: Cgroup | None
+) -> None:
+    """Kill process group ``pid``, a job's kernel its runner left behind, only if it started
+    after the runner, runs as ``expected_uid`` and (for a job with a cgroup) in its group."""
+    try:
+        kernel = psutil.Process(pid)
+        started_after_job = (
+            runner_start is None or kernel.create_time() >= runner_start - _START_TIME_TOLERANCE
+        )
+        # A job with a cgroup started its kernel in it (another hub's never is).
+        in_job_group = cgroup is None or pid in cgroup.processes()
+        if (
+            started_after_job
+            and in_job_group
+            and kernel.uids().real == expected_uid
+            and os.getpgid(pid) == pid
+        ):
+            os.killpg(pid, signal.SIGKILL)
+    except (psutil.Error, ProcessLookupError, PermissionError):
+        pass
+
+
 class LocalExecutor(JobExecutor):
     """Runs the job runner as a local subprocess."""
 
@@ -696,25 +719,12 @@ class LocalExecutor(JobExecutor):
         status = self.read_status()
         if status is None or status.kernel_pid is None:
             return
-        pid = status.kernel_pid
         runner_start = self._process.start_time if self._process else self.job.process_start_time
         try:
-            kernel = psutil.Process(pid)
-            started_after_job = (
-                runner_start is None or kernel.create_time() >= runner_start - _START_TIME_TOLERANCE
-            )
             # status.json is the job's own file: never take its word for whose process it is.
             expected_uid = os.geteuid()
             if self.run_as == "owner":
                 expected_uid = UserAccount.for_hub_user(self.job.owner).uid
-            # A job with a cgroup started its kernel in it (another hub's never is).
-            in_job_group = self._cgroup is None or pid in self._cgroup.processes()
-            if (
-                started_after_job
-                and in_job_group
-                and kernel.uids().real == expected_uid
-                and os.getpgid(pid) == pid
-            ):
-                os.killpg(pid, signal.SIGKILL)
-        except (psutil.Error, ProcessLookupError, PermissionError, LookupError):
-            pass
+        except LookupError:
+            return
+        kill_left_kernel(status.kernel_pid, runner_start, expected_uid, self._cgroup)
