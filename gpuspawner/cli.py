@@ -42,6 +42,7 @@ from .policy import (
     load_catalog,
 )
 from .policy.budget_spec import budget_text
+from .policy.capacity import several_nodes_on_one_machine
 from .policy.catalog import (
     Origin,
     ProfileSection,
@@ -175,6 +176,18 @@ def check(args: argparse.Namespace) -> int:
     except HubConfigError as error:
         print(f"gpuspawner check: {error}", file=sys.stderr)
         return 2
+    if not args.gpu_memory:  # one machine's hub: its jobs cannot span nodes
+        refused = one_machine_problems(catalog)
+        for problem in refused:
+            print(problem, file=sys.stderr)
+        if refused:
+            noun = "1 flavor" if len(refused) == 1 else f"{len(refused)} flavors"
+            print(
+                f"{noun} cannot run on one machine: fix the catalog, or give --gpu-memory SIZE "
+                "(the GPUs of the nodes) to check it for Kubernetes.",
+                file=sys.stderr,
+            )
+            return 1
     print_warnings(catalog_warnings(catalog, inventory))
     for left_out in catalog.override_problems:
         print(f"warning: an instructor's change is left out: {left_out}", file=sys.stderr)
@@ -321,6 +334,19 @@ def _gpu_admission_setting(target: ast.expr) -> str | None:
 
 
 # -- warnings -----------------------------------------------------------------------------
+
+
+def one_machine_problems(catalog: Catalog) -> list[CatalogProblem]:
+    """The job flavors on several nodes, which a hub on one machine refuses, located."""
+    return [
+        catalog.origins[flavor.id].problem(
+            f"asks for {flavor.nodes} nodes, but {several_nodes_on_one_machine(flavor.nodes)}",
+            "gpu",
+            "nodes",
+        )
+        for flavor in catalog.flavors
+        if flavor.nodes > 1
+    ]
 
 
 def catalog_warnings(

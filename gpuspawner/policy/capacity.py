@@ -603,8 +603,26 @@ def _whole_gpus_by_node(devices: Iterable[GPUDevice]) -> dict[str, int]:
     return counts
 
 
+def several_nodes_on_one_machine(nodes: int) -> str:
+    """Why a job on ``nodes`` nodes cannot run where the hub runs jobs on one machine (for
+    ``gpuspawner check`` and for such a job's refusal alike)."""
+    return (
+        f"a job on {nodes} nodes needs jobs to run on Kubernetes: on one machine a job runs "
+        "as one process on that machine, so it cannot span several nodes"
+    )
+
+
 def _check_nodes(share: GPUShare, nodes: int, candidates: list[GPUDevice]) -> None:
-    """Refuse a job on ``nodes`` nodes that could never start here (too few such nodes)."""
+    """Refuse a job on ``nodes`` nodes that could never start here (one machine, or too few
+    nodes with that many GPUs)."""
+    if not any(node_of(device) for device in candidates):
+        raise Refusal(
+            "too-large",
+            f"This flavor asks for {nodes} nodes, but {several_nodes_on_one_machine(nodes)}. "
+            "Choose a flavor on one node, or ask the hub admins to run this one on their "
+            "cluster.",
+            status=400,
+        )
     big_enough = [n for n, c in _whole_gpus_by_node(candidates).items() if c >= share.count]
     if share.is_whole and len(big_enough) >= nodes:
         return

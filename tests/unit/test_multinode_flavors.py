@@ -81,3 +81,43 @@ standing:
     line, field, message = found[0]
     assert field == "standing[0].gpu.nodes"
     assert "a server runs on one node" in message and "job flavors only" in message
+
+
+TWO_NODE_CATALOG = """\
+flavors:
+  - id: one-node
+    title: Two GPUs on one node
+    gpu: {count: 2}
+  - id: two-by-two
+    title: Four GPUs on two nodes
+    gpu:
+      count: 2
+      nodes: 2
+"""
+
+
+def test_gpuspawner_check_refuses_a_flavor_on_several_nodes_for_one_machine(write_yaml, capsys):
+    from gpuspawner.cli import main
+
+    # Given a catalog with a flavor on two nodes, checked for a hub on one machine
+    path = write_yaml(TWO_NODE_CATALOG)
+    code = main(
+        ["check", str(path), "--hub-config", str(write_yaml("c = get_config()\n", "hub.py"))]
+    )
+    # Then it is refused at the flavor's nodes line, saying why
+    err = capsys.readouterr().err
+    assert code == 1
+    assert (
+        f"{path}:9: flavors[1].gpu.nodes: asks for 2 nodes, but a job on 2 nodes needs jobs to "
+        "run on Kubernetes: on one machine a job runs as one process on that machine, so it "
+        "cannot span several nodes"
+    ) in err
+    assert "one-node" not in err
+
+
+def test_gpuspawner_check_takes_it_for_kubernetes_nodes(write_yaml, capsys):
+    from gpuspawner.cli import main
+
+    path = write_yaml(TWO_NODE_CATALOG)
+    assert main(["check", str(path), "--gpu-memory", "80GiB"]) == 0
+    assert "nodes" not in capsys.readouterr().err

@@ -69,11 +69,16 @@ def test_a_cluster_with_too_few_nodes_refuses_for_good_saying_why():
     )
 
 
-def test_one_machine_has_no_nodes_to_spread_a_job_over():
+def test_one_machine_refuses_a_job_on_several_nodes_saying_why():
     pool = CapacityPool(
         [GPUDevice(id=f"GPU-{i}", index=i, model="RTX 4090", memory_mib=24564) for i in range(8)]
     )
     with pytest.raises(Refusal) as refused:
         book(pool, "job:j4")
-    assert refused.value.code == "too-large"
-    assert "but only 0 nodes here have" in refused.value.message
+    assert (refused.value.code, refused.value.status) == ("too-large", 400)
+    assert refused.value.message == (
+        "This flavor asks for 2 nodes, but a job on 2 nodes needs jobs to run on Kubernetes: "
+        "on one machine a job runs as one process on that machine, so it cannot span several "
+        "nodes. Choose a flavor on one node, or ask the hub admins to run this one on their "
+        "cluster."
+    )
