@@ -72,6 +72,7 @@ def describe_job(
         output_formats=cast(list[OutputFormat], row.output_formats or ["ipynb"]),
         kernel_name=row.kernel_name,
         gpu=gpu,
+        nodes=int((row.gpu or {}).get("nodes") or 1),
         attempt=attempts.attempt if attempts is not None else 1,
         max_attempts=attempts.max_attempts if attempts is not None else 1,
         checkpoint_folder=attempts.checkpoint_folder if attempts is not None else None,

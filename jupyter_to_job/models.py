@@ -456,6 +456,11 @@ class DescribeJob(WireModel):
     output_formats: list[OutputFormat] = Field(default_factory=_notebook_only)
     kernel_name: str | None = None
     gpu: JobGPU | None = None
+    nodes: int = Field(
+        default=1,
+        description="The pods the job runs as, one per node (1 but for a flavor on several "
+        "nodes, whose log lines start with '[rank N] ').",
+    )
     attempt: int = Field(default=1, description="The run under way or the last one (from 1).")
     max_attempts: int = Field(
         default=1, description="Runs allowed in all: 1 plus the checkpoint's retries."

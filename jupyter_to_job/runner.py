@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .models import JobErrorInfo, JobStatus
+from .pod_rank import ATTEMPT_VARIABLE, CHECKPOINT_VARIABLE, count_attempt, sends_outputs
 from .runfiles import (
     EXIT_COMPLETED,
     EXIT_FAILED,
@@ -663,7 +663,7 @@ async def run_job(
         loop.add_signal_handler(signal.SIGINT, run.request_stop, "SIGINT")
     try:
         code = await run.execute()
-        if upload_url and token:
+        if upload_url and token and sends_outputs(log):
             await asyncio.to_thread(upload_outputs, files, spec, upload_url, token, log)
         if termination_log is not None:
             _report_final_status(run.status, termination_log, log)
@@ -684,34 +684,6 @@ def _report_final_status(status: RunnerStatus, path: Path, log: JobLog) -> None:
     except OSError as error:  # the log line below still carries it
         log.job(f"could not write the termination message to {path}: {error.strerror}")
     log.job(STATUS_MARKER.removeprefix("[job] ") + text)
-
-
-CHECKPOINT_VARIABLE = "JUPYTER_TO_JOB_CHECKPOINT_DIR"
-ATTEMPT_VARIABLE = "JUPYTER_TO_JOB_ATTEMPT"
-ATTEMPT_FILE = ".jupyter-to-job-attempt.json"
-"""Where a Kubernetes job's runs count themselves, in its checkpoint folder."""
-
-
-def count_attempt(folder: Path) -> int:
-    """This run's attempt number (from 1), counted in ``folder``: one more than the last
-    run of the same job (``$JUPYTER_TO_JOB_ID``) recorded there, 1 for another job's.
-
-    A job's pods share only its checkpoint folder (their environment is their Job's
-    template), so a pod started again after a disruption learns its attempt there.
-    """
-    job_id = os.environ.get("JUPYTER_TO_JOB_ID", "")
-    record = folder / ATTEMPT_FILE
-    try:
-        previous = json.loads(record.read_text(encoding="utf-8"))
-        attempt = int(previous["attempt"]) + 1 if previous.get("job_id") == job_id else 1
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        attempt = 1
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(record, json.dumps({"job_id": job_id, "attempt": attempt}) + "\n")
-    except OSError:
-        pass  # the notebook finds out for itself when it writes its checkpoint
-    return attempt
 
 
 def main(argv: list[str] | None = None) -> int:

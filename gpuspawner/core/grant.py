@@ -127,6 +127,7 @@ class Grant:
             "description": self.share_description,
             "device_ids": list(self.allocation.device_ids),
             "allocation": self.allocation.to_dict(),
+            "nodes": self.nodes,
         }
 
 

@@ -5,10 +5,12 @@ that is not the job's, its labels differing, is refused).
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
+from collections.abc import Callable
 from typing import Any
 
-from ..k8s_objects import PodCheckpoint, UserFiles
+from ..k8s_objects import PodCheckpoint, UserFiles, owner_reference
 from ..store import JobAttemptsRow
 from .kube_client import KubeClient, KubeError
 
@@ -89,3 +91,62 @@ async def create_or_replace(kube: KubeClient, path: str, manifest: dict[str, Any
     existing = await create_or_adopt(kube, path, manifest)  # refuses one that is not this job's
     replaced = {**manifest, "metadata": {**manifest["metadata"], **_version(existing)}}
     await kube.request("PUT", f"{path}/{manifest['metadata']['name']}", body=replaced)
+
+
+async def create_job_objects(
+    kube: KubeClient,
+    namespace: str,
+    *,
+    configmap: dict[str, Any],
+    job: dict[str, Any],
+    plan: Any,
+    secret: dict[str, Any] | None = None,
+    service: dict[str, Any] | None = None,
+    job_made: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
+    """The job's ConfigMap, its GPU's ResourceClaimTemplates (DRA), its upload ``secret``,
+    its Job (then ``job_made()`` is called) and (a job on several nodes) its pods' headless
+    ``service``; returns the Job as made. What the Job does not own yet goes if the Job
+    cannot be made."""
+    configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+    secrets = f"/api/v1/namespaces/{namespace}/secrets"
+    owned = [f"{configmaps}/{configmap['metadata']['name']}"]
+    made = await create_or_adopt(kube, configmaps, configmap)
+    try:
+        for template in plan.resource_claim_templates:
+            # Owned by the ConfigMap, itself owned by the Job below: the garbage collector
+            # deletes the template with the Job, and the Role needs no more than create.
+            group, version = template["apiVersion"].split("/")
+            parent = {**owner_reference(made), "apiVersion": "v1", "kind": "ConfigMap"}
+            metadata = {**template["metadata"], "ownerReferences": [parent]}
+            try:
+                await kube.request(
+                    "POST",
+                    f"/apis/{group}/{version}/namespaces/{namespace}/resourceclaimtemplates",
+                    body={**template, "metadata": metadata},
+                )
+            except KubeError as error:
+                if error.status != 409:  # 409: made for an earlier try
+                    raise
+        if secret is not None:
+            await create_or_replace(kube, secrets, secret)
+            owned.append(f"{secrets}/{secret['metadata']['name']}")
+        created = await create_or_adopt(kube, f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+    except BaseException:  # no Job to own the ConfigMap and Secret: remove them here
+        for path in owned:
+            with contextlib.suppress(Exception):
+                await kube.request("DELETE", path)
+        raise
+    job_made()
+    for path in owned:
+        await kube.request(
+            "PATCH",
+            path,
+            body={"metadata": {"ownerReferences": [owner_reference(created)]}},
+            content_type="application/merge-patch+json",
+        )
+    if service is not None:  # owned by the Job from the start: nothing to remove by hand
+        metadata = {**service["metadata"], "ownerReferences": [owner_reference(created)]}
+        services = f"/api/v1/namespaces/{namespace}/services"
+        await create_or_adopt(kube, services, {**service, "metadata": metadata})
+    return created

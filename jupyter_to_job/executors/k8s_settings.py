@@ -8,17 +8,45 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from traitlets import Bool, Callable, Dict, Float, Integer, List, Unicode, Union, default
 
 from ..k8s_objects import MAX_JOB_FILES_BYTES
 from .base import JobExecutor
+from .kube_client import connect
 
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 class KubernetesExecutorSettings(JobExecutor):
     """What ``c.KubernetesExecutor`` configures: the cluster, the pods, the user's files."""
+
+    # Jobs and servers share the cluster's one GPU pool (``cluster_pool_reader``).
+    uses_cluster_gpu_pool = True
+
+    @classmethod
+    def cluster_pool_reader(cls, config: Any) -> Any:
+        """An async function reading the cluster's nodes and the jobs' namespace's pods.
+
+        The job service rebuilds its GPU pool from them (``FlavorAdmission.cluster``), the
+        servers' and jobs' allocation records alike. ``config`` is the service's config;
+        ``c.KubernetesExecutor.kubeconfig`` and ``.namespace`` apply as for the jobs.
+        """
+        settings = config.get(cls.__name__) or {}
+        kubeconfig = settings.get("kubeconfig") or None
+        namespace = settings.get("namespace") or cls._default_namespace(None)  # type: ignore[arg-type]
+
+        async def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            kube = await connect(kubeconfig)
+            try:
+                nodes = await kube.get("/api/v1/nodes") or {}
+                pods = await kube.get(f"/api/v1/namespaces/{namespace}/pods") or {}
+            finally:
+                await kube.close()
+            return list(nodes.get("items") or []), list(pods.get("items") or [])
+
+        return read
 
     kubeconfig = Unicode(
         "",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,11 @@ from ..k8s_objects import (
     make_job,
     make_upload_secret,
     make_user_files,
-    owner_reference,
     run_pod_selector,
     strip_outputs,
     unmounted_home_volume,
-    upload_secret_name,
 )
+from ..k8s_ranks import make_rank_service, on_several_nodes
 from ..models import JobStatus
 from ..output_uploads import issue_upload_token, revoke_upload_token
 from ..retries import exhausted, no_more_memory, oom_retry, separator
@@ -53,13 +53,7 @@ from .k8s_attempts import (
     start_failure,
     suspended_since,
 )
-from .k8s_create import (
-    JobNotStartable,
-    checkpoint_in_pod,
-    create_or_adopt,
-    create_or_replace,
-    granted_image,
-)
+from .k8s_create import JobNotStartable, checkpoint_in_pod, create_job_objects, granted_image
 from .k8s_settings import KubernetesExecutorSettings
 from .kube_client import KubeClient, KubeError, connect, sleep_or_event
 from .pod_log import LogReading, PodLogCopier, RunProgress
@@ -71,36 +65,11 @@ from .pod_status import (
     pending_reason,
 )
 from .queue_eviction import eviction_sentence, eviction_words, read_eviction_or_warn
+from .rank_pods import OtherRanks, first_failed_rank, rank_failure, rank_of, rank_prefix
 
 
 class KubernetesExecutor(KubernetesExecutorSettings):
     """Runs the job runner in a Kubernetes Job (docs/kubernetes-executor.md)."""
-
-    # Jobs and servers share the cluster's one GPU pool (``cluster_pool_reader``).
-    uses_cluster_gpu_pool = True
-
-    @classmethod
-    def cluster_pool_reader(cls, config: Any) -> Any:
-        """An async function reading the cluster's nodes and the jobs' namespace's pods.
-
-        The job service rebuilds its GPU pool from them (``FlavorAdmission.cluster``), the
-        servers' and jobs' allocation records alike. ``config`` is the service's config;
-        ``c.KubernetesExecutor.kubeconfig`` and ``.namespace`` apply as for the jobs.
-        """
-        settings = config.get(cls.__name__) or {}
-        kubeconfig = settings.get("kubeconfig") or None
-        namespace = settings.get("namespace") or cls._default_namespace(None)  # type: ignore[arg-type]
-
-        async def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            kube = await connect(kubeconfig)
-            try:
-                nodes = await kube.get("/api/v1/nodes") or {}
-                pods = await kube.get(f"/api/v1/namespaces/{namespace}/pods") or {}
-            finally:
-                await kube.close()
-            return list(nodes.get("items") or []), list(pods.get("items") or [])
-
-        return read
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -129,6 +98,9 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         self._attempts: JobAttemptsRow | None = None
         """The job's checkpoint and attempts (None: no checkpoint), read as it starts."""
         self._checkpoint: PodCheckpoint | None = None
+        self.ranks = OtherRanks(self.job_id, self.log_store, self.files.directory, self.log)
+        """The pods of ranks 1 and up of a job on several nodes (rank 0's are ``_pods``)."""
+        self._rank_pods: dict[str, dict[str, Any]] = {}
 
     # -- paths and the client -------------------------------------------------------------
 
@@ -226,7 +198,7 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             environment={**(grant.variables if grant else {}), **self.environment},
             allocation=allocation,
             namespace=self.namespace,
-            node_name=grant.node if grant and self.pin_to_node else None,
+            node_name=grant.node if grant and self.pin_to_node and grant.nodes == 1 else None,
             backoff_limit=self.backoff_limit,
             queue_name=self.queue_name,
             service_account=self.service_account,
@@ -241,6 +213,15 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             checkpoint=checkpoint,
             run=self.run,
         )
+        if grant is not None and grant.nodes > 1 and grant.allocation is not None:
+            held = grant.allocation.device_ids
+            pinned = {d.rsplit("/", 1)[0] for d in held} if self.pin_to_node else set()
+            job = on_several_nodes(
+                job,
+                nodes=grant.nodes,
+                gpus_per_node=len(held) // grant.nodes,
+                pinned_nodes=tuple(pinned),
+            )
         return configmap, job, plan
 
     def pod_checkpoint(self, files: UserFiles) -> PodCheckpoint | None:
@@ -332,54 +313,30 @@ class KubernetesExecutor(KubernetesExecutorSettings):
     async def _create_objects(
         self, kube: KubeClient, configmap: dict[str, Any], job: dict[str, Any], plan: Any
     ) -> None:
-        """The job's ConfigMap, its GPU's ResourceClaimTemplates (DRA), its upload Secret and
-        its Job; what the Job does not own yet goes if the Job cannot be made."""
-        namespace = self.namespace
-        configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
-        secrets = f"/api/v1/namespaces/{namespace}/secrets"
-        owned = [f"{configmaps}/{self.name}"]
-        made = await create_or_adopt(kube, configmaps, configmap)
-        try:
-            for template in plan.resource_claim_templates:
-                # Owned by the ConfigMap, itself owned by the Job below: the garbage collector
-                # deletes the template with the Job, and the Role needs no more than create.
-                group, version = template["apiVersion"].split("/")
-                parent = {**owner_reference(made), "apiVersion": "v1", "kind": "ConfigMap"}
-                metadata = {**template["metadata"], "ownerReferences": [parent]}
-                try:
-                    await kube.request(
-                        "POST",
-                        f"/apis/{group}/{version}/namespaces/{namespace}/resourceclaimtemplates",
-                        body={**template, "metadata": metadata},
-                    )
-                except KubeError as error:
-                    if error.status != 409:  # 409: made for an earlier try
-                        raise
-            if self.job_upload_url:
-                secret = make_upload_secret(
-                    job_id=self.job_id,
-                    owner=self.job.owner,
-                    token=issue_upload_token(self.files),
-                    namespace=namespace,
-                )
-                await create_or_replace(kube, secrets, secret)
-                owned.append(f"{secrets}/{upload_secret_name(self.job_id)}")
-            created = await create_or_adopt(
-                kube, f"/apis/batch/v1/namespaces/{namespace}/jobs", job
+        """The job's objects (:func:`.k8s_create.create_job_objects`), with an upload Secret
+        holding a token issued now, and the pods' Service of a job on several nodes."""
+        owner, namespace = self.job.owner, self.namespace
+        secret = None
+        if self.job_upload_url:
+            token = issue_upload_token(self.files)
+            secret = make_upload_secret(
+                job_id=self.job_id, owner=owner, token=token, namespace=namespace
             )
-        except BaseException:  # no Job to own the ConfigMap and Secret: remove them here
-            for path in owned:
-                with contextlib.suppress(Exception):
-                    await kube.request("DELETE", path)
-            raise
-        self._job_exists = True
-        for path in owned:
-            await kube.request(
-                "PATCH",
-                path,
-                body={"metadata": {"ownerReferences": [owner_reference(created)]}},
-                content_type="application/merge-patch+json",
+        service = None
+        if job["spec"].get("completionMode") == "Indexed":
+            service = make_rank_service(
+                job_id=self.job_id, owner=owner, run=self.run, namespace=namespace
             )
+        await create_job_objects(
+            kube,
+            namespace,
+            configmap=configmap,
+            job=job,
+            plan=plan,
+            secret=secret,
+            service=service,
+            job_made=lambda: setattr(self, "_job_exists", True),
+        )
 
     async def still_running(self) -> bool:
         kube = await self._client()
@@ -417,8 +374,10 @@ class KubernetesExecutor(KubernetesExecutorSettings):
                 await self._copy_log(pod)
                 if not await self._another_attempt(followed):
                     break
+            await self.ranks.finish()
             outcome = await self._outcome()
         finally:
+            await self.ranks.cancel()
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
             self.log_copy.save_cursor()
@@ -465,8 +424,18 @@ class KubernetesExecutor(KubernetesExecutorSettings):
     def _saw(self, pod: dict[str, Any]) -> None:
         """Keep the pod as the API has it now; a disruption, once seen, is remembered (a
         later status may no longer carry the condition)."""
-        uid = pod["metadata"]["uid"]
-        self._pods[uid] = pod
+        uid, rank = pod["metadata"]["uid"], rank_of(pod)
+        (self._rank_pods if rank else self._pods)[uid] = pod
+        if rank == 0:  # rank 0 of a job on several nodes: its lines are told apart too
+            self.log_copy.prefix = rank_prefix(0)
+        elif rank:  # ranks 1 and up: their logs are copied beside rank 0's
+            self.ranks.start(
+                self._rank_pods,
+                lambda copier: functools.partial(self._read_log, copier=copier),
+                self._container_ended,
+                self._wait_change,
+                self.log_reconnect_seconds,
+            )
         disrupted = disruption(pod)
         if disrupted is not None and uid not in self._disrupted:
             self._disrupted[uid] = disrupted
@@ -611,7 +580,7 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         return True
 
     def _container_ended(self, uid: str) -> bool:
-        pod = self._pods.get(uid) or {}
+        pod = self._pods.get(uid) or self._rank_pods.get(uid) or {}
         return uid in self._gone or "terminated" in container_state(pod)
 
     async def _copy_log(self, pod: dict[str, Any]) -> None:
@@ -627,14 +596,16 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             reconnect_seconds=self.log_reconnect_seconds,
         )
 
-    async def _read_log(self, pod_name: str, *, follow: bool) -> LogReading:
-        """One read of the pod's log from the cursor on; returns the reading (its leftover)."""
+    async def _read_log(
+        self, pod_name: str, *, follow: bool, copier: PodLogCopier | None = None
+    ) -> LogReading:
+        """One read of the pod's log from the cursor of ``copier`` (rank 0's: ``log_copy``)
+        on; returns the reading (its leftover)."""
         assert self.kube is not None
+        copier = copier or self.log_copy
         path = f"{self._pods_path}/{pod_name}/log"
-        query = self.log_copy.query(follow=follow)
-        return await self.log_copy.read(
-            self.kube.stream(path, query, idle_timeout=self.log_idle_timeout)
-        )
+        query = copier.query(follow=follow)
+        return await copier.read(self.kube.stream(path, query, idle_timeout=self.log_idle_timeout))
 
     # -- the result -----------------------------------------------------------------------
 
@@ -670,7 +641,11 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         terminated: dict[str, Any] | None,
         job: dict[str, Any] | None,
     ) -> FinalState | None:
-        """What only the cluster can say (out of memory, deleted); None: ``final_state``."""
+        """What only the cluster can say (a rank failed, out of memory, deleted); None:
+        ``final_state``."""
+        failed = first_failed_rank({**self._pods, **self._rank_pods}, self._gone)
+        if self._rank_pods and outcome.stop_reason is None and failed and rank_of(failed):
+            return rank_failure(failed)
         if ran_out_of_memory(outcome, pod, terminated):
             self._out_of_memory = True
             return out_of_memory_verdict(outcome)

@@ -198,6 +198,15 @@ def _stamp(block: bytes, start: int) -> bytes:
     return block[start:end] if end >= 0 else b""
 
 
+def prefixed(block: bytes, prefix: bytes) -> bytes:
+    """Whole lines ``block`` with ``prefix`` before each of them."""
+    if not prefix:
+        return block
+    lines = block.split(b"\n")
+    rest = lines.pop()  # after the last newline: empty for whole lines
+    return b"".join(prefix + line + b"\n" for line in lines) + (prefix + rest if rest else b"")
+
+
 @dataclass
 class RunProgress:
     """What the log says of the run: progress lines, and the final status line."""
@@ -263,8 +272,12 @@ class PodLogCopier:
         cursor_file: Path,
         report_progress: Callable[[RunnerStatus], None],
         log: logging.Logger | logging.LoggerAdapter[Any],
+        *,
+        prefix: bytes = b"",
     ) -> None:
         self.job_id = job_id
+        self.prefix = prefix
+        """Put before each line copied (``[rank 1] `` for a job on several nodes)."""
         self.log_store = log_store
         self.cursor_file = cursor_file
         self.report_progress = report_progress
@@ -345,7 +358,7 @@ class PodLogCopier:
             return
         kept = self.progress.observe_lines(lines)
         if kept:
-            self.log_store.append_bytes(self.job_id, kept)
+            self.log_store.append_bytes(self.job_id, prefixed(kept, self.prefix))
         # Right after the lines it counts (one small file per block, not per line): a
         # service killed in between copies this one block again when it comes back.
         self.save_cursor()

@@ -603,7 +603,12 @@ def test_the_job_services_pod_gets_the_hubs_token_for_it():
 
 
 # The modules of KubernetesExecutor that send requests to the API.
-KUBERNETES_EXECUTOR_MODULES = ("kubernetes.py", "queue_eviction.py")
+KUBERNETES_EXECUTOR_MODULES = (
+    "kubernetes.py",
+    "k8s_create.py",
+    "k8s_settings.py",
+    "queue_eviction.py",
+)
 # What KubernetesExecutor sends to the API (jupyter_to_job/executors/kubernetes.py), as
 # (scope, API group, resource, verb):
 EXECUTOR_REQUESTS = {
@@ -622,6 +627,9 @@ EXECUTOR_REQUESTS = {
     ("namespace", "", "secrets", "update"),
     ("namespace", "", "secrets", "patch"),
     ("namespace", "", "secrets", "delete"),
+    # The headless Service of a job on several nodes, owned by its Job as it is made.
+    ("namespace", "", "services", "create"),
+    ("namespace", "", "services", "get"),  # _create on 409
     ("namespace", "", "pods", "list"),  # _watch_pods; cluster_pool_reader
     ("namespace", "", "pods", "watch"),  # _watch_pods
     ("namespace", "", "pods/log", "get"),  # _read_log
