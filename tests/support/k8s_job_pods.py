@@ -24,6 +24,7 @@ from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from .job_processes import kill_job_processes
 from .k8s_emulator import PodMatch, ProcessRunner
 
+POD_HOSTS = Path(__file__).parent / "cluster" / "pod_hosts.py"
 JOB_PODS = PodMatch(labels="app.kubernetes.io/managed-by=jupyter-to-job")
 IMAGE = "registry.example.edu/jobs:test"
 CLAIM_GUARD = 60.0
@@ -46,6 +47,10 @@ class PodProcesses(ProcessRunner):
 
     volumes_dir: Path | None = None
     """Where PersistentVolumeClaims live; None: ``<workdir>/volumes``."""
+    hosts: Any = None
+    """A callable: the namespace's hosts file (the node agent's ServiceProxy.hosts_file),
+    each container's ``/etc/hosts`` (root only, cluster/pod_hosts.py); None: this
+    machine's."""
 
     def claim_folder(self, namespace: str, claim: str) -> Path:
         """The local folder of PersistentVolumeClaim ``claim`` (made on first use)."""
@@ -96,6 +101,9 @@ class PodProcesses(ProcessRunner):
             return argument
 
         argv = [sys.executable if a == "python" else local_path(a) for a in argv]
+        if self.hosts is not None:
+            hosts = str(self.hosts(namespace))
+            argv = [sys.executable, str(POD_HOSTS), hosts, "--", *argv]
         workdir = Path(local_path(container.get("workingDir") or str(cwd)))
         return argv, environment, workdir
 

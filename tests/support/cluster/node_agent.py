@@ -374,6 +374,10 @@ class NodeAgent(NodeControls):
         self._clients: list[KubeClient] = []
         self.dra = GPUKubeletPlugin(plane.folder / "nodes")
 
+    def _on_pod(self, kind: str, pod: Object, old: Object | None) -> None:
+        self.kubelet.on_pod(kind, pod, old)
+        self.services.on_pod(pod)
+
     def _client(self, identity: Any = None, agent: str = "campus-test-node-agent") -> KubeClient:
         client = KubeClient(self.plane.url, agent, ssl_context=self.plane.ssl_context(identity))
         self._clients.append(client)
@@ -390,9 +394,7 @@ class NodeAgent(NodeControls):
         self.watcher = self._client(self.plane.client_identity("node-agent", AGENT_USER))
         self.nodes = Informer(self.watcher, "/api/v1/nodes", lambda *event: None, kind="Node")
         self.kubelet = NodeKubelet(self, timings=self.timings, api_port=self.plane.api_port)
-        self.pods = Informer(
-            self.watcher, "/api/v1/pods", lambda *event: self.kubelet.on_pod(*event), kind="Pod"
-        )
+        self.pods = Informer(self.watcher, "/api/v1/pods", self._on_pod, kind="Pod")
         self.network = PodNetwork(self.plane.index) if pod_network_available() else None
         if self.network is not None:
             self.network.start()

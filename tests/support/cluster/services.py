@@ -9,8 +9,12 @@ both, for the pods it runs with their images' commands (images.py):
   picks, at the target port (a number or a container port's name); the ``kubernetes``
   Service leads to the API server;
 - a hosts file per namespace names each Service as cluster DNS would (``name``,
-  ``name.ns``, ``name.ns.svc``, ``name.ns.svc.cluster.local``), rewritten in place as
-  Services come and go; containers see it as their ``/etc/hosts``;
+  ``name.ns``, ``name.ns.svc``, ``name.ns.svc.cluster.local``), and, as CoreDNS does for a
+  headless Service, each pod it selects whose ``subdomain`` is the Service, by its
+  hostname (``host.name``, ``host.name.ns``...: an Indexed Job's pods), from the moment
+  the pod has an address when the Service publishes not-ready addresses, else once it is
+  ready; rewritten in place as Services and pods come and go; containers see it as their
+  ``/etc/hosts``;
 - :func:`service_links` are the ``{NAME}_SERVICE_HOST``/``_PORT`` variables the kubelet
   gives a pod for the Services that exist when it starts.
 """
@@ -78,23 +82,54 @@ def service_links(
     return env
 
 
+def _dns_names(name: str, namespace: str) -> list[str]:
+    return [
+        name,
+        f"{name}.{namespace}",
+        f"{name}.{namespace}.svc",
+        f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}",
+    ]
+
+
 def hosts_text(
-    namespace: str, services: list[Object], address_of: Callable[[str], str | None]
+    namespace: str,
+    services: list[Object],
+    address_of: Callable[[str], str | None],
+    pods: list[Object] = (),  # type: ignore[assignment]
 ) -> str:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     for service in sorted(services, key=lambda s: s["metadata"]["name"]):
-        address = address_of((service.get("spec") or {}).get("clusterIP") or "")
+        spec = service.get("spec") or {}
+        name = service["metadata"]["name"]
+        if spec.get("clusterIP") == "None":
+            lines += _headless_records(name, namespace, spec, pods)
+            continue
+        address = address_of(spec.get("clusterIP") or "")
         if address is None:
             continue
-        name = service["metadata"]["name"]
-        names = [
-            name,
-            f"{name}.{namespace}",
-            f"{name}.{namespace}.svc",
-            f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}",
-        ]
-        lines.append(f"{address}\t{' '.join(names)}")
+        lines.append(f"{address}\t{' '.join(_dns_names(name, namespace))}")
     return "\n".join(lines) + "\n"
+
+
+def _headless_records(name: str, namespace: str, spec: Object, pods: list[Object]) -> list[str]:
+    """CoreDNS's records of a headless Service's pods named by ``hostname`` + ``subdomain``."""
+    selector = label_selector_from_dict({"matchLabels": spec.get("selector") or {}})
+    records = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        meta, pod_spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        address = (pod.get("status") or {}).get("podIP")
+        if not spec.get("selector") or pod_spec.get("subdomain") != name or not address:
+            continue
+        if not pod_spec.get("hostname") or meta.get("deletionTimestamp"):
+            continue
+        if not labels_match(selector, meta.get("labels")):
+            continue
+        if not (spec.get("publishNotReadyAddresses") or _ready(pod)):
+            continue
+        records.append(
+            f"{address}\t{' '.join(_dns_names(pod_spec['hostname'] + '.' + name, namespace))}"
+        )
+    return records
 
 
 def _target_port(pod: Object, port: Object) -> int | None:
@@ -183,9 +218,15 @@ class ServiceProxy:
         task.add_done_callback(self._tasks.discard)
         self._write_hosts(key[0])
 
+    def on_pod(self, pod: Object) -> None:
+        """A pod changed: its namespace's names change with it when a Service names it."""
+        if (pod.get("spec") or {}).get("subdomain"):
+            self._write_hosts(pod["metadata"].get("namespace", ""))
+
     def _write_hosts(self, namespace: str) -> None:
         path = self.folder / f"{namespace}.hosts"
-        text = hosts_text(namespace, self.in_namespace(namespace), self.address)
+        pods = [pod for (ns, _), pod in self._pods().items() if ns == namespace]
+        text = hosts_text(namespace, self.in_namespace(namespace), self.address, pods)
         # Rewritten in place: a container's bind mount of the file sees the new names.
         with open(path, "a+") as hosts:
             hosts.seek(0)
