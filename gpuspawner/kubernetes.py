@@ -24,6 +24,7 @@ import asyncio
 import json
 import re
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from kubernetes_asyncio.client import CustomObjectsApi
@@ -32,7 +33,7 @@ from kubespawner import KubeSpawner
 from traitlets import Bool, Float, default
 
 from .backends.base import PodGPUPlan, cpu_only_plan
-from .backends.protect import strip_protected
+from .backends.protect import is_enforcement_variable
 from .core.allocation_record import (
     ALLOCATION_ANNOTATION,
     GPU_COUNT_LABEL,
@@ -44,6 +45,7 @@ from .core.allocation_record import (
     pods_by_allocation,
 )
 from .core.grant import Grant
+from .core.pod_plan import apply_pod_plan
 from .course_profiles import CourseProfilesMixin, refusal_exception
 from .kueue import QUEUED_LABEL, preemption_sentence, queue_timeout_sentence
 from .kueue_mode import QUEUE_POLL_SECONDS, KueueMode, unrecorded_slice
@@ -60,28 +62,8 @@ __all__ = [
     "unrecorded_slice",
 ]
 
-# The KubeSpawner traits a grant sets (see GPUSpawner._apply_grant).
-GRANTED_TRAITS = (
-    "image",
-    "cpu_limit",
-    "cpu_guarantee",
-    "mem_limit",
-    "extra_resource_limits",
-    "extra_resource_guarantees",
-    "node_selector",
-    "tolerations",
-    "scheduler_name",
-    "extra_annotations",
-    "extra_labels",
-    "environment",
-    "extra_pod_config",
-    "volumes",
-    "volume_mounts",
-    "default_url",
-)
 PROFILE_LABEL = "gpuspawner.campus-gpu-hub.org/profile"
 COURSE_LABEL = "gpuspawner.campus-gpu-hub.org/course"
-NODE_LABEL = "kubernetes.io/hostname"
 # Jobs' keys in the pool (``JobTicket.key`` of the job service).
 JOB_KEY_PREFIX = "job:"
 
@@ -392,8 +374,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
             self._queue_state = "off"
             raise
         try:
-            self._restore_configured()
-            self._apply_grant(grant)
+            self.hold_grant(grant)
             if self._queue_state == "queue":
                 self._join_queue()
             if self._queued_allocation is not None:
@@ -412,7 +393,7 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
             self.release_allocation()
             self._queued_allocation = None
             self._queue_state = "off"
-            self._restore_configured()
+            self._pod_grant = self._queue_marks = None
             if isinstance(error, Exception):
                 await self._delete_claim_templates()
             raise
@@ -449,78 +430,77 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
         """The course catalog, not KubeSpawner's profile_list, turns options into a pod.
 
         ``decide_start`` has already validated ``user_options`` (a profile id, and a
-        pre-warm token from the sessions service) and ``_apply_grant`` set the traits.
+        pre-warm token from the sessions service) and ``get_pod_manifest`` applies the grant.
         Without a catalog, KubeSpawner's profile_list does it.
         """
         if not self.uses_catalog:
             await super().load_user_options()
 
-    _configured: dict[str, Any] | None = None
+    _pod_grant: Grant | None = None
 
-    def _restore_configured(self) -> None:
-        """Put back the traits as configured, before any grant changed them, so that what a
-        failed or stopped start applied (tolerations, the allocation annotation, the
-        share's variables) never leaks into the next start."""
-        configured, self._configured = self._configured, None
-        for name, value in (configured or {}).items():
-            setattr(self, name, value)
-
-    def _apply_grant(self, grant: Grant) -> None:
-        """Set KubeSpawner's traits from the grant, as it is: nothing is decided here."""
-        self._configured = {name: getattr(self, name) for name in GRANTED_TRAITS}
-        plan = grant.plan or cpu_only_plan()
-        self._plan = plan
-        allocation = grant.allocation
-        if grant.image:
-            self.image = grant.image
-        if grant.default_url:
-            self.default_url = grant.default_url
-        if grant.volumes:
-            self.volumes = [*self.volumes, *grant.volumes]
-            self.volume_mounts = [*self.volume_mounts, *grant.volume_mounts]
-        cpu, memory = grant.limits.cpu, grant.limits.memory_bytes
-        if cpu:
-            self.cpu_limit = cpu
-            self.cpu_guarantee = min(cpu, self.cpu_guarantee or cpu)
-        if memory:
-            self.mem_limit = memory
-        self.extra_resource_limits = {**self.extra_resource_limits, **plan.resource_limits}
-        self.extra_resource_guarantees = {
-            **self.extra_resource_guarantees,
-            **plan.resource_requests,
-        }
-        self.node_selector = {**self.node_selector, **plan.node_selector}
-        if grant.node and self.pin_to_node:
-            self.node_selector = {**self.node_selector, NODE_LABEL: grant.node}
-        self.tolerations = [*self.tolerations, *plan.tolerations]
-        if plan.scheduler_name:
-            self.scheduler_name = plan.scheduler_name
-        annotations = dict(plan.annotations)
-        if allocation is not None:
-            # KubeSpawner expands {placeholders} in annotation values: escape the JSON's braces.
-            raw = encode_allocation(allocation)
-            annotations[ALLOCATION_ANNOTATION] = raw.replace("{", "{{").replace("}", "}}")
-        self.extra_annotations = {**self.extra_annotations, **annotations}
-        labels = {**plan.labels, PROFILE_LABEL: grant.subject}
-        if grant.course_id:
-            labels[COURSE_LABEL] = grant.course_id
-        self.extra_labels = {**self.extra_labels, **labels}
-        self.environment = grant.environment_over(strip_protected(dict(self.environment)))
-        pod_config: dict[str, Any] = dict(self.extra_pod_config)
-        if plan.pod_resource_claims:
-            pod_config["resourceClaims"] = plan.pod_resource_claims
-        if plan.runtime_class_name:
-            pod_config["runtimeClassName"] = plan.runtime_class_name
-        self.extra_pod_config = pod_config
+    def hold_grant(self, grant: Grant) -> None:
+        """The grant this start's pod gets: ``get_pod_manifest`` applies it, nothing else
+        changes on the spawner, so a failed or stopped start leaves nothing for the next."""
+        self._pod_grant = grant
+        self._plan = grant.plan or cpu_only_plan()
 
     async def get_pod_manifest(self):
+        """KubeSpawner's pod as configured, with the held grant applied (:func:`apply_pod_plan`)."""
         pod = await super().get_pod_manifest()
-        plan = self._plan
-        if plan is not None and plan.container_claims:
-            container = pod.spec.containers[0]
-            if container.resources is not None:
-                container.resources.claims = plan.container_claims
-        return pod
+        grant, plan = self._pod_grant, self._plan
+        if grant is None or plan is None:
+            return pod
+        client = self.api.api_client
+        manifest = apply_pod_plan(
+            client.sanitize_for_serialization(pod), plan, **self._pod_parts(grant)
+        )
+        return client.deserialize(SimpleNamespace(data=json.dumps(manifest)), "V1Pod")
+
+    def _pod_parts(self, grant: Grant) -> dict[str, Any]:
+        """What of ``grant`` goes on the pod beside its GPU plan, expanded as KubeSpawner
+        expands the traits it stands for ({username} and the like)."""
+        expand = self._expand_all
+        environment: dict[str, Any] = {}
+        if grant.image:
+            environment["JUPYTER_IMAGE_SPEC"] = environment["JUPYTER_IMAGE"] = grant.image
+        if grant.default_url:
+            environment["JUPYTERHUB_DEFAULT_URL"] = self.format_string(grant.default_url)
+        limits: dict[str, Any] = {}
+        requests: dict[str, Any] = {}
+        cpu, memory = grant.limits.cpu, grant.limits.memory_bytes
+        if cpu:
+            # JupyterHub tells a server its limits (CPU_LIMIT...) beside the pod's own.
+            limits["cpu"] = float(cpu)
+            requests["cpu"] = min(float(cpu), self.cpu_guarantee or float(cpu))
+            environment["CPU_LIMIT"] = str(limits["cpu"])
+            environment["CPU_GUARANTEE"] = str(requests["cpu"])
+        if memory:
+            limits["memory"] = int(memory)
+            environment["MEM_LIMIT"] = str(limits["memory"])
+        environment.update(expand(grant.environment_over({})))
+        configured = set(self.environment)
+        labels = {PROFILE_LABEL: grant.subject}
+        if grant.course_id:
+            labels[COURSE_LABEL] = grant.course_id
+        annotations = {}
+        if grant.allocation is not None:
+            annotations[ALLOCATION_ANNOTATION] = encode_allocation(grant.allocation)
+        queue_labels, queue_annotations = self._queue_marks or ({}, {})
+        return {
+            "node_name": grant.node if self.pin_to_node else None,
+            "limits": limits,
+            "requests": requests,
+            "environment": environment,
+            # The admin's variables that enforce a share go (the hub's own stay).
+            "keep_variable": lambda name: (
+                not (name in configured and is_enforcement_variable(name))
+            ),
+            "labels": {**labels, **queue_labels},
+            "annotations": {**annotations, **queue_annotations},
+            "volumes": expand(list(grant.volumes)),
+            "volume_mounts": expand(list(grant.volume_mounts)),
+            "image": grant.image,
+        }
 
     async def _create_claim_templates(self) -> None:
         plan = self._plan
@@ -738,7 +718,8 @@ class GPUSpawner(CourseProfilesMixin, KueueMode, KubeSpawner):
             self._queue_state = "off"
             self.release_allocation()
             await self._delete_claim_templates()
-            self._restore_configured()
+            self._pod_grant = None
+            self._queue_marks = None
 
     def get_state(self):
         state = super().get_state()

@@ -224,6 +224,8 @@ class KueueMode(LoggingConfigurable):
     # share as rendered here until it lands on a node.
     _queue_state = "off"
     _queued_allocation: Allocation | None = None
+    _queue_marks: tuple[dict[str, str], dict[str, str]] | None = None
+    """The labels and annotation of a server that joined the queue, for its pod."""
 
     @property
     def kai_queueing(self) -> bool:
@@ -291,9 +293,8 @@ class KueueMode(LoggingConfigurable):
         labels = {QUEUE_LABEL: self.kueue_queue_name} if self.kueue_queue_name else {}
         if self._queued_allocation is not None:
             labels[QUEUED_LABEL] = "true"
-        self.extra_labels = {**self.extra_labels, **labels}
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        self.extra_annotations = {**self.extra_annotations, QUEUED_AT_ANNOTATION: stamp}
+        self._queue_marks = (labels, {QUEUED_AT_ANNOTATION: stamp})
 
     def _queue_listing(self) -> QueueListing:
         inventory = self._inventory

@@ -80,8 +80,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from gpuspawner.backends.base import PodGPUPlan
-from gpuspawner.backends.protect import merge_environment
 from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
+from gpuspawner.core.pod_plan import apply_pod_plan
 
 MANAGED_BY = "jupyter-to-job"
 COMPONENT = "notebook-job"
@@ -479,27 +479,14 @@ def make_job(
         # The same record as a server pod's, so one pool is rebuilt from both.
         annotations[ALLOCATION_ANNOTATION] = encode_allocation(allocation)
 
-    env = merge_environment(dict(environment or {}), plan.environment)
-    if flavor:
-        env["GPUSPAWNER_PROFILE"] = flavor
-    env["JUPYTER_TO_JOB_ID"] = job_id
-    env["PYTHONUNBUFFERED"] = "1"
-
+    job_env = {"GPUSPAWNER_PROFILE": flavor} if flavor else {}
+    job_env.update(JUPYTER_TO_JOB_ID=job_id, PYTHONUNBUFFERED="1")
     limits: dict[str, str] = {}
     requests: dict[str, str] = {}
     if cpu:
         limits["cpu"] = requests["cpu"] = cpu_quantity(cpu)
     if memory_bytes:
         limits["memory"] = requests["memory"] = memory_quantity(memory_bytes)
-    limits.update(plan.resource_limits)
-    requests.update(plan.resource_requests)
-    resources: dict[str, Any] = {}
-    if limits:
-        resources["limits"] = limits
-    if requests:
-        resources["requests"] = requests
-    if plan.container_claims:
-        resources["claims"] = [dict(claim) for claim in plan.container_claims]
 
     argv = list(command)
     if upload_url:
@@ -512,8 +499,8 @@ def make_job(
         "image": image,
         "command": argv,
         "workingDir": files.root or JOB_DIR,
-        "env": [{"name": key, "value": str(value)} for key, value in sorted(env.items())],
-        "resources": resources,
+        "env": [{"name": key, "value": str(value)} for key, value in (environment or {}).items()],
+        "resources": {},
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
@@ -573,19 +560,6 @@ def make_job(
             *volumes,
         ],
     }
-    node_selector = dict(plan.node_selector)
-    if node_name:
-        node_selector[NODE_LABEL] = node_name
-    if node_selector:
-        pod_spec["nodeSelector"] = node_selector
-    if plan.tolerations:
-        pod_spec["tolerations"] = [dict(toleration) for toleration in plan.tolerations]
-    if plan.scheduler_name:
-        pod_spec["schedulerName"] = plan.scheduler_name
-    if plan.runtime_class_name:
-        pod_spec["runtimeClassName"] = plan.runtime_class_name
-    if plan.pod_resource_claims:
-        pod_spec["resourceClaims"] = [dict(claim) for claim in plan.pod_resource_claims]
     if service_account:
         pod_spec["serviceAccountName"] = service_account
     if priority_class_name:
@@ -602,13 +576,18 @@ def make_job(
         spec["suspend"] = True
     if deadline_seconds:
         spec["activeDeadlineSeconds"] = deadline_seconds
-    spec["template"] = {
-        "metadata": {
-            "labels": {**(pod_labels or {}), **plan.labels, **labels},
-            "annotations": {**plan.annotations, **annotations},
-        },
-        "spec": pod_spec,
-    }
+    template = {"metadata": {"labels": dict(pod_labels or {})}, "spec": pod_spec}
+    spec["template"] = apply_pod_plan(
+        template,
+        plan,
+        node_name=node_name,
+        limits=limits,
+        requests=requests,
+        environment=job_env,
+        labels=labels,
+        annotations=annotations,
+    )
+    container["env"].sort(key=lambda variable: variable["name"])
     metadata: dict[str, Any] = {"name": name, "labels": job_labels, "annotations": annotations}
     if namespace:
         metadata["namespace"] = namespace

@@ -39,7 +39,7 @@ async def gpu_part_of_pod(backend: str, share: str, tmp_path) -> dict:
     )
     await spawner.ensure_inventory()
     decision = spawner.decide_start()
-    spawner._apply_grant(decision)
+    spawner.hold_grant(decision)
     pod = spawner.api.api_client.sanitize_for_serialization(await spawner.get_pod_manifest())
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}

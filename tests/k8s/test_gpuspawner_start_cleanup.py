@@ -82,7 +82,7 @@ async def test_a_dra_template_follows_the_current_grant_and_goes_with_the_server
         sharing_backend_config={},
     )
     await quarter.ensure_inventory()
-    quarter._apply_grant(quarter.decide_start())
+    quarter.hold_grant(quarter.decide_start())
     await quarter._create_claim_templates()
     quarter.release_allocation()
     name = f"{quarter.pod_name}-gpu"
@@ -96,7 +96,7 @@ async def test_a_dra_template_follows_the_current_grant_and_goes_with_the_server
         sharing_backend="dra",
         sharing_backend_config={},
     )
-    whole._apply_grant(whole.decide_start())
+    whole.hold_grant(whole.decide_start())
     await whole._create_claim_templates()
 
     # Then the template in the cluster is the whole GPU's, not the old quarter's (as the

@@ -28,7 +28,7 @@ async def test_the_pod_mounts_the_catalogs_storage_and_opens_its_default_url(tmp
     catalog.write_text(CATALOG)
     spawner = make_gpu_spawner("ana.lee", catalog, profile="data")
     await spawner.ensure_inventory()
-    spawner._apply_grant(spawner.decide_start())
+    spawner.hold_grant(spawner.decide_start())
 
     pod = spawner.api.api_client.sanitize_for_serialization(await spawner.get_pod_manifest())
     container = pod["spec"]["containers"][0]

@@ -37,14 +37,16 @@ async def test_gpuspawner_applies_the_grant_without_deciding_again(
 
     monkeypatch.setattr(GPUAdmission, "catalog", no_second_decision)
     monkeypatch.setattr(grant_module, "make_backend", no_second_decision)
-    spawner._apply_grant(grant)
+    spawner.hold_grant(grant)
 
     # Then the pod gets the grant's share, node and variables as they are
     assert grant.plan is not None and grant.node is not None
-    for name, value in grant.plan.resource_limits.items():
-        assert spawner.extra_resource_limits[name] == value
-    assert spawner.node_selector["kubernetes.io/hostname"] == grant.node
-    for name, value in grant.environment.items():
-        assert spawner.environment[name] == value
     pod = await spawner.get_pod_manifest()
+    container = pod.spec.containers[0]
+    for name, value in grant.plan.resource_limits.items():
+        assert container.resources.limits[name] == value
+    assert pod.spec.node_selector["kubernetes.io/hostname"] == grant.node
+    env = {variable.name: variable.value for variable in container.env}
+    for name, value in grant.environment.items():
+        assert env[name] == value
     assert pod.metadata.labels["gpuspawner.campus-gpu-hub.org/profile"] == "ml101"

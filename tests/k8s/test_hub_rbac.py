@@ -358,7 +358,7 @@ async def a_dra_template_is_made_replaced_and_removed(tmp_path: Path) -> None:
     catalog = write_class_catalog(tmp_path / "dra.yaml", ["ben"])
     for _ in range(2):
         spawner = make_gpu_spawner("ben", catalog, sharing_backend="dra", sharing_backend_config={})
-        spawner._apply_grant(spawner.decide_start())
+        spawner.hold_grant(spawner.decide_start())
         await spawner._create_claim_templates()
         spawner.release_allocation()
     await spawner.stop()

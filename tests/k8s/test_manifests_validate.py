@@ -130,7 +130,7 @@ async def server_manifests(
     )
     await spawner.ensure_inventory()
     grant = spawner.decide_start()
-    spawner._apply_grant(grant)
+    spawner.hold_grant(grant)
     pod = spawner.api.api_client.sanitize_for_serialization(await spawner.get_pod_manifest())
     templates = grant.plan.resource_claim_templates if grant.plan else []
     return [{"apiVersion": "v1", "kind": "Pod", **pod}, *templates]
