@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from jupyterhub.services.auth import HubOAuthenticated
 from markupsafe import Markup
 from tornado import web
 
@@ -60,7 +61,7 @@ from .course_api import CourseAPI, identity_of
 from .course_changes import CourseChanges
 from .hub_page import page_vars, templates, viewer_services
 from .hub_time import parse_hub_time
-from .service import session_end_of
+from .plan import session_end_of
 from .student_jobs import JobsUnavailable, StudentJob, StudentJobs
 
 log = logging.getLogger("gpuspawner.sessions.course_page")
@@ -299,6 +300,323 @@ def _minutes(text: str, what: str) -> int:
     return minutes
 
 
+class CoursePageBase(HubOAuthenticated, web.RequestHandler):
+    """What the course page and its actions share: the viewer, and errors as a page or JSON."""
+
+    def initialize(
+        self,
+        hub_auth: Any,
+        course_api: CourseAPI,
+        changes: CourseChanges,
+        student_jobs: StudentJobs | None,
+        page_base: str,
+    ) -> None:
+        self.hub_auth = hub_auth
+        self.course_api = course_api
+        self.sessions = course_api.service
+        self.changes = changes
+        self.student_jobs = student_jobs
+        self.page_base = page_base
+
+    async def viewer(self) -> tuple[Catalog, UserIdentity]:
+        """The catalog and the viewer, with their groups as the hub has them now."""
+        try:
+            catalog = self.course_api.current_catalog()
+        except InstructorRefusal as refusal:
+            raise web.HTTPError(refusal.status, refusal.message) from None
+        model = await self.sessions.client.get_user(self.current_user["name"])
+        if model is None:
+            raise web.HTTPError(404, "The hub does not know you; sign in again.")
+        return catalog, identity_of(model)
+
+    def wants_json(self) -> bool:
+        """A request of the page's own script, which asks for JSON."""
+        return "application/json" in self.request.headers.get("Accept", "")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info", (None, None))[1]
+        message = getattr(error, "log_message", None) or (
+            "The form was refused: it came from an old page or another site (its XSRF "
+            "token did not match). Reload the course page and try again."
+            if status_code == 403
+            else "The course page failed; the hub admins see why in the service's log."
+        )
+        if self.wants_json():
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"status": status_code, "message": message}))
+            return
+        self.finish(
+            templates.get_template("course_page.html").render(
+                error=message,
+                status=status_code,
+                hub_prefix=self.hub_auth.hub_prefix,
+                page_url=f"{self.page_base}/courses",
+                **page_vars(self.hub_auth.hub_prefix, self.current_user, ""),
+            )
+        )
+
+
+class CoursePage(CoursePageBase):
+    """The instructor's page: each course they teach, its servers, roster and changes."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        catalog, viewer = await self.viewer()
+        courses = taught_courses(catalog, viewer)
+        if not courses:
+            raise web.HTTPError(
+                403,
+                "You teach no course on this hub, so there is no course page for you: it "
+                "is for the instructors the catalog names (or members of a course's "
+                "instructor group) and for hub admins.",
+            )
+        now = self.sessions.clock()
+        users = await self.sessions.client.list_users(state="active")
+        views = []
+        for course in courses:
+            students = await self._students(catalog, course)
+            views.append(
+                course_view(
+                    catalog,
+                    course,
+                    users,
+                    now,
+                    self._history(course),
+                    self._gpu_hours(catalog, course, now),
+                    students,
+                    self._week_hours(catalog, course, now),
+                )
+            )
+        for view in views:
+            await self._jobs(catalog, view)
+        message = self.get_signed_cookie(FLASH_COOKIE)
+        if message:
+            self.clear_cookie(FLASH_COOKIE, path=self.page_base)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(
+            templates.get_template("course_page.html").render(
+                **page_vars(
+                    self.hub_auth.hub_prefix,
+                    self.current_user,
+                    self.xsrf_token.decode(),
+                    await viewer_services(self.sessions.client, self.current_user),
+                ),
+                views=views,
+                bounds=catalog.settings.instructor_bounds,
+                viewer=viewer,
+                message=message.decode() if message else "",
+                problems=catalog.override_problems if viewer.admin else [],
+                hub_prefix=self.hub_auth.hub_prefix,
+                page_url=f"{self.page_base}/courses",
+                xsrf=self.xsrf_token.decode(),
+            )
+        )
+
+    async def _jobs(self, catalog: Catalog, view: CourseView) -> None:
+        """The latest jobs of the course's students (enrolment users and the members
+        of its student groups now)."""
+        if self.student_jobs is None:
+            view.jobs_note = (
+                "This hub's course page does not read Run as Job jobs (the "
+                "course-sessions service has no job_service_url)."
+            )
+            return
+        students = {row.user for row in view.roster}
+        try:
+            view.jobs = await self.student_jobs.recent(students)
+        except JobsUnavailable as error:
+            view.jobs_note = str(error)
+
+    async def _students(self, catalog: Catalog, course: Course) -> list[str]:
+        """Who takes ``course`` now: its enrolment's users and the members of its
+        student groups as the hub has them."""
+        groups = await self.sessions.client.group_members(list(catalog.student_groups(course)))
+        return list(catalog.students_of(course, groups))
+
+    def _week_hours(self, catalog: Catalog, course: Course, now: datetime) -> dict | None:
+        """Each student's GPU-hours of ``course`` since Monday (the course's zone)."""
+        if self.course_api.usage is None:
+            return None
+        today = now.astimezone(course.course_schedule.timezone).date()
+        try:
+            report = build_report(
+                self.course_api.usage,
+                catalog=catalog,
+                first_day=today - timedelta(days=today.weekday()),
+                last_day=today,
+                term=None,
+                by="user",
+                now=now,
+                course=course.id,
+            )
+        except (UsageCommandError, ValueError) as error:
+            log.warning("No GPU-hours this week for %s: %s", course.id, error)
+            return None
+        return {line.name: format_gpu_hours(line.gpu_hours, 1) for line in report.lines}
+
+    def _history(self, course: Course) -> list[dict[str, Any]]:
+        found = [
+            e for e in self.sessions.audit.recent if e.get("course") == course.id and e.get("by")
+        ]
+        return list(reversed(found))[:10]
+
+    def _gpu_hours(self, catalog: Catalog, course: Course, now: datetime) -> str | None:
+        if self.course_api.usage is None:
+            return None
+        schedule = course.course_schedule
+        today = now.astimezone(schedule.timezone).date()
+        try:
+            report = build_report(
+                self.course_api.usage,
+                catalog=catalog,
+                first_day=schedule.first_day,
+                last_day=max(schedule.first_day, min(today, schedule.last_day)),
+                term=None,
+                by="user",
+                now=now,
+                course=course.id,
+            )
+        except (UsageCommandError, ValueError) as error:
+            log.warning("No GPU-hours for %s: %s", course.id, error)
+            return None
+        return format_gpu_hours(report.total.gpu_hours, 2)
+
+
+class CourseAction(CoursePageBase):
+    """A form action of the page on one course (cancel, extra session, stop, extend...)."""
+
+    @web.authenticated
+    async def post(self, course_id: str, action: str) -> None:
+        catalog, viewer = await self.viewer()
+        try:
+            course = course_to_manage(catalog, viewer, course_id)
+        except InstructorRefusal as refusal:
+            raise web.HTTPError(refusal.status, refusal.message) from None
+        if action not in ACTIONS:
+            raise web.HTTPError(404, f"The course page has no action {action[:30]!r}.")
+        try:
+            message = await self._do(catalog, course, viewer, action)
+        except OverrideRefused as refusal:
+            raise web.HTTPError(refusal.status, refusal.message) from None
+        except InstructorRefusal as refusal:
+            raise web.HTTPError(refusal.status, refusal.message) from None
+        if self.wants_json():
+            # The page's script (stop without reloading the page): the sentence only.
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"message": message}))
+            return
+        self.set_signed_cookie(FLASH_COOKIE, message, path=self.page_base, expires_days=None)
+        self.redirect(f"{self.page_base}/courses#course-{course.id}", status=303)
+
+    async def _do(self, catalog: Catalog, course: Course, viewer: UserIdentity, action: str) -> str:
+        now = self.sessions.clock()
+        bounds = bounds_for(catalog, course)
+        argument = self.get_body_argument
+        by = viewer.name
+
+        def change(detail: str, update: Any, **where: Any) -> str:
+            self.changes.change(
+                catalog,
+                course,
+                by=by,
+                now=now,
+                action=f"instructor-{action}",
+                detail=detail,
+                update=update,
+                **where,
+            )
+            return detail
+
+        if action == "cancel":
+            day = _day(argument("day", ""))
+            return change(
+                f"{by} cancelled the class of {day:%a %d %b %Y} of {course.title}.",
+                lambda o: cancel_change(course, bounds, o, day, now),
+            )
+        if action == "restore":
+            day = _day(argument("day", ""))
+            return change(
+                f"{by} restored the class of {day:%a %d %b %Y} of {course.title}.",
+                lambda o: restore_change(o, day),
+            )
+        if action in ("extra", "remove-extra"):
+            session = ExtraSession(
+                day=_day(argument("day", "")),
+                start=_time(argument("start", ""), "start"),
+                end=_time(argument("end", ""), "end"),
+            )
+            if action == "extra":
+                return change(
+                    f"{by} added an extra session of {course.title}: {session.describe()}.",
+                    lambda o: extra_change(course, bounds, o, session, now),
+                )
+            return change(
+                f"{by} removed the extra session of {course.title} {session.describe()}.",
+                lambda o: remove_extra_change(o, session),
+            )
+        if action == "timing":
+            name = argument("name", "")
+            text = argument("minutes", "").strip()
+            value = None if text == "" else timedelta(minutes=_minutes(text, "time"))
+            words = TIMING_WORDS.get(name, name[:30])
+            said = "the catalog's" if value is None else f"{text} minutes"
+            return change(
+                f"{by} set the {words} of {course.title} to {said}.",
+                lambda o: timing_change(bounds, o, name, value),
+            )
+        if action == "notice":
+            text = argument("notice", "")
+            cleaned = " ".join(text.split())
+            detail = (
+                f"{by} posted a notice for {course.title}: “{cleaned}”"
+                if cleaned
+                else f"{by} took down the notice of {course.title}."
+            )
+            return change(detail, lambda o: notice_change(bounds, o, text))
+        owner = argument("user", "")
+        server_name = argument("server", "")
+        user = await self.sessions.client.get_user(owner)
+        check_server_of_course(catalog, viewer, course, user, owner, server_name)
+        assert user is not None
+        label = f"{owner}'s {course.title} server" + (f" {server_name!r}" if server_name else "")
+        if action == "stop":
+            reply = await self.sessions.client.stop_server(owner, server_name)
+            if not reply.ok:
+                raise web.HTTPError(
+                    502 if reply.status >= 500 else reply.status,
+                    f"The hub did not stop {label}: {reply.message}",
+                )
+            detail = f"{by} stopped {label}."
+            self.sessions.audit.record(
+                now,
+                "instructor-stop",
+                user=owner,
+                server=server_name,
+                course=course.id,
+                detail=detail,
+                by=by,
+            )
+            return detail
+        minutes = _minutes(argument("minutes", ""), "extension")
+        server = (user.get("servers") or {})[server_name]
+        started = parse_hub_time(server.get("started"))
+        end = session_end_of(catalog, user, server_name)
+        if started is None or end is None:
+            raise OverrideRefused(
+                f"{label} is not stopped at the end of class, so there is nothing to extend.",
+                409,
+            )
+        new_end = end + timedelta(minutes=minutes)
+        zone = course.course_schedule.timezone
+        return change(
+            f"{by} extended {label} by {minutes} minutes: it now stops at "
+            f"{new_end.astimezone(zone):%H:%M} instead of {end.astimezone(zone):%H:%M}.",
+            lambda o: extension_change(bounds, o, owner, server_name, started, minutes),
+            user=owner,
+            server=server_name,
+        )
+
+
 def course_page_handlers(
     prefix: str,
     api: CourseAPI,
@@ -307,313 +625,16 @@ def course_page_handlers(
     jobs: StudentJobs | None = None,
 ) -> list[tuple]:
     """The page and its form actions, under ``prefix`` (OAuth callback: the reclaim page's)."""
-    from jupyterhub.services.auth import HubOAuthenticated
-
     base = prefix.rstrip("/")
-    service = api.service
-
-    class CoursePageBase(HubOAuthenticated, web.RequestHandler):
-        def initialize(self) -> None:
-            self.hub_auth = hub_auth
-
-        async def viewer(self) -> tuple[Catalog, UserIdentity]:
-            """The catalog and the viewer, with their groups as the hub has them now."""
-            try:
-                catalog = api.current_catalog()
-            except InstructorRefusal as refusal:
-                raise web.HTTPError(refusal.status, refusal.message) from None
-            model = await service.client.get_user(self.current_user["name"])
-            if model is None:
-                raise web.HTTPError(404, "The hub does not know you; sign in again.")
-            return catalog, identity_of(model)
-
-        def wants_json(self) -> bool:
-            """A request of the page's own script, which asks for JSON."""
-            return "application/json" in self.request.headers.get("Accept", "")
-
-        def write_error(self, status_code: int, **kwargs: Any) -> None:
-            error = kwargs.get("exc_info", (None, None))[1]
-            message = getattr(error, "log_message", None) or (
-                "The form was refused: it came from an old page or another site (its XSRF "
-                "token did not match). Reload the course page and try again."
-                if status_code == 403
-                else "The course page failed; the hub admins see why in the service's log."
-            )
-            if self.wants_json():
-                self.set_header("Content-Type", "application/json")
-                self.finish(json.dumps({"status": status_code, "message": message}))
-                return
-            self.finish(
-                templates.get_template("course_page.html").render(
-                    error=message,
-                    status=status_code,
-                    hub_prefix=hub_auth.hub_prefix,
-                    page_url=f"{base}/courses",
-                    **page_vars(hub_auth.hub_prefix, self.current_user, ""),
-                )
-            )
-
-    class CoursePage(CoursePageBase):
-        @web.authenticated
-        async def get(self) -> None:
-            catalog, viewer = await self.viewer()
-            courses = taught_courses(catalog, viewer)
-            if not courses:
-                raise web.HTTPError(
-                    403,
-                    "You teach no course on this hub, so there is no course page for you: it "
-                    "is for the instructors the catalog names (or members of a course's "
-                    "instructor group) and for hub admins.",
-                )
-            now = service.clock()
-            users = await service.client.list_users(state="active")
-            views = []
-            for course in courses:
-                students = await self._students(catalog, course)
-                views.append(
-                    course_view(
-                        catalog,
-                        course,
-                        users,
-                        now,
-                        self._history(course),
-                        self._gpu_hours(catalog, course, now),
-                        students,
-                        self._week_hours(catalog, course, now),
-                    )
-                )
-            for view in views:
-                await self._jobs(catalog, view)
-            message = self.get_signed_cookie(FLASH_COOKIE)
-            if message:
-                self.clear_cookie(FLASH_COOKIE, path=base)
-            self.set_header("Cache-Control", "no-store")
-            self.finish(
-                templates.get_template("course_page.html").render(
-                    **page_vars(
-                        hub_auth.hub_prefix,
-                        self.current_user,
-                        self.xsrf_token.decode(),
-                        await viewer_services(service.client, self.current_user),
-                    ),
-                    views=views,
-                    bounds=catalog.settings.instructor_bounds,
-                    viewer=viewer,
-                    message=message.decode() if message else "",
-                    problems=catalog.override_problems if viewer.admin else [],
-                    hub_prefix=hub_auth.hub_prefix,
-                    page_url=f"{base}/courses",
-                    xsrf=self.xsrf_token.decode(),
-                )
-            )
-
-        async def _jobs(self, catalog: Catalog, view: CourseView) -> None:
-            """The latest jobs of the course's students (enrolment users and the members
-            of its student groups now)."""
-            if jobs is None:
-                view.jobs_note = (
-                    "This hub's course page does not read Run as Job jobs (the "
-                    "course-sessions service has no job_service_url)."
-                )
-                return
-            students = {row.user for row in view.roster}
-            try:
-                view.jobs = await jobs.recent(students)
-            except JobsUnavailable as error:
-                view.jobs_note = str(error)
-
-        async def _students(self, catalog: Catalog, course: Course) -> list[str]:
-            """Who takes ``course`` now: its enrolment's users and the members of its
-            student groups as the hub has them."""
-            groups = await service.client.group_members(list(catalog.student_groups(course)))
-            return list(catalog.students_of(course, groups))
-
-        def _week_hours(self, catalog: Catalog, course: Course, now: datetime) -> dict | None:
-            """Each student's GPU-hours of ``course`` since Monday (the course's zone)."""
-            if api.usage is None:
-                return None
-            today = now.astimezone(course.course_schedule.timezone).date()
-            try:
-                report = build_report(
-                    api.usage,
-                    catalog=catalog,
-                    first_day=today - timedelta(days=today.weekday()),
-                    last_day=today,
-                    term=None,
-                    by="user",
-                    now=now,
-                    course=course.id,
-                )
-            except (UsageCommandError, ValueError) as error:
-                log.warning("No GPU-hours this week for %s: %s", course.id, error)
-                return None
-            return {line.name: format_gpu_hours(line.gpu_hours, 1) for line in report.lines}
-
-        def _history(self, course: Course) -> list[dict[str, Any]]:
-            found = [
-                e for e in service.audit.recent if e.get("course") == course.id and e.get("by")
-            ]
-            return list(reversed(found))[:10]
-
-        def _gpu_hours(self, catalog: Catalog, course: Course, now: datetime) -> str | None:
-            if api.usage is None:
-                return None
-            schedule = course.course_schedule
-            today = now.astimezone(schedule.timezone).date()
-            try:
-                report = build_report(
-                    api.usage,
-                    catalog=catalog,
-                    first_day=schedule.first_day,
-                    last_day=max(schedule.first_day, min(today, schedule.last_day)),
-                    term=None,
-                    by="user",
-                    now=now,
-                    course=course.id,
-                )
-            except (UsageCommandError, ValueError) as error:
-                log.warning("No GPU-hours for %s: %s", course.id, error)
-                return None
-            return format_gpu_hours(report.total.gpu_hours, 2)
-
-    class CourseAction(CoursePageBase):
-        @web.authenticated
-        async def post(self, course_id: str, action: str) -> None:
-            catalog, viewer = await self.viewer()
-            try:
-                course = course_to_manage(catalog, viewer, course_id)
-            except InstructorRefusal as refusal:
-                raise web.HTTPError(refusal.status, refusal.message) from None
-            if action not in ACTIONS:
-                raise web.HTTPError(404, f"The course page has no action {action[:30]!r}.")
-            try:
-                message = await self._do(catalog, course, viewer, action)
-            except OverrideRefused as refusal:
-                raise web.HTTPError(refusal.status, refusal.message) from None
-            except InstructorRefusal as refusal:
-                raise web.HTTPError(refusal.status, refusal.message) from None
-            if self.wants_json():
-                # The page's script (stop without reloading the page): the sentence only.
-                self.set_header("Content-Type", "application/json")
-                self.finish(json.dumps({"message": message}))
-                return
-            self.set_signed_cookie(FLASH_COOKIE, message, path=base, expires_days=None)
-            self.redirect(f"{base}/courses#course-{course.id}", status=303)
-
-        async def _do(
-            self, catalog: Catalog, course: Course, viewer: UserIdentity, action: str
-        ) -> str:
-            now = service.clock()
-            bounds = bounds_for(catalog, course)
-            argument = self.get_body_argument
-            by = viewer.name
-
-            def change(detail: str, update: Any, **where: Any) -> str:
-                changes.change(
-                    catalog,
-                    course,
-                    by=by,
-                    now=now,
-                    action=f"instructor-{action}",
-                    detail=detail,
-                    update=update,
-                    **where,
-                )
-                return detail
-
-            if action == "cancel":
-                day = _day(argument("day", ""))
-                return change(
-                    f"{by} cancelled the class of {day:%a %d %b %Y} of {course.title}.",
-                    lambda o: cancel_change(course, bounds, o, day, now),
-                )
-            if action == "restore":
-                day = _day(argument("day", ""))
-                return change(
-                    f"{by} restored the class of {day:%a %d %b %Y} of {course.title}.",
-                    lambda o: restore_change(o, day),
-                )
-            if action in ("extra", "remove-extra"):
-                session = ExtraSession(
-                    day=_day(argument("day", "")),
-                    start=_time(argument("start", ""), "start"),
-                    end=_time(argument("end", ""), "end"),
-                )
-                if action == "extra":
-                    return change(
-                        f"{by} added an extra session of {course.title}: {session.describe()}.",
-                        lambda o: extra_change(course, bounds, o, session, now),
-                    )
-                return change(
-                    f"{by} removed the extra session of {course.title} {session.describe()}.",
-                    lambda o: remove_extra_change(o, session),
-                )
-            if action == "timing":
-                name = argument("name", "")
-                text = argument("minutes", "").strip()
-                value = None if text == "" else timedelta(minutes=_minutes(text, "time"))
-                words = TIMING_WORDS.get(name, name[:30])
-                said = "the catalog's" if value is None else f"{text} minutes"
-                return change(
-                    f"{by} set the {words} of {course.title} to {said}.",
-                    lambda o: timing_change(bounds, o, name, value),
-                )
-            if action == "notice":
-                text = argument("notice", "")
-                cleaned = " ".join(text.split())
-                detail = (
-                    f"{by} posted a notice for {course.title}: “{cleaned}”"
-                    if cleaned
-                    else f"{by} took down the notice of {course.title}."
-                )
-                return change(detail, lambda o: notice_change(bounds, o, text))
-            owner = argument("user", "")
-            server_name = argument("server", "")
-            user = await service.client.get_user(owner)
-            check_server_of_course(catalog, viewer, course, user, owner, server_name)
-            assert user is not None
-            label = f"{owner}'s {course.title} server" + (
-                f" {server_name!r}" if server_name else ""
-            )
-            if action == "stop":
-                reply = await service.client.stop_server(owner, server_name)
-                if not reply.ok:
-                    raise web.HTTPError(
-                        502 if reply.status >= 500 else reply.status,
-                        f"The hub did not stop {label}: {reply.message}",
-                    )
-                detail = f"{by} stopped {label}."
-                service.audit.record(
-                    now,
-                    "instructor-stop",
-                    user=owner,
-                    server=server_name,
-                    course=course.id,
-                    detail=detail,
-                    by=by,
-                )
-                return detail
-            minutes = _minutes(argument("minutes", ""), "extension")
-            server = (user.get("servers") or {})[server_name]
-            started = parse_hub_time(server.get("started"))
-            end = session_end_of(catalog, user, server_name)
-            if started is None or end is None:
-                raise OverrideRefused(
-                    f"{label} is not stopped at the end of class, so there is nothing to extend.",
-                    409,
-                )
-            new_end = end + timedelta(minutes=minutes)
-            zone = course.course_schedule.timezone
-            return change(
-                f"{by} extended {label} by {minutes} minutes: it now stops at "
-                f"{new_end.astimezone(zone):%H:%M} instead of {end.astimezone(zone):%H:%M}.",
-                lambda o: extension_change(bounds, o, owner, server_name, started, minutes),
-                user=owner,
-                server=server_name,
-            )
-
+    settings = {
+        "hub_auth": hub_auth,
+        "course_api": api,
+        "changes": changes,
+        "student_jobs": jobs,
+        "page_base": base,
+    }
     name = r"([^/]+)"
     return [
-        (f"{base}/courses", CoursePage),
-        (f"{base}/courses/{name}/{name}", CourseAction),
+        (f"{base}/courses", CoursePage, settings),
+        (f"{base}/courses/{name}/{name}", CourseAction, settings),
     ]

@@ -14,7 +14,8 @@ from typing import Any
 from tornado import web
 
 from .course_api import CourseAPI, CourseHandler, Refused
-from .service import KeepRefused, ReclaimWarning, SessionsService, session_end_of
+from .plan import session_end_of
+from .service import KeepRefused, ReclaimWarning, SessionsService
 from .zone_wipe import ZoneWarning
 
 REASON_TITLES = {

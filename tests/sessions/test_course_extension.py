@@ -17,7 +17,8 @@ from gpuspawner.policy.course_overrides import extension_change
 from gpuspawner.sessions.audit import AuditLog
 from gpuspawner.sessions.course_changes import CourseChanges
 from gpuspawner.sessions.hub_client import HubClient
-from gpuspawner.sessions.service import SessionsService, session_end_of
+from gpuspawner.sessions.plan import session_end_of
+from gpuspawner.sessions.service import SessionsService
 from gpuspawner.sessions.watched_catalog import WatchedCatalog
 
 from .fake_hub import FakeHub

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from gpuspawner.policy.prewarm import verify_prewarm_token
-from gpuspawner.sessions.service import ActionKind, plan_actions, session_of_server
+from gpuspawner.sessions.plan import ActionKind, plan_actions, session_of_server
 
 from .scenario import ML101_CLASS_START, SECRET, hub_server, hub_user, utc
 

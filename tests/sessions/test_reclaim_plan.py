@@ -7,15 +7,9 @@ from datetime import timedelta
 import pytest
 
 from gpuspawner.policy import CatalogError, load_catalog
+from gpuspawner.sessions.plan import ActionKind, class_start_of, plan_actions
 from gpuspawner.sessions.reclaim import ReclaimReason, observe, server_key
-from gpuspawner.sessions.service import (
-    ActionKind,
-    KeepRefused,
-    SessionsService,
-    class_start_of,
-    plan_actions,
-    user_warnings,
-)
+from gpuspawner.sessions.service import KeepRefused, SessionsService, user_warnings
 
 from .reclaim_scenario import RECLAIM_CATALOG_YAML, gpu_server
 from .scenario import ML101_CLASS_START, hub_user, utc

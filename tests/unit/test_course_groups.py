@@ -15,7 +15,7 @@ from gpuspawner.policy.roles import (
     course_roles,
     instructor_role_name,
 )
-from gpuspawner.sessions.service import plan_actions
+from gpuspawner.sessions.plan import plan_actions
 from jupyter_to_job import scopes as job_scopes
 
 from .conftest import UTC, at
