@@ -17,7 +17,12 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { CommandIDs } from './common/commands';
-import { jobsIcon, pipelineIcon, runAsJobIcon } from './common/icons';
+import {
+  jobsIcon,
+  pipelineIcon,
+  runAsJobIcon,
+  tensorboardIcon
+} from './common/icons';
 import type { JobsPanel } from './jobs/jobsPanel';
 import type { IOpenNotebook } from './pipelines/runPipeline';
 import { hasUnsavedCells } from './runAsJob/unsavedCells';
@@ -271,6 +276,10 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
         trans,
         newPipeline: app.commands.hasCommand(CommandIDs.runPipeline)
           ? () => void app.commands.execute(CommandIDs.runPipeline)
+          : null,
+        openTensorBoard: app.commands.hasCommand(CommandIDs.openTensorBoard)
+          ? folder =>
+              void app.commands.execute(CommandIDs.openTensorBoard, { folder })
           : null
       });
       created.disposed.connect(() => {
@@ -411,4 +420,97 @@ const sessionStatusPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [runAsJobPlugin, jobsPanelPlugin, sessionStatusPlugin];
+/**
+ * TensorBoard: "Open TensorBoard" in the launcher and the command palette, over a
+ * folder the person picks (runs/ unless they say otherwise), and each job's
+ * TensorBoard from its card in the Jobs panel. Its tabs are restored on reload.
+ */
+const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
+  id: '@campus-gpu-hub/jupyter-to-job:tensorboard',
+  description:
+    'Open TensorBoard over a folder of your files, or over a job’s folder.',
+  autoStart: true,
+  optional: [ILayoutRestorer, ICommandPalette, ILauncher, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null,
+    launcher: ILauncher | null,
+    translator: ITranslator | null
+  ): void => {
+    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    const tracker = new WidgetTracker<MainAreaWidget>({
+      namespace: 'jupyter-to-job-tensorboard'
+    });
+
+    app.commands.addCommand(CommandIDs.openTensorBoard, {
+      label: args =>
+        typeof args.folder === 'string'
+          ? trans.__('TensorBoard')
+          : trans.__('Open TensorBoard…'),
+      caption: trans.__(
+        'Open TensorBoard over a folder of your files (runs/ unless you pick another)'
+      ),
+      icon: args => (args.isPalette ? undefined : tensorboardIcon),
+      describedBy: {
+        args: {
+          type: 'object',
+          properties: {
+            folder: {
+              type: 'string',
+              description: trans.__(
+                'The folder with the event files, relative to your files; without it, a dialog asks'
+              )
+            }
+          }
+        }
+      },
+      execute: async args => {
+        const { askFolder, openTensorBoard: open } =
+          await import('./tensorboard/tensorboard');
+        const folder =
+          typeof args.folder === 'string'
+            ? args.folder
+            : await askFolder(trans);
+        if (folder === null) {
+          return;
+        }
+        await open(
+          {
+            serverSettings: app.serviceManager.serverSettings,
+            trans,
+            find: id => tracker.find(tab => tab.id === id) ?? null,
+            add: tab => {
+              void tracker.add(tab);
+              app.shell.add(tab, 'main');
+            },
+            activate: id => app.shell.activateById(id)
+          },
+          folder
+        );
+      }
+    });
+
+    palette?.addItem({
+      command: CommandIDs.openTensorBoard,
+      category: trans.__('Run as Job')
+    });
+    launcher?.add({
+      command: CommandIDs.openTensorBoard,
+      category: trans.__('Other'),
+      rank: 11
+    });
+    void restorer?.restore(tracker, {
+      command: CommandIDs.openTensorBoard,
+      args: tab => ({ folder: tab.node.dataset.folder ?? '' }),
+      name: tab => tab.node.dataset.folder ?? ''
+    });
+  }
+};
+
+export default [
+  runAsJobPlugin,
+  jobsPanelPlugin,
+  sessionStatusPlugin,
+  tensorboardPlugin
+];

@@ -24,4 +24,10 @@ export namespace CommandIDs {
    * again with new pipeline-wide values.
    */
   export const runPipelineTemplate = 'jupyter-to-job:run-pipeline-template';
+
+  /**
+   * Open TensorBoard over a folder of the user's files (`args.folder`; without it,
+   * a dialog asks, offering `runs`).
+   */
+  export const openTensorBoard = 'jupyter-to-job:open-tensorboard';
 }

@@ -36,6 +36,16 @@ const PIPELINE_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height=
 </svg>`;
 
 /**
+ * A rising curve on axes: TensorBoard's training curves.
+ */
+const TENSORBOARD_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M3 3h2v16h16v2H3z"/>
+    <path d="M7 16.5l4.2-6 3.3 3 5-7.5 1.7 1.1-6.3 9.4-3.3-3-3 4.2z"/>
+  </g>
+</svg>`;
+
+/**
  * The icon of the Run as Job command (notebook toolbar, menus, palette).
  */
 export const runAsJobIcon = new LabIcon({
@@ -57,4 +67,12 @@ export const jobsIcon = new LabIcon({
 export const pipelineIcon = new LabIcon({
   name: 'jupyter-to-job:pipeline',
   svgstr: PIPELINE_SVG
+});
+
+/**
+ * The icon of the Open TensorBoard command and of TensorBoard tabs.
+ */
+export const tensorboardIcon = new LabIcon({
+  name: 'jupyter-to-job:tensorboard',
+  svgstr: TENSORBOARD_SVG
 });

@@ -25,6 +25,7 @@ import { scheduleName } from '../schedules/scheduleRule';
 import { SchedulesModel } from '../schedules/schedulesModel';
 import { IScheduleActions, SchedulesView } from '../schedules/schedulesView';
 import { rerunAsJob } from '../runAsJob/runAsJob';
+import { jobFolder } from '../tensorboard/tensorboard';
 import { executedNotebookPath, OUTPUT_FOLDER } from '../runAsJob/submission';
 
 /**
@@ -54,6 +55,11 @@ export interface IJobsPanelOptions {
    * Opens the pipeline builder (the Pipelines tab's "Run notebooks as a pipeline…").
    */
   newPipeline?: (() => void) | null;
+  /**
+   * Opens TensorBoard over a folder of the user's files (a job's TensorBoard
+   * button); none: no button.
+   */
+  openTensorBoard?: ((folder: string) => void) | null;
   /**
    * Opens executed notebooks; without it the Open button only saves.
    */
@@ -96,6 +102,11 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   constructor(options: IJobsPanelOptions) {
     super(options.model);
     this._options = options;
+    const openTensorBoard = options.openTensorBoard;
+    if (openTensorBoard) {
+      this._actions.openTensorBoard = job =>
+        openTensorBoard(jobFolder(job.input_path));
+    }
     this.addClass('jp-JupyterToJob-JobsPanel-content');
     this.node.dataset.testid = 'jobs-panel';
     options.schedules?.stateChanged.connect(this._onSubmodelChanged, this);
@@ -469,6 +480,10 @@ export interface ICreateJobsPanelOptions {
    * Opens the pipeline builder.
    */
   newPipeline?: (() => void) | null;
+  /**
+   * Opens TensorBoard over a folder (the jobs' TensorBoard buttons).
+   */
+  openTensorBoard?: ((folder: string) => void) | null;
   docManager: IDocumentManager | null;
   contents: Contents.IManager;
   trans: TranslationBundle;
@@ -487,6 +502,7 @@ export function createJobsPanel(
     schedules: new SchedulesModel({ api }),
     pipelines: new PipelinesModel({ api }),
     newPipeline: options.newPipeline ?? null,
+    openTensorBoard: options.openTensorBoard ?? null,
     docManager: options.docManager,
     contents: options.contents,
     config: null,

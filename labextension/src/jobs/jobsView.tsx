@@ -19,6 +19,7 @@ import {
 } from './jobStatus';
 import { JobsModel } from './jobsModel';
 import { LogFollower } from './logFollower';
+import { nodesOf } from './logRanks';
 import { LogView } from './logView';
 import {
   IDescribeJob,
@@ -54,6 +55,10 @@ export interface IJobActions {
    * Show another job (a rerun's original, or its reruns); none: names without links.
    */
   showJob?(jobId: string): void;
+  /**
+   * Open TensorBoard over the job's folder (its own jobs only); none: no button.
+   */
+  openTensorBoard?(job: IDescribeJob): void;
 }
 
 /**
@@ -541,6 +546,11 @@ function JobDetail(
             button('job-action-download-html', trans.__('Download HTML'), () =>
               actions.downloadHtml(job)
             )}
+          {job.own &&
+            actions.openTensorBoard &&
+            button('job-action-tensorboard', trans.__('TensorBoard'), () =>
+              actions.openTensorBoard?.(job)
+            )}
         </div>
       </header>
       <p className="jp-JupyterToJob-statusLine" data-testid="job-detail-status">
@@ -661,6 +671,7 @@ function JobDetail(
         error={model.logError}
         trans={trans}
         onLoadEarlier={() => void model.loadEarlierLog()}
+        nodes={nodesOf(job)}
       />
     </section>
   );

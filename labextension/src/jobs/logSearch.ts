@@ -10,10 +10,11 @@ import { lastAtMost, LogBuffer } from './logBuffer';
  * The first line of an error as the job runner writes it: a Python traceback
  * (plain, or IPython's "ValueError   Traceback (most recent call last)"), an
  * exception line ("ValueError: ...", "Error: ..."), a `logging` error
- * ("ERROR:root:..."), or the runner's own "[job] failed: ..." line.
+ * ("ERROR:root:..."), or the runner's own "[job] failed: ..." line; in a multi-node
+ * job's log, after the `[rank N] ` of the node that wrote it.
  */
 export const ERROR_LINE =
-  /Traceback \(most recent call last\)|^(?:\[cell \d+\] )?(?:(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*)?(?:Error|Exception)(?::|$)|^(?:\[cell \d+\] )?ERROR\b|^\[job\] failed:/m;
+  /Traceback \(most recent call last\)|^(?:\[rank \d+\] )?(?:\[cell \d+\] )?(?:(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*)?(?:Error|Exception)(?::|$)|^(?:\[rank \d+\] )?(?:\[cell \d+\] )?ERROR\b|^(?:\[rank \d+\] )?\[job\] failed:/m;
 
 /**
  * The lines (0-based, in order) of `buffer` from `fromLine` on that hold `query`,

@@ -2,13 +2,16 @@
  * The job's log in the Jobs panel: only the lines in view are in the page, so a
  * 200,000-line log scrolls as lightly as a short one. It follows the end while the
  * reader is there and stops when they scroll up ("Jump to end" goes back), finds
- * text (next, previous, how many lines), and jumps to the first error.
+ * text (next, previous, how many lines), and jumps to the first error. A multi-node
+ * job's log can be narrowed to one rank's lines (see logRanks.ts).
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
+import { lastAtMost } from './logBuffer';
 import { LogFollower } from './logFollower';
-import { findLines, firstMatchingLine } from './logSearch';
+import { RankFilter, rankOf, ranksToOffer } from './logRanks';
+import { ERROR_LINE, findLines, firstMatchingLine } from './logSearch';
 import {
   atEnd,
   IScrollArea,
@@ -46,6 +49,11 @@ export interface ILogViewProps {
   error: string | null;
   trans: TranslationBundle;
   onLoadEarlier: () => void;
+  /**
+   * The job's nodes (pods): a rank filter is offered when there are several, or
+   * when the log has rank prefixes.
+   */
+  nodes?: number | null;
 }
 
 /**
@@ -81,7 +89,27 @@ export function LogView(props: ILogViewProps): JSX.Element {
   const { log, trans } = props;
   const buffer = log?.buffer ?? null;
   const version = buffer?.version ?? 0;
-  const lineCount = buffer?.lineCount ?? 0;
+  const bufferLines = buffer?.lineCount ?? 0;
+  // The rank shown (null: every line), and its lines among those held.
+  const [rank, setRank] = React.useState<number | null>(null);
+  const filter = React.useRef(new RankFilter(null));
+  if (filter.current.rank !== rank) {
+    filter.current = new RankFilter(rank);
+  }
+  // Rank lines put in front since the last draw, for the view to keep its place.
+  const rankLinesInFront = React.useRef(0);
+  if (buffer) {
+    rankLinesInFront.current += filter.current.update(buffer);
+  }
+  const rankLines = filter.current.lines;
+  const ranks = ranksToOffer(props.nodes, filter.current.seen);
+  // The view's line i is the buffer's line bufferLine(i).
+  const lineCount = rank === null ? bufferLines : rankLines.length;
+  const bufferLine = (i: number): number => (rank === null ? i : rankLines[i]);
+  const viewLine = (line: number): number =>
+    rank === null ? line : lastAtMost(rankLines, line);
+  const shownLine = (line: number): boolean =>
+    rank === null || rankOf(buffer?.line(line) ?? '') === rank;
   const viewport = React.useRef<HTMLDivElement>(null);
   const [scrollTop, setScrollTop] = React.useState(0);
   const [height, setHeight] = React.useState(UNMEASURED_HEIGHT);
@@ -130,8 +158,10 @@ export function LogView(props: ILogViewProps): JSX.Element {
       return; // hidden: placed when shown and the log moves again
     }
     const shift = buffer?.shift ?? 0;
-    const moved = shift - seenShift.current;
+    const bufferMoved = shift - seenShift.current;
     seenShift.current = shift;
+    const moved = rank === null ? bufferMoved : rankLinesInFront.current;
+    rankLinesInFront.current = 0;
     if (following) {
       const end = scrollTopOfEnd(area());
       if (node.scrollTop !== end) {
@@ -139,10 +169,12 @@ export function LogView(props: ILogViewProps): JSX.Element {
       }
     } else if (moved !== 0) {
       node.scrollTop = Math.max(0, node.scrollTop + moved * LOG_LINE_HEIGHT);
-      setTarget(old => (old ? { ...old, line: old.line + moved } : old));
+    }
+    if (bufferMoved !== 0) {
+      setTarget(old => (old ? { ...old, line: old.line + bufferMoved } : old));
     }
     setScrollTop(node.scrollTop);
-  }, [version, height, following]);
+  }, [version, height, following, rank]);
 
   // The reader scrolls up: stop following at once, before the browser reports
   // the scroll, so that a line arriving in between does not pull the view back.
@@ -172,7 +204,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
         .map(line => line + moved)
         .filter(line => line >= 0 && line < from);
       const lines = kept.concat(
-        findLines(buffer, old.query, { fromLine: from })
+        findLines(buffer, old.query, { fromLine: from }).filter(shownLine)
       );
       const current =
         old.current < 0 ? -1 : lines.indexOf(old.lines[old.current] + moved);
@@ -191,7 +223,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
     if (!buffer || !query) {
       return { ...NO_SEARCH, query };
     }
-    const lines = findLines(buffer, query);
+    const lines = findLines(buffer, query).filter(shownLine);
     return {
       query,
       lines,
@@ -207,7 +239,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
     setFollowing(false);
     setTarget({ line, kind });
     if (node) {
-      node.scrollTop = scrollTopFor(area(), line);
+      node.scrollTop = scrollTopFor(area(), viewLine(line));
       setScrollTop(node.scrollTop);
     }
   };
@@ -231,7 +263,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
   // The first match at or below the line at the top of the view.
   const firstAtOrAfterView = (lines: number[]): number => {
     const top = Math.floor(scrollTop / LOG_LINE_HEIGHT);
-    const index = lines.findIndex(line => line >= top);
+    const index = lines.findIndex(line => viewLine(line) >= top);
     return index < 0 ? 0 : index;
   };
 
@@ -250,7 +282,10 @@ export function LogView(props: ILogViewProps): JSX.Element {
     if (!buffer) {
       return;
     }
-    const line = firstMatchingLine(buffer);
+    const line =
+      rank === null
+        ? firstMatchingLine(buffer)
+        : (rankLines.find(i => ERROR_LINE.test(buffer.line(i))) ?? null);
     if (line === null) {
       setNotice(trans.__('No error in the log.'));
       return;
@@ -261,7 +296,8 @@ export function LogView(props: ILogViewProps): JSX.Element {
 
   const shown = lineWindow(area());
   const lines: JSX.Element[] = [];
-  for (let i = shown.first; i < shown.end; i++) {
+  for (let v = shown.first; v < shown.end; v++) {
+    const i = bufferLine(v);
     const isTarget = target !== null && target.line === i;
     lines.push(
       <div
@@ -314,6 +350,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
       className="jp-JupyterToJob-log"
       data-testid="job-log-view"
       data-lines={lineCount}
+      data-rank={rank === null ? 'all' : String(rank)}
       data-following={following ? 'true' : 'false'}
       data-has-earlier={buffer?.hasEarlier ? 'true' : 'false'}
       data-reading-earlier={log?.fillsEarlier ? 'true' : 'false'}
@@ -326,12 +363,20 @@ export function LogView(props: ILogViewProps): JSX.Element {
         <span className="jp-JupyterToJob-hint" data-testid="job-log-lines">
           {empty
             ? ''
-            : trans._n(
-                '%2 line',
-                '%2 lines',
-                lineCount,
-                lineCount.toLocaleString()
-              ) +
+            : (rank === null
+                ? trans._n(
+                    '%2 line',
+                    '%2 lines',
+                    lineCount,
+                    lineCount.toLocaleString()
+                  )
+                : trans._n(
+                    '%2 line of rank %3',
+                    '%2 lines of rank %3',
+                    lineCount,
+                    lineCount.toLocaleString(),
+                    rank
+                  )) +
               (log?.fillsEarlier
                 ? ' ' + trans.__('(reading earlier lines…)')
                 : buffer?.hasEarlier
@@ -357,6 +402,32 @@ export function LogView(props: ILogViewProps): JSX.Element {
         role="toolbar"
         aria-label={trans.__('Log tools')}
       >
+        {ranks.length > 0 && (
+          <select
+            className="jp-mod-styled jp-JupyterToJob-logRank"
+            data-testid="job-log-rank"
+            aria-label={trans.__('Show the lines of')}
+            title={trans.__(
+              'Each node (rank) of the job writes its own lines; show one alone'
+            )}
+            value={rank === null ? '' : String(rank)}
+            onChange={event => {
+              const value = event.target.value;
+              setRank(value === '' ? null : Number(value));
+              setSearch(NO_SEARCH);
+              setTarget(null);
+              setNotice('');
+              setFollowing(true);
+            }}
+          >
+            <option value="">{trans.__('All ranks')}</option>
+            {ranks.map(r => (
+              <option key={r} value={String(r)}>
+                {trans.__('Rank %1', r)}
+              </option>
+            ))}
+          </select>
+        )}
         <input
           type="search"
           className="jp-mod-styled jp-JupyterToJob-logSearch"

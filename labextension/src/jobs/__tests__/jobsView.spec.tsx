@@ -209,3 +209,47 @@ describe('JobsView: a job started again after it was killed', () => {
     model.dispose();
   });
 });
+
+describe('JobsView: a job’s TensorBoard', () => {
+  let cleanup: (() => void) | null = null;
+  afterEach(() => {
+    cleanup?.();
+    cleanup = null;
+  });
+
+  it('offers TensorBoard on the person’s own job, over that job', async () => {
+    // Given the lab can open TensorBoard, and the person's running job
+    const opened: string[] = [];
+    const { node, widget, model } = await renderPanel(
+      [makeJob({ job_id: 'train', status: 'RUNNING' })],
+      { ...NO_ACTIONS, openTensorBoard: job => opened.push(job.job_id) }
+    );
+    cleanup = () => {
+      act(() => widget.dispose());
+      model.dispose();
+    };
+
+    // When they click TensorBoard on its card
+    const [button] = byTestId(node, 'job-action-tensorboard');
+    expect(button.textContent).toBe('TensorBoard');
+    await act(async () => (button as HTMLButtonElement).click());
+
+    // Then TensorBoard opens over that job
+    expect(opened).toEqual(['train']);
+  });
+
+  it('offers no TensorBoard on someone else’s job, nor where the lab has none', async () => {
+    const others = await renderPanel(
+      [makeJob({ job_id: 'theirs', owner: 'bob', own: false })],
+      { ...NO_ACTIONS, openTensorBoard: () => undefined }
+    );
+    expect(byTestId(others.node, 'job-action-tensorboard')).toHaveLength(0);
+    act(() => others.widget.dispose());
+    others.model.dispose();
+
+    const without = await renderPanel([makeJob({ job_id: 'mine' })]);
+    expect(byTestId(without.node, 'job-action-tensorboard')).toHaveLength(0);
+    act(() => without.widget.dispose());
+    without.model.dispose();
+  });
+});

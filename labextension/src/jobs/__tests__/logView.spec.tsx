@@ -218,6 +218,148 @@ describe('LogView while the job runs', () => {
   });
 });
 
+describe('LogView of a multi-node job', () => {
+  let widget: Widget | null = null;
+  afterEach(() => {
+    act(() => widget?.dispose());
+    widget = null;
+  });
+
+  /** A running job's log `text()`, shown for a job of `nodes` nodes. */
+  async function showRunning(text: () => string, nodes?: number) {
+    const follower = new LogFollower(async (offset, limit) => {
+      const data = text().slice(offset, offset + limit);
+      return {
+        job_id: 'j',
+        offset,
+        next_offset: offset + data.length,
+        size: text().length,
+        data,
+        complete: false
+      };
+    });
+    await follower.poll();
+    const shown = new (class extends ReactWidget {
+      render(): JSX.Element {
+        return (
+          <LogView
+            log={follower}
+            error={null}
+            trans={nullTranslator.load('jupyter_to_job')}
+            onLoadEarlier={() => undefined}
+            nodes={nodes}
+          />
+        );
+      }
+    })();
+    widget = await attached(shown);
+    const byTestId = (id: string) =>
+      shown.node.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+    const shownLines = () =>
+      [...shown.node.querySelectorAll('[data-testid="job-log-line"]')].map(
+        line => line.querySelector('.jp-JupyterToJob-logLineText')?.textContent
+      );
+    const poll = async () => {
+      await follower.poll();
+      await act(async () => {
+        MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
+      });
+    };
+    return { byTestId, shownLines, poll };
+  }
+
+  const pick = async (select: HTMLElement, value: string) => {
+    await act(async () => {
+      (select as HTMLSelectElement).value = value;
+      select.dispatchEvent(new Event('change', { bubbles: true }));
+    });
+  };
+
+  it('offers no rank filter for a one-node job', async () => {
+    const { byTestId } = await showRunning(() => '[cell 1] a\n[cell 1] b\n', 1);
+    expect(byTestId('job-log-rank')).toBeNull();
+  });
+
+  it('offers every rank of a two-node job before its lines come', async () => {
+    const { byTestId } = await showRunning(() => '[job] starting\n', 2);
+    const options = [
+      ...(byTestId('job-log-rank') as HTMLSelectElement).options
+    ].map(option => option.textContent);
+    expect(options).toEqual(['All ranks', 'Rank 0', 'Rank 1']);
+  });
+
+  it('shows one rank’s lines alone, with their own line numbers, and all again', async () => {
+    // Given a two-rank log whose job does not say how many nodes it has
+    const text =
+      '[rank 0] [cell 1] a0\n[rank 1] [cell 1] a1\n[rank 0] [cell 2] b0\n[rank 1] [cell 2] b1\n';
+    const { byTestId, shownLines } = await showRunning(() => text);
+
+    // When the reader picks rank 1
+    await pick(byTestId('job-log-rank'), '1');
+
+    // Then only rank 1's lines show, numbered as in the whole log
+    expect(shownLines()).toEqual([
+      '[rank 1] [cell 1] a1',
+      '[rank 1] [cell 2] b1'
+    ]);
+    const numbers = [
+      ...document.querySelectorAll('[data-testid="job-log-line"]')
+    ].map(line => (line as HTMLElement).dataset.line);
+    expect(numbers).toEqual(['2', '4']);
+    expect(byTestId('job-log-lines').textContent).toBe('2 lines of rank 1');
+    expect(byTestId('job-log-view').dataset.rank).toBe('1');
+
+    // And All ranks shows every line again
+    await pick(byTestId('job-log-rank'), '');
+    expect(shownLines().length).toBe(4);
+  });
+
+  it('keeps following the chosen rank as the job writes', async () => {
+    // Given a running two-node job's log, filtered on rank 0
+    let text = '[rank 0] [cell 1] start 0\n[rank 1] [cell 1] start 1\n';
+    const { byTestId, shownLines, poll } = await showRunning(() => text, 2);
+    await pick(byTestId('job-log-rank'), '0');
+    expect(shownLines()).toEqual(['[rank 0] [cell 1] start 0']);
+
+    // When both ranks write more, rank 0's last line in two pieces
+    text += '[rank 1] [cell 2] step 1\n[rank 0] [cell 2] st';
+    await poll();
+    text += 'ep 1\n[rank 1] [cell 3] step 2\n';
+    await poll();
+
+    // Then the view shows rank 0's lines only, the new one once, and still follows
+    expect(shownLines()).toEqual([
+      '[rank 0] [cell 1] start 0',
+      '[rank 0] [cell 2] step 1'
+    ]);
+    expect(byTestId('job-log-view').dataset.following).toBe('true');
+    expect(byTestId('job-log-view').dataset.lines).toBe('2');
+  });
+
+  it('searches and finds the first error within the chosen rank', async () => {
+    const text =
+      '[rank 0] [cell 1] loss 1\n[rank 1] [cell 1] loss 2\n' +
+      '[rank 1] [cell 2] RuntimeError: NCCL timeout\n[rank 0] [cell 2] loss 3\n';
+    const { byTestId } = await showRunning(() => text, 2);
+    await pick(byTestId('job-log-rank'), '0');
+
+    await act(async () => {
+      setInput(byTestId('job-log-search') as HTMLInputElement, 'loss');
+    });
+    expect(byTestId('job-log-search-count').textContent).toBe('2 lines');
+    await act(async () => {
+      byTestId('job-log-first-error').click();
+    });
+    expect(byTestId('job-log-notice').textContent).toBe('No error in the log.');
+
+    await pick(byTestId('job-log-rank'), '1');
+    await act(async () => {
+      byTestId('job-log-first-error').click();
+    });
+    expect(byTestId('job-log-notice').textContent).toBe('First error: line 3.');
+  });
+});
+
 describe('shownText', () => {
   it('shows what a terminal shows of a progress bar rewritten with \\r', () => {
     expect(shownText('[cell 1] 10%\r[cell 1] 50%\r[cell 1] 100%')).toBe(
