@@ -166,8 +166,17 @@ setup(
     python_requires=">=3.11",
     install_requires=CORE_REQUIRES,
     extras_require={
-        # A user's server: JupyterLab with the Run as Job extension, started by the hub.
-        "singleuser": [JUPYTERHUB, JUPYTERLAB],
+        # A user's server: JupyterLab with the Run as Job extension, started by the hub,
+        # and TensorBoard behind the server's login (jupyter_to_job/extension/tensorboard.py):
+        # jupyter-server-proxy's handler, TensorBoard itself, and tensorboardX, the summary
+        # writer without TensorFlow or torch that notebooks (and the browser test) write with.
+        "singleuser": [
+            JUPYTERHUB,
+            JUPYTERLAB,
+            "jupyter-server-proxy>=4.6,<5",
+            "tensorboard>=2.21,<3",
+            "tensorboardX>=2.6,<3",
+        ],
         # The hub: spawners, the job service, the course-sessions service, the spawn page.
         "hub": [
             JUPYTERHUB,
