@@ -7,8 +7,9 @@ Design notes: docs/design/job-service.md, "jupyter_to_job.service.jobs_page".
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import jinja2
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
@@ -45,6 +46,17 @@ def rerun_name(name: str, taken: set[str]) -> str:
         if candidate not in taken:
             return candidate
         number += 1
+
+
+def tensorboard_link(hub_prefix: str, job: DescribeJob) -> str:
+    """Where a job's owner opens TensorBoard over the job's folder (its notebook's, where it
+    ran), in their own server (jupyter_to_job/extension/tensorboard.py). The link goes
+    through the hub's ``user/<name>/`` route: to the server when it runs, else to the hub's
+    page that says it is not running and offers to start it. The service never runs
+    TensorBoard itself."""
+    folder = PurePosixPath(job.input_path).parent.as_posix()
+    query = urlencode({"folder": folder})
+    return f"{hub_prefix}user/{quote(job.owner)}/jupyter-to-job/tensorboard/open?{query}"
 
 
 class JobsPageBase(HubOAuthenticated, web.RequestHandler):
@@ -146,6 +158,7 @@ class JobPage(JobsPageBase):
             original=original,
             final=job.status.is_final,
             message=message,
+            tensorboard=tensorboard_link(self.hub_auth.hub_prefix, job) if job.own else None,
             xsrf=self.xsrf_token.decode(),
         )
 

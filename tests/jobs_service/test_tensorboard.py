@@ -15,12 +15,27 @@ import psutil
 import pytest
 
 from jupyter_to_job.extension.tensorboard import API_PATH, BOARD_PATH
+from jupyter_to_job.models import DescribeJob, JobStatus
+from jupyter_to_job.service.jobs_page import tensorboard_link
 
 from ..support.standalone_server import StandaloneServer, standalone_server
 
 tensorboardX = pytest.importorskip("tensorboardX")
 pytest.importorskip("tensorboard")
 pytest.importorskip("jupyter_server_proxy")
+
+
+def make_job(owner: str, input_path: str) -> DescribeJob:
+    return DescribeJob(
+        job_id="j1",
+        owner=owner,
+        name="train",
+        status=JobStatus.RUNNING,
+        create_time="2026-11-28T10:00:00Z",
+        update_time="2026-11-28T10:00:00Z",
+        input_path=input_path,
+        own=True,
+    )
 
 
 def write_scalars(folder: Path, tag: str, steps: int = 3) -> None:
@@ -208,3 +223,15 @@ def test_tensorboard_stops_when_the_server_is_killed(tmp_path: Path):
         # Then Linux stops its TensorBoard (the parent-death signal it asked for)
         _, alive = psutil.wait_procs([process], timeout=30)
         assert alive == [], "TensorBoard outlived its killed server"
+
+
+def test_the_hub_jobs_page_links_a_jobs_tensorboard_through_the_owners_server():
+    # The hub's user/<name>/ route goes to the server when it runs, and otherwise says it
+    # is not running and offers to start it; the job service never runs TensorBoard.
+    job = make_job(owner="ana b", input_path="projects/mnist/train.ipynb")
+
+    link = tensorboard_link("/hub/", job)
+
+    assert link == ("/hub/user/ana%20b/jupyter-to-job/tensorboard/open?folder=projects%2Fmnist")
+    top = tensorboard_link("/hub/", make_job(owner="ana", input_path="train.ipynb"))
+    assert top.endswith("/tensorboard/open?folder=.")

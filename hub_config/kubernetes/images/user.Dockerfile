@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The user image: Jupyter's scipy-notebook with the Run as Job server extension, the
-# JupyterLab extension (toolbar button, jobs panel, countdown) and the in-job runner. User
-# servers and Run as Job jobs both run from it (values.yaml singleuser.image,
+# JupyterLab extension (toolbar button, jobs panel, countdown, TensorBoard) and the in-job
+# runner. User servers and Run as Job jobs both run from it (values.yaml singleuser.image,
 # job-service.yaml KubernetesExecutor.image). Build from the repository's root:
 #
 #   docker build -f hub_config/kubernetes/images/user.Dockerfile \
@@ -20,6 +20,8 @@ COPY --from=wheel /tmp/dist /tmp/dist
 RUN wheel="$(ls /tmp/dist/campus_gpu_hub-*.whl)" \
     && python -m pip install --no-cache-dir "${wheel}[singleuser]" \
     && rm -rf /tmp/dist
-# Fail the build, not the first login, when either extension is missing.
+# Fail the build, not the first login, when either extension is missing, or TensorBoard
+# (the [singleuser] extra brings tensorboard, tensorboardX and jupyter-server-proxy).
 RUN jupyter server extension list 2>&1 | grep -E 'jupyter_to_job .*enabled' \
-    && jupyter labextension list 2>&1 | grep -E '@campus-gpu-hub/jupyter-to-job .*enabled'
+    && jupyter labextension list 2>&1 | grep -E '@campus-gpu-hub/jupyter-to-job .*enabled' \
+    && python -c 'import tensorboard, tensorboardX, jupyter_server_proxy'
