@@ -332,7 +332,13 @@ async def test_a_job_with_a_checkpoint_taken_back_by_the_queue_resumes_with_both
 
     async def set_active(active: bool) -> None:
         await custom.patch_namespaced_custom_object(
-            "kueue.x-k8s.io", "v1beta2", "default", "workloads", name, {"spec": {"active": active}}
+            "kueue.x-k8s.io",
+            "v1beta2",
+            "default",
+            "workloads",
+            name,
+            {"spec": {"active": active}},
+            _content_type="application/merge-patch+json",
         )
 
     await set_active(False)
