@@ -478,7 +478,12 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             raise unknown_flavor(flavor_id)
         if flavor.share is not None:
             CapacityPool(devices).allocate(  # "ever", not "now": ask an idle machine
-                "probe", owner=user.name, profile_id=flavor.id, course_id=None, share=flavor.share
+                "probe",
+                owner=user.name,
+                profile_id=flavor.id,
+                course_id=None,
+                share=flavor.share,
+                nodes=flavor.nodes,
             )
         budget = self.job_budget(catalog, user, flavor, now)
         if budget is not None and budget.exhausted:

@@ -233,3 +233,27 @@ def test_a_job_behind_its_owners_own_server_says_so_before_and_after_submitting(
     after = capacity.forecasts("carl", {"whole-gpu": 0}).get("whole-gpu")
     assert after is not None and after.starts_now and after.message == "Starts now on a free GPU."
     assert isinstance(capacity.acquire(ticket(1, "carl", "whole-gpu")), JobGranted)
+
+
+def test_a_flavor_on_several_nodes_is_refused_on_one_machine_saying_why(tmp_path, book):
+    # Given a hub on one machine whose catalog has a job flavor on two nodes
+    (tmp_path / "catalog.yaml").write_text(
+        CATALOG + "  - {id: two-nodes, title: Two nodes, gpu: {count: 1, nodes: 2}, "
+        "access: {everyone: true}}\n"
+    )
+    capacity = FlavorAdmission(
+        admission=GPUAdmission(fallback_catalog=load_catalog(tmp_path / "catalog.yaml")),
+        devices=GPU,
+        identities=book,
+        clock=lambda: NOW,
+    )
+    # When a job of it is submitted, it is refused at once (a 4xx), saying why
+    with pytest.raises(JobRefused) as refused:
+        capacity.validate(ticket(1, "alice", "two-nodes"))
+    assert 400 <= refused.value.status < 500
+    assert str(refused.value) == (
+        "This flavor asks for 2 nodes, but a job on 2 nodes needs jobs to run on Kubernetes: "
+        "on one machine a job runs as one process on that machine, so it cannot span several "
+        "nodes. Choose a flavor on one node, or ask the hub admins to run this one on their "
+        "cluster."
+    )
