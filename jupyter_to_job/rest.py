@@ -237,11 +237,29 @@ def body_too_large(limit: int, what_to_send: str) -> ApiError:
     )
 
 
-def job_update_bounds(method: str | None) -> tuple[int, ApiError] | None:
-    """What a job's own address takes as a body: only a PATCH, and a small one."""
+# What a change to one job, schedule or pipeline looks like, by its address's id.
+CHANGE_EXAMPLES = {
+    "job_id": 'Send {"status": "STOPPED"}.',
+    "schedule_id": 'Send {"status": "PAUSED"}.',
+    "pipeline_id": 'Send {"status": "STOPPED"}.',
+}
+
+
+def change_bounds(method: str | None, item: str) -> tuple[int, ApiError] | None:
+    """What the address of one job, schedule or pipeline takes as a body (``item``: the
+    name of its id): only a PATCH, and a small one."""
     if method != "PATCH":
         return None
-    return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+    return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, CHANGE_EXAMPLES[item])
+
+
+def settings_bounds(method: str | None) -> tuple[int, ApiError] | None:
+    """What the notification settings take as a body: only a PUT, and a small one."""
+    if method != "PUT":
+        return None
+    return SMALL_BODY_LIMIT, body_too_large(
+        SMALL_BODY_LIMIT, 'Send {"default": {"email": true, "webhook_url": null}}.'
+    )
 
 
 def _size(limit: int) -> str:

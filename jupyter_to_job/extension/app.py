@@ -1,9 +1,9 @@
 """``JobsExtensionApp``: Run as Job inside each user's Jupyter server.
 
 In a JupyterHub it relays to the hub's job service with the server's own token; without a
-hub (Binder, a laptop) it runs jobs itself, with an embedded manager and the local
-executor. The lab extension calls the same endpoints either way. Settings are
-``c.JobsExtensionApp.*`` in the server's configuration.
+hub (Binder, a laptop) it runs the job service's handlers itself, over an embedded manager
+and the local executor, and relays to them the same way. The lab extension calls the same
+endpoints either way. Settings are ``c.JobsExtensionApp.*`` in the server's configuration.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from ..pipelines_api import PipelinesAPI
 from ..rest import CREATE_BODY_SLACK
 from ..schedules import Scheduler
 from ..schedules_api import SchedulesAPI
-from .backends import EmbeddedJobs, JobsBackend, ServiceRelay
+from .embedded import EmbeddedService
 from .handlers import extension_handlers
-from .reclaim import reclaim_handlers
+from .relay import ServiceRelay
 
 
 class JobsExtensionApp(ExtensionApp):
@@ -82,7 +82,8 @@ class JobsExtensionApp(ExtensionApp):
 
     request_timeout = Float(
         60.0,
-        help="""Seconds to wait for the job service's answer (hub mode).
+        help="""Seconds to wait for the job service's answer (the hub's, or the one this
+        server runs in standalone mode).
 
         Example: ``c.JobsExtensionApp.request_timeout = 120``.
         """,
@@ -113,7 +114,8 @@ class JobsExtensionApp(ExtensionApp):
     # not enforced there: jobs share this server's GPUs) and runs
     # ``c.JobManager.max_running_jobs`` jobs at once.
 
-    backend: JobsBackend
+    relay: ServiceRelay
+    embedded: EmbeddedService | None = None
 
     @property
     def resolved_mode(self) -> str:
@@ -135,12 +137,13 @@ class JobsExtensionApp(ExtensionApp):
                     "Run as Job is off: JUPYTER_TO_JOB_SERVICE_URL is not set (see "
                     "jupyter_to_job.hub.job_service_url)."
                 )
-            self.backend = relay
+            self.relay = relay
         else:
-            self.backend = self._embedded()
+            self.embedded = self._embedded()
+            self.relay = self.embedded.relay
             self.log.info("Run as Job runs jobs in this server (data in %s)", self.root_dir)
 
-    def _embedded(self) -> EmbeddedJobs:
+    def _embedded(self) -> EmbeddedService:
         root_dir = os.path.expanduser(self.root_dir)
         admission = GPUAdmission(parent=self, fallback_catalog=local_catalog())
 
@@ -160,19 +163,21 @@ class JobsExtensionApp(ExtensionApp):
         )
         pipelines = Pipelines(parent=self, manager=manager)
         scheduler = Scheduler(parent=self, manager=manager, pipelines=pipelines)
-        return EmbeddedJobs(
+        return EmbeddedService(
             api,
             getpass.getuser(),
             SchedulesAPI(api, scheduler),
             PipelinesAPI(api, pipelines),
+            request_timeout=self.request_timeout,
         )
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(extension_handlers())
-        self.handlers.extend(reclaim_handlers())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        await self.backend.start()
+        if self.embedded is not None:
+            await self.embedded.start()
 
     async def stop_extension(self) -> None:
-        await self.backend.close()
+        if self.embedded is not None:
+            await self.embedded.close()

@@ -1,8 +1,10 @@
-"""The server extension's REST handlers, under ``{base_url}jupyter-to-job/api/``.
+"""The server extension's job routes, under ``{base_url}jupyter-to-job/api/``.
 
-They mirror the job service's API (see :mod:`jupyter_to_job.service.handlers`) and add what
-only the user's own server can do: read the saved notebook from the user's files, save a
-job's output into them, read a notebook's parameters, and report the server's GPU session.
+Each passes its request on to the job service (the hub's, or the one embedded in this
+server: :mod:`.relay`), whose handlers (:mod:`jupyter_to_job.service.handlers`) answer it.
+What only the user's own server can do is done here first: read the saved notebooks a job,
+schedule or pipeline runs from the user's files, save a job's output into them, read and
+save pipeline templates, and read a notebook's parameters.
 
 Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``jupyter_to_job``):
 reads are ``read``, the rest ``write``. Errors are JSON ``{"message", "reason"}``. The
@@ -22,19 +24,16 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
-from jupyter_server.extension.handler import ExtensionHandlerMixin
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from tornado import web
-from tornado.iostream import StreamClosedError
 
+from ..lab_handlers import URL_PREFIX, LabAPIHandler
 from ..models import (
     CreateJob,
     NotebookParameter,
     NotebookParameters,
     SavedOutput,
     SaveOutput,
-    ServerSession,
 )
 from ..pipeline_templates import (
     RunTemplate,
@@ -50,30 +49,23 @@ from ..pipelines import CreatePipeline
 from ..pipelines_api import parse_pipeline
 from ..rest import (
     CREATE_BODY_SLACK,
-    OUTPUT_CONTENT_TYPES,
     SMALL_BODY_LIMIT,
     ApiError,
     BoundedBodyMixin,
-    as_api_error,
     body_too_large,
+    change_bounds,
     check_notebook,
-    content_disposition,
-    error_response,
-    job_update_bounds,
     json_object,
-    log_error,
     notebook_too_deep,
-    query_arguments,
+    settings_bounds,
     too_large,
     validation_error,
 )
 from ..schedules_api import parse_schedule
-from .backends import JobsBackend
-from .session_relay import relay_of
+from ..session_relay import session_handlers
+from .relay import ServiceRelay
 from .user_files import check_file_to_read, check_file_to_write, file_error, files_root
 
-AUTH_RESOURCE = "jupyter_to_job"
-URL_PREFIX = "jupyter-to-job/api"
 JOB_ID = r"(?P<job_id>[^/]+)"
 SCHEDULE_ID = r"(?P<schedule_id>[^/]+)"
 PIPELINE_ID = r"(?P<pipeline_id>[^/]+)"
@@ -81,34 +73,27 @@ FORMAT = r"(?P<fmt>ipynb|html)"
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
 
-class JobsExtensionHandler(ExtensionHandlerMixin, APIHandler):
-    """Base: the back end, the contents manager, and JSON errors mapped in one place."""
+def post_bounds(method: str | None, what_to_send: str) -> tuple[int, ApiError] | None:
+    """What a POST whose notebooks are read from the user's files takes: its fields only."""
+    if method != "POST":
+        return None
+    return CREATE_BODY_SLACK, body_too_large(CREATE_BODY_SLACK, what_to_send)
 
-    auth_resource = AUTH_RESOURCE
+
+class JobsExtensionHandler(LabAPIHandler):
+    """Base: the relay to the job service, and the user's files read and checked."""
 
     @property
-    def backend(self) -> JobsBackend:
-        return self.extensionapp.backend  # type: ignore[no-any-return]
+    def relay(self) -> ServiceRelay:
+        return self.extensionapp.relay  # type: ignore[no-any-return]
 
-    def params(self) -> dict[str, str]:
-        return query_arguments(self.request.query_arguments)
-
-    def write_json(self, data: dict[str, Any] | BaseModel, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.set_header("Cache-Control", "no-store")
-        text = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
-        self.finish(text)
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        error = as_api_error(kwargs.get("exc_info", (None, None, None))[1], status_code)
-        self.set_status(error.status)
-        self.clear_header("Content-Disposition")
-        self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(error_response(error))
-
-    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        log_error(self.log, value, as_api_error(value))
+    async def pass_on(
+        self, *, body: bytes | None = None, stream: bool = False, follow: bool = False
+    ) -> None:
+        """Answer with the job service's answer to this request (same address under its
+        ``api/``, same method and query; ``body`` when given)."""
+        path = self.request.path.split(f"/{URL_PREFIX}/", 1)[1]
+        await self.relay.pass_on(self, path, body=body, stream=stream, follow=follow)
 
     # -- the user's files ----------------------------------------------------------------
 
@@ -177,6 +162,15 @@ class JobsExtensionHandler(ExtensionHandlerMixin, APIHandler):
             raise too_large(f"The notebook {path!r}", limit)
         return check_notebook(notebook, path)
 
+    async def read_notebooks(self, pipeline: CreatePipeline) -> dict[str, dict[str, Any]]:
+        """The saved notebook of each job of ``pipeline``, by its input path."""
+        notebooks: dict[str, dict[str, Any]] = {}
+        for stage in pipeline.stages:
+            for job in stage.jobs:
+                if job.input_path not in notebooks:
+                    notebooks[job.input_path] = await self.read_notebook(job.input_path)
+        return notebooks
+
 
 @web.stream_request_body
 class JobsBodyHandler(BoundedBodyMixin, JobsExtensionHandler):
@@ -190,13 +184,19 @@ class JobsBodyHandler(BoundedBodyMixin, JobsExtensionHandler):
         if bounds is not None:
             self.limit_body(*bounds)
 
+    async def pass_on(
+        self, *, body: bytes | None = None, stream: bool = False, follow: bool = False
+    ) -> None:
+        """As the base's, with the request's own body where its verb takes one."""
+        if body is None and self.body_bounds() is not None:
+            body = self.request_body()
+        await super().pass_on(body=body, stream=stream, follow=follow)
+
 
 class JobsHandler(JobsBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "POST":
-            return None
-        return CREATE_BODY_SLACK, body_too_large(
-            CREATE_BODY_SLACK,
+        return post_bounds(
+            self.request.method,
             "Send only the job's fields: the notebook is read from your files, and large "
             "inputs belong in a file next to it rather than in parameters.",
         )
@@ -204,12 +204,12 @@ class JobsHandler(JobsBodyHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json(await self.backend.list_jobs(self.params()))
+        await self.pass_on()
 
     async def check_rerun(self, job_id: str) -> None:
         """A rerun of another user's job is refused before the notebook is looked for in
         this user's files (where it is not): the job service says whose job it is."""
-        job = await self.backend.describe(job_id)
+        job = await self.relay.describe(job_id)
         if not job.get("own", False):
             owner = str(job.get("owner") or "another user")
             raise ApiError(
@@ -234,30 +234,33 @@ class JobsHandler(JobsBodyHandler):
             await self.check_rerun(request.rerun_of)
         else:
             notebook = await self.read_notebook(request.input_path)
-        status, result = await self.backend.create_job(request, notebook)
-        self.write_json(result, status)
+        payload = request.model_dump(mode="json", exclude_none=True)
+        if notebook is not None:  # None: a rerun of the job's own snapshot
+            payload["notebook"] = notebook
+        await self.pass_on(body=json.dumps(payload).encode())
 
 
-class JobHandler(JobsBodyHandler):
+class ItemHandler(JobsBodyHandler):
+    """One job, schedule or pipeline, by its id: read it, change it (stop, pause), delete it."""
+
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        return job_update_bounds(self.request.method)
+        (item,) = self.path_kwargs  # job_id, schedule_id or pipeline_id
+        return change_bounds(self.request.method, item)
 
     @web.authenticated
     @authorized
-    async def get(self, job_id: str) -> None:
-        self.write_json(await self.backend.describe(job_id))
+    async def get(self, **_: str) -> None:
+        await self.pass_on()
 
     @web.authenticated
     @authorized
-    async def patch(self, job_id: str) -> None:
-        self.write_json(await self.backend.update(job_id, self.request_body()))
+    async def patch(self, **_: str) -> None:
+        await self.pass_on()
 
     @web.authenticated
     @authorized
-    async def delete(self, job_id: str) -> None:
-        await self.backend.delete(job_id)
-        self.set_status(204)
-        self.finish()
+    async def delete(self, **_: str) -> None:
+        await self.pass_on()
 
 
 class JobLogHandler(JobsExtensionHandler):
@@ -265,44 +268,18 @@ class JobLogHandler(JobsExtensionHandler):
     @authorized
     async def get(self, job_id: str) -> None:
         """``offset``/``limit`` or ``tail``; ``follow=1`` streams newline-delimited JSON."""
-        params = self.params()
-        if params.pop("follow", "").lower() not in TRUE_WORDS:
-            self.write_json(await self.backend.read_log(job_id, params))
-            return
-        lines = await self.backend.follow_log(job_id, params)
-        self.set_header("Content-Type", "application/x-ndjson; charset=utf-8")
-        self.set_header("Cache-Control", "no-store")
-        self.set_header("X-Accel-Buffering", "no")
-        try:
-            async for data in lines:
-                self.write(data)
-                await self.flush()
-        except StreamClosedError:
-            return
-        finally:
-            await lines.aclose()  # type: ignore[attr-defined]
-        self.finish()
+        follow = self.params().get("follow", "").lower() in TRUE_WORDS
+        await self.pass_on(stream=follow, follow=follow)
 
 
-class JobInputHandler(JobsExtensionHandler):
+class ReadHandler(JobsExtensionHandler):
+    """What the service answers as it is: a job's notebook snapshot (what its rerun runs),
+    its outputs, the user's flavors."""
+
     @web.authenticated
     @authorized
-    async def get(self, job_id: str) -> None:
-        """The notebook snapshot the job ran: what its rerun runs."""
-        self.write_json(await self.backend.input_notebook(job_id))
-
-
-class JobOutputHandler(JobsExtensionHandler):
-    @web.authenticated
-    @authorized
-    async def get(self, job_id: str, fmt: str) -> None:
-        output = await self.backend.output(job_id, fmt)
-        self.set_header("Content-Type", OUTPUT_CONTENT_TYPES[fmt])
-        self.set_header("Content-Disposition", content_disposition(output.filename))
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.set_header("Content-Security-Policy", "sandbox")
-        self.set_header("Cache-Control", "no-store")
-        self.finish(output.content)
+    async def get(self, **_: str) -> None:
+        await self.pass_on()
 
 
 def check_save_path(path: str, fmt: str) -> str:
@@ -362,7 +339,7 @@ class SaveOutputHandler(JobsBodyHandler):
                 f"The file {path!r} already exists. Choose another name, or save with overwrite.",
                 "already-exists",
             )
-        output = await self.backend.output(job_id, fmt)
+        output = await self.relay.output(job_id, fmt)
         if fmt == "ipynb":
             import nbformat
 
@@ -402,17 +379,15 @@ class SaveOutputHandler(JobsBodyHandler):
 
 class SchedulesHandler(JobsBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "POST":
-            return None
-        return CREATE_BODY_SLACK, body_too_large(
-            CREATE_BODY_SLACK,
+        return post_bounds(
+            self.request.method,
             "Send only the schedule's fields: the notebook is read from your files.",
         )
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json(await self.backend.list_schedules())
+        await self.pass_on()
 
     @web.authenticated
     @authorized
@@ -420,42 +395,13 @@ class SchedulesHandler(JobsBodyHandler):
         """Schedule a saved notebook (the body is CreateSchedule with ``job.input_path``) or a
         pipeline (with ``pipeline``); the notebooks are read from the user's files."""
         request = parse_schedule(json_object(self.request_body()))
+        payload = request.model_dump(mode="json", exclude_none=True)
         if request.pipeline is not None:
-            notebooks: dict[str, dict[str, Any]] = {}
-            for stage in request.pipeline.stages:
-                for job in stage.jobs:
-                    if job.input_path not in notebooks:
-                        notebooks[job.input_path] = await self.read_notebook(job.input_path)
-            created = await self.backend.create_schedule(request, None, notebooks)
-            self.write_json(created, 201)
-            return
-        assert request.job is not None
-        notebook = await self.read_notebook(request.job.input_path)
-        self.write_json(await self.backend.create_schedule(request, notebook), 201)
-
-
-class ScheduleHandler(JobsBodyHandler):
-    def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PATCH":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "PAUSED"}.')
-
-    @web.authenticated
-    @authorized
-    async def get(self, schedule_id: str) -> None:
-        self.write_json(await self.backend.describe_schedule(schedule_id))
-
-    @web.authenticated
-    @authorized
-    async def patch(self, schedule_id: str) -> None:
-        self.write_json(await self.backend.update_schedule(schedule_id, self.request_body()))
-
-    @web.authenticated
-    @authorized
-    async def delete(self, schedule_id: str) -> None:
-        await self.backend.delete_schedule(schedule_id)
-        self.set_status(204)
-        self.finish()
+            payload["notebooks"] = await self.read_notebooks(request.pipeline)
+        else:
+            assert request.job is not None
+            payload["notebook"] = await self.read_notebook(request.job.input_path)
+        await self.pass_on(body=json.dumps(payload).encode())
 
 
 class NotificationSettingsHandler(JobsBodyHandler):
@@ -463,21 +409,17 @@ class NotificationSettingsHandler(JobsBodyHandler):
     service in hub mode and by the embedded manager when standalone."""
 
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PUT":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(
-            SMALL_BODY_LIMIT, 'Send {"default": {"email": true, "webhook_url": null}}.'
-        )
+        return settings_bounds(self.request.method)
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json(await self.backend.notification_settings())
+        await self.pass_on()
 
     @web.authenticated
     @authorized
     async def put(self) -> None:
-        self.write_json(await self.backend.put_notification_settings(self.request_body()))
+        await self.pass_on()
 
 
 class TemplateFiles(JobsBodyHandler):
@@ -514,17 +456,15 @@ class TemplateFiles(JobsBodyHandler):
 
 class PipelinesHandler(TemplateFiles):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "POST":
-            return None
-        return CREATE_BODY_SLACK, body_too_large(
-            CREATE_BODY_SLACK,
+        return post_bounds(
+            self.request.method,
             "Send only the pipeline's fields: the notebooks are read from your files.",
         )
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json(await self.backend.list_pipelines())
+        await self.pass_on()
 
     @web.authenticated
     @authorized
@@ -545,46 +485,18 @@ class PipelinesHandler(TemplateFiles):
                 raise validation_error(error, "pipeline") from None
         else:
             request = parse_pipeline(data)
-        notebooks: dict[str, dict[str, Any]] = {}
-        for stage in request.stages:
-            for job in stage.jobs:
-                if job.input_path not in notebooks:
-                    notebooks[job.input_path] = await self.read_notebook(job.input_path)
-        self.write_json(await self.backend.create_pipeline(request, notebooks), 201)
-
-
-class PipelineHandler(JobsBodyHandler):
-    def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PATCH":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
-
-    @web.authenticated
-    @authorized
-    async def get(self, pipeline_id: str) -> None:
-        self.write_json(await self.backend.describe_pipeline(pipeline_id))
-
-    @web.authenticated
-    @authorized
-    async def patch(self, pipeline_id: str) -> None:
-        self.write_json(await self.backend.update_pipeline(pipeline_id, self.request_body()))
-
-    @web.authenticated
-    @authorized
-    async def delete(self, pipeline_id: str) -> None:
-        await self.backend.delete_pipeline(pipeline_id)
-        self.set_status(204)
-        self.finish()
+        payload = request.model_dump(mode="json", exclude_none=True)
+        payload["notebooks"] = await self.read_notebooks(request)
+        await self.pass_on(body=json.dumps(payload).encode())
 
 
 class PipelineTemplatesHandler(TemplateFiles):
     """``GET ?path=x.pipeline.yaml``: the template; ``POST``: save a pipeline as one."""
 
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "POST":
-            return None
-        return CREATE_BODY_SLACK, body_too_large(
-            CREATE_BODY_SLACK, 'Send {"path": ..., "pipeline": {...}, "overwrite": false}.'
+        return post_bounds(
+            self.request.method,
+            'Send {"path": ..., "pipeline": {...}, "overwrite": false}.',
         )
 
     @web.authenticated
@@ -625,18 +537,13 @@ class PipelineTemplatesHandler(TemplateFiles):
         self.write_json(SavedTemplate(path=saved["path"], size=saved.get("size") or 0), 201)
 
 
-class FlavorsHandler(JobsExtensionHandler):
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        self.write_json(await self.backend.flavors())
-
-
 class ConfigHandler(JobsExtensionHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json(await self.backend.config())
+        config = await self.relay.json("GET", "config")
+        config.setdefault("features", {})["save_outputs"] = True  # this extension's own
+        self.write_json(config)
 
 
 class ParametersHandler(JobsExtensionHandler):
@@ -648,8 +555,8 @@ class ParametersHandler(JobsExtensionHandler):
         job_id = self.get_argument("job_id", "")
         path = self.get_argument("path", "")
         if job_id:
-            notebook = await self.backend.input_notebook(job_id)
-            path = str((await self.backend.describe(job_id)).get("input_path") or job_id)
+            notebook = await self.relay.input_notebook(job_id)
+            path = str((await self.relay.describe(job_id)).get("input_path") or job_id)
         else:
             try:
                 path = CreateJob(input_path=path).input_path  # the same path rules as a job
@@ -679,43 +586,25 @@ class ParametersHandler(JobsExtensionHandler):
         self.write_json(NotebookParameters(path=path, parameters=parameters))
 
 
-class SessionHandler(JobsExtensionHandler):
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        """The server's GPU share and course session end, from the spawner's environment;
-        the end as the hub's course-sessions service has it now, where it says (an
-        instructor may have extended the server)."""
-        env = os.environ
-        session_end = await relay_of(self.extensionapp).session_end()
-        self.write_json(
-            ServerSession(
-                profile=env.get("GPUSPAWNER_PROFILE") or None,
-                gpu_share=env.get("GPUSPAWNER_GPU_SHARE") or None,
-                session_end=session_end or env.get("GPUSPAWNER_SESSION_END") or None,
-                class_end=env.get("GPUSPAWNER_CLASS_END") or None,
-            )
-        )
-
-
 def extension_handlers() -> list[tuple[str, type]]:
-    """The routes, relative to the server's base URL."""
+    """The routes, relative to the server's base URL: the jobs', then the course
+    session's (:mod:`jupyter_to_job.session_relay`), which this extension serves too."""
     jobs = f"{URL_PREFIX}/jobs"
     return [
         (jobs, JobsHandler),
-        (f"{jobs}/{JOB_ID}", JobHandler),
+        (f"{jobs}/{JOB_ID}", ItemHandler),
         (f"{jobs}/{JOB_ID}/logs", JobLogHandler),
-        (f"{jobs}/{JOB_ID}/input", JobInputHandler),
-        (f"{jobs}/{JOB_ID}/outputs/{FORMAT}", JobOutputHandler),
+        (f"{jobs}/{JOB_ID}/input", ReadHandler),
+        (f"{jobs}/{JOB_ID}/outputs/{FORMAT}", ReadHandler),
         (f"{jobs}/{JOB_ID}/outputs/{FORMAT}/save", SaveOutputHandler),
         (f"{URL_PREFIX}/schedules", SchedulesHandler),
-        (f"{URL_PREFIX}/schedules/{SCHEDULE_ID}", ScheduleHandler),
+        (f"{URL_PREFIX}/schedules/{SCHEDULE_ID}", ItemHandler),
         (f"{URL_PREFIX}/notification-settings", NotificationSettingsHandler),
         (f"{URL_PREFIX}/pipelines", PipelinesHandler),
-        (f"{URL_PREFIX}/pipelines/{PIPELINE_ID}", PipelineHandler),
+        (f"{URL_PREFIX}/pipelines/{PIPELINE_ID}", ItemHandler),
         (f"{URL_PREFIX}/pipeline-templates", PipelineTemplatesHandler),
-        (f"{URL_PREFIX}/flavors", FlavorsHandler),
+        (f"{URL_PREFIX}/flavors", ReadHandler),
         (f"{URL_PREFIX}/config", ConfigHandler),
         (f"{URL_PREFIX}/parameters", ParametersHandler),
-        (f"{URL_PREFIX}/session", SessionHandler),
+        *session_handlers(),
     ]

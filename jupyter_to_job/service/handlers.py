@@ -65,16 +65,15 @@ from ..pipelines_api import PipelinesAPI
 from ..rest import (
     CREATE_BODY_SLACK,
     OUTPUT_CONTENT_TYPES,
-    SMALL_BODY_LIMIT,
     ApiError,
     BoundedBodyMixin,
     as_api_error,
-    body_too_large,
+    change_bounds,
     content_disposition,
     error_response,
-    job_update_bounds,
     log_error,
     query_arguments,
+    settings_bounds,
     too_large,
 )
 from ..schedules_api import SchedulesAPI
@@ -197,7 +196,7 @@ class JobsHandler(NotebookBodyHandler):
 
 class JobHandler(JobBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        return job_update_bounds(self.request.method)
+        return change_bounds(self.request.method, "job_id")
 
     @web.authenticated
     async def get(self, job_id: str) -> None:
@@ -350,11 +349,7 @@ class NotificationSettingsHandler(JobBodyHandler):
     """The caller's default notifications: GET them, PUT them (see JobsAPI)."""
 
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PUT":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(
-            SMALL_BODY_LIMIT, 'Send {"default": {"email": true, "webhook_url": null}}.'
-        )
+        return settings_bounds(self.request.method)
 
     @web.authenticated
     async def get(self) -> None:
@@ -365,16 +360,22 @@ class NotificationSettingsHandler(JobBodyHandler):
         self.write_model(self.api.put_notification_settings(self.caller, self.request_body()))
 
 
-class ScheduleHandlerMixin:
-    """The schedule handlers' ``self.schedules``; a 404 where the service runs none."""
+class SchedulesAndPipelines:
+    """The handlers' ``self.schedules`` and ``self.pipelines``; a 404 where the service runs
+    none."""
 
     _schedules: SchedulesAPI | None = None
+    _pipelines: PipelinesAPI | None = None
 
     def initialize(  # type: ignore[override]
-        self, schedules: SchedulesAPI | None = None, **kwargs: Any
+        self,
+        schedules: SchedulesAPI | None = None,
+        pipelines: PipelinesAPI | None = None,
+        **kwargs: Any,
     ) -> None:
         super().initialize(**kwargs)  # type: ignore[misc]
         self._schedules = schedules
+        self._pipelines = pipelines
 
     @property
     def schedules(self) -> SchedulesAPI:
@@ -382,8 +383,14 @@ class ScheduleHandlerMixin:
             raise ApiError(404, "This job service runs no schedules.", "not-found")
         return self._schedules
 
+    @property
+    def pipelines(self) -> PipelinesAPI:
+        if self._pipelines is None:
+            raise ApiError(404, "This job service runs no pipelines.", "not-found")
+        return self._pipelines
 
-class SchedulesHandler(ScheduleHandlerMixin, NotebookBodyHandler):
+
+class SchedulesHandler(SchedulesAndPipelines, NotebookBodyHandler):
     @web.authenticated
     async def get(self) -> None:
         self.write_model(self.schedules.list_schedules(self.caller))
@@ -394,11 +401,9 @@ class SchedulesHandler(ScheduleHandlerMixin, NotebookBodyHandler):
         self.write_model(result, 201)
 
 
-class ScheduleHandler(ScheduleHandlerMixin, JobBodyHandler):
+class ScheduleHandler(SchedulesAndPipelines, JobBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PATCH":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "PAUSED"}.')
+        return change_bounds(self.request.method, "schedule_id")
 
     @web.authenticated
     async def get(self, schedule_id: str) -> None:
@@ -415,25 +420,7 @@ class ScheduleHandler(ScheduleHandlerMixin, JobBodyHandler):
         self.finish()
 
 
-class PipelineHandlerMixin:
-    """The pipeline handlers' ``self.pipelines``; a 404 where the service runs none."""
-
-    _pipelines: PipelinesAPI | None = None
-
-    def initialize(  # type: ignore[override]
-        self, pipelines: PipelinesAPI | None = None, **kwargs: Any
-    ) -> None:
-        super().initialize(**kwargs)  # type: ignore[misc]
-        self._pipelines = pipelines
-
-    @property
-    def pipelines(self) -> PipelinesAPI:
-        if self._pipelines is None:
-            raise ApiError(404, "This job service runs no pipelines.", "not-found")
-        return self._pipelines
-
-
-class PipelinesHandler(PipelineHandlerMixin, JobBodyHandler):
+class PipelinesHandler(SchedulesAndPipelines, JobBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
         # All the pipeline's notebooks together are bounded by the notebook limit.
         if self.request.method != "POST":
@@ -451,11 +438,9 @@ class PipelinesHandler(PipelineHandlerMixin, JobBodyHandler):
         self.write_model(result, 201)
 
 
-class PipelineHandler(PipelineHandlerMixin, JobBodyHandler):
+class PipelineHandler(SchedulesAndPipelines, JobBodyHandler):
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        if self.request.method != "PATCH":
-            return None
-        return SMALL_BODY_LIMIT, body_too_large(SMALL_BODY_LIMIT, 'Send {"status": "STOPPED"}.')
+        return change_bounds(self.request.method, "pipeline_id")
 
     @web.authenticated
     async def get(self, pipeline_id: str) -> None:

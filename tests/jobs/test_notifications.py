@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from jupyter_to_job.extension.backends import local_caller
+from jupyter_to_job.extension.embedded import local_caller
 from jupyter_to_job.jobs_api import JobsAPI, local_catalog
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, JobNotify, JobStatus

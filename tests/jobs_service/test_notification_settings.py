@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from jupyter_to_job.extension.backends import ServiceRelay
 from jupyter_to_job.notifications import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
 from jupyter_to_job.rest import ApiError
 
 from ..support import until
 from ..support.job_hub import JobHub
+from ..support.job_service_client import JobServiceClient as ServiceRelay
 from ..support.notebooks import notebook_json
 from ..support.notification_receivers import WebhookReceiver, webhook_receiver_fixture
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from jupyter_to_job.extension.backends import ServiceRelay
 from jupyter_to_job.pipelines import CreatePipeline
 from jupyter_to_job.rest import ApiError
 
 from ..support.job_hub import JobHub
+from ..support.job_service_client import JobServiceClient as ServiceRelay
 from ..support.notebooks import notebook_json
 from ..support.pipeline_scenes import notebooks_json, pipeline_request, settled_pipeline
 

@@ -10,8 +10,8 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
-from jupyter_to_job.extension.session_relay import ReclaimRelay
 from jupyter_to_job.rest import ApiError
+from jupyter_to_job.session_relay import ReclaimRelay
 
 from ..support.hubprocess import free_loopback_ports
 

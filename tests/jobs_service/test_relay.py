@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_to_job.extension.backends import ServiceRelay
 from jupyter_to_job.rest import ApiError
 
 from ..support.hubprocess import free_loopback_ports
+from ..support.job_service_client import JobServiceClient as ServiceRelay
 
 
 async def test_a_server_without_the_services_address_says_run_as_job_is_not_set_up():

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_to_job.extension.backends import ServiceRelay
 from jupyter_to_job.rest import ApiError
 from jupyter_to_job.schedules import CreateSchedule
 
 from ..support.job_hub import JobHub
+from ..support.job_service_client import JobServiceClient as ServiceRelay
 from ..support.notebooks import notebook_json
 
 NIGHTLY = {

@@ -1,5 +1,15 @@
-"""This server's relay to the hub's course-sessions service: its reclaim warning, its
-session end and "keep it", asked with the server's own hub token (see :mod:`.reclaim`)."""
+"""The lab's questions about this server's course session, relayed to the hub's
+course-sessions service with the server's own ``$JUPYTERHUB_API_TOKEN``.
+
+- ``GET {base_url}jupyter-to-job/api/session``: the server's GPU share and session end;
+- ``GET {base_url}jupyter-to-job/api/reclaim``: ``{"warning": ...}``, this server's reclaim
+  warning, or ``{"warning": null}``;
+- ``POST {base_url}jupyter-to-job/api/reclaim/keep``: "I'm still using it"; the service
+  decides, and refuses (403, with a sentence) what cannot be kept.
+
+The service's address is ``c.JobsExtensionApp.sessions_service_url``; without it, or
+outside a hub, there is never a warning. See docs/server-extension.md.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +17,13 @@ import json
 import os
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
+from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from ..rest import ApiError
+from .lab_handlers import URL_PREFIX, LabAPIHandler
+from .models import ServerSession
+from .rest import ApiError
 
 
 class ReclaimRelay:
@@ -111,3 +125,47 @@ def relay_of(app: Any) -> ReclaimRelay:
         )
         app._reclaim_relay = relay
     return relay
+
+
+class ReclaimWarningHandler(LabAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """This server's reclaim warning, or ``{"warning": null}``."""
+        self.write_json(await relay_of(self.extensionapp).warning())
+
+
+class KeepServerHandler(LabAPIHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        """Ask the service to keep this server once ("I'm still using it")."""
+        self.write_json(await relay_of(self.extensionapp).keep())
+
+
+class SessionHandler(LabAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """The server's GPU share and course session end, from the spawner's environment;
+        the end as the hub's course-sessions service has it now, where it says (an
+        instructor may have extended the server)."""
+        env = os.environ
+        session_end = await relay_of(self.extensionapp).session_end()
+        self.write_json(
+            ServerSession(
+                profile=env.get("GPUSPAWNER_PROFILE") or None,
+                gpu_share=env.get("GPUSPAWNER_GPU_SHARE") or None,
+                session_end=session_end or env.get("GPUSPAWNER_SESSION_END") or None,
+                class_end=env.get("GPUSPAWNER_CLASS_END") or None,
+            )
+        )
+
+
+def session_handlers() -> list[tuple[str, type]]:
+    """The routes, relative to the server's base URL."""
+    return [
+        (f"{URL_PREFIX}/session", SessionHandler),
+        (f"{URL_PREFIX}/reclaim", ReclaimWarningHandler),
+        (f"{URL_PREFIX}/reclaim/keep", KeepServerHandler),
+    ]
