@@ -229,9 +229,9 @@ setup(
             "campus = gpuspawner.sso:CampusOAuthenticator",
         ],
         "jupyterhub.spawners": [
-            "localgpu = gpuspawner.local:LocalGPUSpawner",
-            "simplelocalgpu = gpuspawner.local:SimpleLocalGPUSpawner",
-            "gpu = gpuspawner.kubernetes:GPUSpawner",
+            "localgpu = gpuspawner.spawners.local:LocalGPUSpawner",
+            "simplelocalgpu = gpuspawner.spawners.local:SimpleLocalGPUSpawner",
+            "gpu = gpuspawner.spawners.kubernetes:GPUSpawner",
         ],
     },
     classifiers=[

@@ -173,7 +173,7 @@ def _spawner(kind: str, name: str, catalog: Path, settings: dict | None = None):
     from kubespawner import KubeSpawner
     from traitlets.config import Config
 
-    from gpuspawner.kubernetes import GPUSpawner
+    from gpuspawner.spawners.kubernetes import GPUSpawner
 
     config = Config()
     section = config.GPUSpawner if kind == "GPUSpawner" else config.KubeSpawner
@@ -208,7 +208,7 @@ async def _class_start(
     kind: str, size: int, catalog: Path, round_: int, settings: dict | None = None
 ) -> ClassStart:
     """Start ``size`` servers at once, measure, then stop those that started."""
-    from gpuspawner.kubernetes import GPUSpawner
+    from gpuspawner.spawners.kubernetes import GPUSpawner
 
     GPUSpawner._inventories.clear()
     names = [f"{kind.lower()}-{round_}-{i:04d}" for i in range(size)]

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gpuspawner.policy import CapacityPool, Entitlement, UserIdentity, evaluate, seats_left
-from gpuspawner.spawn_page import ProfileCard, render_profile_cards
+from gpuspawner.spawners.spawn_page import ProfileCard, render_profile_cards
 
 from .kubespawner_config import load_course_config, make_profile_list, visible_profiles
 from .report import Row, Section
@@ -55,7 +55,7 @@ class Clock:
 def our_spawner(bench: SyntheticCatalog, user: UserIdentity, clock: Clock):
     from traitlets.config import Config
 
-    from gpuspawner.local import LocalGPUSpawner
+    from gpuspawner.spawners.local import LocalGPUSpawner
 
     config = Config()
     config.GPUAdmission.catalog_path = str(bench.path)

@@ -4,7 +4,8 @@ The spawners live in submodules so that importing the policy never imports
 JupyterHub or Kubernetes:
 
 - ``gpuspawner.policy``: pure decisions (shares, schedules, catalog, entitlements, capacity)
-- ``gpuspawner.local``: ``LocalGPUSpawner`` for one multi-GPU workstation
+- ``gpuspawner.spawners``: ``GPUSpawner`` on Kubernetes, ``LocalGPUSpawner`` for one
+  multi-GPU workstation
 """
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """The JupyterHub side of course-time profiles, shared by the local and Kubernetes spawners.
 
-Design notes: docs/design/hub.md, "gpuspawner.course_profiles".
+Design notes: docs/design/hub.md, "gpuspawner.spawners.course_profiles".
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from traitlets import Bool, Instance, default
 from traitlets.config import LoggingConfigurable
 
-from . import refusal_log
-from .core.admission import GPUAdmission
-from .core.grant import Grant, Target
-from .core.ledger import AllocationLedger, ProcessHolder
-from .gpu_map import gpu_map, map_viewer
-from .home_page import RunningServer, running_server
-from .local_times import told_html
-from .metrics import observe_server_start, watch_spawner
-from .policy import (
+from ..core.admission import GPUAdmission
+from ..core.grant import Grant, Target
+from ..core.ledger import AllocationLedger, ProcessHolder
+from ..gpu_map import gpu_map, map_viewer
+from ..local_times import told_html
+from ..metrics import observe_server_start, watch_spawner
+from ..policy import (
     Allocation,
     CapacityPool,
     Catalog,
@@ -37,8 +35,10 @@ from .policy import (
     evaluate,
     seats_left,
 )
-from .policy.entitlements import Entitlement
-from .policy.instructors import taught_courses
+from ..policy.entitlements import Entitlement
+from ..policy.instructors import taught_courses
+from . import refusal_log
+from .home_page import RunningServer, running_server
 from .spawn_page import ProfileCard, render_profile_cards
 
 STATE_VERSION = 1

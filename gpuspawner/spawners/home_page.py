@@ -1,6 +1,6 @@
 """What the hub's home page says of a running server: its profile, its GPU share, when it stops.
 
-Design notes: docs/design/hub.md, "gpuspawner.home_page".
+Design notes: docs/design/hub.md, "gpuspawner.spawners.home_page".
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from datetime import UTC, datetime, tzinfo
 
 from markupsafe import Markup
 
-from .local_times import time_element
-from .policy import Allocation, Catalog
-from .policy.course_overrides import course_overrides
-from .policy.schedule import parse_timezone
-from .policy.share import WHOLE
+from ..local_times import time_element
+from ..policy import Allocation, Catalog
+from ..policy.course_overrides import course_overrides
+from ..policy.schedule import parse_timezone
+from ..policy.share import WHOLE
 
 
 @dataclass(frozen=True)

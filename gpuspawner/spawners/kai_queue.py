@@ -1,6 +1,6 @@
 """Waiting in a KAI-scheduler queue: which servers wait, and in which order KAI takes them.
 
-Design notes: docs/design/hub.md, "gpuspawner.kai_queue".
+Design notes: docs/design/hub.md, "gpuspawner.spawners.kai_queue".
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import Bool, Float, default
 
-from .backends.base import PodGPUPlan, cpu_only_plan
-from .backends.protect import is_enforcement_variable
-from .core.allocation_record import (
+from ..backends.base import PodGPUPlan, cpu_only_plan
+from ..backends.protect import is_enforcement_variable
+from ..core.allocation_record import (
     ALLOCATION_ANNOTATION,
     GPU_COUNT_LABEL,
     GPU_MEMORY_LABEL,
@@ -44,12 +44,12 @@ from .core.allocation_record import (
     encode_allocation,
     pods_by_allocation,
 )
-from .core.grant import Grant
-from .core.pod_plan import apply_pod_plan
+from ..core.grant import Grant
+from ..core.pod_plan import apply_pod_plan
+from ..policy import Allocation, CapacityPool, GPUDevice
 from .course_profiles import CourseProfilesMixin, refusal_exception
 from .kueue import QUEUED_LABEL, preemption_sentence, queue_timeout_sentence
 from .kueue_mode import QUEUE_POLL_SECONDS, KueueMode, unrecorded_slice
-from .policy import Allocation, CapacityPool, GPUDevice
 
 __all__ = [
     "ALLOCATION_ANNOTATION",

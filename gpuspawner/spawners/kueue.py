@@ -1,6 +1,6 @@
 """Waiting in a Kueue queue: where a server stands, how long it may wait, where it landed.
 
-Design notes: docs/design/hub.md, "gpuspawner.kueue".
+Design notes: docs/design/hub.md, "gpuspawner.spawners.kueue".
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from .policy import Allocation, CapacityPool
-from .policy.share import SliceDemand
+from ..policy import Allocation, CapacityPool
+from ..policy.share import SliceDemand
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 QUEUED_LABEL = "gpuspawner.campus-gpu-hub.org/queued"

@@ -1,6 +1,6 @@
 """GPUSpawner's queue mode: a GPU server the pool has no room for waits in the cluster's queue.
 
-Design notes: docs/design/hub.md, "gpuspawner.kueue_mode".
+Design notes: docs/design/hub.md, "gpuspawner.spawners.kueue_mode".
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from kubernetes_asyncio.client.rest import ApiException
 from traitlets import Unicode
 from traitlets.config import LoggingConfigurable
 
-from .core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
-from .core.grant import Grant
+from ..core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
+from ..core.grant import Grant
+from ..policy import Allocation, CapacityPool
 from .kai_queue import QUEUE_LABEL as KAI_QUEUE_LABEL
 from .kai_queue import is_waiting, place_in_kai_queue, waiting_kai_pods
 from .kueue import (
@@ -35,7 +36,6 @@ from .kueue import (
     queue_line,
     waiting_pods,
 )
-from .policy import Allocation, CapacityPool
 
 GROUP = "kueue.x-k8s.io"
 # The newest first: Kueue 0.15 and later serve v1beta2, older ones v1beta1 only.
@@ -173,7 +173,7 @@ class QueueListing:
 
 class KueueMode(LoggingConfigurable):
     """GPUSpawner's queue mode, on Kueue or KAI-scheduler (a part of
-    :class:`~gpuspawner.kubernetes.GPUSpawner`, which provides the pool, the admission, the
+    :class:`~gpuspawner.spawners.kubernetes.GPUSpawner`, which provides the pool, the admission, the
     pod reflector and the API client)."""
 
     kueue_queue_name = Unicode(

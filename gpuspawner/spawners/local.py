@@ -29,15 +29,15 @@ from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
 from jupyterhub.utils import url_path_join
 from traitlets import Instance, Unicode, default
 
-from .core.accounts import NoSuchAccount, UserAccount
-from .core.cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
-from .core.grant import SHARE_HOOKS, Grant
-from .core.hub_instance import hub_instance_id
-from .core.ledger import ProcessHolder
+from ..core.accounts import NoSuchAccount, UserAccount
+from ..core.cgroups import Cgroup, CgroupLimits, child_setup, format_bytes
+from ..core.grant import SHARE_HOOKS, Grant
+from ..core.hub_instance import hub_instance_id
+from ..core.ledger import ProcessHolder
+from ..policy import GPUDevice
+from ..policy.schedule import parse_timezone
 from .course_profiles import CourseProfilesMixin, refusal_exception
 from .home_page import ended_unasked
-from .policy import GPUDevice
-from .policy.schedule import parse_timezone
 
 __all__ = ["SHARE_HOOKS", "LocalGPUSpawner", "LocalGPUSpawnerMixin", "SimpleLocalGPUSpawner"]
 

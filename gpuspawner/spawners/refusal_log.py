@@ -1,6 +1,6 @@
 """Expected refusals in the hub's log: one line at info level, not an error with a traceback.
 
-Design notes: docs/design/hub.md, "gpuspawner.refusal_log".
+Design notes: docs/design/hub.md, "gpuspawner.spawners.refusal_log".
 """
 
 from __future__ import annotations

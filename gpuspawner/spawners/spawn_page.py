@@ -8,16 +8,16 @@ from datetime import UTC, datetime
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from .local_times import clock_element, time_element, told_html
-from .policy.catalog import ExperimentalZone, SoftwareEnvironment
-from .policy.course_overrides import course_overrides
-from .policy.entitlements import Entitlement, ProfileKind
-from .policy.environments import unmet_requirement
-from .policy.schedule import parse_timezone
-from .policy.share import GPUDevice
-from .policy.storage import parse_mounts
-from .policy.units import format_bytes
-from .policy.zones import wipe_moment
+from ..local_times import clock_element, time_element, told_html
+from ..policy.catalog import ExperimentalZone, SoftwareEnvironment
+from ..policy.course_overrides import course_overrides
+from ..policy.entitlements import Entitlement, ProfileKind
+from ..policy.environments import unmet_requirement
+from ..policy.schedule import parse_timezone
+from ..policy.share import GPUDevice
+from ..policy.storage import parse_mounts
+from ..policy.units import format_bytes
+from ..policy.zones import wipe_moment
 
 _templates = Environment(
     loader=PackageLoader("gpuspawner", "templates"),

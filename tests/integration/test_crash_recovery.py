@@ -71,7 +71,7 @@ from jupyter_to_job.hub import (
 from jupyter_to_job.scopes import hub_custom_scopes
 
 c.JupyterHub.authenticator_class = "dummy"
-c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
+c.JupyterHub.spawner_class = "gpuspawner.spawners.local.SimpleLocalGPUSpawner"
 c.GPUAdmission.catalog_path = {str(catalog_dir)!r}
 c.GPUAdmission.gpu_inventory = "simulated"
 c.GPUAdmission.simulated_gpus = {ONE_GPU!r}
@@ -107,7 +107,7 @@ PAUSING_SPAWNER = """
 import asyncio
 from pathlib import Path
 from jupyterhub.spawner import SimpleLocalProcessSpawner
-from gpuspawner.local import LocalGPUSpawnerMixin
+from gpuspawner.spawners.local import LocalGPUSpawnerMixin
 
 PAUSE, BOOKED = Path({pause!r}), Path({booked!r})
 

@@ -32,7 +32,7 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.jobs_api import JobsAPI, local_catalog
 from jupyter_to_job.k8s_objects import upload_secret_name

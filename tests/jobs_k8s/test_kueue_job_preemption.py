@@ -21,8 +21,8 @@ from kubernetes_asyncio import client
 
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.core.allocation_record import devices_from_nodes
-from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import UserIdentity, load_catalog
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from jupyter_to_job.k8s_objects import job_object_name
 from jupyter_to_job.manager import JobManager
 from jupyter_to_job.models import CreateJob, DescribeJob, JobCheckpoint, JobStatus

@@ -19,8 +19,8 @@ from kubernetes_asyncio import client
 
 from gpuspawner.backends import make_backend
 from gpuspawner.core.allocation_record import devices_from_nodes
-from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy.share import GPUShare
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support import eventually
 from tests.support.cluster.control_plane import tools_folder
 from tests.support.cluster.dra import DRIVER, PublishedGPU, device_class

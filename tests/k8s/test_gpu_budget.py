@@ -14,8 +14,8 @@ from jupyterhub.spawner import SpawnException
 
 from gpuspawner.accounting.intervals import week_of
 from gpuspawner.accounting.store import UsageStore, close_shared_usage_store
-from gpuspawner.course_profiles import CourseProfilesMixin
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.course_profiles import CourseProfilesMixin
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")

@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, encode_allocation
-from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.metrics import pool_metrics, view_of_spawners
 from gpuspawner.policy import Allocation
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.course_catalogs import window
 from tests.support.k8s_spawners import make_gpu_spawner
 

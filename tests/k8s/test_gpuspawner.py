@@ -14,7 +14,7 @@ from fractions import Fraction
 import pytest
 from jupyterhub.spawner import SpawnException
 
-from gpuspawner.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner, devices_from_nodes
+from gpuspawner.spawners.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner, devices_from_nodes
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")

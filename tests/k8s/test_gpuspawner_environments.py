@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from jupyterhub.spawner import SpawnException
 
-from gpuspawner.kubernetes import GPUSpawner, devices_from_nodes
+from gpuspawner.spawners.kubernetes import GPUSpawner, devices_from_nodes
 from tests.support.k8s_emulator.nodes import gpu_node
 from tests.support.k8s_spawners import IMAGE, class_catalog, make_gpu_spawner
 

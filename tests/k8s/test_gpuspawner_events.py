@@ -13,7 +13,7 @@ import asyncio
 import pytest
 from kubespawner import KubeSpawner
 
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from jupyterhub.spawner import SpawnException
 
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")

@@ -9,7 +9,7 @@ from jupyterhub.spawner import SpawnException
 from kubespawner import KubeSpawner
 
 from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")

@@ -9,7 +9,7 @@ import pytest
 from jupyterhub.spawner import SpawnException
 from kubernetes_asyncio import client
 
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_spawners import make_gpu_spawner, provide_volume
 

@@ -6,8 +6,8 @@ import pytest
 
 from gpuspawner.core import admission as grant_module
 from gpuspawner.core.admission import GPUAdmission
-from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import UserIdentity
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 
 pytestmark = pytest.mark.usefixtures("kubespawner_env")

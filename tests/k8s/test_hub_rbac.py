@@ -23,9 +23,9 @@ from kubernetes_asyncio import client
 from kubespawner import KubeSpawner
 
 from gpuspawner.core.allocation_record import ALLOCATION_ANNOTATION, decode_allocation
-from gpuspawner.kubernetes import GPUSpawner
-from gpuspawner.kueue import QUEUED_LABEL
 from gpuspawner.sessions.gpu_pools import pool_source
+from gpuspawner.spawners.kubernetes import GPUSpawner
+from gpuspawner.spawners.kueue import QUEUED_LABEL
 from tests.support.cluster.control_plane import AuditedRequest
 from tests.support.cluster.identities import HUB_RBAC, chart_hub_rbac, rbac_documents, token_for
 from tests.support.k8s_cluster import wait_for

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
-from gpuspawner.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner
-from gpuspawner.kueue import QUEUED_LABEL
+from gpuspawner.spawners.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner
+from gpuspawner.spawners.kueue import QUEUED_LABEL
 from tests.support import kai_queues
 from tests.support.cluster.control_plane import tools_folder
 from tests.support.cluster.kai import GPU_INDEX_ANNOTATION, RESERVATION_NAMESPACE

@@ -26,8 +26,8 @@ import pytest
 from jupyterhub.spawner import SpawnException
 from kubernetes_asyncio import client
 
-from gpuspawner.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner
-from gpuspawner.kueue import QUEUE_LABEL, QUEUED_LABEL
+from gpuspawner.spawners.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner
+from gpuspawner.spawners.kueue import QUEUE_LABEL, QUEUED_LABEL
 from tests.support.k8s_cluster import wait_for
 from tests.support.k8s_spawners import ProgressLog, make_gpu_spawner, write_class_catalog
 from tests.support.kueue_queues import (

@@ -27,8 +27,8 @@ import pytest
 from gpuspawner.backends import BACKENDS
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.core.grant import Grant
-from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import CapacityPool, GPUDevice, UserIdentity
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from jupyter_to_job.k8s_objects import (
     PodUser,
     UserFiles,

@@ -20,7 +20,6 @@ import pytest
 from kubernetes_asyncio import client
 from traitlets.config import Config
 
-from gpuspawner import kubernetes as hub_side
 from gpuspawner.backends import cpu_only_plan
 from gpuspawner.core.admission import GPUAdmission
 from gpuspawner.core.allocation_record import (
@@ -29,8 +28,9 @@ from gpuspawner.core.allocation_record import (
     pool_from_cluster,
 )
 from gpuspawner.gpu_map import gpu_map
-from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy import Allocation, load_catalog
+from gpuspawner.spawners import kubernetes as hub_side
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from jupyter_to_job import k8s_objects
 from jupyter_to_job.executors.kubernetes import KubernetesExecutor
 from jupyter_to_job.job_admission import JobGranted, JobTicket, JobWaits

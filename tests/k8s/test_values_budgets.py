@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 
 from gpuspawner.accounting.intervals import UsageInterval, week_of
 from gpuspawner.accounting.store import close_shared_usage_store
-from gpuspawner.course_profiles import CourseProfilesMixin
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.course_profiles import CourseProfilesMixin
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from jupyter_to_job.service.app import JobServiceApp
 from tests.support import eventually
 from tests.support.k8s_spawners import without_a_hub

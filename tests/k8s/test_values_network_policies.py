@@ -19,7 +19,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from gpuspawner.backends import cpu_only_plan
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from jupyter_to_job.k8s_objects import JOB_NAME_LABEL, make_job
 from tests.support import eventually
 from tests.support.cluster.control_plane import tools_folder

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client, config
 
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from tests.support.cluster.session import ControlPlaneCluster
 from tests.support.k8s_cluster import status_body
 from tests.support.k8s_spawners import without_a_hub

@@ -19,7 +19,7 @@ from kubespawner import KubeSpawner
 from traitlets.config import Config
 
 from gpuspawner.core.admission import GPUAdmission
-from gpuspawner.kubernetes import GPUSpawner
+from gpuspawner.spawners.kubernetes import GPUSpawner
 
 from . import course_catalogs
 from .cluster.control_plane import AuditedRequest, audited_requests

@@ -13,7 +13,7 @@ from pathlib import Path
 from jupyterhub.objects import Hub
 from traitlets.config import Config
 
-from gpuspawner.local import SimpleLocalGPUSpawner
+from gpuspawner.spawners.local import SimpleLocalGPUSpawner
 from tests.support.course_catalogs import open_class_catalog
 from tests.support.hub_users import HubUser
 

@@ -22,7 +22,7 @@ from gpuspawner.policy import (
     evaluate,
     load_catalog,
 )
-from gpuspawner.spawn_page import ProfileCard, render_profile_cards
+from gpuspawner.spawners.spawn_page import ProfileCard, render_profile_cards
 
 from .conftest import at, dedent
 

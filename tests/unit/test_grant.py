@@ -176,8 +176,8 @@ def test_the_job_service_takes_its_settings_from_one_place(tmp_path, monkeypatch
 
 
 def test_each_admission_setting_has_one_name():
-    from gpuspawner.kubernetes import GPUSpawner
-    from gpuspawner.local import LocalGPUSpawner, SimpleLocalGPUSpawner
+    from gpuspawner.spawners.kubernetes import GPUSpawner
+    from gpuspawner.spawners.local import LocalGPUSpawner, SimpleLocalGPUSpawner
     from gpuspawner.sso import CampusOAuthenticator
     from jupyter_to_job.extension.app import JobsExtensionApp
 

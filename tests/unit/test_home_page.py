@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from fractions import Fraction
 
-from gpuspawner.home_page import running_server
 from gpuspawner.policy import Allocation, load_catalog
+from gpuspawner.spawners.home_page import running_server
 
 CATALOG = """\
 settings: {timezone: Europe/Zurich}

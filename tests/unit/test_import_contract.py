@@ -22,8 +22,8 @@ FORBIDDEN = (
     "kubespawner",
     "kubernetes_asyncio",
     "jupyterhub.spawner",
-    "gpuspawner.kubernetes",
-    "gpuspawner.local",
+    "gpuspawner.spawners.kubernetes",
+    "gpuspawner.spawners.local",
 )
 
 JOB_SIDE_MODULES = (
@@ -74,6 +74,6 @@ def test_the_job_side_imports_no_spawner(module: str) -> None:
 def test_the_probe_sees_a_spawner_import() -> None:
     # Given the hub side, which does import a spawner, the same probe reports it,
     # so an empty answer above means the job side is clean, not that the probe is blind.
-    found = forbidden_imports_of("gpuspawner.local")
-    assert "gpuspawner.local" in found
+    found = forbidden_imports_of("gpuspawner.spawners.local")
+    assert "gpuspawner.spawners.local" in found
     assert "jupyterhub.spawner" in found

@@ -7,7 +7,7 @@ requested and allocated resources in its status (KAI's pod group controller)."""
 
 from __future__ import annotations
 
-from gpuspawner.kai_queue import (
+from gpuspawner.spawners.kai_queue import (
     kai_priority,
     place_in_kai_queue,
     waiting_kai_pods,

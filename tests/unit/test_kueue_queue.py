@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
-from gpuspawner.kueue import (
+from gpuspawner.policy import Allocation, CapacityPool, GPUDevice
+from gpuspawner.spawners.kueue import (
     QUEUE_LABEL,
     QUEUED_AT_ANNOTATION,
     expected_wait,
@@ -20,7 +21,6 @@ from gpuspawner.kueue import (
     waiting_pods,
     waiting_workloads,
 )
-from gpuspawner.policy import Allocation, CapacityPool, GPUDevice
 
 NOW = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 

@@ -16,13 +16,13 @@ import pytest
 
 from gpuspawner.core.ledger import ProcessHolder
 from gpuspawner.core.telemetry import DeviceReading, ProcessReading
-from gpuspawner.local import LocalGPUSpawner
 from gpuspawner.process_owners import (
     ProcessOwners,
     attribute,
     cgroup_name_of,
     holder_of_cgroup,
 )
+from gpuspawner.spawners.local import LocalGPUSpawner
 from jupyter_to_job.executors.local import LocalExecutor
 
 

@@ -5,7 +5,7 @@ tests/jobs_k8s/test_kueue_job_preemption.py)."""
 
 from __future__ import annotations
 
-from gpuspawner.kubernetes import COURSE_LABEL
+from gpuspawner.spawners.kubernetes import COURSE_LABEL
 from jupyter_to_job.executors import queue_eviction
 from jupyter_to_job.executors.queue_eviction import (
     Eviction,

@@ -21,7 +21,7 @@ import pytest
 from jupyterhub.objects import Hub
 from traitlets.config import Config
 
-from gpuspawner.local import SimpleLocalGPUSpawner
+from gpuspawner.spawners.local import SimpleLocalGPUSpawner
 from tests.support.hub_users import HubUser
 
 SLEEP = "import sys, time; time.sleep(300)"

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from gpuspawner.local import SHARE_HOOKS
+from gpuspawner.spawners.local import SHARE_HOOKS
 
 FAKE_TORCH = """
 import json, os

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from gpuspawner.accounting.budgets import BudgetStatus
 from gpuspawner.local_times import told_html
 from gpuspawner.policy import UserIdentity, evaluate, load_catalog
-from gpuspawner.spawn_page import ProfileCard, render_profile_cards
+from gpuspawner.spawners.spawn_page import ProfileCard, render_profile_cards
 from tests.support.hub_pages import cards
 
 ZURICH = ZoneInfo("Europe/Zurich")

@@ -9,7 +9,6 @@ import pytest
 from jupyterhub.objects import Hub
 from traitlets.config import Config
 
-from gpuspawner.local import SimpleLocalGPUSpawner
 from gpuspawner.policy import load_catalog
 from gpuspawner.policy.storage import (
     StorageSource,
@@ -17,7 +16,8 @@ from gpuspawner.policy.storage import (
     parse_mounts,
     parse_storage_source,
 )
-from gpuspawner.spawn_page import ProfileCard
+from gpuspawner.spawners.local import SimpleLocalGPUSpawner
+from gpuspawner.spawners.spawn_page import ProfileCard
 
 from ..support.hub_users import HubUser
 

@@ -22,10 +22,10 @@ import yaml
 from traitlets.config import Config
 
 import gpuspawner.policy
-from gpuspawner.kubernetes import GPUSpawner
 from gpuspawner.policy.roles import course_roles
 from gpuspawner.sessions import sessions_service_role
 from gpuspawner.sessions.registration import with_reclaim_access
+from gpuspawner.spawners.kubernetes import GPUSpawner
 from jupyter_to_job.hub import job_server_token_scopes, job_service_roles, job_service_url
 from jupyter_to_job.scopes import hub_custom_scopes
 from jupyter_to_job.service.app import JobServiceApp
@@ -132,7 +132,7 @@ def hub_config(chart_hub: ChartHub, catalog_mount: Path) -> Config:
 
 def test_the_hub_spawns_with_gpuspawner_and_the_mounted_catalog(hub_config, chart_hub):
     values = shipped_values()
-    assert hub_config.JupyterHub.spawner_class == "gpuspawner.kubernetes.GPUSpawner"
+    assert hub_config.JupyterHub.spawner_class == "gpuspawner.spawners.kubernetes.GPUSpawner"
     from traitlets.utils.importstring import import_item
 
     assert import_item(hub_config.JupyterHub.spawner_class) is GPUSpawner
