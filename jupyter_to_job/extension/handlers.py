@@ -193,18 +193,26 @@ class JobsBodyHandler(BoundedBodyMixin, JobsExtensionHandler):
         await super().pass_on(body=body, stream=stream, follow=follow)
 
 
-class JobsHandler(JobsBodyHandler):
+class CreateFromFiles(JobsBodyHandler):
+    """Base of a list that the service answers and whose POST creates from notebooks in the
+    user's files: the POST takes the fields only (``fields_only`` says so, past the limit)."""
+
+    fields_only = ""
+
     def body_bounds(self) -> tuple[int, ApiError] | None:
-        return post_bounds(
-            self.request.method,
-            "Send only the job's fields: the notebook is read from your files, and large "
-            "inputs belong in a file next to it rather than in parameters.",
-        )
+        return post_bounds(self.request.method, self.fields_only)
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
         await self.pass_on()
+
+
+class JobsHandler(CreateFromFiles):
+    fields_only = (
+        "Send only the job's fields: the notebook is read from your files, and large "
+        "inputs belong in a file next to it rather than in parameters."
+    )
 
     async def check_rerun(self, job_id: str) -> None:
         """A rerun of another user's job is refused before the notebook is looked for in
@@ -377,17 +385,8 @@ class SaveOutputHandler(JobsBodyHandler):
                 await ensure_async(contents.save({"type": "directory"}, folder))
 
 
-class SchedulesHandler(JobsBodyHandler):
-    def body_bounds(self) -> tuple[int, ApiError] | None:
-        return post_bounds(
-            self.request.method,
-            "Send only the schedule's fields: the notebook is read from your files.",
-        )
-
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        await self.pass_on()
+class SchedulesHandler(CreateFromFiles):
+    fields_only = "Send only the schedule's fields: the notebook is read from your files."
 
     @web.authenticated
     @authorized
@@ -454,17 +453,8 @@ class TemplateFiles(JobsBodyHandler):
             raise ApiError(400, str(error), "not-a-template") from None
 
 
-class PipelinesHandler(TemplateFiles):
-    def body_bounds(self) -> tuple[int, ApiError] | None:
-        return post_bounds(
-            self.request.method,
-            "Send only the pipeline's fields: the notebooks are read from your files.",
-        )
-
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        await self.pass_on()
+class PipelinesHandler(CreateFromFiles, TemplateFiles):
+    fields_only = "Send only the pipeline's fields: the notebooks are read from your files."
 
     @web.authenticated
     @authorized
