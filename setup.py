@@ -136,7 +136,7 @@ CORE_REQUIRES = [
     "jupyter_server>=2.14,<3",
     "jupyter_client>=8",
     "psutil>=5.9",
-    # Schedules: the slots of a cron expression (jupyter_to_job/schedules.py).
+    # Schedules: the slots of a cron expression (jupyter_to_job/schedules/).
     "croniter>=6,<8",
 ]
 

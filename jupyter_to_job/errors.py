@@ -25,16 +25,23 @@ class InvalidJobRequest(JobError):
     status = 400
 
 
-class JobNotFound(JobError):
-    """No such job (one that exists but is not the asker's is a 403 in the job API)."""
+class NotFound(JobError):
+    """No such job, pipeline or schedule (``what``), or not the asker's."""
 
     status = 404
     code = "not-found"
 
-    def __init__(self, job_id: str):
+    def __init__(self, what: str, key: str):
         super().__init__(
-            f"There is no job {job_id[:64]!r}. It may have been deleted; reload the job list."
+            f"There is no {what} {key[:64]!r}. It may have been deleted; reload the {what} list."
         )
+
+
+class JobNotFound(NotFound):
+    """No such job (one that exists but is not the asker's is a 403 in the job API)."""
+
+    def __init__(self, job_id: str):
+        super().__init__("job", job_id)
         self.job_id = job_id
 
 

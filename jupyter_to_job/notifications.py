@@ -1,32 +1,7 @@
-"""Tell a job's owner that it ended: a mail over SMTP and a signed webhook.
+"""Tell a job's owner, or a pipeline's, that it ended: a mail over SMTP and a signed webhook.
 
-The manager calls :meth:`JobNotifier.job_ended` once a job reaches COMPLETED, FAILED or
-STOPPED. What to send comes from the job's own ``notify`` (``CreateJob.notify``) or else
-its owner's default (``api/notification-settings``); with neither, nothing is sent.
-
-Sending runs in background tasks: it never delays or fails the job. A send that fails
-(after its retries, for webhooks) is one line in the job's log, such as
-``[job] could not send the finish mail: ...``, and counts in
-``jupyter_to_job_notifications_failed_total{channel}``.
-
-Webhooks are signed with a secret of the owner's (made by the PUT of their settings and
-shown to them once), so each receiver verifies with its owner's secret only and one
-owner's secret says nothing about another's hooks. A hook carries two headers:
-
-- ``X-Jupyter-To-Job-Timestamp``: seconds since the epoch when it was sent;
-- ``X-Jupyter-To-Job-Signature: sha256=<hex>``: HMAC-SHA256 with the secret over
-  ``<timestamp>.<body>``; a receiver checks it (:func:`verify_signature`) and refuses a
-  timestamp older than a few minutes, so a captured hook cannot be replayed later.
-
-A webhook reaches public addresses only: one whose host resolves to this machine or a
-private, link-local or otherwise non-public address is not called (one log line says
-so), so a user's webhook cannot make the job service post to the hub's or the campus's
-internal services; ``c.JobNotifier.webhook_allowed_networks`` lets an admin allow some.
-The connection goes to the very address that was checked (no second lookup).
-
-A pipeline (:mod:`jupyter_to_job.pipelines`) is told about once, when it ends
-(:meth:`JobNotifier.pipeline_ended`), by the same channels, with its own ``notify`` or its
-owner's default; its jobs send nothing of their own.
+What is sent, when, how webhooks are signed and which addresses they may reach:
+docs/jobs-notifications.md.
 """
 
 from __future__ import annotations
@@ -137,7 +112,7 @@ class PipelineEnd:
 
 
 class JobNotifier(LoggingConfigurable):
-    """Sends the finish mail and webhook of jobs (see the module docstring)."""
+    """Sends the finish mail and webhook of jobs (docs/jobs-notifications.md)."""
 
     smtp_host = Unicode(
         "",
@@ -250,10 +225,7 @@ class JobNotifier(LoggingConfigurable):
         own = self.store.job_notify(row.job_id)
         if own is not None:
             return JobNotify.model_validate(own)
-        owner = self.store.owner_notify(row.owner)
-        if owner is not None and owner.settings:
-            return JobNotify.model_validate(owner.settings)
-        return None
+        return self.owner_default(row.owner)
 
     def links(self, row: JobRow) -> dict[str, str]:
         hub = self.hub_url.rstrip("/")

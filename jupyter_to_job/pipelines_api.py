@@ -41,6 +41,33 @@ def parse_pipeline(data: dict[str, Any]) -> CreatePipeline:
     return parse_model(CreatePipeline, data, "pipeline")
 
 
+def pipeline_notebooks(
+    pipeline: CreatePipeline, notebooks: Any, *, name_stage: bool = True
+) -> dict[str, dict[str, Any]]:
+    """Each job's notebook, checked, from a request's ``notebooks`` (by ``input_path``); a 400
+    that names the missing one (and, with ``name_stage``, its stage)."""
+    if not isinstance(notebooks, dict):
+        raise ApiError(
+            400,
+            "The request carries no notebooks: send each job's notebook as "
+            "'notebooks': {\"<input_path>\": <notebook JSON>}.",
+            "invalid",
+        )
+    checked: dict[str, dict[str, Any]] = {}
+    for stage in pipeline.stages:
+        for job in stage.jobs:
+            if job.input_path not in notebooks:
+                where = f" (stage {stage.name!r})" if name_stage else ""
+                raise ApiError(
+                    400,
+                    f"The request carries no notebook for {job.input_path!r}{where}; send it "
+                    "in 'notebooks'.",
+                    "invalid",
+                )
+            checked[job.input_path] = check_notebook(notebooks[job.input_path], job.input_path)
+    return checked
+
+
 class PipelinesAPI:
     """Pipeline operations for identified callers; raises :class:`ApiError` and job errors."""
 
@@ -60,25 +87,7 @@ class PipelinesAPI:
         notebooks = data.pop("notebooks", None)
         check_notebooks_size(body, data, self.jobs.max_notebook_bytes, "The notebooks")
         request = parse_pipeline(data)
-        if not isinstance(notebooks, dict):
-            raise ApiError(
-                400,
-                "The request carries no notebooks: send each job's notebook as "
-                "'notebooks': {\"<input_path>\": <notebook JSON>}.",
-                "invalid",
-            )
-        checked: dict[str, dict[str, Any]] = {}
-        for stage in request.stages:
-            for job in stage.jobs:
-                if job.input_path not in notebooks:
-                    raise ApiError(
-                        400,
-                        f"The request carries no notebook for {job.input_path!r} (stage "
-                        f"{stage.name!r}); send it in 'notebooks'.",
-                        "invalid",
-                    )
-                checked[job.input_path] = check_notebook(notebooks[job.input_path], job.input_path)
-        return await self.create(caller, request, checked)
+        return await self.create(caller, request, pipeline_notebooks(request, notebooks))
 
     async def create(
         self, caller: Caller, request: CreatePipeline, notebooks: dict[str, dict[str, Any]]

@@ -17,6 +17,7 @@ from .access import Access, Caller
 from .jobs_api import JobsAPI
 from .pipelines.engine import home_of
 from .pipelines.models import CreatePipeline
+from .pipelines_api import pipeline_notebooks
 from .rest import ApiError, check_notebook, check_notebooks_size, json_object, own_name, parse_model
 from .schedules.engine import Scheduler
 from .schedules.models import CreateSchedule, ListSchedulesResponse, Schedule, UpdateSchedule
@@ -48,26 +49,7 @@ class SchedulesAPI:
         check_notebooks_size(body, data, limit, "The notebook")
         request = parse_schedule(data)
         if request.pipeline is not None:
-            if not isinstance(notebooks, dict):
-                raise ApiError(
-                    400,
-                    "The request carries no notebooks: send each job's notebook as "
-                    "'notebooks': {\"<input_path>\": <notebook JSON>}.",
-                    "invalid",
-                )
-            checked = {}
-            for stage in request.pipeline.stages:
-                for job in stage.jobs:
-                    if job.input_path not in notebooks:
-                        raise ApiError(
-                            400,
-                            f"The request carries no notebook for {job.input_path!r}; send "
-                            "it in 'notebooks'.",
-                            "invalid",
-                        )
-                    checked[job.input_path] = check_notebook(
-                        notebooks[job.input_path], job.input_path
-                    )
+            checked = pipeline_notebooks(request.pipeline, notebooks, name_stage=False)
             return await self.create(caller, request, notebooks=checked)
         assert request.job is not None
         if notebook is None:

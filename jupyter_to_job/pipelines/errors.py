@@ -3,25 +3,17 @@ errors are)."""
 
 from __future__ import annotations
 
-from ..errors import JobError
+from ..errors import JobNotDeletable, JobNotStoppable, NotFound
 
 
-class PipelineNotFound(JobError):
-    status = 404
-    code = "not-found"
-
+class PipelineNotFound(NotFound):
     def __init__(self, pipeline_id: str):
-        super().__init__(
-            f"There is no pipeline {pipeline_id[:64]!r}. It may have been deleted; reload the "
-            "pipeline list."
-        )
+        super().__init__("pipeline", pipeline_id)
 
 
-class PipelineNotDeletable(JobError):
-    status = 409
-    code = "not-finished"
+class PipelineNotDeletable(JobNotDeletable):
+    """The pipeline still runs (409 ``not-finished``)."""
 
 
-class PipelineNotStoppable(JobError):
-    status = 409
-    code = "already-finished"
+class PipelineNotStoppable(JobNotStoppable):
+    """The pipeline has already finished (409 ``already-finished``)."""

@@ -33,6 +33,14 @@ def slug(name: str) -> str:
     return text[:64] or "pipeline"
 
 
+def _required_name(value: str, what: str, limit: int, example: str) -> str:
+    """The stage's or pipeline's (``what``) name, checked; a sentence when it is blank."""
+    name = check_short_name(value, f"the {what} name", limit)
+    if name is None:
+        raise ValueError(f"give the {what} a name, such as {example!r}")
+    return name
+
+
 class PipelineJob(NotebookJobChecks):
     """One notebook job of a stage."""
 
@@ -62,10 +70,7 @@ class PipelineStage(WireModel):
     @field_validator("name")
     @classmethod
     def _stage_name(cls, value: str) -> str:
-        name = check_short_name(value, "the stage name", MAX_STAGE_NAME)
-        if name is None:
-            raise ValueError("give the stage a name, such as 'train'")
-        return name
+        return _required_name(value, "stage", MAX_STAGE_NAME, "train")
 
     @field_validator("jobs")
     @classmethod
@@ -104,10 +109,7 @@ class CreatePipeline(WireModel):
     @field_validator("name")
     @classmethod
     def _pipeline_name(cls, value: str) -> str:
-        name = check_short_name(value, "the pipeline name", MAX_PIPELINE_NAME)
-        if name is None:
-            raise ValueError("give the pipeline a name, such as 'Train and evaluate'")
-        return name
+        return _required_name(value, "pipeline", MAX_PIPELINE_NAME, "Train and evaluate")
 
     @field_validator("stages")
     @classmethod

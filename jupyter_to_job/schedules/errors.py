@@ -3,15 +3,9 @@ errors are)."""
 
 from __future__ import annotations
 
-from ..errors import JobError
+from ..errors import NotFound
 
 
-class ScheduleNotFound(JobError):
-    status = 404
-    code = "not-found"
-
+class ScheduleNotFound(NotFound):
     def __init__(self, schedule_id: str):
-        super().__init__(
-            f"There is no schedule {schedule_id[:64]!r}. It may have been deleted; reload the "
-            "schedule list."
-        )
+        super().__init__("schedule", schedule_id)
