@@ -374,7 +374,7 @@ class KubernetesExecutor(KubernetesExecutorSettings):
                 await self._copy_log(pod)
                 if not await self._another_attempt(followed):
                     break
-            await self.ranks.finish()
+            await self._other_ranks_end()
             outcome = await self._outcome()
         finally:
             await self.ranks.cancel()
@@ -383,6 +383,18 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             self.log_copy.save_cursor()
         await self._expire_later()
         return outcome
+
+    async def _other_ranks_end(self) -> None:
+        """A job on several nodes ends with its Job (rank 0 may end before the others even
+        start); then the other ranks' logs are copied to their ends."""
+        while self.log_copy.prefix and self.stop_reason is None:
+            if self.stop_requested_elsewhere():
+                await self.stop(StopReason.REQUEST)
+            job = await self._read_job()
+            if job is None or job_finished(job):
+                break
+            await self._wait_change(self.poll_interval)
+        await self.ranks.finish()
 
     async def _watch_pods(self) -> None:
         """Keep ``_pods`` current: list, then watch from the list's resourceVersion."""

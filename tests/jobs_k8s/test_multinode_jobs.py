@@ -358,3 +358,38 @@ async def test_a_job_with_a_checkpoint_taken_back_by_the_queue_resumes_with_both
         assert f"[cell 1] rank {rank} attempt 1" in lines
         assert f"[cell 1] rank {rank} attempt 2" in lines
     assert manager.describe(job_id).attempt == 2
+
+
+async def test_the_job_ends_with_its_last_rank_not_with_rank_0(
+    two_gpu_nodes: Any, make_k8s_manager: ManagerFactory, k8s_api: Any, tmp_path: Path
+) -> None:
+    # Given a job on two nodes whose rank 1 waits on a gate while rank 0 is done at once
+    manager = await make_k8s_manager()
+    manager.capacity = await two_by_two(k8s_api, tmp_path)
+    gate = tmp_path / "rank-1-goes-on"
+    later = "if rank == 1:\n" + "\n".join(
+        "    " + line for line in wait_for_file(gate).splitlines()
+    )
+    job_id = await submit(manager, notebook(RANKS, later, "print(f'rank {rank} done')"))
+    await eventually(
+        lambda: "[cell 2] rank 0 done" in rank_lines(manager, job_id, 0), what="rank 0's end"
+    )
+    await eventually(
+        lambda: (
+            "[cell 0] rank 1 of 2 (node rank 1, 2 GPUs here, 2 nodes)"
+            in rank_lines(manager, job_id, 1)
+        ),
+        what="rank 1 to run",
+    )
+
+    # Then the job still runs while rank 1 does
+    assert manager.describe(job_id).status is JobStatus.RUNNING
+
+    # When rank 1 goes on, the job completes with rank 1's lines to its end
+    gate.touch()
+    job = await finished(manager, job_id)
+    assert job.status is JobStatus.COMPLETED, job.status_message
+    assert rank_lines(manager, job_id, 1)[-2:] == [
+        "[cell 1] gate rank-1-goes-on opened",
+        "[cell 2] rank 1 done",
+    ]
