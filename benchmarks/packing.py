@@ -77,7 +77,7 @@ from gpuspawner.backends import make_backend
 from gpuspawner.core.inventory import simulated_gpus
 from gpuspawner.policy import CapacityPool, Catalog, GPUShare, Refusal, UserIdentity, admit
 from gpuspawner.policy.admission import WAIT_CODES, JobDecision, StartDecision, admit_job
-from gpuspawner.policy.catalog import GPUSpec
+from gpuspawner.policy.catalog_fields import GPUSpec
 from gpuspawner.policy.catalog_loading import load_catalog
 from gpuspawner.policy.mig_profiles import MIGProfile, UnknownMIGModel, find_mig_model
 from gpuspawner.policy.share import WHOLE, GPUDevice

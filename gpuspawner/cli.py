@@ -43,8 +43,8 @@ from .policy import (
 )
 from .policy.budget_spec import budget_text
 from .policy.capacity import several_nodes_on_one_machine
-from .policy.catalog import (
-    Origin,
+from .policy.catalog import Origin
+from .policy.catalog_models import (
     ProfileSection,
     ResearchAllocation,
     SoftwareEnvironment,

@@ -23,7 +23,7 @@ from .core.telemetry import DeviceReading, holders_of
 from .holder_use import use_by_holder
 from .policy import CapacityPool, Catalog, Refusal
 from .policy.admission import WAIT_CODES
-from .policy.catalog import Course, ProfileSection
+from .policy.catalog_models import Course, ProfileSection
 from .process_owners import ProcessOwners, attribute
 
 ADMISSIONS = Counter(

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from gpuspawner.accounting.budgets import BudgetStatus
 from gpuspawner.core.cgroups import ResourceLimits
 from gpuspawner.policy import Catalog, FlavorEntitlement, JobFlavor, UserIdentity
-from gpuspawner.policy.catalog import Settings
+from gpuspawner.policy.catalog_models import Settings
 from gpuspawner.policy.flavors import default_flavor, flavor_entitlements
 from gpuspawner.policy.units import format_bytes
 

@@ -14,7 +14,8 @@ from zoneinfo import ZoneInfo
 
 from ..policy.budget_spec import budget_text, format_gpu_hours
 from ..policy.capacity import Refusal
-from ..policy.catalog import Catalog, Course, JobFlavor, ResearchAllocation
+from ..policy.catalog import Catalog
+from ..policy.catalog_models import Course, JobFlavor, ResearchAllocation
 from ..policy.entitlements import Profile, Role, UserIdentity
 from ..policy.wording import Told
 from .intervals import UsageInterval, day_start, week_of

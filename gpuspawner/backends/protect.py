@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
-from gpuspawner.policy.catalog import is_protected_variable
+from gpuspawner.policy.catalog_fields import is_protected_variable
 
 Value = TypeVar("Value")
 

@@ -24,7 +24,7 @@ from ..backends.base import SharingBackend
 from ..metrics import counted_admission
 from ..policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
 from ..policy.admission import JobForecast, admit, admit_job, forecast_job
-from ..policy.catalog import JobFlavor
+from ..policy.catalog_models import JobFlavor
 from ..policy.entitlements import Profile, entitlement_for
 from ..policy.prewarm import verify_prewarm_token
 from ..policy.storage import kubernetes_volumes, parse_mounts, parse_storage_source

@@ -14,7 +14,7 @@ from ..accounting.budgets import BudgetStatus, job_budget, server_budget
 from ..accounting.intervals import UsageInterval, allocation_share
 from ..accounting.store import UsageStore, shared_usage_store
 from ..policy import CapacityPool, Catalog, UserIdentity
-from ..policy.catalog import JobFlavor
+from ..policy.catalog_models import JobFlavor
 from ..policy.entitlements import Entitlement
 from .grant import Grant
 

@@ -17,7 +17,8 @@ from typing import Any, Literal
 from ..accounting.budgets import Charge
 from ..backends.base import PodGPUPlan, SharingBackend, UnsupportedShare, cpu_only_plan
 from ..policy import Allocation, CapacityPool, Refusal, UserIdentity
-from ..policy.catalog import JobFlavor, SoftwareEnvironment, is_protected_variable
+from ..policy.catalog_fields import is_protected_variable
+from ..policy.catalog_models import JobFlavor, SoftwareEnvironment
 from ..policy.entitlements import Profile
 from ..policy.local_share import local_share_environment
 from ..policy.storage import Mount

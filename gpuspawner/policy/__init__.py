@@ -15,8 +15,9 @@ from .admission import (
     seats_left,
 )
 from .capacity import Allocation, CapacityPool, Refusal, Reservation
-from .catalog import Catalog, CatalogError, CatalogProblem, Course, JobFlavor
+from .catalog import Catalog, CatalogError, CatalogProblem
 from .catalog_loading import load_catalog
+from .catalog_models import Course, JobFlavor
 from .entitlements import Entitlement, Profile, ProfileKind, Role, UserIdentity, evaluate
 from .flavors import FlavorEntitlement, flavor_entitlements, flavor_for
 from .schedule import ClassSession, CourseSchedule, Phase, WeeklyWindow

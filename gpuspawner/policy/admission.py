@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .capacity import Allocation, CapacityPool, Refusal, Reservation
-from .catalog import Catalog, JobFlavor, SoftwareEnvironment
+from .catalog import Catalog
+from .catalog_models import JobFlavor, SoftwareEnvironment
 from .entitlements import Entitlement, Role, UserIdentity, entitlement_for
 from .environments import choose_environment, devices_that_cannot_run, requirement_refusal
 from .flavors import flavor_for

@@ -10,21 +10,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .catalog import (
-    Catalog,
-    CatalogError,
+from .catalog import Catalog, CatalogError, CatalogProblem, Origin, field_label
+from .catalog_fields import FieldError
+from .catalog_models import (
     CatalogFile,
-    CatalogProblem,
     Course,
-    FieldError,
     JobFlavor,
-    Origin,
     ProfileSection,
     ResearchAllocation,
     Settings,
     SoftwareEnvironment,
     StandingProfile,
-    field_label,
 )
 from .course_overrides import with_overrides
 from .schedule import CourseSchedule, parse_timezone

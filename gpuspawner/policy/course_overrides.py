@@ -20,7 +20,8 @@ from .schedule import UTC, ClassSession, CourseSchedule
 from .wording import duration
 
 if TYPE_CHECKING:
-    from .catalog import Catalog, Course
+    from .catalog import Catalog
+    from .catalog_models import Course
 
 TIMINGS = ("lead_time", "grace", "prewarm")
 TIMING_WORDS = {"lead_time": "lead time", "grace": "grace", "prewarm": "pre-warming"}

@@ -14,13 +14,12 @@ from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .catalog import (
-    Catalog,
+from .catalog import Catalog
+from .catalog_fields import Environment, Resources
+from .catalog_models import (
     Course,
-    Environment,
     ProfileSection,
     ResearchAllocation,
-    Resources,
     SoftwareEnvironment,
     StandingProfile,
     StorageMount,

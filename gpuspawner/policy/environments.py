@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .capacity import Refusal
-from .catalog import SoftwareEnvironment
+from .catalog_models import SoftwareEnvironment
 from .entitlements import Profile
 from .share import GPUDevice
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .catalog import Catalog, JobFlavor
+from .catalog import Catalog
+from .catalog_models import JobFlavor
 from .entitlements import UserIdentity, local_day
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .catalog import Catalog, Course
+from .catalog import Catalog
+from .catalog_models import Course
 from .entitlements import UserIdentity
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .catalog import Catalog, Course
+from .catalog import Catalog
+from .catalog_models import Course
 
 # The job service's name and read scope, as jupyter_to_job.scopes defines them (a test
 # keeps the two in step; importing that package here would type-check all of it).

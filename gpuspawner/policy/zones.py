@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
 
-from .catalog import Catalog, ExperimentalZone
+from .catalog import Catalog
+from .catalog_models import ExperimentalZone
 from .storage import StorageSource, parse_storage_source
 
 CATCH_UP = timedelta(hours=1)

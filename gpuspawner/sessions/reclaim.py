@@ -15,7 +15,7 @@ from gpuspawner.core.telemetry import DeviceReading
 from gpuspawner.holder_use import use_by_holder, use_of_servers
 from gpuspawner.policy import Catalog
 from gpuspawner.policy.capacity import Allocation, CapacityPool
-from gpuspawner.policy.catalog import CourseReclaimPolicy, ReclaimPolicy, ResearchAllocation
+from gpuspawner.policy.catalog_models import CourseReclaimPolicy, ReclaimPolicy, ResearchAllocation
 from gpuspawner.policy.instructors import profile_of
 
 from .hub_time import parse_hub_time

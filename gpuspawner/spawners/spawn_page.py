@@ -9,7 +9,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from ..local_times import clock_element, time_element, told_html
-from ..policy.catalog import ExperimentalZone, SoftwareEnvironment
+from ..policy.catalog_models import ExperimentalZone, SoftwareEnvironment
 from ..policy.course_overrides import course_overrides
 from ..policy.entitlements import Entitlement, ProfileKind
 from ..policy.environments import unmet_requirement

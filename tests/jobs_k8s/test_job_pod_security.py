@@ -25,7 +25,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from gpuspawner.backends import PodGPUPlan, UnsupportedShare, cpu_only_plan, make_backend
-from gpuspawner.policy.catalog import JobFlavor
+from gpuspawner.policy.catalog_models import JobFlavor
 from jupyter_to_job.k8s_objects import (
     PodCheckpoint,
     PodUser,

@@ -7,7 +7,7 @@ import pytest
 from kubespawner.slugs import safe_slug as kubespawners
 
 from gpuspawner.backends import cpu_only_plan, make_backend
-from gpuspawner.policy.catalog import JobFlavor
+from gpuspawner.policy.catalog_models import JobFlavor
 from jupyter_to_job.executors.pod_status import disruption
 from jupyter_to_job.k8s_objects import (
     JobFilesTooLarge,

@@ -16,7 +16,7 @@ from gpuspawner.backends import make_backend
 from gpuspawner.backends.base import UnsupportedShare
 from gpuspawner.core.allocation_record import devices_from_nodes
 from gpuspawner.policy import Allocation, CapacityPool, GPUDevice, GPUShare, Refusal
-from gpuspawner.policy.catalog import GPUSpec
+from gpuspawner.policy.catalog_fields import GPUSpec
 from gpuspawner.policy.mig_profiles import MIGProfile, find_mig_model
 
 GIB = 1024
