@@ -88,6 +88,24 @@ async function expectScalarShown(
   expect(Object.keys(tags[run] ?? {})).toContain(TAG);
 }
 
+/**
+ * Whether the lab's top bar is drawn dark, once the theme's stylesheet applies.
+ */
+async function topBarIsDark(page: IJupyterLabPageFixture): Promise<boolean> {
+  return page.evaluate(() => {
+    const bar = document.querySelector('#jp-top-panel') as HTMLElement;
+    const [r, g, b] = (getComputedStyle(bar).backgroundColor.match(/\d+/g) ?? [])
+      .slice(0, 3)
+      .map(Number);
+    return (r + g + b) / 3 < 128;
+  });
+}
+
+/**
+ * Light and dark screenshots at 1280x800 and 375x812 (the file browser folded away
+ * on the phone). The browser's scheme goes with the lab's theme: TensorBoard, in
+ * its frame, follows the browser's scheme as the lab does outside the tests.
+ */
 async function screenshots(
   page: IJupyterLabPageFixture,
   name: string
@@ -97,15 +115,23 @@ async function screenshots(
     [375, 812]
   ]) {
     await page.setViewportSize({ width, height });
-    await page.theme.setLightTheme();
-    await page.screenshot({
-      path: path.join(SCREENSHOTS, `${name}-${width}x${height}-light.png`)
-    });
-    await page.theme.setDarkTheme();
-    await page.screenshot({
-      path: path.join(SCREENSHOTS, `${name}-${width}x${height}-dark.png`)
-    });
+    if (width < 600) {
+      await page.sidebar.close('left');
+    }
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      if (scheme === 'dark') {
+        await page.theme.setDarkTheme();
+      } else {
+        await page.theme.setLightTheme();
+      }
+      await expect.poll(() => topBarIsDark(page)).toBe(scheme === 'dark');
+      await page.screenshot({
+        path: path.join(SCREENSHOTS, `${name}-${width}x${height}-${scheme}.png`)
+      });
+    }
   }
+  await page.emulateMedia({ colorScheme: 'light' });
   await page.theme.setLightTheme();
   await page.setViewportSize({ width: 1280, height: 800 });
 }
