@@ -108,13 +108,19 @@ def on_several_nodes(
     ``pinned_nodes``: only on those (the nodes whose GPUs the hub's pool booked; ``job``
     itself is made without ``node_name``, which would put every pod on one). A failed
     pod fails the Job at once, as ``backoffLimit: 0`` or the checkpoint's pod failure
-    policy already says, and the Job controller then stops the other pods.
+    policy already says, and the Job controller then stops the other pods; with a
+    checkpoint, a pod the cluster takes away fails it too (``FailJob``, not ``Count``: one
+    replaced rank would rejoin peers that went on), and the executor queues the whole job
+    again for its next attempt.
     """
     if nodes <= 1:
         return dict(job)
     indexed = copy.deepcopy(dict(job))
     name = indexed["metadata"]["name"]
     spec = indexed["spec"]
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        if rule.get("onPodConditions"):  # a rank taken away: the whole job again, not one pod
+            rule["action"] = "FailJob"
     spec["completionMode"] = "Indexed"
     spec["completions"] = nodes
     spec["parallelism"] = nodes

@@ -12,7 +12,7 @@ from typing import Any
 
 from traitlets import Bool, Callable, Dict, Float, Integer, List, Unicode, Union, default
 
-from ..k8s_objects import MAX_JOB_FILES_BYTES
+from ..k8s_objects import MAX_JOB_FILES_BYTES, PodUser
 from .base import JobExecutor
 from .kube_client import connect
 
@@ -305,3 +305,24 @@ class KubernetesExecutorSettings(JobExecutor):
         help="""The largest notebook plus job.json a job's ConfigMap takes (the API server
         refuses objects over 1 MiB).""",
     ).tag(config=True)
+
+    # -- what the settings say for one job --------------------------------------------
+
+    def _for_owner(self, value: Any) -> Any:
+        return value(self.job.owner) if callable(value) else value
+
+    def pod_user(self) -> PodUser:
+        """The uid and gid the job's pod runs as: its owner's, as the settings say."""
+        fs_gid = self._for_owner(self.fs_gid)
+        return PodUser(
+            uid=int(self._for_owner(self.run_as_uid)),
+            gid=int(self._for_owner(self.run_as_gid)),
+            fs_gid=None if fs_gid is None else int(fs_gid),
+        )
+
+    @property
+    def job_upload_url(self) -> str | None:
+        """Where this job's runner sends its outputs (None: they stay in the pod)."""
+        if not self.upload_url:
+            return None
+        return f"{self.upload_url.rstrip('/')}/api/jobs/{self.job_id}/uploads/"

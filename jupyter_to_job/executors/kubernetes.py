@@ -18,7 +18,6 @@ from typing import Any
 from ..k8s_objects import (
     JobFilesTooLarge,
     PodCheckpoint,
-    PodUser,
     UserFiles,
     expand_user_names,
     job_object_name,
@@ -65,7 +64,14 @@ from .pod_status import (
     pending_reason,
 )
 from .queue_eviction import eviction_sentence, eviction_words, read_eviction_or_warn
-from .rank_pods import OtherRanks, first_failed_rank, rank_failure, rank_of, rank_prefix
+from .rank_pods import (
+    OtherRanks,
+    all_ranks_again,
+    first_failed_rank,
+    rank_failure,
+    rank_of,
+    rank_prefix,
+)
 
 
 class KubernetesExecutor(KubernetesExecutorSettings):
@@ -98,9 +104,19 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         self._attempts: JobAttemptsRow | None = None
         """The job's checkpoint and attempts (None: no checkpoint), read as it starts."""
         self._checkpoint: PodCheckpoint | None = None
-        self.ranks = OtherRanks(self.job_id, self.log_store, self.files.directory, self.log)
+        self.ranks = OtherRanks(
+            self.job_id,
+            self.log_store,
+            self.files.directory,
+            self.log,
+            read_log=lambda copier: functools.partial(self._read_log, copier=copier),
+            ended=self._container_ended,
+            wait_change=self._wait_change,
+            reconnect_seconds=self.log_reconnect_seconds,
+        )
         """The pods of ranks 1 and up of a job on several nodes (rank 0's are ``_pods``)."""
-        self._rank_pods: dict[str, dict[str, Any]] = {}
+        self._rank_pods = self.ranks.pods
+        self._rank_taken: tuple[str, str] | None = None
 
     # -- paths and the client -------------------------------------------------------------
 
@@ -233,18 +249,6 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             return None
         return checkpoint_in_pod(files, attempts)
 
-    def _for_owner(self, value: Any) -> Any:
-        return value(self.job.owner) if callable(value) else value
-
-    def pod_user(self) -> PodUser:
-        """The uid and gid the job's pod runs as: its owner's, as the settings say."""
-        fs_gid = self._for_owner(self.fs_gid)
-        return PodUser(
-            uid=int(self._for_owner(self.run_as_uid)),
-            gid=int(self._for_owner(self.run_as_gid)),
-            fs_gid=None if fs_gid is None else int(fs_gid),
-        )
-
     def user_files(self) -> UserFiles:
         """The owner's volumes in the job's pod (home, extras) and where the runner starts."""
         owner = self.job.owner
@@ -272,13 +276,6 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             home_sub_path=self.home_sub_path,
             notebook_dir=self.notebook_dir,
         )
-
-    @property
-    def job_upload_url(self) -> str | None:
-        """Where this job's runner sends its outputs (None: they stay in the pod)."""
-        if not self.upload_url:
-            return None
-        return f"{self.upload_url.rstrip('/')}/api/jobs/{self.job_id}/uploads/"
 
     # -- launching ----------------------------------------------------------------------
 
@@ -437,17 +434,12 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         """Keep the pod as the API has it now; a disruption, once seen, is remembered (a
         later status may no longer carry the condition)."""
         uid, rank = pod["metadata"]["uid"], rank_of(pod)
-        (self._rank_pods if rank else self._pods)[uid] = pod
+        if rank:  # ranks 1 and up of a job on several nodes: their logs beside rank 0's
+            self.ranks.saw(pod)
+        else:
+            self._pods[uid] = pod
         if rank == 0:  # rank 0 of a job on several nodes: its lines are told apart too
             self.log_copy.prefix = rank_prefix(0)
-        elif rank:  # ranks 1 and up: their logs are copied beside rank 0's
-            self.ranks.start(
-                self._rank_pods,
-                lambda copier: functools.partial(self._read_log, copier=copier),
-                self._container_ended,
-                self._wait_change,
-                self.log_reconnect_seconds,
-            )
         disrupted = disruption(pod)
         if disrupted is not None and uid not in self._disrupted:
             self._disrupted[uid] = disrupted
@@ -656,8 +648,10 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         """What only the cluster can say (a rank failed, out of memory, deleted); None:
         ``final_state``."""
         failed = first_failed_rank({**self._pods, **self._rank_pods}, self._gone)
-        if self._rank_pods and outcome.stop_reason is None and failed and rank_of(failed):
-            return rank_failure(failed)
+        if self._rank_pods and outcome.stop_reason is None and failed:
+            self._rank_taken = disruption_of(failed, self._disrupted)
+            if rank_of(failed) or self._rank_taken:
+                return rank_failure(failed, self._rank_taken)
         if ran_out_of_memory(outcome, pod, terminated):
             self._out_of_memory = True
             return out_of_memory_verdict(outcome)
@@ -680,6 +674,10 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             return
         # Without a Grant (a job followed again after a restart) the flavor's setting is not
         # known here: the usual out-of-memory verdict stands.
+        if self._rank_taken and self._attempts is not None:  # every rank again, from it
+            args = (self.store, self.job_id, self._attempts, self._rank_taken, verdict)
+            if (verdict := all_ranks_again(*args, self.log_line)) is None:
+                return
         if self._out_of_memory and self._attempts is not None and self.grant is not None:
             verdict = self._after_out_of_memory(outcome, verdict)
             if verdict is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 from ..k8s_ranks import COMPLETION_INDEX_ANNOTATION
 from ..logs import LogStore
 from ..models import JobErrorInfo, JobStatus
+from ..retries import exhausted, separator
+from ..store import JobAttemptsRow, JobStore
 from .base import FinalState
 from .pod_log import LogReading, PodLogCopier
 from .pod_status import container_state, disruption
@@ -75,11 +78,12 @@ def first_failed_rank(pods: dict[str, Object], gone: set[str]) -> Object | None:
     return min(failed, key=lambda item: (item[0], item[1]))[2] if failed else None
 
 
-def rank_failure(pod: Object) -> FinalState:
-    """The job failed because rank N did: which rank, where, why, and that the rest stopped."""
+def rank_failure(pod: Object, taken: tuple[str, str] | None = None) -> FinalState:
+    """The job failed because rank N did: which rank, where, why (``taken``: the cluster took
+    its pod away, in words), and that the rest stopped."""
     rank = rank_of(pod) or 0
     node = pod.get("spec", {}).get("nodeName") or "no node"
-    why = why_failed(pod)
+    why = taken[1] if taken else why_failed(pod)
     message = (
         f"rank {rank} (pod {pod['metadata']['name']} on {node}) failed: {why}; the other "
         "ranks were stopped. Its lines in the log start with "
@@ -94,6 +98,27 @@ def rank_failure(pod: Object) -> FinalState:
     )
 
 
+def all_ranks_again(
+    store: JobStore,
+    job_id: str,
+    attempts: JobAttemptsRow,
+    taken: tuple[str, str],
+    verdict: FinalState,
+    log_line: Callable[[str], None],
+) -> FinalState | None:
+    """A job on several nodes with a checkpoint, one of whose ranks the cluster took away:
+    queued again whole for its next attempt (None; a new Job, every rank going on from the
+    checkpoint, as after an out-of-memory kill), or ``verdict`` saying its retries are used
+    up."""
+    attempt = store.start_again(job_id, (JobStatus.RUNNING,), taken[1])
+    if attempt is not None:
+        log_line(separator(attempt, attempts.max_attempts, taken[1]))
+        return None
+    sentence = exhausted(attempts.max_attempts)
+    log_line(sentence)
+    return dataclasses.replace(verdict, message=f"{verdict.message} {sentence}")
+
+
 class OtherRanks:
     """Copies the logs of ranks 1 and up while the job runs (each pod once, as it starts)."""
 
@@ -103,11 +128,22 @@ class OtherRanks:
         log_store: LogStore,
         folder: Path,
         log: logging.Logger | logging.LoggerAdapter[Any],
+        *,
+        read_log: Callable[[PodLogCopier], Callable[..., Awaitable[LogReading]]],
+        ended: Callable[[str], bool],
+        wait_change: Callable[[float], Awaitable[None]],
+        reconnect_seconds: float,
     ) -> None:
+        """``read_log(copier)``: a reader of a pod's log from ``copier``'s cursor on;
+        ``ended(uid)``: whether that pod's container has ended; as the executor's own."""
         self.job_id = job_id
         self.log_store = log_store
         self.folder = folder
         self.log = log
+        self.read_log, self.ended, self.wait_change = read_log, ended, wait_change
+        self.reconnect_seconds = reconnect_seconds
+        self.pods: dict[str, Object] = {}
+        """The pods of ranks 1 and up, as the API has them now."""
         self.copiers: dict[int, PodLogCopier] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
 
@@ -126,16 +162,10 @@ class OtherRanks:
             self.copiers[rank] = copier
         return self.copiers[rank]
 
-    def start(
-        self,
-        pods: dict[str, Object],
-        read_log: Callable[[PodLogCopier], Callable[..., Awaitable[LogReading]]],
-        ended: Callable[[str], bool],
-        wait_change: Callable[[float], Awaitable[None]],
-        reconnect_seconds: float,
-    ) -> None:
-        """Start copying the log of each pod of rank 1 and up whose container started."""
-        for uid, pod in list(pods.items()):
+    def saw(self, pod: Object) -> None:
+        """Keep pod ``pod`` of rank 1 or up, and copy its log once its container started."""
+        self.pods[pod["metadata"]["uid"]] = pod
+        for uid, pod in list(self.pods.items()):
             rank = rank_of(pod)
             state = container_state(pod)
             if not rank or uid in self.tasks or not ("running" in state or "terminated" in state):
@@ -145,10 +175,10 @@ class OtherRanks:
                 copier.copy_pod(
                     uid,
                     pod["metadata"]["name"],
-                    read_log=read_log(copier),
-                    ended=lambda uid=uid: ended(uid),  # type: ignore[misc]
-                    wait_change=wait_change,
-                    reconnect_seconds=reconnect_seconds,
+                    read_log=self.read_log(copier),
+                    ended=lambda uid=uid: self.ended(uid),  # type: ignore[misc]
+                    wait_change=self.wait_change,
+                    reconnect_seconds=self.reconnect_seconds,
                 )
             )
 

@@ -393,3 +393,58 @@ async def test_the_job_ends_with_its_last_rank_not_with_rank_0(
         "[cell 1] gate rank-1-goes-on opened",
         "[cell 2] rank 1 done",
     ]
+
+
+async def test_a_rank_evicted_without_a_queue_runs_the_whole_job_again_from_its_checkpoint(
+    two_gpu_nodes: Any, make_k8s_manager: ManagerFactory, k8s_api: Any, tmp_path: Path
+) -> None:
+    # Given a job on two nodes with a checkpoint folder in alice's home, both ranks holding
+    # in their first attempt (no job queue)
+    await make_home_claim(k8s_api, "claim-alice")
+    manager = await make_k8s_manager(home_pvc_name_template="claim-{username}")
+    manager.capacity = await two_by_two(k8s_api, tmp_path)
+    gate = tmp_path / "second-attempt"
+    hold = "if attempt == 1:\n    print('holding')\n" + "\n".join(
+        "    " + line for line in wait_for_file(gate).splitlines()
+    )
+    request = CreateJob(
+        input_path="train.ipynb",
+        output_formats=["ipynb"],
+        flavor="two-by-two",
+        checkpoint=JobCheckpoint(folder="checkpoints", retries=2),
+    )
+    cells = notebook(RANKS, ATTEMPT + "\n" + hold)
+    job_id = (await manager.create("alice", request, notebook=nbformat.writes(cells))).job_id
+    for rank in (0, 1):
+        await eventually(
+            lambda rank=rank: "[cell 1] holding" in rank_lines(manager, job_id, rank),
+            what=f"rank {rank} to hold",
+        )
+
+    # When rank 1's pod is evicted, as kubectl drain does
+    rank_1 = next(
+        pod
+        for pod in await job_pods_of(k8s_api, job_id)
+        if pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "1"
+    )
+    name = rank_1["metadata"]["name"]
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+    gate.touch()
+    response = await client.CoreV1Api(k8s_api).create_namespaced_pod_eviction(
+        name, "default", eviction, _preload_content=False
+    )
+    assert response.status == 201, await response.text()
+
+    # Then the whole job runs again, both ranks as attempt 2 from the checkpoint folder, and
+    # its log says why between the attempts
+    job = await finished(manager, job_id)
+    assert job.status is JobStatus.COMPLETED, job.status_message
+    for rank in (0, 1):
+        lines = rank_lines(manager, job_id, rank)
+        assert f"[cell 1] rank {rank} attempt 1" in lines
+        assert f"[cell 1] rank {rank} attempt 2" in lines
+    assert (
+        "---- attempt 2 of 3: its pod was evicted (its node was drained, or an admin evicted "
+        "it); starting again from its checkpoint ----" in manager.read_log(job_id).data
+    )
+    assert manager.describe(job_id).attempt == 2

@@ -169,3 +169,32 @@ def test_each_line_of_a_rank_is_prefixed_and_a_one_pod_job_is_not():
         b"[rank 1] [cell 0] a\rb\n[rank 1] \n[rank 1] [job] done\n"
     )
     assert prefixed(block, b"") == block
+
+
+def test_with_a_checkpoint_a_rank_taken_away_fails_the_whole_job_for_the_executor_to_requeue():
+    from jupyter_to_job.k8s_objects import PodCheckpoint
+
+    one_pod = make_job(
+        job_id="j1",
+        owner="ada",
+        image="jobs:1",
+        plan=cpu_only_plan(),
+        checkpoint=PodCheckpoint(path="/home/jovyan/checkpoints", retries=2),
+    )
+    # One pod alone is replaced when taken away, counted toward its retries
+    assert one_pod["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Count"
+    job = on_several_nodes(one_pod, nodes=2, gpus_per_node=1)
+    # Several are not: one replaced rank would rejoin peers that went on
+    assert job["spec"]["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            },
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "notebook", "operator": "NotIn", "values": [0]},
+            },
+        ]
+    }
+    assert one_pod["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Count"  # not changed
