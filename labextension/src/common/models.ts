@@ -180,6 +180,11 @@ export interface IDescribeJob {
   kernel_name: string | null;
   gpu: IJobGPU | null;
   /**
+   * The pods the job runs as, one per node: 1 but for a flavor on several nodes,
+   * whose log lines start with `[rank N] ` (absent from an older server: 1).
+   */
+  nodes?: number;
+  /**
    * The run under way or the last one, from 1.
    */
   attempt?: number;

@@ -21,12 +21,11 @@ export function rankOf(line: string): number | null {
 }
 
 /**
- * How many nodes (pods) a job runs on. Multi-node jobs add `nodes` to the job's
- * description (1 for a one-pod job); a description without it is one node's.
+ * How many nodes (pods) a job runs on; a description without `nodes` (an older
+ * server's) is one node's.
  */
 export function nodesOf(job: IDescribeJob): number {
-  const nodes = (job as IDescribeJob & { nodes?: unknown }).nodes;
-  return typeof nodes === 'number' && nodes > 0 ? nodes : 1;
+  return job.nodes !== undefined && job.nodes > 0 ? job.nodes : 1;
 }
 
 /**

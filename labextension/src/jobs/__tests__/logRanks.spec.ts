@@ -64,7 +64,7 @@ describe('nodesOf', () => {
   it('is the job’s nodes, or one for a description without them', () => {
     const job = { job_id: 'j' } as IDescribeJob;
     expect(nodesOf(job)).toBe(1);
-    expect(nodesOf({ ...job, nodes: 2 } as IDescribeJob)).toBe(2);
+    expect(nodesOf({ ...job, nodes: 2 })).toBe(2);
   });
 });
 
