@@ -150,6 +150,22 @@ test("with the server stopped, the jobs page shows a finished job’s log and it
   await expect(page.getByTestId("job-stop")).toHaveCount(0);
   await screenshots(page, "hub-jobs-page-job");
 
+  // And TensorBoard over the job's folder opens in their own server, which the hub,
+  // as it is stopped, offers to start first (the job service runs no TensorBoard)
+  const tensorboard = page.getByTestId("job-tensorboard");
+  const folder = NOTEBOOK.includes("/")
+    ? NOTEBOOK.slice(0, NOTEBOOK.lastIndexOf("/"))
+    : ".";
+  await expect(tensorboard).toHaveAttribute(
+    "href",
+    `/hub/user/${USER}/jupyter-to-job/tensorboard/open?folder=${encodeURIComponent(folder)}`,
+  );
+  const notRunning = await page.context().newPage();
+  await notRunning.goto((await tensorboard.getAttribute("href")) ?? "");
+  await expect(notRunning.locator("h1")).toHaveText("Server not running");
+  await expect(notRunning.locator("#start")).toBeVisible();
+  await notRunning.close();
+
   // And its executed notebook opens, as HTML, with the output in it
   const html = page.getByTestId("job-output-html");
   const opened = await page.request.get(
