@@ -104,7 +104,7 @@ class EmbeddedService:
             access_scopes=self.auth.scopes,
         )
         return web.Application(
-            handlers,  # type: ignore[arg-type]
+            handlers,
             default_handler_class=NotFoundHandler,
             log_function=_log_request,
         )

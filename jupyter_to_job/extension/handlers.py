@@ -85,7 +85,7 @@ class JobsExtensionHandler(LabAPIHandler):
 
     @property
     def relay(self) -> ServiceRelay:
-        return self.extensionapp.relay  # type: ignore[no-any-return]
+        return self.extensionapp.relay  # type: ignore[attr-defined]
 
     async def pass_on(
         self, *, body: bytes | None = None, stream: bool = False, follow: bool = False
