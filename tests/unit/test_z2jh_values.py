@@ -11,6 +11,7 @@ shows (Pod Security, RBAC, the API server's own checks) is in tests/k8s/test_val
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -830,9 +831,32 @@ def test_the_user_image_is_a_pinned_docker_stacks_image_with_both_extensions():
     assert any("pip wheel" in step for step in wheel_steps)
 
 
+def setup_extra(setup: str, extra: str) -> list[str]:
+    """The requirements setup.py lists for ``extra``: names of its constants, or strings."""
+    for node in ast.walk(ast.parse(setup)):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == extra:
+                    assert isinstance(value, ast.List), ast.dump(value)
+                    return [
+                        item.id if isinstance(item, ast.Name) else item.value
+                        for item in value.elts
+                        if isinstance(item, ast.Name | ast.Constant)
+                    ]
+    raise AssertionError(f"setup.py has no {extra!r} extra")
+
+
 def test_the_extras_the_images_install_exist_and_name_what_each_needs():
     setup = (ROOT / "setup.py").read_text()
-    assert '"singleuser": [JUPYTERHUB, JUPYTERLAB]' in setup
+    # A user's server: JupyterHub's single-user server, JupyterLab, and TensorBoard behind
+    # the server's login (jupyter-server-proxy, tensorboard, tensorboardX).
+    assert setup_extra(setup, "singleuser") == [
+        "JUPYTERHUB",
+        "JUPYTERLAB",
+        "jupyter-server-proxy>=4.6,<5",
+        "tensorboard>=2.21,<3",
+        "tensorboardX>=2.6,<3",
+    ]
     hub_base, hub_steps = dockerfile_stages(IMAGES / "hub.Dockerfile")[-1]
     assert hub_base == "quay.io/jupyterhub/k8s-hub:4.4.0"
     assert any('"${wheel}[hub]"' in step for step in hub_steps), hub_steps
