@@ -438,19 +438,9 @@ class CoursePage(CoursePageBase):
         if self.course_api.usage is None:
             return None
         today = now.astimezone(course.course_schedule.timezone).date()
-        try:
-            report = build_report(
-                self.course_api.usage,
-                catalog=catalog,
-                first_day=today - timedelta(days=today.weekday()),
-                last_day=today,
-                term=None,
-                by="user",
-                now=now,
-                course=course.id,
-            )
-        except (UsageCommandError, ValueError) as error:
-            log.warning("No GPU-hours this week for %s: %s", course.id, error)
+        monday = today - timedelta(days=today.weekday())
+        report = self._usage(catalog, course, now, monday, today, "this week")
+        if report is None:
             return None
         return {line.name: format_gpu_hours(line.gpu_hours, 1) for line in report.lines}
 
@@ -465,21 +455,31 @@ class CoursePage(CoursePageBase):
             return None
         schedule = course.course_schedule
         today = now.astimezone(schedule.timezone).date()
+        last = max(schedule.first_day, min(today, schedule.last_day))
+        report = self._usage(catalog, course, now, schedule.first_day, last, "")
+        if report is None:
+            return None
+        return format_gpu_hours(report.total.gpu_hours, 2)
+
+    def _usage(
+        self, catalog: Catalog, course: Course, now: datetime, first: date, last: date, span: str
+    ) -> Any:
+        """The course's GPU-hours by user from ``first`` to ``last``; None (logged) when the
+        usage record cannot say."""
         try:
-            report = build_report(
+            return build_report(
                 self.course_api.usage,
                 catalog=catalog,
-                first_day=schedule.first_day,
-                last_day=max(schedule.first_day, min(today, schedule.last_day)),
+                first_day=first,
+                last_day=last,
                 term=None,
                 by="user",
                 now=now,
                 course=course.id,
             )
         except (UsageCommandError, ValueError) as error:
-            log.warning("No GPU-hours for %s: %s", course.id, error)
+            log.warning("No GPU-hours%s for %s: %s", f" {span}" if span else "", course.id, error)
             return None
-        return format_gpu_hours(report.total.gpu_hours, 2)
 
 
 class CourseAction(CoursePageBase):

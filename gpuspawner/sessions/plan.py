@@ -1,5 +1,6 @@
 """What the course-sessions service does next, decided from the catalog and the hub's user
 models alone (pure): pre-warm before class, warn, reclaim at class end plus grace.
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.plan".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""The course-sessions service: pre-warm servers before class, warn and reclaim them after.
-
-Each tick decides, from the catalog and the hub's user models alone, what to do
-(:func:`plan_actions`, pure), then does it through the hub's REST API (:func:`run_once`).
-
-Which class session a course server belongs to is read from the server's ``started``
-time: the session whose start period (lead time, or pre-warming) it was started in. It
-is reclaimed at that session's end plus grace, which is the ``session_end`` the spawner
-admitted it with, even when a later session of the same course is already open.
-Instructors' and admins' servers have no session end and are never reclaimed at class end.
-
-GPU-aware reclaim (an idle GPU share, an expired research grant, a pre-warmed server
-nobody opened; :mod:`.reclaim`) warns first, then reclaims a full warning period later at
-the earliest; the owner reads the warning and may keep the server once through
-:mod:`.reclaim_api`. Every warning, keep and reclaim is in the audit log with its reason.
-"""
+"""The course-sessions service: each round reads the catalog and the hub's users, plans what
+to do (:mod:`.plan`, pure), then pre-warms, warns and reclaims through the hub's REST API
+(:func:`run_once`). Design notes: docs/design/sessions.md, "gpuspawner.sessions.plan"."""
 
 from __future__ import annotations
 

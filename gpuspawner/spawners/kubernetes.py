@@ -1,22 +1,7 @@
 """GPUSpawner: course-time profiles and GPU shares on Kubernetes, on top of KubeSpawner.
 
-Thin glue from the policy to a pod spec, through KubeSpawner's public traits:
-
-- the spawn page and every start use the same entitlement, quota and capacity
-  decisions as LocalGPUSpawner (``CourseProfilesMixin``);
-- the GPU share is rendered by the cluster's sharing back end (``sharing_backend``:
-  whole GPUs, time-slicing, MPS, MIG, HAMi, Volcano vGPU, DRA) into resources,
-  annotations, node selection, scheduler name and environment;
-- the GPU inventory comes from node labels (GPU Feature Discovery), and the
-  capacity view is rebuilt from the annotations of the pods the hub manages, so
-  a hub restart loses and duplicates nothing;
-- a pod the scheduler cannot place (``FailedScheduling``) ends the spawn within
-  seconds with a sentence naming what is missing, instead of waiting for
-  ``start_timeout``;
-- on a cluster that runs Kueue (``kueue_queue_name``) or KAI-scheduler (the ``kai`` back
-  end), a GPU server the pool has no room for waits in the queue, with its position on the
-  progress page, instead of a refusal.
-"""
+Thin glue from the policy to a pod spec. Design notes: docs/design/hub.md,
+"gpuspawner.spawners.kubernetes"."""
 
 from __future__ import annotations
 
