@@ -648,7 +648,7 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         """What only the cluster can say (a rank failed, out of memory, deleted); None:
         ``final_state``."""
         failed = first_failed_rank({**self._pods, **self._rank_pods}, self._gone)
-        if self._rank_pods and outcome.stop_reason is None and failed:
+        if self._rank_pods and outcome.stop_reason is None and job_failure_reason(job) and failed:
             self._rank_taken = disruption_of(failed, self._disrupted)
             if rank_of(failed) or self._rank_taken:
                 return rank_failure(failed, self._rank_taken)

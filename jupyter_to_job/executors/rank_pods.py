@@ -69,10 +69,16 @@ def why_failed(pod: Object) -> str:
 
 
 def first_failed_rank(pods: dict[str, Object], gone: set[str]) -> Object | None:
-    """The pod of the rank that failed first (rank 0's included), or None."""
+    """The pod of the rank that failed first (rank 0's included), or None; each rank's
+    newest pod only (an earlier attempt's, taken back by the queue, failed nothing)."""
+    newest: dict[int, tuple[str, str, Object]] = {}
+    for uid, pod in pods.items():
+        rank, made = rank_of(pod) or 0, pod["metadata"].get("creationTimestamp") or ""
+        if rank not in newest or made >= newest[rank][0]:
+            newest[rank] = (made, uid, pod)
     failed = [
-        (at, rank_of(pod) or 0, pod)
-        for uid, pod in pods.items()
+        (at, rank, pod)
+        for rank, (_, uid, pod) in newest.items()
         if (at := _failed_at(pod, uid in gone)) is not None
     ]
     return min(failed, key=lambda item: (item[0], item[1]))[2] if failed else None

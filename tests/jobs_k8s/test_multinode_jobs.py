@@ -305,7 +305,7 @@ async def test_a_job_with_a_checkpoint_taken_back_by_the_queue_resumes_with_both
         queue_name=JOBS_QUEUE, home_pvc_name_template="claim-{username}"
     )
     manager.capacity = await two_by_two(k8s_api, tmp_path)
-    gate = tmp_path / "second-attempt"
+    gate = tmp_path / "never-opened"  # attempt 1 holds until it is taken away
     hold = "if attempt == 1:\n    print('holding')\n" + "\n".join(
         "    " + line for line in wait_for_file(gate).splitlines()
     )
@@ -347,7 +347,6 @@ async def test_a_job_with_a_checkpoint_taken_back_by_the_queue_resumes_with_both
         return bool((await read_k8s_job(k8s_api, job_id))["spec"].get("suspend"))
 
     await eventually(suspended, what="the queue to suspend the Job")
-    gate.touch()
     await set_active(True)
 
     # Then both ranks run again as attempt 2, from the same checkpoint folder, and it completes
@@ -403,7 +402,7 @@ async def test_a_rank_evicted_without_a_queue_runs_the_whole_job_again_from_its_
     await make_home_claim(k8s_api, "claim-alice")
     manager = await make_k8s_manager(home_pvc_name_template="claim-{username}")
     manager.capacity = await two_by_two(k8s_api, tmp_path)
-    gate = tmp_path / "second-attempt"
+    gate = tmp_path / "never-opened"  # attempt 1 holds until it is taken away
     hold = "if attempt == 1:\n    print('holding')\n" + "\n".join(
         "    " + line for line in wait_for_file(gate).splitlines()
     )
@@ -429,7 +428,6 @@ async def test_a_rank_evicted_without_a_queue_runs_the_whole_job_again_from_its_
     )
     name = rank_1["metadata"]["name"]
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
-    gate.touch()
     response = await client.CoreV1Api(k8s_api).create_namespaced_pod_eviction(
         name, "default", eviction, _preload_content=False
     )

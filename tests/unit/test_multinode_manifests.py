@@ -198,3 +198,12 @@ def test_with_a_checkpoint_a_rank_taken_away_fails_the_whole_job_for_the_executo
         ]
     }
     assert one_pod["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Count"  # not changed
+
+
+def test_an_earlier_attempts_pod_taken_back_by_the_queue_names_no_failed_rank():
+    earlier = rank_pod(1, exit_code=143, deleted="2030-01-01T00:00:05Z")
+    earlier["metadata"]["creationTimestamp"] = "2030-01-01T00:00:00Z"
+    later = rank_pod(1, exit_code=0)
+    later["metadata"].update(uid="uid-1b", creationTimestamp="2030-01-01T00:01:00Z")
+    pods = {"uid-0": rank_pod(0, exit_code=0), "uid-1": earlier, "uid-1b": later}
+    assert first_failed_rank(pods, gone={"uid-1"}) is None
