@@ -1,6 +1,7 @@
 /**
- * What the rendered Jobs panel's scenarios share: letting promises and renders run
- * out, a log with nothing in it yet, and the panel opened at one of its tabs.
+ * What the rendered panels' and dialogs' scenarios share: letting promises and
+ * renders run out, typing into a box, a log with nothing in it yet, and the Jobs
+ * panel opened at one of its tabs.
  */
 import { Contents } from '@jupyterlab/services';
 import { nullTranslator } from '@jupyterlab/translation';
@@ -26,6 +27,24 @@ export async function settle(
       await Promise.resolve();
     }
   });
+}
+
+/**
+ * Type `text` into `input` as a user would: React listens for the input event and
+ * reads the value the browser set; then let what it starts run out (`turns`).
+ */
+export async function typeInto(
+  input: HTMLInputElement,
+  text: string,
+  turns = 10
+): Promise<void> {
+  await settle(() => {
+    Object.getOwnPropertyDescriptor(
+      HTMLInputElement.prototype,
+      'value'
+    )!.set!.call(input, text);
+    input.dispatchEvent(new Event('input', { bubbles: true }));
+  }, turns);
 }
 
 /**

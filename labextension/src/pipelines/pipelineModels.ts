@@ -1,7 +1,6 @@
 /**
  * Wire models of the pipeline API, mirrored one-to-one from
- * `jupyter_to_job/pipelines.py` (checked by pipelineModels.spec.ts once the back
- * end has them).
+ * `jupyter_to_job/pipelines/models.py` (checked by pipelineModels.spec.ts).
  *
  * A pipeline is a list of stages run one after another; a stage is one or more
  * notebook jobs run in parallel. A failure stops the pipeline's running jobs and

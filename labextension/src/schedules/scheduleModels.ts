@@ -1,6 +1,6 @@
 /**
  * Wire models of the schedule API, mirrored one-to-one from
- * `jupyter_to_job/schedules.py` (checked by scheduleModels.spec.ts).
+ * `jupyter_to_job/schedules/models.py` (checked by scheduleModels.spec.ts).
  *
  * Times are ISO-8601 strings with their offset; times of day are "HH:MM[:SS]" in the
  * schedule's time zone.

@@ -19,7 +19,7 @@ import {
   NotificationSettingsDialog,
   notificationFieldOf
 } from '../notificationSettingsDialog';
-import { settle } from '../../__tests__/jobsPanel.fixture';
+import { settle, typeInto } from '../../__tests__/jobsPanel.fixture';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
 
@@ -83,14 +83,7 @@ class OpenDialog {
     await settle(() => element.click());
   }
   async type(id: string, text: string): Promise<void> {
-    const input = this.byTestId<HTMLInputElement>(id)!;
-    await settle(() => {
-      Object.getOwnPropertyDescriptor(
-        HTMLInputElement.prototype,
-        'value'
-      )!.set!.call(input, text);
-      input.dispatchEvent(new Event('input', { bubbles: true }));
-    });
+    await typeInto(this.byTestId<HTMLInputElement>(id)!, text);
   }
 }
 

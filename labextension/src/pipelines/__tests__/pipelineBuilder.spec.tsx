@@ -23,7 +23,10 @@ import {
 import { PipelineTemplateDialog } from '../pipelineTemplateDialog';
 import { ICreateSchedule, ISchedule } from '../../schedules/scheduleModels';
 import { makeFlavor } from '../../__tests__/jobs.fixture';
-import { settle as settleTurns } from '../../__tests__/jobsPanel.fixture';
+import {
+  settle as settleTurns,
+  typeInto as typeText
+} from '../../__tests__/jobsPanel.fixture';
 import { makeFailedPipeline } from '../../__tests__/pipelines.fixture';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
@@ -94,15 +97,8 @@ class Server {
 // The builder reads every notebook's parameters: more rounds of promises to settle.
 const settle = (work?: () => void) => settleTurns(work, 20);
 
-function typeInto(input: HTMLInputElement, text: string): Promise<void> {
-  return settle(() => {
-    Object.getOwnPropertyDescriptor(
-      HTMLInputElement.prototype,
-      'value'
-    )!.set!.call(input, text);
-    input.dispatchEvent(new Event('input', { bubbles: true }));
-  });
-}
+const typeInto = (input: HTMLInputElement, text: string) =>
+  typeText(input, text, 20);
 
 function choose(select: HTMLSelectElement, value: string): Promise<void> {
   return settle(() => {

@@ -1,7 +1,8 @@
 /**
- * The TypeScript schedule models against the Python ones (jupyter_to_job/schedules.py):
- * every `I*` interface of src/scheduleModels.ts has exactly the fields of its pydantic
- * model, in order, so that the Schedules tab and the dialog cannot drift from the API.
+ * The TypeScript schedule models against the Python ones
+ * (jupyter_to_job/schedules/models.py): every `I*` interface of
+ * src/schedules/scheduleModels.ts has exactly the fields of its pydantic model, in order,
+ * so that the Schedules tab and the dialog cannot drift from the API.
  */
 import { itMirrorsPythonModels } from '../../__tests__/wireModels';
 

@@ -129,21 +129,34 @@ function doc(path: string, dirty: boolean, saves: string[]): ISavableDocument {
 }
 
 describe('ReclaimWatcher', () => {
-  let watcher: ReclaimWatcher | null = null;
+  let opened: ReclaimWatcher | null = null;
   afterEach(() => {
-    watcher?.dispose();
-    watcher = null;
+    opened?.dispose();
+    opened = null;
   });
+
+  /**
+   * A watcher over `api` that refreshes only when the scenario says, telling
+   * `notify`, with the open `documents`.
+   */
+  function watch(
+    api: JobsAPI,
+    notify: unknown,
+    documents: () => ISavableDocument[] = () => []
+  ): ReclaimWatcher {
+    opened = new ReclaimWatcher({
+      api,
+      documents,
+      notify: notify as any,
+      refreshInterval: 1e9
+    });
+    return opened;
+  }
 
   it('shows a warning once, with the keep button when the hub allows it', async () => {
     const { notify, shown } = fakeNotify();
     const { api } = fakeAPI([idle(), idle()]);
-    watcher = new ReclaimWatcher({
-      api,
-      documents: () => [],
-      notify: notify as any,
-      refreshInterval: 1e9
-    });
+    const watcher = watch(api, notify);
     await watcher.refresh();
     await watcher.refresh();
     expect(shown).toHaveLength(1);
@@ -158,12 +171,7 @@ describe('ReclaimWatcher', () => {
     const { notify, shown, dismissed } = fakeNotify();
     const expired = idle({ reason: 'grant-expired', can_keep: false });
     const { api } = fakeAPI([expired, null]);
-    watcher = new ReclaimWatcher({
-      api,
-      documents: () => [],
-      notify: notify as any,
-      refreshInterval: 1e9
-    });
+    const watcher = watch(api, notify);
     await watcher.refresh();
     expect(shown[0].options.actions).toEqual([]);
     await watcher.refresh();
@@ -177,12 +185,7 @@ describe('ReclaimWatcher', () => {
       message: 'Kept.',
       warning: null
     });
-    watcher = new ReclaimWatcher({
-      api,
-      documents: () => [],
-      notify: notify as any,
-      refreshInterval: 1e9
-    });
+    const watcher = watch(api, notify);
     await watcher.refresh();
     shown[0].options.actions[0].callback();
     await new Promise(resolve => setTimeout(resolve, 0));
@@ -201,12 +204,7 @@ describe('ReclaimWatcher', () => {
       }
     );
     const { api } = fakeAPI([idle()], refusal);
-    watcher = new ReclaimWatcher({
-      api,
-      documents: () => [],
-      notify: notify as any,
-      refreshInterval: 1e9
-    });
+    const watcher = watch(api, notify);
     await watcher.refresh();
     await watcher.keep();
     expect(told[0]).toContain('cannot be kept');
@@ -216,15 +214,10 @@ describe('ReclaimWatcher', () => {
     const saves: string[] = [];
     const { notify } = fakeNotify();
     const { api } = fakeAPI([idle()]);
-    watcher = new ReclaimWatcher({
-      api,
-      documents: () => [
-        doc('train.ipynb', true, saves),
-        doc('notes.md', false, saves)
-      ],
-      notify: notify as any,
-      refreshInterval: 1e9
-    });
+    const watcher = watch(api, notify, () => [
+      doc('train.ipynb', true, saves),
+      doc('notes.md', false, saves)
+    ]);
     await watcher.refresh();
     const start = watcher.current!.fetchedAt;
     const at = (ms: number) => new Date(start.getTime() + ms);
@@ -237,12 +230,7 @@ describe('ReclaimWatcher', () => {
   it('keeps the last warning when the server cannot be reached', async () => {
     const { notify, shown } = fakeNotify();
     const { api } = fakeAPI([idle(), new Error('offline')]);
-    watcher = new ReclaimWatcher({
-      api,
-      documents: () => [],
-      notify: notify as any,
-      refreshInterval: 1e9
-    });
+    const watcher = watch(api, notify);
     await watcher.refresh();
     await watcher.refresh();
     expect(watcher.current?.warning.reason).toBe('idle');
