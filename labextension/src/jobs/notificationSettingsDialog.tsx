@@ -11,6 +11,7 @@ import { featuresOf, JobsAPI } from '../common/api';
 import { errorSentence, JobAPIError } from '../common/errors';
 import { FormBody, FormDialog } from '../common/formDialog';
 import { FormError, problemsByField } from '../common/formError';
+import { Checkbox, Field, FieldGroup } from '../common/formFields';
 import {
   IFieldProblem,
   IJobServiceConfig,
@@ -285,22 +286,16 @@ function NotificationSettingsView(
             )}
           </p>
           {mailOffered && (
-            <label className="jp-JupyterToJob-checkbox">
-              <input
-                type="checkbox"
-                data-testid="notify-settings-email"
-                checked={email}
-                onChange={event => setEmail(event.target.checked)}
-                {...invalid('email')}
-              />
-              {trans.__('Mail me when a job ends')}
-            </label>
+            <Checkbox
+              testid="notify-settings-email"
+              checked={email}
+              onChange={setEmail}
+              inputProps={invalid('email')}
+              label={trans.__('Mail me when a job ends')}
+            />
           )}
           {problemAt('email')}
-          <label className="jp-JupyterToJob-field">
-            <span className="jp-JupyterToJob-fieldLabel">
-              {trans.__('Webhook URL (https)')}
-            </span>
+          <Field label={trans.__('Webhook URL (https)')}>
             <input
               type="url"
               className="jp-mod-styled jp-JupyterToJob-input"
@@ -311,14 +306,12 @@ function NotificationSettingsView(
               {...invalid('webhook_url')}
             />
             {problemAt('webhook_url')}
-          </label>
-          <fieldset
+          </Field>
+          <FieldGroup
             className="jp-JupyterToJob-notifyEvents"
-            data-testid="notify-settings-events"
+            testid="notify-settings-events"
+            legend={trans.__('Tell me when a job has')}
           >
-            <legend className="jp-JupyterToJob-fieldLabel">
-              {trans.__('Tell me when a job has')}
-            </legend>
             {NOTIFY_EVENTS.map(event => (
               <label key={event} className="jp-JupyterToJob-checkbox">
                 <input
@@ -340,7 +333,7 @@ function NotificationSettingsView(
               </label>
             ))}
             {problemAt('on')}
-          </fieldset>
+          </FieldGroup>
           <div className="jp-JupyterToJob-notifySecret">
             <p className="jp-JupyterToJob-formNote" data-testid="secret-state">
               {secretSet

@@ -13,6 +13,7 @@ import { FlavorPicker, useFlavorList } from '../runAsJob/flavorPicker';
 import { availableFlavors, defaultFlavor } from '../runAsJob/flavors';
 import { FormBody, FormDialog } from '../common/formDialog';
 import { FormError } from '../common/formError';
+import { Checkbox, Field, FieldGroup } from '../common/formFields';
 import {
   IFieldProblem,
   IJobFeatures,
@@ -453,10 +454,7 @@ function PipelineBuilderView(
           'Stages run one after another; the notebooks of a stage run side by side. When a job fails, the rest stops. Jobs share files through $JUPYTER_TO_JOB_PIPELINE_DIR.'
         )}
       </p>
-      <label className="jp-JupyterToJob-field">
-        <span className="jp-JupyterToJob-fieldLabel">
-          {trans.__('Pipeline name')}
-        </span>
+      <Field label={trans.__('Pipeline name')}>
         <input
           name="pipeline-name"
           data-testid="builder-name"
@@ -468,7 +466,7 @@ function PipelineBuilderView(
             setDraft(current => ({ ...current, name }));
           }}
         />
-      </label>
+      </Field>
 
       <ol
         className="jp-JupyterToJob-stages jp-JupyterToJob-builderStages"
@@ -566,14 +564,12 @@ function PipelineBuilderView(
       )}
 
       {job && selected && (
-        <fieldset
+        <FieldGroup
           className="jp-JupyterToJob-schedule"
-          data-testid="builder-job-settings"
+          testid="builder-job-settings"
           data-path={selected}
+          legend={trans.__('Job “%1”', selected)}
         >
-          <legend className="jp-JupyterToJob-fieldLabel">
-            {trans.__('Job “%1”', selected)}
-          </legend>
           <FlavorPicker
             list={flavorList}
             selected={
@@ -610,16 +606,14 @@ function PipelineBuilderView(
             }
             trans={trans}
           />
-        </fieldset>
+        </FieldGroup>
       )}
 
-      <fieldset
+      <FieldGroup
         className="jp-JupyterToJob-parameters"
-        data-testid="builder-wide-parameters"
+        testid="builder-wide-parameters"
+        legend={trans.__('Pipeline-wide parameters')}
       >
-        <legend className="jp-JupyterToJob-fieldLabel">
-          {trans.__('Pipeline-wide parameters')}
-        </legend>
         <p className="jp-JupyterToJob-hint">
           {trans.__(
             'Given to every job, over its own values. A value is read as JSON (3, true, [1, 2]) or else as text.'
@@ -630,18 +624,15 @@ function PipelineBuilderView(
           onChange={setWide}
           trans={trans}
         />
-      </fieldset>
+      </FieldGroup>
 
       {props.features?.notify_email && (
-        <label className="jp-JupyterToJob-checkbox">
-          <input
-            type="checkbox"
-            data-testid="notify-email-checkbox"
-            checked={notifyEmail}
-            onChange={event => setNotifyEmail(event.target.checked)}
-          />
-          {trans.__('Notify me by mail when the pipeline ends')}
-        </label>
+        <Checkbox
+          testid="notify-email-checkbox"
+          checked={notifyEmail}
+          onChange={setNotifyEmail}
+          label={trans.__('Notify me by mail when the pipeline ends')}
+        />
       )}
 
       <RepeatOnSchedule
@@ -650,10 +641,7 @@ function PipelineBuilderView(
         trans={trans}
       />
 
-      <label className="jp-JupyterToJob-field">
-        <span className="jp-JupyterToJob-fieldLabel">
-          {trans.__('Template file (for Save as Template)')}
-        </span>
+      <Field label={trans.__('Template file (for Save as Template)')}>
         <input
           data-testid="builder-template-path"
           className="jp-mod-styled jp-JupyterToJob-input"
@@ -663,7 +651,7 @@ function PipelineBuilderView(
             setSaved(null);
           }}
         />
-      </label>
+      </Field>
 
       {busy && <p className="jp-JupyterToJob-hint">{busy}</p>}
       {saved && (

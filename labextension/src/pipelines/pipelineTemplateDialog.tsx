@@ -5,6 +5,8 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
+import { FieldGroup } from '../common/formFields';
+
 import { JobsAPI } from '../common/api';
 import { errorSentence, JobAPIError } from '../common/errors';
 import { FormBody, FormDialog } from '../common/formDialog';
@@ -195,13 +197,11 @@ function PipelineTemplateView(
               </li>
             ))}
           </ol>
-          <fieldset
+          <FieldGroup
             className="jp-JupyterToJob-parameters"
-            data-testid="template-parameters"
+            testid="template-parameters"
+            legend={trans.__('Pipeline-wide parameters')}
           >
-            <legend className="jp-JupyterToJob-fieldLabel">
-              {trans.__('Pipeline-wide parameters')}
-            </legend>
             {rows.length === 0 && (
               <p className="jp-JupyterToJob-hint">
                 {trans.__(
@@ -210,7 +210,7 @@ function PipelineTemplateView(
               </p>
             )}
             <WideParameterRows rows={rows} onChange={setRows} trans={trans} />
-          </fieldset>
+          </FieldGroup>
         </>
       )}
       {busy && (

@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
 import { errorSentence } from '../common/errors';
+import { FieldGroup } from '../common/formFields';
 import { tellPattern } from '../common/format';
 import { availableFlavors, flavorLoad, flavorSummary } from './flavors';
 import { IJobFlavorInfo } from '../common/models';
@@ -79,15 +80,13 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
   const offered = availableFlavors(flavors);
   const closed = flavors.filter(flavor => !flavor.available);
   return (
-    <fieldset
+    <FieldGroup
       className="jp-JupyterToJob-flavors"
-      data-testid="flavor-picker"
+      testid="flavor-picker"
       data-state={list.status}
       aria-busy={list.status === 'loading'}
+      legend={trans.__('Flavor')}
     >
-      <legend className="jp-JupyterToJob-fieldLabel">
-        {trans.__('Flavor')}
-      </legend>
       {list.status === 'loading' && (
         <p className="jp-JupyterToJob-hint" data-testid="flavors-loading">
           {trans.__('Loading the flavors…')}
@@ -202,6 +201,6 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
           )}
         </p>
       )}
-    </fieldset>
+    </FieldGroup>
   );
 }

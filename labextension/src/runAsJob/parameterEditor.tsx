@@ -6,6 +6,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
+import { FieldGroup } from '../common/formFields';
 import { INotebookParameter } from '../common/models';
 import { changedParameters, parameterKind, stringTyped } from './parameters';
 
@@ -36,10 +37,11 @@ export function ParameterEditor(props: IParameterEditorProps): JSX.Element {
   const { parameters, error, texts, onChange, trans } = props;
   const problems = changedParameters(parameters ?? [], texts).problems;
   return (
-    <fieldset className="jp-JupyterToJob-parameters" data-testid="parameters">
-      <legend className="jp-JupyterToJob-fieldLabel">
-        {trans.__('Parameters')}
-      </legend>
+    <FieldGroup
+      className="jp-JupyterToJob-parameters"
+      testid="parameters"
+      legend={trans.__('Parameters')}
+    >
       {parameters === null && (
         <p className="jp-JupyterToJob-hint">
           {trans.__('Reading the notebook’s parameters…')}
@@ -85,7 +87,7 @@ export function ParameterEditor(props: IParameterEditorProps): JSX.Element {
           </label>
         );
       })}
-    </fieldset>
+    </FieldGroup>
   );
 }
 

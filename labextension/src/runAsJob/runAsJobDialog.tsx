@@ -14,6 +14,7 @@ import {
 } from './flavors';
 import { FormBody, FormDialog } from '../common/formDialog';
 import { FormError, problemsByField } from '../common/formError';
+import { Checkbox, Field } from '../common/formFields';
 import {
   IDescribeJob,
   IFieldProblem,
@@ -211,21 +212,6 @@ interface IFormViewProps extends IRunAsJobOptions {
   bindSubmit: (submit: () => Promise<RunAsJobResult | null>) => void;
   onCanSubmitChange: (canSubmit: boolean) => void;
   onRepeatChange: (repeat: boolean) => void;
-}
-
-/**
- * A form field: its label above the input (and any hint) it holds.
- */
-function Field(props: {
-  label: string;
-  children: React.ReactNode;
-}): JSX.Element {
-  return (
-    <label className="jp-JupyterToJob-field">
-      <span className="jp-JupyterToJob-fieldLabel">{props.label}</span>
-      {props.children}
-    </label>
-  );
 }
 
 function RunAsJobFormView(props: IFormViewProps): JSX.Element {
@@ -545,27 +531,21 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       )}
 
       {features.html_output && (
-        <label className="jp-JupyterToJob-checkbox">
-          <input
-            type="checkbox"
-            data-testid="html-output-checkbox"
-            checked={html}
-            onChange={event => setHtml(event.target.checked)}
-          />
-          {trans.__('Also keep an HTML copy of the executed notebook')}
-        </label>
+        <Checkbox
+          testid="html-output-checkbox"
+          checked={html}
+          onChange={setHtml}
+          label={trans.__('Also keep an HTML copy of the executed notebook')}
+        />
       )}
 
       {features.notify_email && (
-        <label className="jp-JupyterToJob-checkbox">
-          <input
-            type="checkbox"
-            data-testid="notify-email-checkbox"
-            checked={notifyEmail}
-            onChange={event => setNotifyEmail(event.target.checked)}
-          />
-          {trans.__('Notify me by mail when it ends')}
-        </label>
+        <Checkbox
+          testid="notify-email-checkbox"
+          checked={notifyEmail}
+          onChange={setNotifyEmail}
+          label={trans.__('Notify me by mail when it ends')}
+        />
       )}
 
       {!rerun && (

@@ -7,6 +7,8 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
+import { Checkbox, Field, FieldGroup } from '../common/formFields';
+
 import {
   defaultScheduleForm,
   IScheduleForm,
@@ -74,14 +76,11 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
     (shown && problems[field] ? ' jp-mod-error' : '');
   const preview = previewOf(form);
   return (
-    <fieldset
+    <FieldGroup
       className="jp-JupyterToJob-schedule"
-      data-testid="schedule-fields"
+      testid="schedule-fields"
+      legend={trans.__('Schedule')}
     >
-      <legend className="jp-JupyterToJob-fieldLabel">
-        {trans.__('Schedule')}
-      </legend>
-
       <div
         className="jp-JupyterToJob-scheduleRow"
         role="radiogroup"
@@ -158,15 +157,12 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
       <Problem field="rhythm" problems={problems} />
 
       <div className="jp-JupyterToJob-scheduleRow">
-        <label className="jp-JupyterToJob-checkbox">
-          <input
-            type="checkbox"
-            data-testid="schedule-use-window"
-            checked={form.useWindow}
-            onChange={event => onChange({ useWindow: event.target.checked })}
-          />
-          {trans.__('Only between')}
-        </label>
+        <Checkbox
+          testid="schedule-use-window"
+          checked={form.useWindow}
+          onChange={useWindow => onChange({ useWindow })}
+          label={trans.__('Only between')}
+        />
         <input
           type="time"
           aria-label={trans.__('Window start')}
@@ -191,10 +187,7 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
       </div>
       <Problem field="window" problems={problems} />
 
-      <label className="jp-JupyterToJob-field">
-        <span className="jp-JupyterToJob-fieldLabel">
-          {trans.__('Time zone')}
-        </span>
+      <Field label={trans.__('Time zone')}>
         <input
           data-testid="schedule-timezone"
           className={inputClass('timezone')}
@@ -203,13 +196,10 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
           onChange={event => onChange({ timezone: event.target.value })}
         />
         <Problem field="timezone" problems={problems} />
-      </label>
+      </Field>
 
       <div className="jp-JupyterToJob-scheduleStops">
-        <label className="jp-JupyterToJob-field">
-          <span className="jp-JupyterToJob-fieldLabel">
-            {trans.__('End date (optional)')}
-          </span>
+        <Field label={trans.__('End date (optional)')}>
           <input
             type="datetime-local"
             data-testid="schedule-end-date"
@@ -219,11 +209,8 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
             onChange={event => onChange({ endDate: event.target.value })}
           />
           <Problem field="end_time" problems={problems} />
-        </label>
-        <label className="jp-JupyterToJob-field">
-          <span className="jp-JupyterToJob-fieldLabel">
-            {trans.__('Max runs (optional)')}
-          </span>
+        </Field>
+        <Field label={trans.__('Max runs (optional)')}>
           <input
             type="number"
             min={1}
@@ -235,11 +222,8 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
             onChange={event => onChange({ maxRuns: event.target.value })}
           />
           <Problem field="max_runs" problems={problems} />
-        </label>
-        <label className="jp-JupyterToJob-field">
-          <span className="jp-JupyterToJob-fieldLabel">
-            {trans.__('Stop after failures in a row (optional)')}
-          </span>
+        </Field>
+        <Field label={trans.__('Stop after failures in a row (optional)')}>
           <input
             type="number"
             min={1}
@@ -254,14 +238,14 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
             onChange={event => onChange({ maxFailures: event.target.value })}
           />
           <Problem field="max_failures_in_a_row" problems={problems} />
-        </label>
+        </Field>
       </div>
       {preview && (
         <p className="jp-JupyterToJob-hint" data-testid="schedule-preview">
           {trans.__('Runs: %1.', preview)}
         </p>
       )}
-    </fieldset>
+    </FieldGroup>
   );
 }
 
@@ -303,19 +287,16 @@ export function RepeatOnSchedule(props: {
   const { state, trans } = props;
   return (
     <>
-      <label className="jp-JupyterToJob-checkbox">
-        <input
-          type="checkbox"
-          data-testid="schedule-repeat-checkbox"
-          checked={state.repeat}
-          onChange={event => {
-            state.setRepeat(event.target.checked);
-            state.setProblems({});
-            props.onRepeatChange(event.target.checked);
-          }}
-        />
-        {trans.__('Repeat on a schedule')}
-      </label>
+      <Checkbox
+        testid="schedule-repeat-checkbox"
+        checked={state.repeat}
+        onChange={repeat => {
+          state.setRepeat(repeat);
+          state.setProblems({});
+          props.onRepeatChange(repeat);
+        }}
+        label={trans.__('Repeat on a schedule')}
+      />
       {state.repeat && (
         <ScheduleFields
           form={state.form}
