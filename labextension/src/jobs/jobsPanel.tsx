@@ -1,4 +1,4 @@
-import { Dialog, MainAreaWidget, showDialog } from '@jupyterlab/apputils';
+import { MainAreaWidget } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { Contents, ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -9,6 +9,7 @@ import * as React from 'react';
 import { featuresOf, JobsAPI } from '../common/api';
 import { JobAPIError } from '../common/errors';
 import { jobsIcon } from '../common/icons';
+import { ask } from '../common/questions';
 import { JobsModel } from './jobsModel';
 import { IJobActions, JobsView } from './jobsView';
 import {
@@ -73,26 +74,6 @@ export interface IJobsPanelOptions {
    */
   config: IJobServiceConfig | null;
   trans: TranslationBundle;
-}
-
-/**
- * Ask before a stop or a delete: `keep` cancels, `act` (a warning button) goes on.
- */
-async function confirmed(question: {
-  title: string;
-  body: string;
-  keep: string;
-  act: string;
-}): Promise<boolean> {
-  const answer = await showDialog({
-    title: question.title,
-    body: question.body,
-    buttons: [
-      Dialog.cancelButton({ label: question.keep }),
-      Dialog.warnButton({ label: question.act })
-    ]
-  });
-  return answer.button.accept;
 }
 
 /**
@@ -345,7 +326,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private async _stopPipeline(pipeline: IDescribePipeline): Promise<void> {
     const { trans, pipelines } = this._options;
     if (
-      await confirmed({
+      await ask({
+        warn: true,
         title: trans.__('Stop the pipeline “%1”?', pipeline.name),
         body: trans.__(
           'Its running jobs are stopped and the stages not started yet are skipped. Logs and outputs so far are kept.'
@@ -361,7 +343,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private async _removePipeline(pipeline: IDescribePipeline): Promise<void> {
     const { trans, pipelines } = this._options;
     if (
-      await confirmed({
+      await ask({
+        warn: true,
         title: trans.__('Delete the pipeline “%1”?', pipeline.name),
         body: trans.__(
           'The pipeline leaves this list. Its jobs, their logs and outputs stay in the Jobs tab, and its shared folder stays in your files.'
@@ -377,7 +360,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private async _removeSchedule(schedule: ISchedule): Promise<void> {
     const { trans, schedules } = this._options;
     if (
-      await confirmed({
+      await ask({
+        warn: true,
         title: trans.__('Delete the schedule “%1”?', scheduleName(schedule)),
         body: trans.__(
           'No more runs start. The jobs it already started, their logs and outputs stay in the Jobs tab.'
@@ -416,7 +400,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     const { trans } = this._options;
     const running = job.status === 'RUNNING';
     if (
-      await confirmed({
+      await ask({
+        warn: true,
         title: trans.__('Stop “%1”?', job.name),
         body: running
           ? trans.__(
@@ -434,7 +419,8 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private async _remove(job: IDescribeJob): Promise<void> {
     const { trans } = this._options;
     if (
-      await confirmed({
+      await ask({
+        warn: true,
         title: trans.__('Delete “%1”?', job.name),
         body: trans.__(
           'The job, its log and its outputs are deleted for good. Executed notebooks you saved into your files stay.'

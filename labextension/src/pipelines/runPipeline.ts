@@ -1,6 +1,5 @@
-import { Dialog, showDialog } from '@jupyterlab/apputils';
-
 import { featuresOf, JobsAPI } from '../common/api';
+import { askToSaveFirst } from '../common/questions';
 import {
   PipelineBuilderDialog,
   PipelineBuilderResult
@@ -48,18 +47,15 @@ export async function runPipelineBuilder(
     .filter(notebook => !isJobOutput(notebook.local));
   const dirty = stages.filter(notebook => notebook.dirty);
   if (dirty.length > 0) {
-    const answer = await showDialog({
-      title: trans.__('Save the notebooks first?'),
-      body: trans.__(
+    const saving = await askToSaveFirst(
+      trans,
+      trans.__('Save the notebooks first?'),
+      trans.__(
         'A pipeline runs the notebooks as saved, and these have unsaved changes: %1.',
         dirty.map(notebook => notebook.path.split('/').pop()).join(', ')
-      ),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Cancel') }),
-        Dialog.okButton({ label: trans.__('Save and Continue') })
-      ]
-    });
-    if (!answer.button.accept) {
+      )
+    );
+    if (!saving) {
       return null;
     }
     await Promise.all(dirty.map(notebook => notebook.save()));

@@ -1,7 +1,7 @@
-import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { JobsAPI } from '../common/api';
+import { askToSaveFirst } from '../common/questions';
 import { IDescribeJob, IJobServiceConfig } from '../common/models';
 import { isSchedule, RunAsJobDialog, RunAsJobResult } from './runAsJobDialog';
 import { IRunContext, reachJobService } from './runContext';
@@ -28,19 +28,15 @@ export async function runAsJob(
   const widget = docManager.findWidget(path);
   const documentContext = widget ? docManager.contextForWidget(widget) : null;
   if (documentContext?.model.dirty) {
-    const answer = await showDialog({
-      title: trans.__('Save the notebook first?'),
-      body: trans.__(
+    const saving = await askToSaveFirst(
+      trans,
+      trans.__('Save the notebook first?'),
+      trans.__(
         'A job runs the notebook as saved, and “%1” has unsaved changes.',
         documentContext.path.split('/').pop() ?? path
-      ),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Cancel') }),
-        // It saves, then opens the Run as Job form: nothing is submitted yet.
-        Dialog.okButton({ label: trans.__('Save and Continue') })
-      ]
-    });
-    if (!answer.button.accept) {
+      )
+    );
+    if (!saving) {
       return null;
     }
     await documentContext.save();
