@@ -1,22 +1,6 @@
 """``gpuspawner check``: validate a course catalog and show what it means in practice.
 
-Instructors run it before handing a catalog to the hub::
-
-    gpuspawner check catalog.yaml                      # errors, or a summary of the week
-    gpuspawner check catalog/ --from 2024-03-18        # the week from another day
-    gpuspawner check catalog.yaml --user alice --groups ml101 --at 2024-03-18T09:55
-    gpuspawner check catalog.yaml --hub-config jupyterhub_config.py   # the hub's GPUs
-    gpuspawner check catalog.yaml --gpu-memory 24GiB   # GPUs of this size (Kubernetes)
-
-Errors go to stderr as ``file:line: field: message`` and the exit status is 1. Warnings
-(things the hub accepts but that are probably mistakes: a class inside a daylight-saving
-gap, overlapping windows, zero seats, more GPU memory than any GPU has) go to stderr as
-``file:line: warning: field: message``; the exit status stays 0.
-
-GPU shares are compared with the GPUs the hub would use, and the summary says which:
-``--gpu-memory`` sizes when given; otherwise the one-machine inventory of
-``c.GPUAdmission`` (``gpu_inventory``, ``simulated_gpus``) in ``--hub-config``, read
-without running the file, or its default: the GPUs NVML finds on this machine.
+Design notes: docs/design/hub.md, "gpuspawner.cli".
 """
 
 from __future__ import annotations

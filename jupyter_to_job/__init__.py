@@ -1,16 +1,6 @@
 """Run as Job: run a saved notebook as a batch job, apart from the notebook server.
 
-- :mod:`.models`: the wire models of the job API;
-- :mod:`.runner`: the in-job notebook runner (``python -m jupyter_to_job.runner``);
-- :mod:`.manager`: the job lifecycle (queue, stop, delete, reconcile), over
-  :mod:`.store` (SQLAlchemy) and :mod:`.logs` (durable logs);
-- :mod:`.executors`: where jobs run (local processes; Kubernetes later);
-- :mod:`.service`: the hub-managed job service; :mod:`.extension`: the server extension
-  in each user's server (TensorBoard: :mod:`.extension.tensorboard`); :mod:`.hub` and
-  :mod:`.scopes`: registering them in a hub.
-
-This module imports nothing heavy: the runner starts from it in every job, so the server
-extension is imported only when a Jupyter server asks for it.
+Design notes: docs/design/jobs.md, "jupyter_to_job.__init__".
 """
 
 __version__ = "0.1.0"

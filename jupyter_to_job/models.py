@@ -1,17 +1,6 @@
 """Wire models of the job API (mirrored one-to-one by TypeScript ``I*`` interfaces).
 
-Conventions every model follows:
-
-- Times are ISO-8601 strings in UTC with millisecond precision and a ``Z``
-  suffix, such as ``"2024-05-06T10:15:00.123Z"``; ``None`` when the moment has
-  not happened yet.
-- Cell indices are 0-based positions in the *executed* notebook, which holds
-  the injected-parameters cell (papermill's convention), so the index a job
-  reports is the cell a user finds in the output notebook.
-- Requests reject unknown fields, so a typo is a clear 400, not a silent default.
-
-:func:`json_schemas` exports the JSON schema of every model, for drift checks
-against the TypeScript interfaces and the OpenAPI document.
+Design notes: docs/design/jobs.md, "jupyter_to_job.models".
 """
 
 from __future__ import annotations

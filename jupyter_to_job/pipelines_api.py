@@ -1,12 +1,6 @@
 """The pipeline API behind the REST handlers (``api/pipelines``): each person's own pipelines.
 
-A pipeline is its owner's alone: another person's answers 404, as if it did not exist, and
-is never changed. Creating one needs what creating its jobs needs: each job is checked by
-:meth:`JobsAPI.admitted_request <jupyter_to_job.jobs_api.JobsAPI.admitted_request>` when the
-pipeline is made (a flavor the caller may use now, a deadline the flavor allows), and is
-admitted again by the manager's capacity hook when its stage starts (see
-:mod:`jupyter_to_job.pipelines`). A wrong job is a 4xx whose sentence names its stage and
-place (``stages.1.jobs.0.flavor``).
+Design notes: docs/design/jobs.md, "jupyter_to_job.pipelines_api".
 """
 
 from __future__ import annotations

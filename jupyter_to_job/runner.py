@@ -1,33 +1,6 @@
 """The in-job notebook runner: ``python -m jupyter_to_job.runner --job-dir DIR``.
 
-It runs in the job's process (a local subprocess or a Kubernetes pod), reads
-``job.json``, executes ``input.ipynb`` with nbclient and reports through files
-only, so it needs no database and no network:
-
-- every cell's output goes to the job log as it arrives, each line prefixed
-  ``[cell N] ``; the runner's own lines start with ``[job] ``;
-- ``status.json`` is rewritten atomically at each cell start and end
-  (cells completed / total, current cell) and holds the result at the end;
-- ``output.ipynb`` is saved after every cell (and every ``autosave_seconds``
-  during a long one), so a crash keeps the cells that ran; ``output.html`` is
-  exported at the end, whatever the outcome.
-
-Why nbclient rather than ``papermill.execute_notebook``: papermill's loop cannot
-stop between cells on request, streams output without saying which cell it
-came from, and turns a dead kernel into a generic failure. Papermill is still
-used for what it does best, injecting parameters with its language-aware
-translators (``parameterize_notebook``), so a notebook prepared for papermill
-behaves the same here.
-
-On SIGTERM (or SIGINT) the runner interrupts the kernel, stops after the
-current cell, saves what ran and reports STOPPED; a whole-job deadline is the
-executor's business (it sends the same SIGTERM, then SIGKILL).
-
-Where the job's folder is not the job service's (a Kubernetes pod), ``--upload-url``
-and ``--upload-token-file`` make the runner send ``output.ipynb`` and ``output.html``
-back to the service when it ends, whatever the outcome (see
-:mod:`jupyter_to_job.output_uploads`); this is the only time the runner uses the
-network, and a failed upload is a log line, never a failed job.
+Design notes: docs/design/jobs.md, "jupyter_to_job.runner".
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The schedule API behind the REST handlers (``api/schedules``): each person's own schedules.
 
-A schedule is its owner's alone: another person's schedule (an instructor's student's, too)
-answers 404, as if it did not exist, and is never changed. Creating one needs what creating
-a job needs (the write scope on one's own jobs, a flavor the catalog gives the caller now,
-a deadline the flavor allows): the job is checked by
-:meth:`JobsAPI.admitted_request <jupyter_to_job.jobs_api.JobsAPI.admitted_request>` when the
-schedule is created, and each run is admitted again when it runs (see
-:mod:`jupyter_to_job.schedules`).
+Design notes: docs/design/jobs.md, "jupyter_to_job.schedules_api".
 """
 
 from __future__ import annotations

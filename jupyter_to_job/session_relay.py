@@ -1,14 +1,7 @@
 """The lab's questions about this server's course session, relayed to the hub's
 course-sessions service with the server's own ``$JUPYTERHUB_API_TOKEN``.
 
-- ``GET {base_url}jupyter-to-job/api/session``: the server's GPU share and session end;
-- ``GET {base_url}jupyter-to-job/api/reclaim``: ``{"warning": ...}``, this server's reclaim
-  warning, or ``{"warning": null}``;
-- ``POST {base_url}jupyter-to-job/api/reclaim/keep``: "I'm still using it"; the service
-  decides, and refuses (403, with a sentence) what cannot be kept.
-
-The service's address is ``c.JobsExtensionApp.sessions_service_url``; without it, or
-outside a hub, there is never a warning. See docs/server-extension.md.
+Design notes: docs/design/jobs.md, "jupyter_to_job.session_relay".
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """The job store: one table of jobs, SQLAlchemy 2, SQLite by default, PostgreSQL supported.
 
-Only portable column types are used (strings, integers, floats, JSON, and times
-stored as naive UTC), so the same code runs on both. State changes that must
-happen once (a queued job starting, a running job finishing) are conditional
-updates: ``UPDATE … WHERE status IN (…)`` reports whether this caller won, so a
-job is never started or finished twice, even by two managers on one database.
-
-The store is synchronous: every call is one short transaction. Callers on an
-event loop call it directly, as jupyter-scheduler does.
+Design notes: docs/design/jobs.md, "jupyter_to_job.store".
 """
 
 from __future__ import annotations

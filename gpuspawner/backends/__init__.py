@@ -1,13 +1,6 @@
 """GPU sharing back ends: render a GPU share as pod-spec changes for one sharing technology.
 
-Each back end is a pure renderer (no Kubernetes imports, no I/O) from a
-:class:`~gpuspawner.policy.share.GPUShare` to a :class:`PodGPUPlan`, and reports in
-``PodGPUPlan.unhonoured`` what of the share it cannot enforce. Pick one by name::
-
-    backend = make_backend("time-slicing", replicas=4)
-    errors = backend.check(share, {"NVIDIA A100-SXM4-80GB": 81920})
-    plan = backend.render(share, gpu_model="NVIDIA A100-SXM4-80GB",
-                          gpu_memory_mib=81920, name="jupyter-alice-gpu")
+Design notes: docs/design/backends.md, "gpuspawner.backends.__init__".
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """The capacity pool: which slice of which GPU each server or job holds.
 
-All decisions are synchronous and free of I/O, so a caller running on one event
-loop can check and record an allocation without another spawn slipping in
-between: concurrent spawns never double-book a slice.
-
-Placement puts a slice on a GPU already in use (or split into MIG slices) before it opens
-an empty one, on the GPU where it costs least (a memory-only share takes a smaller part of
-a larger card; a 1/4 share takes less memory on a smaller one; a MIG slice takes whole
-compute slices), and among those on the fullest GPU that still fits it (best fit), so whole
-GPUs stay free for whole-GPU requests. On a MIG-partitioned GPU
-(``GPUDevice.mig``) a share is booked as the MIG slice the MIG back end will give it
-(:func:`~gpuspawner.policy.mig_profiles.mig_demand`), and whole-GPU requests go elsewhere.
-During a course's open window, its ``reserved_seats`` are held as placeholder slices that
-only its own students can use.
+Design notes: docs/design/policy.md, "gpuspawner.policy.capacity".
 """
 
 from __future__ import annotations

@@ -3,19 +3,7 @@
 ``catalog_models`` (their field types in ``catalog_fields``), reading files in
 ``catalog_loading``.
 
-One file, or a folder of ``*.yaml``/``*.yml`` files that are merged. Top-level
-keys, all optional::
-
-    settings:   time zone, default lead time and grace, per-user GPU server limit
-    standing:   profiles open to everyone all the time (the CPU-only default)
-    courses:    course profiles, open around their class windows
-    research:   research allocations granted to users or groups until a date
-    flavors:    what "Run as Job" jobs run on
-    environments: images / Python environments that profiles offer to choose from
-
-See ``hub_config/local/catalog.yaml`` for a complete, commented example.
-Every validation error names the file, the line and the field, and says what is
-expected (:class:`CatalogError`).
+Design notes: docs/design/policy.md, "gpuspawner.policy.catalog".
 """
 
 from __future__ import annotations

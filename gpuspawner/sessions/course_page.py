@@ -1,18 +1,6 @@
 """The course page: instructors run their own courses in the browser.
 
-``GET courses`` (signed in with the hub's OAuth, like the GPU map page) shows each course the
-viewer teaches (hub admins: every course) with its classes of the next two weeks, its lead
-time, grace and pre-warming, the notice on its students' spawn cards, its seats in use and
-who holds them, the servers running it (stop; extend a student's by some minutes), and its
-GPU-hours this term. The forms post to ``courses/<course>/<action>`` with the hub's XSRF
-token; each change is checked against the admins' bounds
-(:mod:`gpuspawner.policy.course_overrides`), saved by :class:`.course_changes.CourseChanges`
-and audited with the viewer's name. A refusal is a 4xx page with a sentence.
-
-Who teaches what is decided at each request from the catalog (its ``instructors`` and the
-instructor groups) and the viewer's groups as the hub has them now, read with the service's
-own token: a new instructor can use the page at once, without a hub restart. Only the
-actions the viewer may take are shown.
+Design notes: docs/design/sessions.md, "gpuspawner.sessions.course_page".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """LocalGPUSpawner: course-time profiles and GPU shares on one multi-GPU workstation.
 
-Servers are local processes (JupyterHub's LocalProcessSpawner, or its simple
-variant for demos). Each one gets its share through its environment: the GPUs
-CUDA sees, soft memory limits for PyTorch, JAX and TensorFlow, optional HAMi-core
-enforcement, and its session end for the JupyterLab countdown.
-
-A hub signals only the server process it started: it records the process's start time with
-its pid and, after a restart, signals that pid only while it is still that very process
-(pids get reused). Its cgroups carry the hub's own id (:mod:`gpuspawner.core.hub_instance`). A
-server that ends without the hub stopping it (killed from outside, crashed, out of memory)
-is explained to its owner on the home page and on the spawn page (``stop_notice``).
+Design notes: docs/design/spawners.md, "gpuspawner.spawners.local".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """The server extension's job routes, under ``{base_url}jupyter-to-job/api/``.
 
-Each passes its request on to the job service (the hub's, or the one embedded in this
-server: :mod:`.relay`), whose handlers (:mod:`jupyter_to_job.service.handlers`) answer it.
-What only the user's own server can do is done here first: read the saved notebooks a job,
-schedule or pipeline runs from the user's files, save a job's output into them, read and
-save pipeline templates, and read a notebook's parameters.
-
-Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``jupyter_to_job``):
-reads are ``read``, the rest ``write``. Errors are JSON ``{"message", "reason"}``. The
-handlers that take a body stream it (:class:`~jupyter_to_job.rest.BoundedBodyMixin`), so a
-body over its limit is a 413 with a JSON body rather than tornado's bare 400. Every path
-the user names is checked by :mod:`.user_files` before the contents manager opens it, so
-a link out of their files, a folder, a pipe or a file the server may not read is a 4xx.
+Design notes: docs/design/server-extension.md, "jupyter_to_job.extension.handlers".
 """
 
 from __future__ import annotations

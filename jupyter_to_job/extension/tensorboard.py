@@ -1,16 +1,6 @@
 """TensorBoard in a user's server: one per folder, behind the server's own login.
 
-- ``POST {base_url}jupyter-to-job/api/tensorboards`` ``{"folder": "runs"}`` starts TensorBoard
-  over that folder of the user's files (or finds the one running) and answers where it is;
-  ``GET`` lists the running ones.
-- ``GET {base_url}jupyter-to-job/tensorboard/open?folder=...`` does the same and sends the
-  browser there (the hub's jobs page links to it).
-- ``{base_url}jupyter-to-job/tensorboard/<id>/`` is TensorBoard itself, through
-  jupyter-server-proxy's handler, so only whoever may use this server reaches it.
-
-Each TensorBoard is this server's child (it runs as the server's user), serves on a Unix
-socket in a folder only that user may enter (:mod:`.tensorboard_serve`), and stops with the
-server. A separate server extension, so the jobs extension does not need TensorBoard.
+Design notes: docs/design/server-extension.md, "jupyter_to_job.extension.tensorboard".
 """
 
 from __future__ import annotations

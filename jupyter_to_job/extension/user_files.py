@@ -1,19 +1,6 @@
 """The user's files as the server extension reads and writes them.
 
-Every path a request names (a notebook to run, a template to read, where to save an
-output or a template) is checked here against the server's root folder before the
-contents manager touches it, so that what the file system refuses becomes a 4xx with a
-sentence rather than an unhandled ``OSError`` (a 500):
-
-- a path that leads outside the root (a link to elsewhere, or a link among its folders)
-  is refused, even where the server's account could read it there;
-- a link to nothing, a link loop, a folder, a pipe or device is named as such;
-- a file, or a folder on the way to it, that the server's account cannot read (a link
-  into a folder only root may enter, on a workstation hub) is a 403.
-
-Only a contents manager that keeps files on this machine's file system
-(``FileContentsManager`` and its kin) has a root to check; other contents managers are
-trusted with their own paths, and their ``OSError`` is mapped by :func:`file_error`.
+Design notes: docs/design/server-extension.md, "jupyter_to_job.extension.user_files".
 """
 
 from __future__ import annotations

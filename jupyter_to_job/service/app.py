@@ -1,17 +1,6 @@
 """``JobServiceApp``: the hub-managed job service (``python -m jupyter_to_job.service``).
 
-It owns what user servers must never hold: the job store, the executor's credentials, the
-GPU capacity decisions. The hub starts it (``c.JupyterHub.services``, see
-:func:`jupyter_to_job.hub.job_service`) with ``JUPYTERHUB_API_TOKEN``, ``JUPYTERHUB_API_URL``,
-``JUPYTERHUB_SERVICE_URL`` (where to listen) and ``JUPYTERHUB_SERVICE_PREFIX`` (the URL
-prefix, ``/services/jupyter-to-job/``).
-
-Settings come from the command line (``--JobManager.max_running_jobs=4``), a config file
-(``--JobServiceApp.config_file=/etc/jupyter-to-job/config.py``), or the environment
-variables named in each trait's help. Each has one place, in the part that uses it:
-``c.GPUAdmission.*`` (the catalog, the sharing back end, the ledger and the GPU
-inventory: the same settings as the hub's), ``c.JobManager.*``, ``c.LocalExecutor.*``,
-``c.KubernetesExecutor.*``, ``c.LogStore.*``, ``c.HubAuth.*``.
+Design notes: docs/design/job-service.md, "jupyter_to_job.service.app".
 """
 
 from __future__ import annotations

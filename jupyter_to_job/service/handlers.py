@@ -1,42 +1,6 @@
 """The job service's REST handlers, under ``/services/<name>/api/``.
 
-Every handler but ``api/health`` is authenticated by the hub (``HubAuthenticated``: a
-token in the ``Authorization`` header, as the server extension sends it) and needs the
-``access:services!service=<name>`` scope; what the caller may then do with which jobs is
-decided by :class:`~jupyter_to_job.jobs_api.JobsAPI`. Errors are JSON, mapped in one
-place (``write_error``). The handlers that take a body stream it
-(:class:`~jupyter_to_job.rest.BoundedBodyMixin`): one over its limit is a 413 with a JSON
-body, answered once it is in, which a proxy in front passes on intact.
-
-=====================================  ======  =========================================
-Route (under ``/services/<name>/``)    Method  What
-=====================================  ======  =========================================
-``api/jobs``                           GET     list (status, name, owner, sort_by,
-                                               sort_order, max_items, next_token)
-``api/jobs``                           POST    create (CreateJob fields + ``notebook``)
-``api/jobs/{id}``                      GET     describe
-``api/jobs/{id}``                      PATCH   ``{"status": "STOPPED"}``: stop
-``api/jobs/{id}``                      DELETE  delete a finished job
-``api/jobs/{id}/logs``                 GET     ``offset``/``limit``, ``tail``, ``follow=1``
-``api/jobs/{id}/input``                GET     the notebook snapshot the job ran
-``api/jobs/{id}/outputs/{ipynb|html}`` GET     download an output
-``api/jobs/{id}/uploads/{ipynb|html}`` PUT     the job itself sends an output back
-                                               (its upload token, not a hub token)
-``api/schedules``                      GET     the caller's schedules
-``api/schedules``                      POST    create (CreateSchedule fields + ``notebook``)
-``api/schedules/{id}``                 GET     describe one of one's own schedules
-``api/schedules/{id}``                 PATCH   ``{"status": "PAUSED"|"ACTIVE"}``
-``api/schedules/{id}``                 DELETE  delete (the jobs it started stay)
-``api/pipelines``                      GET     the caller's pipelines
-``api/pipelines``                      POST    create (CreatePipeline fields + ``notebooks``)
-``api/pipelines/{id}``                 GET     describe one of one's own pipelines
-``api/pipelines/{id}``                 PATCH   ``{"status": "STOPPED"}``
-``api/pipelines/{id}``                 DELETE  delete a finished one (its jobs stay)
-``api/flavors``                        GET     the caller's flavors
-``api/config``                         GET     mode and features
-``api/health``                         GET     ``{"status": "ok"}``, anonymous
-``metrics``                            GET     Prometheus metrics (``read:metrics``)
-=====================================  ======  =========================================
+Design notes: docs/design/job-service.md, "jupyter_to_job.service.handlers".
 """
 
 from __future__ import annotations
