@@ -4,6 +4,7 @@
  * loading and empty hints, and a card's header buttons and highlighting.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { PollingModel } from './pollingModel';
@@ -49,14 +50,14 @@ export function CardList(props: ICardListProps): JSX.Element {
     <div className={`jp-JupyterToJob-${kind}s`} data-testid={`${kind}s`}>
       <div className="jp-JupyterToJob-toolbar">
         {props.toolbar}
-        <button
+        <Button
           type="button"
           className="jp-JupyterToJob-button"
           data-testid={`${kind}s-refresh`}
           onClick={() => void model.refresh()}
         >
           {trans.__('Refresh')}
-        </button>
+        </Button>
         <span className="jp-JupyterToJob-count" data-testid={`${kind}s-count`}>
           {model.loaded && !model.message ? props.countText : ''}
         </span>
@@ -137,7 +138,7 @@ export function CardAction(props: {
   children: React.ReactNode;
 }): JSX.Element {
   return (
-    <button
+    <Button
       type="button"
       className={
         'jp-JupyterToJob-button' +
@@ -149,6 +150,6 @@ export function CardAction(props: {
       onClick={props.onClick}
     >
       {props.children}
-    </button>
+    </Button>
   );
 }

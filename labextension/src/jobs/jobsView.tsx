@@ -4,6 +4,7 @@
  * every change of the model.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { formatElapsed, formatTime } from '../common/format';
@@ -181,23 +182,23 @@ function JobsToolbar(props: IJobsViewProps & { shown: number }): JSX.Element {
           </option>
         </select>
       </label>
-      <button
+      <Button
         type="button"
         className="jp-JupyterToJob-button"
         data-testid="jobs-refresh"
         onClick={() => void model.refresh()}
       >
         {trans.__('Refresh')}
-      </button>
+      </Button>
       {props.actions.notificationSettings && (
-        <button
+        <Button
           type="button"
           className="jp-JupyterToJob-button"
           data-testid="jobs-notification-settings"
           onClick={() => props.actions.notificationSettings?.()}
         >
           {trans.__('Notification settings…')}
-        </button>
+        </Button>
       )}
       <span className="jp-JupyterToJob-count" data-testid="jobs-count">
         {model.loaded && !model.message

@@ -6,6 +6,7 @@
  * job's log can be narrowed to one rank's lines (see logRanks.ts).
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { lastAtMost } from './logBuffer';
@@ -387,14 +388,14 @@ export function LogView(props: ILogViewProps): JSX.Element {
                   : '')}
         </span>
         {buffer?.hasEarlier && !log?.fillsEarlier && (
-          <button
+          <Button
             type="button"
             className="jp-JupyterToJob-button"
             data-testid="job-log-load-earlier"
             onClick={props.onLoadEarlier}
           >
             {trans.__('Load earlier')}
-          </button>
+          </Button>
         )}
       </div>
       <div
@@ -460,7 +461,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
         >
           {count}
         </span>
-        <button
+        <Button
           type="button"
           className="jp-JupyterToJob-button"
           data-testid="job-log-search-previous"
@@ -469,8 +470,8 @@ export function LogView(props: ILogViewProps): JSX.Element {
           onClick={() => goToMatch(-1)}
         >
           {trans.__('Previous')}
-        </button>
-        <button
+        </Button>
+        <Button
           type="button"
           className="jp-JupyterToJob-button"
           data-testid="job-log-search-next"
@@ -479,8 +480,8 @@ export function LogView(props: ILogViewProps): JSX.Element {
           onClick={() => goToMatch(1)}
         >
           {trans.__('Next')}
-        </button>
-        <button
+        </Button>
+        <Button
           type="button"
           className="jp-JupyterToJob-button"
           data-testid="job-log-first-error"
@@ -491,8 +492,8 @@ export function LogView(props: ILogViewProps): JSX.Element {
           onClick={jumpToFirstError}
         >
           {trans.__('Jump to first error')}
-        </button>
-        <button
+        </Button>
+        <Button
           type="button"
           className={
             'jp-JupyterToJob-button' +
@@ -504,7 +505,7 @@ export function LogView(props: ILogViewProps): JSX.Element {
           onClick={jumpToEnd}
         >
           {trans.__('Jump to end')}
-        </button>
+        </Button>
         <span
           className="jp-JupyterToJob-hint"
           data-testid="job-log-notice"

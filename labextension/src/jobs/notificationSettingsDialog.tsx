@@ -5,6 +5,7 @@
  */
 import { Clipboard } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { featuresOf, JobsAPI } from '../common/api';
@@ -345,7 +346,7 @@ function NotificationSettingsView(
                   )}
             </p>
             {secretSet && (
-              <button
+              <Button
                 type="button"
                 className="jp-JupyterToJob-button"
                 data-testid="notify-settings-rotate"
@@ -353,7 +354,7 @@ function NotificationSettingsView(
                 onClick={() => void put(true)}
               >
                 {trans.__('Make a new webhook secret')}
-              </button>
+              </Button>
             )}
           </div>
         </>
@@ -378,14 +379,14 @@ function NotificationSettingsView(
               value={secret}
               onFocus={event => event.target.select()}
             />
-            <button
+            <Button
               type="button"
               className="jp-JupyterToJob-button"
               data-testid="webhook-secret-copy"
               onClick={() => void copy()}
             >
               {copied ? trans.__('Copied') : trans.__('Copy')}
-            </button>
+            </Button>
           </div>
         </div>
       )}

@@ -5,6 +5,7 @@
  */
 import { Dialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
@@ -718,14 +719,14 @@ export function WideParameterRows(props: {
             onChange={event => change(index, { value: event.target.value })}
           />
           {!fixedNames && (
-            <button
+            <Button
               type="button"
               className="jp-JupyterToJob-button"
               aria-label={trans.__('Remove %1', row.name || index + 1)}
               onClick={() => onChange(rows.filter((_, at) => at !== index))}
             >
               {trans.__('Remove')}
-            </button>
+            </Button>
           )}
         </div>
       ))}

@@ -4,6 +4,7 @@
  * Stop and Delete when the viewer may; a job opens its log in the Jobs tab.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { Card, CardAction, CardList } from '../common/cardList';
@@ -85,14 +86,14 @@ export function PipelinesView(props: IPipelinesViewProps): JSX.Element {
       trans={trans}
       toolbar={
         onNewPipeline && (
-          <button
+          <Button
             type="button"
             className="jp-JupyterToJob-button"
             data-testid="pipelines-new"
             onClick={onNewPipeline}
           >
             {trans.__('Run notebooks as a pipeline…')}
-          </button>
+          </Button>
         )
       }
     >

@@ -3,6 +3,7 @@
  * could not be listed (with Retry), and the flavors to pick from once it came.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
@@ -104,14 +105,14 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
               list.message
             )}
           </p>
-          <button
+          <Button
             type="button"
             className="jp-JupyterToJob-button"
             data-testid="flavors-retry"
             onClick={onRetry}
           >
             {trans.__('Retry')}
-          </button>
+          </Button>
         </div>
       )}
       {list.status === 'loaded' && flavors.length === 0 && (
