@@ -64,6 +64,22 @@ function modelOn(api: FakeJobsAPI): JobsModel {
   });
 }
 
+/**
+ * A shown panel at job `jobId` that lists the jobs every 50 intervals and reads the
+ * job's log every interval.
+ */
+async function showingLog(api: FakeJobsAPI, jobId: string): Promise<JobsModel> {
+  const model = new JobsModel({
+    api: api as unknown as JobsAPI,
+    refreshInterval: INTERVAL * 50,
+    logInterval: INTERVAL
+  });
+  model.visible = true;
+  await model.refresh();
+  model.select(jobId);
+  return model;
+}
+
 describe('JobsModel, the Jobs panel’s state and polling', () => {
   let model: JobsModel | null = null;
   afterEach(() => {
@@ -145,14 +161,7 @@ describe('JobsModel, the Jobs panel’s state and polling', () => {
     // Given a shown panel that lists jobs every second and reads the log every 20 ms
     const api = new FakeJobsAPI();
     api.jobs = [makeJob({ job_id: 'j', status: 'RUNNING', log_size: 0 })];
-    model = new JobsModel({
-      api: api as unknown as JobsAPI,
-      refreshInterval: INTERVAL * 50,
-      logInterval: INTERVAL
-    });
-    model.visible = true;
-    await model.refresh();
-    model.select('j');
+    model = await showingLog(api, 'j');
 
     // When the job writes a line after the list was last read
     await sleep(INTERVAL * 2);
@@ -180,14 +189,7 @@ describe('JobsModel, the Jobs panel’s state and polling', () => {
         parameters: { run: 'run1' }
       })
     ];
-    model = new JobsModel({
-      api: api as unknown as JobsAPI,
-      refreshInterval: INTERVAL * 50,
-      logInterval: INTERVAL
-    });
-    model.visible = true;
-    await model.refresh();
-    model.select('j');
+    model = await showingLog(api, 'j');
     await sleep(INTERVAL * 2);
     const lists = api.listCalls;
 
