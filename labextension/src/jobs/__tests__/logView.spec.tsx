@@ -47,22 +47,71 @@ const ROWS = Array.from(
   (_, i) => `[cell 1] row ${String(i).padStart(6, '0')}\n`
 ).join('');
 
+/** The widgets a scenario put in the page, taken out after it. */
+const inPage: Widget[] = [];
+afterEach(() => {
+  act(() => inPage.splice(0).forEach(widget => widget.dispose()));
+});
+
 /** ``shown``, put in the page and rendered. */
 async function attached(shown: ReactWidget): Promise<ReactWidget> {
   await act(async () => {
     Widget.attach(shown, document.body);
     MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
   });
+  inPage.push(shown);
   return shown;
+}
+
+/**
+ * A running job's log `text()`, shown for a job of `nodes` nodes as the Jobs panel
+ * renders it (a new element at each update); `poll` reads what came and renders it.
+ */
+async function showRunning(text: () => string, nodes?: number) {
+  const follower = new LogFollower(async (offset, limit) => {
+    const data = text().slice(offset, offset + limit);
+    return {
+      job_id: 'j',
+      offset,
+      next_offset: offset + data.length,
+      size: text().length,
+      data,
+      complete: false
+    };
+  });
+  await follower.poll();
+  const shown = new (class extends ReactWidget {
+    render(): JSX.Element {
+      return (
+        <LogView
+          log={follower}
+          error={null}
+          trans={nullTranslator.load('jupyter_to_job')}
+          onLoadEarlier={() => undefined}
+          nodes={nodes}
+        />
+      );
+    }
+  })();
+  await attached(shown);
+  const byTestId = (id: string) =>
+    shown.node.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+  const shownLines = () =>
+    [...shown.node.querySelectorAll('[data-testid="job-log-line"]')].map(
+      line => line.querySelector('.jp-JupyterToJob-logLineText')?.textContent
+    );
+  const poll = async () => {
+    await follower.poll();
+    await act(async () => {
+      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
+    });
+  };
+  return { byTestId, shownLines, poll };
 }
 
 describe('LogView', () => {
   let node: HTMLElement;
   let widget: Widget | null = null;
-  afterEach(() => {
-    act(() => widget?.dispose());
-    widget = null;
-  });
 
   async function render(log: LogFollower): Promise<void> {
     act(() => widget?.dispose());
@@ -157,43 +206,10 @@ describe('LogView', () => {
 });
 
 describe('LogView while the job runs', () => {
-  let widget: Widget | null = null;
-  afterEach(() => {
-    act(() => widget?.dispose());
-    widget = null;
-  });
-
   it('keeps the count of a search up to date as lines come', async () => {
     // Given a running job's log, shown, with a search for "x"
     let text = '[cell 1] a x\n[cell 1] b\n';
-    const follower = new LogFollower(async (offset, limit) => {
-      const data = text.slice(offset, offset + limit);
-      return {
-        job_id: 'j',
-        offset,
-        next_offset: offset + data.length,
-        size: text.length,
-        data,
-        complete: false
-      };
-    });
-    await follower.poll();
-    // (a new element at each update, as the Jobs panel renders it)
-    const shown = new (class extends ReactWidget {
-      render(): JSX.Element {
-        return (
-          <LogView
-            log={follower}
-            error={null}
-            trans={nullTranslator.load('jupyter_to_job')}
-            onLoadEarlier={() => undefined}
-          />
-        );
-      }
-    })();
-    widget = await attached(shown);
-    const byTestId = (id: string) =>
-      shown.node.querySelector(`[data-testid="${id}"]`) as HTMLElement;
+    const { byTestId, poll } = await showRunning(() => text);
     await act(async () => {
       setInput(byTestId('job-log-search') as HTMLInputElement, 'x');
     });
@@ -202,15 +218,9 @@ describe('LogView while the job runs', () => {
 
     // When the job writes two more lines with "x", the second one in two pieces
     text += '[cell 1] c x\n[cell 1] d';
-    await follower.poll();
-    await act(async () => {
-      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
-    });
+    await poll();
     text += ' x\n';
-    await follower.poll();
-    await act(async () => {
-      MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
-    });
+    await poll();
 
     // Then the count includes them, each line once
     expect(byTestId('job-log-search-count').textContent).toBe('3 lines');
@@ -219,55 +229,6 @@ describe('LogView while the job runs', () => {
 });
 
 describe('LogView of a multi-node job', () => {
-  let widget: Widget | null = null;
-  afterEach(() => {
-    act(() => widget?.dispose());
-    widget = null;
-  });
-
-  /** A running job's log `text()`, shown for a job of `nodes` nodes. */
-  async function showRunning(text: () => string, nodes?: number) {
-    const follower = new LogFollower(async (offset, limit) => {
-      const data = text().slice(offset, offset + limit);
-      return {
-        job_id: 'j',
-        offset,
-        next_offset: offset + data.length,
-        size: text().length,
-        data,
-        complete: false
-      };
-    });
-    await follower.poll();
-    const shown = new (class extends ReactWidget {
-      render(): JSX.Element {
-        return (
-          <LogView
-            log={follower}
-            error={null}
-            trans={nullTranslator.load('jupyter_to_job')}
-            onLoadEarlier={() => undefined}
-            nodes={nodes}
-          />
-        );
-      }
-    })();
-    widget = await attached(shown);
-    const byTestId = (id: string) =>
-      shown.node.querySelector(`[data-testid="${id}"]`) as HTMLElement;
-    const shownLines = () =>
-      [...shown.node.querySelectorAll('[data-testid="job-log-line"]')].map(
-        line => line.querySelector('.jp-JupyterToJob-logLineText')?.textContent
-      );
-    const poll = async () => {
-      await follower.poll();
-      await act(async () => {
-        MessageLoop.sendMessage(shown, Widget.Msg.UpdateRequest);
-      });
-    };
-    return { byTestId, shownLines, poll };
-  }
-
   const pick = async (select: HTMLElement, value: string) => {
     await act(async () => {
       (select as HTMLSelectElement).value = value;
