@@ -48,6 +48,22 @@ export async function typeInto(
 }
 
 /**
+ * The job the panel shows: its tab and the id of the job whose detail is open.
+ */
+export function shownJob(panel: JobsPanel): {
+  tab: string;
+  jobId: string | null;
+} {
+  return {
+    tab: panel.tab,
+    jobId:
+      panel.node
+        .querySelector('[data-testid="job-detail"]')
+        ?.getAttribute('data-job-id') ?? null
+  };
+}
+
+/**
  * The answer of `api/jobs/<id>/log` for a log with nothing more to read.
  */
 export function emptyLog(jobId: string, offset: number) {

@@ -19,7 +19,8 @@ import { makeJob } from '../../__tests__/jobs.fixture';
 import {
   emptyLog,
   openPanelTab,
-  settle
+  settle,
+  shownJob
 } from '../../__tests__/jobsPanel.fixture';
 import {
   makeFailedPipeline,
@@ -267,12 +268,7 @@ describe('The Pipelines tab of the Jobs panel', () => {
     await settle(() => all('[data-testid="pipeline-job-open"]')[2].click());
     await settle();
 
-    expect(panel.tab).toBe('jobs');
-    expect(
-      panel.node
-        .querySelector('[data-testid="job-detail"]')
-        ?.getAttribute('data-job-id')
-    ).toBe('job-eval-b');
+    expect(shownJob(panel)).toEqual({ tab: 'jobs', jobId: 'job-eval-b' });
     act(() => panel.dispose());
   });
 

@@ -12,7 +12,8 @@ import { makeJob } from '../../__tests__/jobs.fixture';
 import {
   emptyLog,
   openPanelTab,
-  settle
+  settle,
+  shownJob
 } from '../../__tests__/jobsPanel.fixture';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
@@ -236,12 +237,7 @@ describe('The Schedules tab of the Jobs panel', () => {
     await settle();
 
     // Then the Jobs tab shows, with that job selected
-    expect(panel.tab).toBe('jobs');
-    expect(
-      panel.node
-        .querySelector('[data-testid="job-detail"]')
-        ?.getAttribute('data-job-id')
-    ).toBe('job-2');
+    expect(shownJob(panel)).toEqual({ tab: 'jobs', jobId: 'job-2' });
     act(() => panel.dispose());
   });
 });
