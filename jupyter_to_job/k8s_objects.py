@@ -3,70 +3,8 @@
 :func:`make_configmap` carries the job's files (the notebook snapshot and ``job.json``)
 into the cluster; :func:`make_job` is the ``batch/v1`` Job that runs the in-job runner
 on them. Both return plain dicts, compared with literal manifests in
-``tests/jobs_k8s/test_manifests.py``; nothing here talks to a cluster.
-
-Choices, from the reference's Kubernetes Job checklist:
-
-- ``restartPolicy: Never`` and ``backoffLimit: 0``: a failed pod and its log stay, and a
-  notebook's side effects are not repeated behind the user's back.
-- A job with a checkpoint (:class:`PodCheckpoint`) is the exception: the cluster itself
-  starts it again when a pod is taken away, so it resumes even while the job service is
-  down. Its Job gets ``backoffLimit`` = its retries and :func:`pod_failure_policy`:
-
-  1. ``Count`` on the pod condition ``DisruptionTarget`` (set by the scheduler's
-     preemption, the Eviction API, the taint manager and the pod garbage collector after
-     node loss, the kubelet under node pressure): the pod is replaced, and counted.
-  2. ``FailJob`` on the runner container's exit codes ``NotIn [0]``: a notebook that failed
-     by itself (an exception, a dead kernel, out of memory, a pod deleted by hand) ends the
-     Job at once, never retried.
-
-  Rules match in order, so a disrupted runner (exit 143 after SIGTERM) meets rule 1 first.
-  ``Count``, not the docs' usual ``Ignore``: an ignored pod never counts toward
-  ``backoffLimit``, so a Job whose pods keep being evicted would run without end, and the
-  retry limit would rest on the job service watching (it may be down). With ``Count`` and
-  only disruptions reaching rule 1, ``status.failed`` counts exactly the disruptions and
-  the Job fails with ``BackoffLimitExceeded`` after ``retries + 1`` of them: as many runs
-  as a local job gets. ``podReplacementPolicy: Failed`` (the only value allowed with a pod
-  failure policy, written out to say why): the next pod starts only once the disrupted one
-  has ended, so two runners never write one checkpoint folder at once.
-  The runner gets ``--checkpoint-dir`` (the folder in the owner's home, as the pod mounts
-  it): it gives the notebook ``$JUPYTER_TO_JOB_CHECKPOINT_DIR`` and counts its attempt in
-  that folder for ``$JUPYTER_TO_JOB_ATTEMPT`` (a pod's environment is its Job's template,
-  the same for every pod, so the count must live where every pod of the job sees it).
-- A job that ran out of memory (its container ``OOMKilled``, exit 137) meets rule 2: its
-  Job fails at once, as it must, since a replacement pod would have the same limit (a pod
-  template cannot change). When its flavor allows a retry with more memory, the executor
-  starts the next attempt as a **new Job**, ``run`` = 1, 2... (:func:`job_object_name`:
-  ``j2j-<job id>-r<run>``, with a ConfigMap of that name): the same job-id label, the same
-  checkpoint folder, the larger memory as request and limit, and ``backoffLimit`` = the
-  retries left. Its pods are told from the earlier Job's by the label the Job controller
-  puts on them, ``batch.kubernetes.io/job-name`` (:func:`run_pod_selector`).
-- ``activeDeadlineSeconds`` is the job's whole-run deadline, enforced by the Job controller
-  even while the job service is down.
-- ``ttlSecondsAfterFinished`` is deliberately *not* set here. The TTL controller deletes a
-  finished Job with its pods, and with them the only copy of any log line the service has
-  not copied yet (a service restarted at the wrong moment, say). The executor sets it
-  with a PATCH once the log and the final status are in the service's own store.
-- The pod follows the "restricted" Pod Security Standard: it runs as the user's uid and
-  gid (:class:`PodUser`; uid 1000 and group 100 by default, as Zero to JupyterHub runs
-  every server), with ``fsGroup`` so what it writes on the user's volumes is theirs; no
-  privilege escalation, no capabilities, the runtime's seccomp profile, no
-  service-account token and no service links.
-- The user's home volume (and any course data volume) is mounted as in their server:
-  :func:`user_volume_names` expands KubeSpawner's name templates (``claim-{username}``)
-  with KubeSpawner's own slug rule, so the job mounts the very PVC the server used. The
-  container starts in the folder notebook paths are relative to (the home), and the
-  runner's ``working_dir`` is the notebook's folder, relative to it.
-- With an upload address, the runner sends the executed notebook and HTML back to the
-  job service; its per-job token travels in a Secret (:func:`make_upload_secret`) mounted
-  read-only at :data:`UPLOAD_TOKEN_DIR`, never in the Job's spec.
-- The notebook and ``job.json`` arrive in a ConfigMap whose keys are mounted read-only,
-  file by file, into an emptyDir at ``/job``, so the runner writes its status and output
-  notebook next to them without a copy step. ConfigMaps hold at most 1 MiB, hence
-  :data:`MAX_JOB_FILES_BYTES`; larger notebooks need shared (ReadWriteMany) storage.
-- The runner's log goes to the container's stdout (the pod log the executor streams), and
-  its final status to ``/dev/termination-log``; ``FallbackToLogsOnError`` makes the
-  kubelet put the log's tail there instead when the runner was killed before writing it.
+``tests/jobs_k8s/test_manifests.py``; nothing here talks to a cluster. Why each choice (retries, deadline, TTL, the user's uid and volumes, uploads, the
+ConfigMap): docs/kubernetes-executor.md, "The manifests".
 """
 
 from __future__ import annotations
@@ -282,7 +220,7 @@ class PodCheckpoint:
 def pod_failure_policy() -> dict[str, Any]:
     """The Job's ``podFailurePolicy`` for a job with a checkpoint: a disruption is counted
     toward ``backoffLimit`` and replaced, the notebook's own failure fails the Job at once
-    (the module docstring says why ``Count`` and not ``Ignore``)."""
+    (docs/kubernetes-executor.md says why ``Count`` and not ``Ignore``)."""
     return {
         "rules": [
             {
@@ -615,3 +553,101 @@ def strip_outputs(notebook: bytes) -> bytes:
         return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except (ValueError, AttributeError, TypeError):
         return notebook
+
+
+def granted_user_files(
+    grant: Any, owner: str, input_path: str, settings: Any
+) -> tuple[UserFiles, bool]:
+    """The owner's volumes in a job's pod (home, extras) and where the runner starts, from
+    the Grant and the executor's ``settings`` (``c.KubernetesExecutor``); True beside them
+    where the flavor's storage has a volume named ``home`` not mounted at the home (the job
+    then gets no home volume of its own)."""
+    # The flavor's storage, as the Grant rendered it (expanded already), then the
+    # settings' volumes; the home unless the flavor mounts something there itself.
+    volumes = [dict(volume) for volume in (grant.volumes if grant else ())]
+    mounts = [dict(mount) for mount in (grant.volume_mounts if grant else ())]
+    volumes += [expand_user_names(volume, owner) for volume in settings.extra_volumes]
+    mounts += [expand_user_names(mount, owner) for mount in settings.extra_volume_mounts]
+    unmounted = unmounted_home_volume(volumes, mounts, settings.home_mount_path)
+    files = make_user_files(
+        owner,
+        input_path,
+        volumes=volumes,
+        mounts=mounts,
+        home_pvc_name_template=settings.home_pvc_name_template,
+        home_mount_path=settings.home_mount_path,
+        home_sub_path=settings.home_sub_path,
+        notebook_dir=settings.notebook_dir,
+    )
+    return files, unmounted
+
+
+def make_job_objects(
+    settings: Any,
+    grant: Any,
+    *,
+    job_id: str,
+    job: Any,
+    image: str,
+    files: UserFiles,
+    notebook: bytes,
+    spec: str,
+    memory_bytes: int | None,
+    user: PodUser,
+    upload_url: str | None,
+    checkpoint: PodCheckpoint | None,
+    run: int,
+) -> tuple[dict[str, Any], dict[str, Any], PodGPUPlan]:
+    """The ConfigMap and the one-pod Job of ``job_id`` (``job``: its row) and its GPU plan, as its
+    Grant and the executor's ``settings`` say; the notebook's outputs are stripped where
+    they would not fit. Raises :class:`JobFilesTooLarge`."""
+    import dataclasses
+
+    from gpuspawner.backends import cpu_only_plan
+
+    plan = cpu_only_plan()
+    if grant is not None and grant.plan is not None:
+        # The share's variables and the GPUSPAWNER_* ones describing it win over all.
+        plan = dataclasses.replace(grant.plan, environment=grant.environment)
+    allocation = grant.allocation.to_dict() if grant and grant.allocation else None
+    limits = grant.limits if grant else None
+    if len(notebook) + len(spec) > settings.max_job_files_bytes:
+        notebook = strip_outputs(notebook)
+    configmap = make_configmap(
+        job_id=job_id,
+        owner=job.owner,
+        notebook=notebook,
+        spec=spec,
+        namespace=settings.namespace,
+        max_bytes=settings.max_job_files_bytes,
+        run=run,
+    )
+    pinned = grant is not None and settings.pin_to_node and grant.nodes == 1
+    manifest = make_job(
+        job_id=job_id,
+        owner=job.owner,
+        image=image,
+        plan=plan,
+        flavor=job.flavor,
+        cpu=(limits.cpu if limits else None) or settings.default_cpu,
+        memory_bytes=memory_bytes,
+        deadline_seconds=job.deadline_seconds,
+        environment={**(grant.variables if grant else {}), **settings.environment},
+        allocation=allocation,
+        namespace=settings.namespace,
+        node_name=grant.node if pinned else None,
+        backoff_limit=settings.backoff_limit,
+        queue_name=settings.queue_name,
+        service_account=settings.service_account,
+        priority_class_name=settings.priority_class_name,
+        image_pull_policy=settings.image_pull_policy or None,
+        termination_grace_seconds=max(1, round(settings.stop_grace_seconds)),
+        shm_size=settings.shm_size or None,
+        user=user,
+        files=files,
+        pod_labels=settings.pod_labels,
+        upload_url=upload_url,
+        checkpoint=checkpoint,
+        run=run,
+    )
+    return configmap, manifest, plan

@@ -7,14 +7,16 @@ executor reads the API and keeps the store; these decide (docs/kubernetes-execut
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..models import JobErrorInfo, JobStatus
-from ..retries import attempt_memory
+from ..retries import attempt_memory, exhausted
 from ..runfiles import RunnerStatus
 from ..store import JobAttemptsRow
 from .base import FinalState, JobOutcome, _progress
 from .pod_status import NODE_LOSS, container_state, disruption, job_failure_reason
+from .rank_pods import first_failed_rank, rank_failure, rank_of
 
 OUT_OF_MEMORY = "out of memory (the container was killed at its memory limit)"
 UNSEEN_ATTEMPT = "the cluster took its pod away while the job service was not following it"
@@ -234,3 +236,47 @@ def current_run(attempts: JobAttemptsRow | None) -> tuple[int, int]:
     its own) started a new Job: an out-of-memory retry (docs/kubernetes-executor.md)."""
     again = [e for e in (attempts.history if attempts else ()) if "ended" not in e]
     return len(again), int(again[-1]["attempt"]) + 1 if again else 1
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What only the cluster can say of how a job ended: ``verdict`` (None: the runner's
+    ``final_state`` judges), the rank's disruption that ended a job on several nodes, whether
+    it ran out of memory, and a line for the log (its retries used up)."""
+
+    verdict: FinalState | None
+    rank_taken: tuple[str, str] | None = None
+    out_of_memory: bool = False
+    line: str | None = None
+
+
+def judge(
+    outcome: JobOutcome,
+    pod: dict[str, Any],
+    terminated: dict[str, Any] | None,
+    job: dict[str, Any] | None,
+    *,
+    pods: dict[str, dict[str, Any]],
+    rank_pods: dict[str, dict[str, Any]],
+    gone: set[str],
+    disrupted: dict[str, tuple[str, str]],
+    attempts: JobAttemptsRow | None,
+) -> Judgement:
+    """How the job of ``pod`` (rank 0's, or its one pod) ended, as only the cluster can say:
+    a rank failed, out of memory, preempted, deleted."""
+    failed = first_failed_rank({**pods, **rank_pods}, gone)
+    if rank_pods and outcome.stop_reason is None and job_failure_reason(job) and failed:
+        taken = disruption_of(failed, disrupted)
+        if rank_of(failed) or taken:
+            return Judgement(rank_failure(failed, taken), rank_taken=taken)
+    if ran_out_of_memory(outcome, pod, terminated):
+        return Judgement(out_of_memory_verdict(outcome), out_of_memory=True)
+    if runner_decides(outcome):
+        return Judgement(None)
+    taken = disruption_of(pod, disrupted)
+    if taken is not None:
+        again, line = "Run the job again.", None
+        if attempts is not None and retries_used_up(attempts, job):
+            again = line = exhausted(attempts.max_attempts)
+        return Judgement(preempted_verdict(outcome, taken, again), line=line)
+    return Judgement(deleted_verdict(outcome, pod, job, gone))

@@ -320,6 +320,10 @@ class KubernetesExecutorSettings(JobExecutor):
             fs_gid=None if fs_gid is None else int(fs_gid),
         )
 
+    def job_path(self, name: str) -> str:
+        """The API path of the Kubernetes Job ``name`` in the jobs' namespace."""
+        return f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{name}"
+
     @property
     def job_upload_url(self) -> str | None:
         """Where this job's runner sends its outputs (None: they stay in the pod)."""

@@ -19,42 +19,28 @@ from ..k8s_objects import (
     JobFilesTooLarge,
     PodCheckpoint,
     UserFiles,
-    expand_user_names,
-    job_object_name,
-    make_configmap,
-    make_job,
-    make_upload_secret,
-    make_user_files,
+    granted_user_files,
+    make_job_objects,
     run_pod_selector,
-    strip_outputs,
-    unmounted_home_volume,
 )
-from ..k8s_ranks import make_rank_service, on_several_nodes
+from ..k8s_ranks import on_several_nodes
 from ..models import JobStatus
-from ..output_uploads import issue_upload_token, revoke_upload_token
+from ..output_uploads import revoke_upload_token
 from ..retries import exhausted, no_more_memory, oom_retry, separator
 from ..runfiles import RunnerStatus, parse_compact_status, read_spec
 from ..store import ACTIVE, JobAttemptsRow, utcnow
 from .base import FinalState, JobOutcome, StopReason
 from .k8s_attempts import (
     attempts_before,
-    current_run,
-    deleted_verdict,
-    disruption_of,
+    judge,
     memory_for_attempt,
     newest_unfollowed,
-    out_of_memory_verdict,
-    preempted_verdict,
-    ran_out_of_memory,
     rerun_line,
-    retries_used_up,
-    runner_decides,
     start_failure,
     suspended_since,
 )
-from .k8s_create import JobNotStartable, checkpoint_in_pod, create_job_objects, granted_image
-from .k8s_settings import KubernetesExecutorSettings
-from .kube_client import KubeClient, KubeError, connect, sleep_or_event
+from .k8s_create import JobNotStartable, checkpoint_in_pod, granted_image
+from .k8s_job import KubernetesJob
 from .pod_log import LogReading, PodLogCopier, RunProgress
 from .pod_status import (
     container_state,
@@ -63,39 +49,28 @@ from .pod_status import (
     job_finished,
     pending_reason,
 )
+from .pod_watch import watch_pods
 from .queue_eviction import eviction_sentence, eviction_words, read_eviction_or_warn
 from .rank_pods import (
     OtherRanks,
     all_ranks_again,
-    first_failed_rank,
-    rank_failure,
     rank_of,
     rank_prefix,
 )
 
 
-class KubernetesExecutor(KubernetesExecutorSettings):
+class KubernetesExecutor(KubernetesJob):
     """Runs the job runner in a Kubernetes Job (docs/kubernetes-executor.md)."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self.run, self.first_attempt = current_run(self.store.job_attempts(self.job_id))
-        """Which of the job's Kubernetes Jobs this executor runs (0: its first), and the
-        job's attempt that this Job's first pod is."""
-        self.name = job_object_name(self.job_id, self.run)
         self._memory_limit: int | None = None
         self._out_of_memory = False
-        self.kube: KubeClient | None = None
         self.log_copy = PodLogCopier(
             self.job_id, self.log_store, self._cursor_file, self.report_progress, self.log
         )
         self._pods: dict[str, dict[str, Any]] = {}
         self._gone: set[str] = set()
-        self._changed = asyncio.Event()
-        self._job: dict[str, Any] | None = None
-        self._job_read_at = 0.0
-        self._job_exists = False
-        self._deleting: asyncio.Future[None] | None = None
         self._current_pod: str | None = None
         self._verdict: FinalState | None = None
         self._disrupted: dict[str, tuple[str, str]] = {}
@@ -121,10 +96,6 @@ class KubernetesExecutor(KubernetesExecutorSettings):
     # -- paths and the client -------------------------------------------------------------
 
     @property
-    def _job_path(self) -> str:
-        return f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{self.name}"
-
-    @property
     def _pods_path(self) -> str:
         return f"/api/v1/namespaces/{self.namespace}/pods"
 
@@ -132,103 +103,42 @@ class KubernetesExecutor(KubernetesExecutorSettings):
     def _cursor_file(self) -> Path:
         return self.files.directory / "pod-log.json"
 
-    async def _client(self) -> KubeClient:
-        if self.kube is None:
-            self.kube = await connect(self.kubeconfig or None)
-            self.kube.timeout = self.api_timeout
-        return self.kube
-
-    async def _close(self) -> None:
-        if self._deleting is not None:  # a deletion under way finishes with the client
-            try:
-                await self._deleting
-            except Exception as error:
-                self.log.warning(
-                    "Job %s: deleting its Kubernetes Job failed: %s", self.job_id, error
-                )
-        if self.kube is not None:
-            kube, self.kube = self.kube, None
-            await kube.close()
-
-    async def process(self) -> None:
-        try:
-            await super().process()
-        finally:
-            await self._close()
-
-    async def resume(self) -> None:
-        try:
-            await super().resume()
-        finally:
-            await self._close()
-
     # -- the objects ------------------------------------------------------------------------
 
     async def build_objects(self) -> tuple[dict[str, Any], dict[str, Any], Any]:
-        """The job's ConfigMap, Job and GPU plan, as its Grant says; raises
-        :class:`JobNotStartable`."""
-        from gpuspawner.backends import cpu_only_plan
+        """The job's ConfigMap, Job and GPU plan, as its Grant says
+        (:func:`.k8s_objects.make_job_objects`); raises :class:`JobNotStartable`."""
         from gpuspawner.policy.units import parse_size_bytes
 
         grant = self.grant
         image = granted_image(grant, self.image)
-        plan = cpu_only_plan()
-        if grant is not None and grant.plan is not None:
-            # The share's variables and the GPUSPAWNER_* ones describing it win over all.
-            plan = dataclasses.replace(grant.plan, environment=grant.environment)
-        allocation = grant.allocation.to_dict() if grant and grant.allocation else None
         limits = grant.limits if grant else None
         files = self.user_files()
         # The kernel's folder, relative to the container's (the server's root folder).
         working_dir = files.notebook_folder if files.root else None
         checkpoint = self._checkpoint = self.pod_checkpoint(files)
         memory = (limits.memory_bytes if limits else None) or parse_size_bytes(self.default_memory)
-        memory = memory_for_attempt(memory, self._attempts)
-        self._memory_limit = memory
+        memory = self._memory_limit = memory_for_attempt(memory, self._attempts)
         spec = read_spec(self.files).model_copy(update={"working_dir": working_dir})
         notebook = self.files.input_notebook.read_bytes()
-        spec_text = spec.model_dump_json()
-        if len(notebook) + len(spec_text) > self.max_job_files_bytes:
-            notebook = strip_outputs(notebook)
         try:
-            configmap = make_configmap(
+            configmap, job, plan = make_job_objects(
+                self,
+                grant,
                 job_id=self.job_id,
-                owner=self.job.owner,
+                job=self.job,
+                image=image,
+                files=files,
                 notebook=notebook,
-                spec=spec_text,
-                namespace=self.namespace,
-                max_bytes=self.max_job_files_bytes,
+                spec=spec.model_dump_json(),
+                memory_bytes=memory,
+                user=self.pod_user(),
+                upload_url=self.job_upload_url,
+                checkpoint=checkpoint,
                 run=self.run,
             )
         except JobFilesTooLarge as error:
             raise JobNotStartable(error.message) from None
-        job = make_job(
-            job_id=self.job_id,
-            owner=self.job.owner,
-            image=image,
-            plan=plan,
-            flavor=self.job.flavor,
-            cpu=(limits.cpu if limits else None) or self.default_cpu,
-            memory_bytes=memory,
-            deadline_seconds=self.job.deadline_seconds,
-            environment={**(grant.variables if grant else {}), **self.environment},
-            allocation=allocation,
-            namespace=self.namespace,
-            node_name=grant.node if grant and self.pin_to_node and grant.nodes == 1 else None,
-            backoff_limit=self.backoff_limit,
-            queue_name=self.queue_name,
-            service_account=self.service_account,
-            priority_class_name=self.priority_class_name,
-            image_pull_policy=self.image_pull_policy or None,
-            termination_grace_seconds=max(1, round(self.stop_grace_seconds)),
-            shm_size=self.shm_size or None,
-            user=self.pod_user(),
-            files=files,
-            pod_labels=self.pod_labels,
-            upload_url=self.job_upload_url,
-            checkpoint=checkpoint,
-            run=self.run,
-        )
         if grant is not None and grant.nodes > 1 and grant.allocation is not None:
             held = grant.allocation.device_ids
             pinned = {d.rsplit("/", 1)[0] for d in held} if self.pin_to_node else set()
@@ -241,9 +151,8 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         return configmap, job, plan
 
     def pod_checkpoint(self, files: UserFiles) -> PodCheckpoint | None:
-        """The job's checkpoint folder in its pod, below the notebook's folder in the home the
-        pod mounts, and its retries; None for a job without a checkpoint. Raises
-        :class:`JobNotStartable` where jobs get no home to keep a checkpoint in."""
+        """The job's checkpoint folder in its pod and its retries (None: no checkpoint);
+        raises :class:`JobNotStartable` where jobs get no home to keep a checkpoint in."""
         attempts = self._attempts = self.store.job_attempts(self.job_id)
         if attempts is None:
             return None
@@ -251,46 +160,22 @@ class KubernetesExecutor(KubernetesExecutorSettings):
 
     def user_files(self) -> UserFiles:
         """The owner's volumes in the job's pod (home, extras) and where the runner starts."""
-        owner = self.job.owner
-        # The flavor's storage, as the Grant rendered it (expanded already), then the
-        # settings' volumes; the home unless the flavor mounts something there itself.
-        grant = self.grant
-        volumes = [dict(volume) for volume in (grant.volumes if grant else ())]
-        mounts = [dict(mount) for mount in (grant.volume_mounts if grant else ())]
-        volumes += [expand_user_names(volume, owner) for volume in self.extra_volumes]
-        mounts += [expand_user_names(mount, owner) for mount in self.extra_volume_mounts]
-        if unmounted_home_volume(volumes, mounts, self.home_mount_path):
+        files, unmounted = granted_user_files(self.grant, self.job.owner, self.job.input_path, self)
+        if unmounted:
             self.log.warning(
                 "Job %s: its flavor's storage has a volume named 'home' that is not mounted at "
                 "%s; the job gets no home volume of its own.",
                 self.job_id,
                 self.home_mount_path,
             )
-        return make_user_files(
-            owner,
-            self.job.input_path,
-            volumes=volumes,
-            mounts=mounts,
-            home_pvc_name_template=self.home_pvc_name_template,
-            home_mount_path=self.home_mount_path,
-            home_sub_path=self.home_sub_path,
-            notebook_dir=self.notebook_dir,
-        )
+        return files
 
     # -- launching ----------------------------------------------------------------------
 
     async def execute(self) -> JobOutcome:
         kube = await self._client()
         configmap, job, plan = await self.build_objects()
-        try:
-            await self._create_objects(kube, configmap, job, plan)
-        except KubeError as error:
-            if error.status != 403:
-                raise
-            raise JobNotStartable(
-                f"The job service is not allowed to start jobs here: {error.message}. Tell "
-                "the hub admins: the job service's Role lacks this permission."
-            ) from None
+        await self._create_objects(kube, configmap, job, plan)
         where = f" in the queue {self.queue_name}" if self.queue_name else ""
         self.log_line(f"Kubernetes Job {self.namespace}/{self.name} created{where}")
         attempts = self._attempts
@@ -306,39 +191,6 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         if self.stop_reason is not None:  # a stop that came before the Job existed
             self._start_deleting()
         return await self._follow()
-
-    async def _create_objects(
-        self, kube: KubeClient, configmap: dict[str, Any], job: dict[str, Any], plan: Any
-    ) -> None:
-        """The job's objects (:func:`.k8s_create.create_job_objects`), with an upload Secret
-        holding a token issued now, and the pods' Service of a job on several nodes."""
-        owner, namespace = self.job.owner, self.namespace
-        secret = None
-        if self.job_upload_url:
-            token = issue_upload_token(self.files)
-            secret = make_upload_secret(
-                job_id=self.job_id, owner=owner, token=token, namespace=namespace
-            )
-        service = None
-        if job["spec"].get("completionMode") == "Indexed":
-            service = make_rank_service(
-                job_id=self.job_id, owner=owner, run=self.run, namespace=namespace
-            )
-        await create_job_objects(
-            kube,
-            namespace,
-            configmap=configmap,
-            job=job,
-            plan=plan,
-            secret=secret,
-            service=service,
-            job_made=lambda: setattr(self, "_job_exists", True),
-        )
-
-    async def still_running(self) -> bool:
-        kube = await self._client()
-        job = await kube.get(self._job_path)
-        return job is not None and not job_finished(job)
 
     async def reattach(self) -> JobOutcome:
         kube = await self._client()
@@ -394,41 +246,20 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         await self.ranks.finish()
 
     async def _watch_pods(self) -> None:
-        """Keep ``_pods`` current: list, then watch from the list's resourceVersion."""
+        """Keep ``_pods`` current (:func:`.pod_watch.watch_pods`)."""
         assert self.kube is not None
         selector = [("labelSelector", run_pod_selector(self.job_id, self.run))]
-        version: str | None = None
-        while True:
-            try:
-                if version is None:
-                    listing = await self.kube.request("GET", self._pods_path, query=selector)
-                    present = set()
-                    for pod in listing.get("items") or []:
-                        self._saw(pod)
-                        present.add(pod["metadata"]["uid"])
-                    self._gone.update(set(self._pods) - present)
-                    version = listing["metadata"]["resourceVersion"]
-                    self._changed.set()
-                query = [*selector, ("resourceVersion", version), ("allowWatchBookmarks", "true")]
-                async with contextlib.aclosing(self.kube.watch(self._pods_path, query)) as events:
-                    async for event in events:
-                        pod = event.get("object") or {}
-                        if event.get("type") == "ERROR":  # 410 Gone: list again
-                            version = None
-                            break
-                        version = pod["metadata"]["resourceVersion"]
-                        if event["type"] == "BOOKMARK":
-                            continue
-                        self._saw(pod)
-                        if event["type"] == "DELETED":
-                            self._gone.add(pod["metadata"]["uid"])
-                        self._changed.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # a broken watch: list again after a pause
-                self.log.debug("Job %s: pod watch ended: %s", self.job_id, error)
-                version = None
-                await asyncio.sleep(1.0)
+        await watch_pods(
+            self.kube,
+            self._pods_path,
+            selector,
+            pods=self._pods,
+            gone=self._gone,
+            changed=self._changed,
+            saw=self._saw,
+            job_id=self.job_id,
+            log=self.log,
+        )
 
     def _saw(self, pod: dict[str, Any]) -> None:
         """Keep the pod as the API has it now; a disruption, once seen, is remembered (a
@@ -444,18 +275,6 @@ class KubernetesExecutor(KubernetesExecutorSettings):
         if disrupted is not None and uid not in self._disrupted:
             self._disrupted[uid] = disrupted
             self.log_line(f"the cluster is taking the pod away ({disrupted[0]}): {disrupted[1]}")
-
-    async def _wait_change(self, seconds: float) -> None:
-        await sleep_or_event(self._changed, seconds)
-        self._changed.clear()
-
-    async def _read_job(self, *, fresh: bool = False) -> dict[str, Any] | None:
-        """The Job as the API has it (re-read at most once per poll interval)."""
-        if fresh or time.monotonic() - self._job_read_at >= self.poll_interval:
-            assert self.kube is not None
-            self._job = await self.kube.get(self._job_path)
-            self._job_read_at = time.monotonic()
-        return self._job
 
     def _waiting(self, message: str | None) -> None:
         row = self.store.get(self.job_id)
@@ -635,36 +454,22 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             last_cell=self.log_copy.progress.current_cell,
         )
         if self._verdict is None:
-            self._verdict = self._judge(outcome, pod, terminated, job)
+            judged = judge(
+                outcome,
+                pod,
+                terminated,
+                job,
+                pods=self._pods,
+                rank_pods=self._rank_pods,
+                gone=self._gone,
+                disrupted=self._disrupted,
+                attempts=self._attempts,
+            )
+            self._rank_taken, self._out_of_memory = judged.rank_taken, judged.out_of_memory
+            if judged.line:
+                self.log_line(judged.line)
+            self._verdict = judged.verdict
         return outcome
-
-    def _judge(
-        self,
-        outcome: JobOutcome,
-        pod: dict[str, Any],
-        terminated: dict[str, Any] | None,
-        job: dict[str, Any] | None,
-    ) -> FinalState | None:
-        """What only the cluster can say (a rank failed, out of memory, deleted); None:
-        ``final_state``."""
-        failed = first_failed_rank({**self._pods, **self._rank_pods}, self._gone)
-        if self._rank_pods and outcome.stop_reason is None and job_failure_reason(job) and failed:
-            self._rank_taken = disruption_of(failed, self._disrupted)
-            if rank_of(failed) or self._rank_taken:
-                return rank_failure(failed, self._rank_taken)
-        if ran_out_of_memory(outcome, pod, terminated):
-            self._out_of_memory = True
-            return out_of_memory_verdict(outcome)
-        if runner_decides(outcome):
-            return None
-        disrupted = disruption_of(pod, self._disrupted)
-        if disrupted is not None:
-            again = "Run the job again."
-            if self._attempts is not None and retries_used_up(self._attempts, job):
-                again = exhausted(self._attempts.max_attempts)
-                self.log_line(again)
-            return preempted_verdict(outcome, disrupted, again)
-        return deleted_verdict(outcome, pod, job, self._gone)
 
     async def on_complete(self, outcome: JobOutcome) -> None:
         revoke_upload_token(self.files)  # the outputs the job sent are final now
@@ -740,46 +545,4 @@ class KubernetesExecutor(KubernetesExecutorSettings):
             end_time=utcnow(),
         )
 
-    async def _expire_later(self) -> None:
-        """Let the TTL controller delete the finished Job, now that its log is stored."""
-        if not self._job_exists or self._deleting is not None or self.kube is None:
-            return
-        try:
-            await self.kube.request(
-                "PATCH",
-                self._job_path,
-                body={"spec": {"ttlSecondsAfterFinished": self.ttl_seconds_after_finished}},
-                content_type="application/merge-patch+json",
-            )
-        except KubeError as error:
-            if error.status != 404:
-                self.log.warning("Job %s: could not set the Job's TTL: %s", self.job_id, error)
-
     # -- stopping -----------------------------------------------------------------------
-
-    async def stop(self, reason: StopReason = StopReason.REQUEST) -> None:
-        if self.stop_reason is not None:
-            return
-        self.stop_reason = reason
-        if self._job_exists:
-            self._start_deleting()
-        self._changed.set()
-
-    def _start_deleting(self) -> None:
-        if self._deleting is None and self._job_exists:
-            self.log_line(
-                f"deleting Kubernetes Job {self.name}; its pod gets "
-                f"{self.stop_grace_seconds:g} s to stop"
-            )
-            self._deleting = asyncio.ensure_future(self._delete_job())
-
-    async def _delete_job(self) -> None:
-        """Delete the Job (its pod and ConfigMap follow); the log is being followed."""
-        assert self.kube is not None
-        try:
-            await self.kube.request(
-                "DELETE", self._job_path, body={"propagationPolicy": "Background"}
-            )
-        except KubeError as error:
-            if error.status != 404:
-                raise
