@@ -4,10 +4,10 @@
  * loading and empty hints, and a card's header buttons and highlighting.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
-import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { PollingModel } from './pollingModel';
+import { TextButton } from './textButton';
 
 export interface ICardListProps {
   model: Pick<PollingModel, 'loaded' | 'message' | 'actionError' | 'refresh'>;
@@ -50,14 +50,12 @@ export function CardList(props: ICardListProps): JSX.Element {
     <div className={`jp-JupyterToJob-${kind}s`} data-testid={`${kind}s`}>
       <div className="jp-JupyterToJob-toolbar">
         {props.toolbar}
-        <Button
-          type="button"
-          className="jp-JupyterToJob-button"
-          data-testid={`${kind}s-refresh`}
+        <TextButton
+          testid={`${kind}s-refresh`}
           onClick={() => void model.refresh()}
         >
           {trans.__('Refresh')}
-        </Button>
+        </TextButton>
         <span className="jp-JupyterToJob-count" data-testid={`${kind}s-count`}>
           {model.loaded && !model.message ? props.countText : ''}
         </span>
@@ -138,18 +136,14 @@ export function CardAction(props: {
   children: React.ReactNode;
 }): JSX.Element {
   return (
-    <Button
-      type="button"
-      className={
-        'jp-JupyterToJob-button' +
-        (props.variant ? ` jp-JupyterToJob-${props.variant}` : '')
-      }
-      data-testid={props.testid}
+    <TextButton
+      className={props.variant && `jp-JupyterToJob-${props.variant}`}
+      testid={props.testid}
       aria-label={props.label}
       disabled={props.disabled}
       onClick={props.onClick}
     >
       {props.children}
-    </Button>
+    </TextButton>
   );
 }

@@ -4,7 +4,6 @@
  * every change of the model.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
-import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { formatElapsed, formatTime } from '../common/format';
@@ -30,6 +29,7 @@ import {
   JsonValue
 } from '../common/models';
 import { hasOutput } from '../runAsJob/submission';
+import { TextButton } from '../common/textButton';
 
 /**
  * What the panel does for the buttons of the detail (with confirmations).
@@ -182,23 +182,16 @@ function JobsToolbar(props: IJobsViewProps & { shown: number }): JSX.Element {
           </option>
         </select>
       </label>
-      <Button
-        type="button"
-        className="jp-JupyterToJob-button"
-        data-testid="jobs-refresh"
-        onClick={() => void model.refresh()}
-      >
+      <TextButton testid="jobs-refresh" onClick={() => void model.refresh()}>
         {trans.__('Refresh')}
-      </Button>
+      </TextButton>
       {props.actions.notificationSettings && (
-        <Button
-          type="button"
-          className="jp-JupyterToJob-button"
-          data-testid="jobs-notification-settings"
+        <TextButton
+          testid="jobs-notification-settings"
           onClick={() => props.actions.notificationSettings?.()}
         >
           {trans.__('Notification settings…')}
-        </Button>
+        </TextButton>
       )}
       <span className="jp-JupyterToJob-count" data-testid="jobs-count">
         {model.loaded && !model.message

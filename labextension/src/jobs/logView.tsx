@@ -6,7 +6,6 @@
  * job's log can be narrowed to one rank's lines (see logRanks.ts).
  */
 import { TranslationBundle } from '@jupyterlab/translation';
-import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { lastAtMost } from './logBuffer';
@@ -20,6 +19,7 @@ import {
   scrollTopFor,
   scrollTopOfEnd
 } from './logWindow';
+import { TextButton } from '../common/textButton';
 
 /**
  * The height of one log line in pixels (the CSS gives lines exactly this height).
@@ -388,14 +388,12 @@ export function LogView(props: ILogViewProps): JSX.Element {
                   : '')}
         </span>
         {buffer?.hasEarlier && !log?.fillsEarlier && (
-          <Button
-            type="button"
-            className="jp-JupyterToJob-button"
-            data-testid="job-log-load-earlier"
+          <TextButton
+            testid="job-log-load-earlier"
             onClick={props.onLoadEarlier}
           >
             {trans.__('Load earlier')}
-          </Button>
+          </TextButton>
         )}
       </div>
       <div
@@ -461,30 +459,24 @@ export function LogView(props: ILogViewProps): JSX.Element {
         >
           {count}
         </span>
-        <Button
-          type="button"
-          className="jp-JupyterToJob-button"
-          data-testid="job-log-search-previous"
+        <TextButton
+          testid="job-log-search-previous"
           disabled={search.lines.length === 0}
           title={trans.__('Previous match (Shift+Enter)')}
           onClick={() => goToMatch(-1)}
         >
           {trans.__('Previous')}
-        </Button>
-        <Button
-          type="button"
-          className="jp-JupyterToJob-button"
-          data-testid="job-log-search-next"
+        </TextButton>
+        <TextButton
+          testid="job-log-search-next"
           disabled={search.lines.length === 0}
           title={trans.__('Next match (Enter)')}
           onClick={() => goToMatch(1)}
         >
           {trans.__('Next')}
-        </Button>
-        <Button
-          type="button"
-          className="jp-JupyterToJob-button"
-          data-testid="job-log-first-error"
+        </TextButton>
+        <TextButton
+          testid="job-log-first-error"
           disabled={empty}
           title={trans.__(
             'Show the first traceback, exception or failure line of the log'
@@ -492,20 +484,16 @@ export function LogView(props: ILogViewProps): JSX.Element {
           onClick={jumpToFirstError}
         >
           {trans.__('Jump to first error')}
-        </Button>
-        <Button
-          type="button"
-          className={
-            'jp-JupyterToJob-button' +
-            (following ? '' : ' jp-JupyterToJob-logJumpEnd')
-          }
-          data-testid="job-log-jump-end"
+        </TextButton>
+        <TextButton
+          className={following ? undefined : 'jp-JupyterToJob-logJumpEnd'}
+          testid="job-log-jump-end"
           disabled={empty}
           title={trans.__('Show the newest lines and keep following them')}
           onClick={jumpToEnd}
         >
           {trans.__('Jump to end')}
-        </Button>
+        </TextButton>
         <span
           className="jp-JupyterToJob-hint"
           data-testid="job-log-notice"

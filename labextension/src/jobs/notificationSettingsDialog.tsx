@@ -5,7 +5,6 @@
  */
 import { Clipboard } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { featuresOf, JobsAPI } from '../common/api';
@@ -19,6 +18,7 @@ import {
   INotificationSettings,
   NotifyEvent
 } from '../common/models';
+import { TextButton } from '../common/textButton';
 
 /**
  * What the dialog needs.
@@ -346,15 +346,13 @@ function NotificationSettingsView(
                   )}
             </p>
             {secretSet && (
-              <Button
-                type="button"
-                className="jp-JupyterToJob-button"
-                data-testid="notify-settings-rotate"
+              <TextButton
+                testid="notify-settings-rotate"
                 disabled={busy}
                 onClick={() => void put(true)}
               >
                 {trans.__('Make a new webhook secret')}
-              </Button>
+              </TextButton>
             )}
           </div>
         </>
@@ -379,14 +377,12 @@ function NotificationSettingsView(
               value={secret}
               onFocus={event => event.target.select()}
             />
-            <Button
-              type="button"
-              className="jp-JupyterToJob-button"
-              data-testid="webhook-secret-copy"
+            <TextButton
+              testid="webhook-secret-copy"
               onClick={() => void copy()}
             >
               {copied ? trans.__('Copied') : trans.__('Copy')}
-            </Button>
+            </TextButton>
           </div>
         </div>
       )}

@@ -4,7 +4,6 @@
  * Stop and Delete when the viewer may; a job opens its log in the Jobs tab.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
-import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { Card, CardAction, CardList } from '../common/cardList';
@@ -24,6 +23,7 @@ import {
   pipelineStatusLabel
 } from './pipelineStatus';
 import { PipelinesModel } from './pipelinesModel';
+import { TextButton } from '../common/textButton';
 
 /**
  * What the panel does for the pipeline buttons (with confirmations) and jobs.
@@ -86,14 +86,9 @@ export function PipelinesView(props: IPipelinesViewProps): JSX.Element {
       trans={trans}
       toolbar={
         onNewPipeline && (
-          <Button
-            type="button"
-            className="jp-JupyterToJob-button"
-            data-testid="pipelines-new"
-            onClick={onNewPipeline}
-          >
+          <TextButton testid="pipelines-new" onClick={onNewPipeline}>
             {trans.__('Run notebooks as a pipeline…')}
-          </Button>
+          </TextButton>
         )
       }
     >

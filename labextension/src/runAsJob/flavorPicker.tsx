@@ -3,7 +3,6 @@
  * could not be listed (with Retry), and the flavors to pick from once it came.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
-import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
@@ -13,6 +12,7 @@ import { tellPattern } from '../common/format';
 import { availableFlavors, flavorLoad, flavorSummary } from './flavors';
 import { IJobFlavorInfo } from '../common/models';
 import { retryTransient } from '../common/retry';
+import { TextButton } from '../common/textButton';
 
 /**
  * The flavor list of one dialog: still loading, not listed (with the sentence to
@@ -105,14 +105,9 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
               list.message
             )}
           </p>
-          <Button
-            type="button"
-            className="jp-JupyterToJob-button"
-            data-testid="flavors-retry"
-            onClick={onRetry}
-          >
+          <TextButton testid="flavors-retry" onClick={onRetry}>
             {trans.__('Retry')}
-          </Button>
+          </TextButton>
         </div>
       )}
       {list.status === 'loaded' && flavors.length === 0 && (
