@@ -5,12 +5,12 @@ Design notes: docs/design/hub.md, "gpuspawner.persistent_secret".
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import stat
-import tempfile
 from pathlib import Path
+
+from .core.kept_value import kept_value
 
 
 class SecretFileError(RuntimeError):
@@ -25,24 +25,7 @@ def persistent_secret(path: str | os.PathLike[str], *, nbytes: int = 32) -> str:
     at once get the same secret. An existing file must be private to its owner and hold
     one non-empty line; otherwise :class:`SecretFileError` says how to fix it.
     """
-    path = Path(path)
-    try:
-        return _read(path)
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(handle, "w") as out:  # mkstemp makes it 0600
-            out.write(secrets.token_hex(nbytes) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        # A hard link appears with its whole content at once, and only if nobody was first.
-        with contextlib.suppress(FileExistsError):
-            os.link(temporary, path)
-    finally:
-        os.unlink(temporary)
-    return _read(path)
+    return kept_value(Path(path), lambda: secrets.token_hex(nbytes), _read, folder_mode=0o700)
 
 
 def _read(path: Path) -> str:

@@ -5,14 +5,14 @@ Design notes: docs/design/core.md, "gpuspawner.core.hub_instance".
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
-import tempfile
 from pathlib import Path
 
 import psutil
+
+from .kept_value import kept_value
 
 HUB_ID_VARIABLE = "GPUSPAWNER_HUB_ID"
 """How a hub hands its id to the services it starts."""
@@ -34,24 +34,7 @@ def hub_instance_id(folder: str | os.PathLike[str]) -> str:
     Deleting the file gives the hub a new id at its next start: groups it made before are
     then another hub's to it, and are left alone (remove them by hand once they are empty).
     """
-    path = Path(folder) / HUB_ID_FILE
-    try:
-        return _read(path)
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(f"hub-{secrets.token_hex(6)}\n")
-            out.flush()
-            os.fsync(out.fileno())
-        # A hard link appears with its whole content at once, and only if nobody was first.
-        with contextlib.suppress(FileExistsError):
-            os.link(temporary, path)
-    finally:
-        os.unlink(temporary)
-    return _read(path)
+    return kept_value(Path(folder) / HUB_ID_FILE, lambda: f"hub-{secrets.token_hex(6)}", _read)
 
 
 def _read(path: Path) -> str:
