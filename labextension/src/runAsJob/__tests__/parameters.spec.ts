@@ -2,10 +2,11 @@ import {
   changedParameters,
   coerceParameter,
   editableText,
+  ParameterKind,
   parameterKind,
   parsePythonLiteral
 } from '../parameters';
-import { INotebookParameter } from '../../common/models';
+import { INotebookParameter, JsonValue } from '../../common/models';
 
 function parameter(
   name: string,
@@ -62,11 +63,18 @@ describe('editableText, what a box starts with', () => {
   });
 });
 
+/**
+ * Expect `text` typed for a parameter of `kind` to be sent as `value`.
+ */
+function sends(text: string, kind: ParameterKind, value: JsonValue): void {
+  expect(coerceParameter(text, kind)).toEqual({ ok: true, value });
+}
+
 describe('coerceParameter, typed values for papermill', () => {
   it('sends whole numbers as JSON numbers', () => {
-    expect(coerceParameter(' 20 ', 'int')).toEqual({ ok: true, value: 20 });
-    expect(coerceParameter('1_000', 'int')).toEqual({ ok: true, value: 1000 });
-    expect(coerceParameter('-3', 'int')).toEqual({ ok: true, value: -3 });
+    sends(' 20 ', 'int', 20);
+    sends('1_000', 'int', 1000);
+    sends('-3', 'int', -3);
   });
 
   it('refuses what is not a whole number for an int', () => {
@@ -79,26 +87,17 @@ describe('coerceParameter, typed values for papermill', () => {
   });
 
   it('sends floats as JSON numbers, in any Python spelling', () => {
-    expect(coerceParameter('0.001', 'float')).toEqual({
-      ok: true,
-      value: 0.001
-    });
-    expect(coerceParameter('1e-3', 'float')).toEqual({
-      ok: true,
-      value: 0.001
-    });
-    expect(coerceParameter('.5', 'float')).toEqual({ ok: true, value: 0.5 });
-    expect(coerceParameter('3', 'float')).toEqual({ ok: true, value: 3 });
+    sends('0.001', 'float', 0.001);
+    sends('1e-3', 'float', 0.001);
+    sends('.5', 'float', 0.5);
+    sends('3', 'float', 3);
     expect(coerceParameter('fast', 'float').ok).toBe(false);
     expect(coerceParameter('nan', 'float').ok).toBe(false);
   });
 
   it('sends booleans as JSON booleans', () => {
-    expect(coerceParameter('False', 'bool')).toEqual({
-      ok: true,
-      value: false
-    });
-    expect(coerceParameter('true', 'bool')).toEqual({ ok: true, value: true });
+    sends('False', 'bool', false);
+    sends('true', 'bool', true);
     expect(coerceParameter('yes', 'bool')).toEqual({
       ok: false,
       message: 'Enter True or False.'
@@ -106,70 +105,37 @@ describe('coerceParameter, typed values for papermill', () => {
   });
 
   it('sends a string exactly as typed', () => {
-    expect(coerceParameter(' resnet 50 ', 'str')).toEqual({
-      ok: true,
-      value: ' resnet 50 '
-    });
+    sends(' resnet 50 ', 'str', ' resnet 50 ');
   });
 
   it('takes a string typed in Python quotes as what is between them', () => {
     // 'run1' typed as the parameters cell writes it means run1, as papermill reads it
-    expect(coerceParameter("'run1'", 'str')).toEqual({
-      ok: true,
-      value: 'run1'
-    });
-    expect(coerceParameter(' "run 1" ', 'str')).toEqual({
-      ok: true,
-      value: 'run 1'
-    });
+    sends("'run1'", 'str', 'run1');
+    sends(' "run 1" ', 'str', 'run 1');
     // quotes meant as part of the value are quoted themselves
-    expect(coerceParameter('"\'run1\'"', 'str')).toEqual({
-      ok: true,
-      value: "'run1'"
-    });
+    sends('"\'run1\'"', 'str', "'run1'");
     // and text that is not one whole string literal is passed as typed
-    expect(coerceParameter("it's 'done'", 'str')).toEqual({
-      ok: true,
-      value: "it's 'done'"
-    });
-    expect(coerceParameter("'a' + 'b'", 'str')).toEqual({
-      ok: true,
-      value: "'a' + 'b'"
-    });
+    sends("it's 'done'", 'str', "it's 'done'");
+    sends("'a' + 'b'", 'str', "'a' + 'b'");
   });
 
   it('reads lists and dicts in Python or JSON notation', () => {
-    expect(coerceParameter("[1, 2.5, 'a', True, None]", 'json')).toEqual({
-      ok: true,
-      value: [1, 2.5, 'a', true, null]
-    });
-    expect(coerceParameter('{"a": [1, 2], "b": false}', 'json')).toEqual({
-      ok: true,
-      value: { a: [1, 2], b: false }
-    });
-    expect(coerceParameter('(1, 2)', 'json')).toEqual({
-      ok: true,
-      value: [1, 2]
-    });
+    sends("[1, 2.5, 'a', True, None]", 'json', [1, 2.5, 'a', true, null]);
+    sends('{"a": [1, 2], "b": false}', 'json', { a: [1, 2], b: false });
+    sends('(1, 2)', 'json', [1, 2]);
     expect(coerceParameter('[1, 2', 'json').ok).toBe(false);
     expect(coerceParameter('3', 'json').ok).toBe(false);
   });
 
   it('takes any literal, or the text, where the default was None', () => {
-    expect(coerceParameter('None', 'none')).toEqual({ ok: true, value: null });
-    expect(coerceParameter('', 'none')).toEqual({ ok: true, value: null });
-    expect(coerceParameter('42', 'none')).toEqual({ ok: true, value: 42 });
-    expect(coerceParameter('cuda:0', 'none')).toEqual({
-      ok: true,
-      value: 'cuda:0'
-    });
+    sends('None', 'none', null);
+    sends('', 'none', null);
+    sends('42', 'none', 42);
+    sends('cuda:0', 'none', 'cuda:0');
   });
 
   it('accepts a literal in place of code, and refuses other code', () => {
-    expect(coerceParameter('[0, 1, 2]', 'expression')).toEqual({
-      ok: true,
-      value: [0, 1, 2]
-    });
+    sends('[0, 1, 2]', 'expression', [0, 1, 2]);
     expect(coerceParameter('np.arange(3)', 'expression').ok).toBe(false);
   });
 });
