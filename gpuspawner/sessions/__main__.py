@@ -43,6 +43,64 @@ TRUE_WORDS = {"1", "true", "yes", "on"}
 
 log = logging.getLogger("gpuspawner.sessions")
 
+TEXT_FLAGS = (
+    (
+        "audit-log",
+        "append one JSON line per action to this file",
+    ),
+    (
+        "allocation-ledger",
+        "the hub's GPU allocation ledger (c.GPUAdmission.allocation_ledger): which "
+        "server holds which GPU, for reclaiming idle servers on one machine",
+    ),
+    (
+        "gpu-readings",
+        "read GPU utilisation from this simulated readings file (JSON) instead of NVML",
+    ),
+    (
+        "simulated-gpus",
+        "the hub's simulated GPUs as JSON (c.GPUAdmission.simulated_gpus), for the GPU "
+        "map on a machine without NVML",
+    ),
+    (
+        "kubernetes-namespace",
+        "on Kubernetes: the namespace of the hub's server and job pods; the GPU map "
+        "then reads the GPU nodes and these pods' allocation records (not the ledger)",
+    ),
+    (
+        "prometheus-url",
+        "on Kubernetes: the Prometheus that scrapes the hub, the DCGM exporter and HAMi's "
+        "monitor; each server's GPU use is read from it, for idle reclaim and the GPU map",
+    ),
+    (
+        "usage-db",
+        "the GPU-hour usage record's SQLAlchemy URL (the hub's c.GPUAdmission."
+        "usage_db_url), for the course API's usage reports; where GPU use is read (a "
+        "ledger, or Prometheus), each round's use per server and job is added to it",
+    ),
+    (
+        "job-service-url",
+        "the hub's job service (Run as Job), for the course page's list of students' "
+        "jobs; the service's role needs its read scope",
+    ),
+    (
+        "experimental-root",
+        "the experimental zone's folder, holding a folder per user (one machine: the "
+        "hub's c.GPUAdmission.experimental_root; Kubernetes: where the zone's volume is "
+        "mounted in the service): warned about and wiped daily as the catalog's "
+        "settings.experimental_zone says",
+    ),
+    (
+        "experimental-wipe-helper",
+        "the socket of the root-owned helper that warns about and empties each "
+        "person's zone folder as that person (python -m gpuspawner.zone_wipe_helper), "
+        "where this service's account may not read the folders (the workstation); "
+        "instead of --experimental-root",
+    ),
+)
+"""The flags that take one text (a file, a URL, a name) and default to none, in the
+order ``--help`` lists them, each with its help."""
+
 
 def _positive_seconds(text: str) -> float:
     try:
@@ -77,69 +135,8 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env("interval") or "30",
         help="seconds between rounds (default 30)",
     )
-    parser.add_argument(
-        "--audit-log",
-        default=env("audit-log"),
-        help="append one JSON line per action to this file",
-    )
-    parser.add_argument(
-        "--allocation-ledger",
-        default=env("allocation-ledger"),
-        help="the hub's GPU allocation ledger (c.GPUAdmission.allocation_ledger): which "
-        "server holds which GPU, for reclaiming idle servers on one machine",
-    )
-    parser.add_argument(
-        "--gpu-readings",
-        default=env("gpu-readings"),
-        help="read GPU utilisation from this simulated readings file (JSON) instead of NVML",
-    )
-    parser.add_argument(
-        "--simulated-gpus",
-        default=env("simulated-gpus"),
-        help="the hub's simulated GPUs as JSON (c.GPUAdmission.simulated_gpus), for the GPU "
-        "map on a machine without NVML",
-    )
-    parser.add_argument(
-        "--kubernetes-namespace",
-        default=env("kubernetes-namespace"),
-        help="on Kubernetes: the namespace of the hub's server and job pods; the GPU map "
-        "then reads the GPU nodes and these pods' allocation records (not the ledger)",
-    )
-    parser.add_argument(
-        "--prometheus-url",
-        default=env("prometheus-url"),
-        help="on Kubernetes: the Prometheus that scrapes the hub, the DCGM exporter and HAMi's "
-        "monitor; each server's GPU use is read from it, for idle reclaim and the GPU map",
-    )
-    parser.add_argument(
-        "--usage-db",
-        default=env("usage-db"),
-        help="the GPU-hour usage record's SQLAlchemy URL (the hub's c.GPUAdmission."
-        "usage_db_url), for the course API's usage reports; where GPU use is read (a "
-        "ledger, or Prometheus), each round's use per server and job is added to it",
-    )
-    parser.add_argument(
-        "--job-service-url",
-        default=env("job-service-url"),
-        help="the hub's job service (Run as Job), for the course page's list of students' "
-        "jobs; the service's role needs its read scope",
-    )
-    parser.add_argument(
-        "--experimental-root",
-        default=env("experimental-root"),
-        help="the experimental zone's folder, holding a folder per user (one machine: the "
-        "hub's c.GPUAdmission.experimental_root; Kubernetes: where the zone's volume is "
-        "mounted in the service): warned about and wiped daily as the catalog's "
-        "settings.experimental_zone says",
-    )
-    parser.add_argument(
-        "--experimental-wipe-helper",
-        default=env("experimental-wipe-helper"),
-        help="the socket of the root-owned helper that warns about and empties each "
-        "person's zone folder as that person (python -m gpuspawner.zone_wipe_helper), "
-        "where this service's account may not read the folders (the workstation); "
-        "instead of --experimental-root",
-    )
+    for flag, text in TEXT_FLAGS:
+        parser.add_argument(f"--{flag}", default=env(flag), help=text)
     parser.add_argument(
         "--dry-run",
         action="store_true",
