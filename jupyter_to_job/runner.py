@@ -448,25 +448,23 @@ class NotebookRun:
             client.graceful_shutdown = False
             timeout = self.spec.cell_timeout_seconds
             evalue = f"{cell(current)} did not finish within {timeout} s"
-            self._add_error_output(current, "CellTimeoutError", evalue)
-            return (
-                JobStatus.FAILED,
-                EXIT_FAILED,
+            return self._failed_in_cell(
+                current,
+                "CellTimeoutError",
+                evalue,
                 f"{cell(current).capitalize()} ran longer than the cell timeout of {timeout} s "
                 "and was stopped.",
-                JobErrorInfo(cell_index=current, ename="CellTimeoutError", evalue=evalue),
             )
         except DeadKernelError:
             client.graceful_shutdown = False
             evalue = "the kernel died (out of memory?)"
-            self._add_error_output(current, "DeadKernelError", evalue)
             where = f"while running {cell(current)}" if current is not None else "between cells"
-            return (
-                JobStatus.FAILED,
-                EXIT_FAILED,
+            return self._failed_in_cell(
+                current,
+                "DeadKernelError",
+                evalue,
                 f"The kernel died {where} (out of memory?). The output notebook keeps the "
                 "cells that ran before; try a flavor with more memory, or smaller batches.",
-                JobErrorInfo(cell_index=current, ename="DeadKernelError", evalue=evalue),
             )
         except Exception as error:
             client.graceful_shutdown = False
@@ -527,15 +525,18 @@ class NotebookRun:
                 return strip_ansi("\n".join(output.get("traceback", [])))
         return ""
 
-    def _add_error_output(self, index: int | None, ename: str, evalue: str) -> None:
-        """Mark the cell where the run ended, so the output notebook shows why."""
+    def _failed_in_cell(self, index: int | None, ename: str, evalue: str, message: str) -> _Outcome:
+        """A failure the kernel could not report itself (a cell timeout, the kernel's death):
+        the cell where the run ended gets the error as an output, so the output notebook
+        shows why, and the job fails with ``message``."""
         import nbformat
 
-        if index is None or self.nb is None:
-            return
-        self.nb.cells[index].setdefault("outputs", []).append(
-            nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[])
-        )
+        if index is not None and self.nb is not None:
+            self.nb.cells[index].setdefault("outputs", []).append(
+                nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[])
+            )
+        error = JobErrorInfo(cell_index=index, ename=ename, evalue=evalue)
+        return (JobStatus.FAILED, EXIT_FAILED, message, error)
 
     async def _autosave(self) -> None:
         interval = self.spec.autosave_seconds
