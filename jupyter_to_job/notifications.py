@@ -16,7 +16,7 @@ import secrets
 import smtplib
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
@@ -261,12 +261,9 @@ class JobNotifier(LoggingConfigurable):
         except Exception:
             self.log.exception("Could not read the notification settings of job %s", job_id)
             return
-        if settings is None or not settings.wants(row.job_status):
-            return
-        if settings.email:
-            self._spawn(self._mail(row))
-        if settings.webhook_url is not None:
-            self._spawn(self._webhook(row, settings.webhook_url))
+        self._send(
+            settings, row.job_status, lambda: self._mail(row), lambda url: self._webhook(row, url)
+        )
 
     def owner_default(self, owner: str) -> JobNotify | None:
         """The owner's default settings (None: nothing)."""
@@ -283,12 +280,12 @@ class JobNotifier(LoggingConfigurable):
         except Exception:
             self.log.exception("Could not read the notification settings of %s", end.owner)
             return
-        if settings is None or not settings.wants(JobStatus(end.status)):
-            return
-        if settings.email:
-            self._spawn(self._pipeline_mail(end))
-        if settings.webhook_url is not None:
-            self._spawn(self._pipeline_webhook(end, settings.webhook_url))
+        self._send(
+            settings,
+            JobStatus(end.status),
+            lambda: self._pipeline_mail(end),
+            lambda url: self._pipeline_webhook(end, url),
+        )
 
     def pipeline_links(self, end: PipelineEnd) -> dict[str, str]:
         hub = self.hub_url.rstrip("/")
@@ -351,6 +348,22 @@ class JobNotifier(LoggingConfigurable):
             await self._post_for_owner(end.owner, url, self.pipeline_payload(end))
         except Exception as error:
             self._pipeline_failed(end, "webhook", error)
+
+    def _send(
+        self,
+        settings: JobNotify | None,
+        status: JobStatus,
+        mail: Callable[[], Awaitable[None]],
+        webhook: Callable[[str], Awaitable[None]],
+    ) -> None:
+        """Start the mail and the webhook that ``settings`` ask for on an ending in
+        ``status``; nothing when they ask for none."""
+        if settings is None or not settings.wants(status):
+            return
+        if settings.email:
+            self._spawn(mail())
+        if settings.webhook_url is not None:
+            self._spawn(webhook(settings.webhook_url))
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
