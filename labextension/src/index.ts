@@ -14,7 +14,10 @@ import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
-import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import {
+  ReadonlyJSONObject,
+  ReadonlyPartialJSONObject
+} from '@lumino/coreutils';
 
 import { CommandIDs } from './common/commands';
 import {
@@ -31,6 +34,23 @@ import { hasUnsavedCells } from './runAsJob/unsavedCells';
  * The translation domain of the extension (its Python package name).
  */
 const TRANSLATION_DOMAIN = 'jupyter_to_job';
+
+/**
+ * A command's arguments, all strings: each name with what it means, and the values
+ * it may take where `values` names them.
+ */
+function stringArgs(
+  described: { [name: string]: string },
+  values: { [name: string]: string[] } = {}
+): { args: ReadonlyJSONObject } {
+  const properties: { [name: string]: ReadonlyJSONObject } = {};
+  for (const [name, description] of Object.entries(described)) {
+    properties[name] = values[name]
+      ? { type: 'string', enum: values[name], description }
+      : { type: 'string', description };
+  }
+  return { args: { type: 'object', properties } };
+}
 
 /**
  * Run as Job: the command behind the notebook toolbar button, the file browser's
@@ -66,10 +86,9 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
     // What a dialog made, brought forward in the Jobs panel. A job names its pipeline
     // and schedule too (null here): a job is what has a job_id; a schedule has
     // neither a job_id nor a pipeline_id.
-    const showMade = (
-      made:
-        { job_id: string } | { pipeline_id: string } | { schedule_id: string }
-    ) =>
+    type Made =
+      { job_id: string } | { pipeline_id: string } | { schedule_id: string };
+    const showMade = (made: Made) =>
       app.commands.execute(
         CommandIDs.openJobsPanel,
         'job_id' in made
@@ -78,6 +97,20 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
             ? { pipelineId: made.pipeline_id }
             : { scheduleId: made.schedule_id }
       );
+    // A command on one file: nothing when the call names none; else its dialog
+    // (loaded on first use), and what that made is brought forward.
+    const runOn = async (
+      path: string | null,
+      dialog: (path: string) => Promise<Made | null>
+    ): Promise<void> => {
+      if (!path) {
+        return;
+      }
+      const made = await dialog(path);
+      if (made) {
+        await showMade(made);
+      }
+    };
 
     // The notebook a call is about: args.path, the file browser's selection, or
     // the current notebook (the one whose toolbar was clicked).
@@ -107,34 +140,19 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         'Run the saved notebook as a batch job and follow it in the Jobs panel'
       ),
       icon: runAsJobIcon,
-      describedBy: {
-        args: {
-          type: 'object',
-          properties: {
-            path: {
-              type: 'string',
-              description: trans.__('The notebook to run')
-            },
-            source: {
-              type: 'string',
-              enum: ['filebrowser'],
-              description: trans.__('Run the file browser’s selected notebook')
-            }
-          }
-        }
-      },
+      describedBy: stringArgs(
+        {
+          path: trans.__('The notebook to run'),
+          source: trans.__('Run the file browser’s selected notebook')
+        },
+        { source: ['filebrowser'] }
+      ),
       isEnabled: args => notebookPath(args) !== null,
-      execute: async args => {
-        const path = notebookPath(args);
-        if (!path) {
-          return;
-        }
-        const { runAsJob } = await import('./runAsJob/runAsJob');
-        const job = await runAsJob(context, path);
-        if (job) {
-          await showMade(job);
-        }
-      }
+      execute: args =>
+        runOn(notebookPath(args), async path => {
+          const { runAsJob } = await import('./runAsJob/runAsJob');
+          return runAsJob(context, path);
+        })
     });
     notebooks?.currentChanged.connect(() =>
       app.commands.notifyCommandChanged(CommandIDs.runAsJob)
@@ -151,7 +169,7 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         'Arrange the open notebooks into stages and run them as a pipeline of jobs'
       ),
       icon: pipelineIcon,
-      describedBy: { args: { type: 'object', properties: {} } },
+      describedBy: stringArgs({}),
       isEnabled: () => (notebooks?.size ?? 0) > 0,
       execute: async () => {
         const panels: NotebookPanel[] = [];
@@ -194,30 +212,17 @@ const runAsJobPlugin: JupyterFrontEndPlugin<void> = {
         'Run this saved pipeline again, with new pipeline-wide values'
       ),
       icon: pipelineIcon,
-      describedBy: {
-        args: {
-          type: 'object',
-          properties: {
-            path: {
-              type: 'string',
-              description: trans.__('The .pipeline.yaml or .pipeline.json file')
-            }
-          }
-        }
-      },
+      describedBy: stringArgs({
+        path: trans.__('The .pipeline.yaml or .pipeline.json file')
+      }),
       isVisible: args => templatePath(args) !== null,
       isEnabled: args => templatePath(args) !== null,
-      execute: async args => {
-        const path = templatePath(args);
-        if (!path) {
-          return;
-        }
-        const { runPipelineTemplate } = await import('./pipelines/runPipeline');
-        const pipeline = await runPipelineTemplate(context, path);
-        if (pipeline) {
-          await showMade(pipeline);
-        }
-      }
+      execute: args =>
+        runOn(templatePath(args), async path => {
+          const { runPipelineTemplate } =
+            await import('./pipelines/runPipeline');
+          return runPipelineTemplate(context, path);
+        })
     });
 
     palette?.addItem({
@@ -304,25 +309,11 @@ const jobsPanelPlugin: JupyterFrontEndPlugin<void> = {
       label: trans.__('Jobs'),
       caption: trans.__('Show your Run as Job jobs and their status'),
       icon: jobsIcon,
-      describedBy: {
-        args: {
-          type: 'object',
-          properties: {
-            jobId: {
-              type: 'string',
-              description: trans.__('The job to select')
-            },
-            scheduleId: {
-              type: 'string',
-              description: trans.__('The schedule to show')
-            },
-            pipelineId: {
-              type: 'string',
-              description: trans.__('The pipeline to show')
-            }
-          }
-        }
-      },
+      describedBy: stringArgs({
+        jobId: trans.__('The job to select'),
+        scheduleId: trans.__('The schedule to show'),
+        pipelineId: trans.__('The pipeline to show')
+      }),
       execute: async args => {
         const opened = await openPanel();
         if (typeof args.jobId === 'string' && args.jobId) {
@@ -452,19 +443,11 @@ const tensorboardPlugin: JupyterFrontEndPlugin<void> = {
         'Open TensorBoard over a folder of your files (runs/ unless you pick another)'
       ),
       icon: args => (args.isPalette ? undefined : tensorboardIcon),
-      describedBy: {
-        args: {
-          type: 'object',
-          properties: {
-            folder: {
-              type: 'string',
-              description: trans.__(
-                'The folder with the event files, relative to your files; without it, a dialog asks'
-              )
-            }
-          }
-        }
-      },
+      describedBy: stringArgs({
+        folder: trans.__(
+          'The folder with the event files, relative to your files; without it, a dialog asks'
+        )
+      }),
       execute: async args => {
         const { askFolder, openTensorBoard: open } =
           await import('./tensorboard/tensorboard');
