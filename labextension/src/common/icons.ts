@@ -46,33 +46,29 @@ const TENSORBOARD_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" heig
 </svg>`;
 
 /**
+ * An icon of this extension, named jupyter-to-job:`name` (a LabIcon's name is
+ * unique in the lab).
+ */
+function icon(name: string, svgstr: string): LabIcon {
+  return new LabIcon({ name: `jupyter-to-job:${name}`, svgstr });
+}
+
+/**
  * The icon of the Run as Job command (notebook toolbar, menus, palette).
  */
-export const runAsJobIcon = new LabIcon({
-  name: 'jupyter-to-job:run-as-job',
-  svgstr: RUN_AS_JOB_SVG
-});
+export const runAsJobIcon = icon('run-as-job', RUN_AS_JOB_SVG);
 
 /**
  * The icon of the Jobs panel's tab.
  */
-export const jobsIcon = new LabIcon({
-  name: 'jupyter-to-job:jobs',
-  svgstr: JOBS_SVG
-});
+export const jobsIcon = icon('jobs', JOBS_SVG);
 
 /**
  * The icon of the pipeline commands.
  */
-export const pipelineIcon = new LabIcon({
-  name: 'jupyter-to-job:pipeline',
-  svgstr: PIPELINE_SVG
-});
+export const pipelineIcon = icon('pipeline', PIPELINE_SVG);
 
 /**
  * The icon of the Open TensorBoard command and of TensorBoard tabs.
  */
-export const tensorboardIcon = new LabIcon({
-  name: 'jupyter-to-job:tensorboard',
-  svgstr: TENSORBOARD_SVG
-});
+export const tensorboardIcon = icon('tensorboard', TENSORBOARD_SVG);
