@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from traitlets import Dict, Enum, Instance, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
@@ -22,10 +22,9 @@ from ..accounting.budgets import charge_of_flavor, charge_of_profile
 from ..backends import BACKENDS, make_backend
 from ..backends.base import SharingBackend
 from ..metrics import counted_admission
-from ..policy import Allocation, CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
+from ..policy import CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
 from ..policy.admission import JobForecast, admit, admit_job, forecast_job
-from ..policy.catalog_models import JobFlavor
-from ..policy.entitlements import Profile, entitlement_for
+from ..policy.entitlements import entitlement_for
 from ..policy.prewarm import verify_prewarm_token
 from ..policy.storage import kubernetes_volumes, parse_mounts, parse_storage_source
 from .catalog_source import shared_catalog_source
@@ -347,7 +346,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             pool, key, "server", self.server_budget(catalog, decision.entitlement, user, now)
         )
         mounts = parse_mounts(profile.storage)
-        grant = self._render(
+        grant = render_grant(
             pool,
             "server",
             key,
@@ -355,6 +354,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             profile,
             decision.allocation,
             object_name,
+            **self._rendering(),
             course_id=profile.course_id,
             session_end=decision.session_end,
             class_end=decision.entitlement.class_end,
@@ -408,7 +408,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
         )
         self._within_budget(pool, key, "job", self.job_budget(catalog, user, decision.flavor, now))
-        return self._render(
+        return render_grant(
             pool,
             "job",
             key,
@@ -416,6 +416,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             decision.flavor,
             decision.allocation,
             object_name,
+            **self._rendering(),
             charge=charge_of_flavor(catalog, user, decision.flavor, now),
         )
 
@@ -460,7 +461,16 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             decision = admit_job(
                 catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
             )
-            return self._render(pool, "job", key, user, decision.flavor, decision.allocation, "")
+            return render_grant(
+                pool,
+                "job",
+                key,
+                user,
+                decision.flavor,
+                decision.allocation,
+                "",
+                **self._rendering(),
+            )
         except Refusal:
             return None
         finally:
@@ -489,29 +499,12 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         if budget is not None and budget.exhausted:
             raise budget.refusal("job")
 
-    def _render(
-        self,
-        pool: CapacityPool,
-        kind: Literal["server", "job"],
-        key: str,
-        user: UserIdentity,
-        granted: Profile | JobFlavor,
-        allocation: Allocation | None,
-        object_name: str,
-        **when: Any,
-    ) -> Grant:
-        """:func:`~gpuspawner.core.grant.render_grant` for this admission's target and back end."""
-        return render_grant(
-            pool,
-            kind,
-            key,
-            user,
-            granted,
-            allocation,
-            object_name,
-            target=cast(Target, self.target),
-            backend=lambda: self.backend,
-            hami_core_library=self.hami_core_library,
-            log=self.log,
-            **when,
-        )
+    def _rendering(self) -> dict[str, Any]:
+        """How this admission renders a grant: :func:`~gpuspawner.core.grant.render_grant`'s
+        target, back end, HAMi-core library and log."""
+        return {
+            "target": cast(Target, self.target),
+            "backend": lambda: self.backend,
+            "hami_core_library": self.hami_core_library,
+            "log": self.log,
+        }
