@@ -189,6 +189,16 @@ def _course_entitlement_in(
     """The entitlement of ``course`` in ``status`` on the local date ``today`` (``now``'s)."""
     zone = schedule.timezone
     profile = _cached_profile(cache, "course:" + course.id, _course_profile, course)
+
+    def entitlement(available: bool, told: Told | str, **moments: Any) -> Entitlement:
+        """``profile`` to ``role`` in this phase; its status ``told``, and with it the moments
+        it tells where it tells any."""
+        if isinstance(told, str):
+            return Entitlement(profile, available, told, role, status.phase, **moments)
+        return Entitlement(
+            profile, available, told.text, role, status.phase, status_told=told, **moments
+        )
+
     in_term = schedule.in_term(today)
     upcoming = status.next_session
     if role in (Role.INSTRUCTOR, Role.ADMIN) and course.instructors_anytime and in_term:
@@ -197,7 +207,7 @@ def _course_entitlement_in(
             told = tell(told.pattern + "; class until {0}", now, zone, status.session.end)
         elif upcoming:
             told = tell(told.pattern + "; students from {0}", now, zone, upcoming.opens_at)
-        return Entitlement(profile, True, told.text, role, status.phase, status_told=told)
+        return entitlement(True, told)
     session = status.session
     if status.phase.accepts_new_servers and session is not None:
         if status.phase is Phase.OPENING:
@@ -206,26 +216,22 @@ def _course_entitlement_in(
             )
         else:
             told = tell("Open until {0}", now, zone, session.end)
-        return Entitlement(
-            profile,
+        return entitlement(
             True,
-            told.text,
-            role,
-            status.phase,
+            told,
             class_start=session.start,
             class_end=session.end,
             session_end=session.reclaim_at,
-            status_told=told,
         )
     if upcoming is None:
         if today < schedule.first_day:
             text = f"The term starts on {schedule.first_day:%a %d %b %Y}"
         elif status.phase is Phase.GRACE and session is not None:
             told = tell("Class ended at {0}; this was the last class", now, zone, session.end)
-            return Entitlement(profile, False, told.text, role, status.phase, status_told=told)
+            return entitlement(False, told)
         else:
             text = f"The term ended on {schedule.last_day:%a %d %b %Y}; no more classes"
-        return Entitlement(profile, False, text, role, status.phase)
+        return entitlement(False, text)
     if status.phase is Phase.GRACE and session is not None:
         told = tell(
             "Class ended at {0}; opens again {1}", now, zone, session.end, upcoming.opens_at
@@ -234,17 +240,8 @@ def _course_entitlement_in(
         told = tell("Opens {0}, the first class of the term", now, zone, upcoming.opens_at)
     else:
         told = tell("Opens {0}", now, zone, upcoming.opens_at)
-    text = told.text
-    return Entitlement(
-        profile,
-        False,
-        text,
-        role,
-        status.phase,
-        opens_at=upcoming.opens_at,
-        class_start=upcoming.start,
-        class_end=upcoming.end,
-        status_told=told,
+    return entitlement(
+        False, told, opens_at=upcoming.opens_at, class_start=upcoming.start, class_end=upcoming.end
     )
 
 
