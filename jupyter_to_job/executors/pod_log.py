@@ -1,15 +1,8 @@
 """Copying a pod's log into the durable log store: exactly once, across broken streams.
 
-The executor reads ``pods/log`` with ``timestamps=true``: every line starts with the time
-the container runtime received it. :class:`PodLogCursor` remembers the last timestamp
-copied and how many lines carried it, so a stream read again after a break (with
-``sinceTime``, which the API server honours to the second) skips exactly the lines
-already copied. Byte offsets would not do: after the kubelet rotates a container log
-(10 MiB by default) the log starts from the newest file, and offsets shift.
-
-:class:`PodLogCopier` does the copying for the KubernetesExecutor; the rest is pure. The
-cursor is saved as JSON next to the job's files, so a restarted job service resumes where
-the last one stopped (:meth:`PodLogCursor.to_dict`).
+:class:`PodLogCursor` (how far a pod's log was copied, saved beside the job's files) and
+:class:`PodLogCopier` (the copying, for the KubernetesExecutor); the rest is pure. Why a
+cursor of timestamps: docs/kubernetes-executor.md, "Log".
 """
 
 from __future__ import annotations

@@ -446,3 +446,43 @@ async def test_a_rank_evicted_without_a_queue_runs_the_whole_job_again_from_its_
         "it); starting again from its checkpoint ----" in manager.read_log(job_id).data
     )
     assert manager.describe(job_id).attempt == 2
+
+
+async def test_a_restarted_service_follows_both_ranks_on_and_the_job_completes(
+    two_gpu_nodes: Any, make_k8s_manager: ManagerFactory, k8s_api: Any, tmp_path: Path
+) -> None:
+    # Given a job on two nodes whose ranks both wait on a gate, each having written its lines
+    gate = tmp_path / "gate"
+    root = tmp_path / "root"
+    manager = await make_k8s_manager(root=root)
+    manager.capacity = await two_by_two(k8s_api, tmp_path)
+    job_id = await submit(
+        manager,
+        notebook(RANKS, "print('waiting')\n" + wait_for_file(gate), "print('after the restart')"),
+    )
+    for rank in (0, 1):
+        await eventually(
+            lambda rank=rank: "[cell 1] waiting" in rank_lines(manager, job_id, rank),
+            what=f"rank {rank} waiting",
+        )
+
+    # When the job service stops (the Job runs on) and a new one starts on the same store
+    await manager.shutdown()
+    second = await make_k8s_manager(root=root)
+    second.capacity = await two_by_two(k8s_api, tmp_path)
+    assert second.reconcile_report is not None and second.reconcile_report.adopted == [job_id]
+    gate.touch()
+    job = await finished(second, job_id)
+
+    # Then the job completes, and each rank's lines are in the log exactly once: both logs
+    # were read on from where the first service stopped
+    assert job.status is JobStatus.COMPLETED, job.status_message
+    for rank in (0, 1):
+        assert rank_lines(second, job_id, rank) == [
+            f"[cell 0] rank {rank} of 2 (node rank {rank}, 2 GPUs here, 2 nodes)",
+            "[cell 1] waiting",
+            "[cell 1] gate gate opened",
+            "[cell 2] after the restart",
+        ]
+    log = second.read_log(job_id).data
+    assert "[job] the job service restarted; following Kubernetes Job" in log
