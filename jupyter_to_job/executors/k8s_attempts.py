@@ -261,10 +261,12 @@ def judge(
     gone: set[str],
     disrupted: dict[str, tuple[str, str]],
     attempts: JobAttemptsRow | None,
+    seen_failing: dict[str, int] | None = None,
 ) -> Judgement:
     """How the job of ``pod`` (rank 0's, or its one pod) ended, as only the cluster can say:
-    a rank failed, out of memory, preempted, deleted."""
-    failed = first_failed_rank({**pods, **rank_pods}, gone)
+    a rank failed, out of memory, preempted, deleted (``seen_failing``: the order the pod
+    watch saw pods fail in, see :func:`.rank_pods.first_failed_rank`)."""
+    failed = first_failed_rank({**pods, **rank_pods}, gone, seen_failing)
     if rank_pods and outcome.stop_reason is None and job_failure_reason(job) and failed:
         taken = disruption_of(failed, disrupted)
         if rank_of(failed) or taken:

@@ -54,6 +54,7 @@ from .queue_eviction import eviction_sentence, eviction_words, read_eviction_or_
 from .rank_pods import (
     OtherRanks,
     all_ranks_again,
+    failed_at,
     rank_of,
     rank_prefix,
 )
@@ -74,6 +75,8 @@ class KubernetesExecutor(KubernetesJob):
         self._current_pod: str | None = None
         self._verdict: FinalState | None = None
         self._disrupted: dict[str, tuple[str, str]] = {}
+        self._seen_failing: dict[str, int] = {}
+        """Each pod's place in the order the watch first saw the pods fail (or go)."""
         self._requeued: str | None = None
         """While Kueue holds the job again after taking its GPU back: the sentence why."""
         self._attempts: JobAttemptsRow | None = None
@@ -271,6 +274,8 @@ class KubernetesExecutor(KubernetesJob):
             self._pods[uid] = pod
         if rank == 0:  # rank 0 of a job on several nodes: its lines are told apart too
             self.log_copy.prefix = rank_prefix(0)
+        if uid not in self._seen_failing and failed_at(pod, uid in self._gone) is not None:
+            self._seen_failing[uid] = len(self._seen_failing)
         disrupted = disruption(pod)
         if disrupted is not None and uid not in self._disrupted:
             self._disrupted[uid] = disrupted
@@ -464,6 +469,7 @@ class KubernetesExecutor(KubernetesJob):
                 gone=self._gone,
                 disrupted=self._disrupted,
                 attempts=self._attempts,
+                seen_failing=self._seen_failing,
             )
             self._rank_taken, self._out_of_memory = judged.rank_taken, judged.out_of_memory
             if judged.line:

@@ -40,7 +40,7 @@ def rank_prefix(rank: int) -> bytes:
     return f"[rank {rank}] ".encode()
 
 
-def _failed_at(pod: Object, gone: bool) -> str | None:
+def failed_at(pod: Object, gone: bool) -> str | None:
     """When the pod failed (an RFC 3339 time that sorts as text), or None: it has not.
 
     A container that ended with a non-zero exit code failed when it ended; a pod deleted
@@ -68,20 +68,28 @@ def why_failed(pod: Object) -> str:
     return f"its runner ended with exit code {code}" + (f" ({reason})" if reason else "")
 
 
-def first_failed_rank(pods: dict[str, Object], gone: set[str]) -> Object | None:
+def first_failed_rank(
+    pods: dict[str, Object], gone: set[str], seen: dict[str, int] | None = None
+) -> Object | None:
     """The pod of the rank that failed first (rank 0's included), or None; each rank's
-    newest pod only (an earlier attempt's, taken back by the queue, failed nothing)."""
+    newest pod only (an earlier attempt's, taken back by the queue, failed nothing).
+
+    The API's times are whole seconds: within one, ``seen`` (the order in which the pod
+    watch first saw each pod fail, which is the order of the API's writes) tells which
+    came first, so the rank deleted or failed is not mistaken for rank 0, which the Job
+    controller stopped within the same second."""
+    order = seen or {}
     newest: dict[int, tuple[str, str, Object]] = {}
     for uid, pod in pods.items():
         rank, made = rank_of(pod) or 0, pod["metadata"].get("creationTimestamp") or ""
         if rank not in newest or made >= newest[rank][0]:
             newest[rank] = (made, uid, pod)
     failed = [
-        (at, rank, pod)
+        (at, order.get(uid, len(order)), rank, pod)
         for rank, (_, uid, pod) in newest.items()
-        if (at := _failed_at(pod, uid in gone)) is not None
+        if (at := failed_at(pod, uid in gone)) is not None
     ]
-    return min(failed, key=lambda item: (item[0], item[1]))[2] if failed else None
+    return min(failed, key=lambda item: item[:3])[3] if failed else None
 
 
 def rank_failure(pod: Object, taken: tuple[str, str] | None = None) -> FinalState:

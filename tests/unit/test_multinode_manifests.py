@@ -148,6 +148,19 @@ def test_the_rank_that_failed_first_is_the_one_named():
     assert verdict.error is not None and verdict.error.ename == "RankFailed"
 
 
+def test_within_one_second_the_rank_the_watch_saw_fail_first_is_the_one_named():
+    # Rank 1 deleted by hand and rank 0 stopped by the Job controller in the same second
+    # (the API's times are whole seconds); the pod watch saw rank 1's deletion first
+    pods = {
+        "uid-0": rank_pod(0, deleted="2030-01-01T00:00:05Z"),
+        "uid-1": rank_pod(1, deleted="2030-01-01T00:00:05Z"),
+    }
+    failed = first_failed_rank(pods, gone=set(), seen={"uid-1": 0, "uid-0": 1})
+    assert failed is pods["uid-1"]
+    # and when the watch saw rank 0 go first, rank 0 is the one
+    assert first_failed_rank(pods, gone=set(), seen={"uid-0": 0, "uid-1": 1}) is pods["uid-0"]
+
+
 def test_a_rank_whose_runner_failed_is_named_with_its_exit_code():
     pods = {
         "uid-0": rank_pod(0),
