@@ -248,7 +248,7 @@ def make_upload_secret(
     *, job_id: str, owner: str, token: str, namespace: str | None = None
 ) -> dict[str, Any]:
     """The Secret with the job's upload token (the runner reads it as a mounted file)."""
-    metadata = _job_part_metadata(upload_secret_name(job_id), job_id, owner, namespace)
+    metadata = job_part_metadata(upload_secret_name(job_id), job_id, owner, namespace)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -305,7 +305,7 @@ def common_labels(job_id: str, owner: str) -> dict[str, str]:
     }
 
 
-def _job_part_metadata(name: str, job_id: str, owner: str, namespace: str | None) -> dict[str, Any]:
+def job_part_metadata(name: str, job_id: str, owner: str, namespace: str | None) -> dict[str, Any]:
     """Metadata of an object that belongs to one job (its ConfigMap, its upload Secret)."""
     metadata: dict[str, Any] = {
         "name": name,
@@ -341,7 +341,7 @@ def make_configmap(
             "save, and submit the job again; or ask the hub admins to give jobs shared "
             "(ReadWriteMany) storage for larger notebooks."
         )
-    metadata = _job_part_metadata(job_object_name(job_id, run), job_id, owner, namespace)
+    metadata = job_part_metadata(job_object_name(job_id, run), job_id, owner, namespace)
     configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
     try:
         configmap["data"] = {"job.json": spec, "input.ipynb": notebook.decode("utf-8")}

@@ -14,14 +14,12 @@ from typing import Any
 
 from .k8s_objects import (
     CONTAINER_NAME,
-    JOB_ID_ANNOTATION,
     JOB_ID_LABEL,
     JOB_NAME_LABEL,
     NODE_LABEL,
-    USERNAME_ANNOTATION,
-    common_labels,
     job_id_label,
     job_object_name,
+    job_part_metadata,
 )
 
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -48,13 +46,7 @@ def make_rank_service(
     readiness (they have no probe, and rank 0 must be found while it waits for the others).
     """
     name = job_object_name(job_id, run)
-    metadata: dict[str, Any] = {
-        "name": name,
-        "labels": common_labels(job_id, owner),
-        "annotations": {JOB_ID_ANNOTATION: job_id, USERNAME_ANNOTATION: owner},
-    }
-    if namespace:
-        metadata["namespace"] = namespace
+    metadata = job_part_metadata(name, job_id, owner, namespace)
     return {
         "apiVersion": "v1",
         "kind": "Service",
