@@ -134,6 +134,29 @@ def rank_lines(manager: JobManager, job_id: str, rank: int) -> list[str]:
     ]
 
 
+async def submit_holding_checkpointed(manager: Any, tmp_path: Path) -> str:
+    """Alice's job on two nodes with a checkpoint folder (2 retries), whose ranks both hold
+    in their first attempt (until it is taken away: the gate never opens), once both are
+    holding; its id."""
+    hold = "if attempt == 1:\n    print('holding')\n" + "\n".join(
+        "    " + line for line in wait_for_file(tmp_path / "never-opened").splitlines()
+    )
+    request = CreateJob(
+        input_path="train.ipynb",
+        output_formats=["ipynb"],
+        flavor="two-by-two",
+        checkpoint=JobCheckpoint(folder="checkpoints", retries=2),
+    )
+    cells = notebook(RANKS, ATTEMPT + "\n" + hold)
+    job_id = (await manager.create("alice", request, notebook=nbformat.writes(cells))).job_id
+    for rank in (0, 1):
+        await eventually(
+            lambda rank=rank: "[cell 1] holding" in rank_lines(manager, job_id, rank),
+            what=f"rank {rank} to hold",
+        )
+    return job_id
+
+
 async def test_two_ranks_on_two_nodes_find_each_other_and_all_reduce_their_ranks(
     two_gpu_nodes: Any, make_k8s_manager: ManagerFactory, k8s_api: Any, tmp_path: Path
 ) -> None:
@@ -305,23 +328,7 @@ async def test_a_job_with_a_checkpoint_taken_back_by_the_queue_resumes_with_both
         queue_name=JOBS_QUEUE, home_pvc_name_template="claim-{username}"
     )
     manager.capacity = await two_by_two(k8s_api, tmp_path)
-    gate = tmp_path / "never-opened"  # attempt 1 holds until it is taken away
-    hold = "if attempt == 1:\n    print('holding')\n" + "\n".join(
-        "    " + line for line in wait_for_file(gate).splitlines()
-    )
-    request = CreateJob(
-        input_path="train.ipynb",
-        output_formats=["ipynb"],
-        flavor="two-by-two",
-        checkpoint=JobCheckpoint(folder="checkpoints", retries=2),
-    )
-    cells = notebook(RANKS, ATTEMPT + "\n" + hold)
-    job_id = (await manager.create("alice", request, notebook=nbformat.writes(cells))).job_id
-    for rank in (0, 1):
-        await eventually(
-            lambda rank=rank: "[cell 1] holding" in rank_lines(manager, job_id, rank),
-            what=f"rank {rank} to hold",
-        )
+    job_id = await submit_holding_checkpointed(manager, tmp_path)
 
     # When the queue takes the job back (an admin deactivates its Workload), then lets it in
     uid = (await read_k8s_job(k8s_api, job_id))["metadata"]["uid"]
@@ -402,23 +409,7 @@ async def test_a_rank_evicted_without_a_queue_runs_the_whole_job_again_from_its_
     await make_home_claim(k8s_api, "claim-alice")
     manager = await make_k8s_manager(home_pvc_name_template="claim-{username}")
     manager.capacity = await two_by_two(k8s_api, tmp_path)
-    gate = tmp_path / "never-opened"  # attempt 1 holds until it is taken away
-    hold = "if attempt == 1:\n    print('holding')\n" + "\n".join(
-        "    " + line for line in wait_for_file(gate).splitlines()
-    )
-    request = CreateJob(
-        input_path="train.ipynb",
-        output_formats=["ipynb"],
-        flavor="two-by-two",
-        checkpoint=JobCheckpoint(folder="checkpoints", retries=2),
-    )
-    cells = notebook(RANKS, ATTEMPT + "\n" + hold)
-    job_id = (await manager.create("alice", request, notebook=nbformat.writes(cells))).job_id
-    for rank in (0, 1):
-        await eventually(
-            lambda rank=rank: "[cell 1] holding" in rank_lines(manager, job_id, rank),
-            what=f"rank {rank} to hold",
-        )
+    job_id = await submit_holding_checkpointed(manager, tmp_path)
 
     # When rank 1's pod is evicted, as kubectl drain does
     rank_1 = next(
