@@ -334,6 +334,16 @@ class OpenTensorBoardHandler(ExtensionHandlerMixin, JupyterHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
+        # A plain link starts a process: only from this server's own pages and the hub's
+        # (the same origin behind the hub's proxy), never from a link on another site.
+        if self.request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+            error_page(
+                self,
+                403,
+                "This link to TensorBoard came from another site, so it was not followed. "
+                "Open TensorBoard from your JupyterLab's launcher or from the hub's jobs page.",
+            )
+            return
         folder = self.get_argument("folder", self.extensionapp.default_folder)
         try:
             board, _ = await self.extensionapp.boards.open(folder)

@@ -160,6 +160,34 @@ def test_the_open_link_starts_tensorboard_and_goes_there(server):
     assert "There is no folder 'nowhere' in your files yet" in html.unescape(missing.text)
 
 
+def test_the_open_link_is_not_followed_from_another_site(server):
+    # Given a link to a folder of the user's on another site's page, which the browser
+    # follows with the user's cookies and says so (Sec-Fetch-Site: cross-site)
+    (server.root / "elsewhere").mkdir()
+    before = len(tensorboard_processes(server.root / "elsewhere"))
+    for site in ("cross-site", "same-site"):
+        answer = server.request(
+            "GET",
+            f"{BOARD_PATH}/open",
+            params={"folder": "elsewhere"},
+            headers={"Sec-Fetch-Site": site},
+            allow_redirects=False,
+        )
+        # Then it is refused with a sentence, and no TensorBoard starts
+        assert answer.status_code == 403
+        assert "came from another site" in html.unescape(answer.text)
+    assert len(tensorboard_processes(server.root / "elsewhere")) == before
+    # while the hub's jobs page (the same origin behind the hub's proxy) opens it
+    same = server.request(
+        "GET",
+        f"{BOARD_PATH}/open",
+        params={"folder": "elsewhere"},
+        headers={"Sec-Fetch-Site": "same-origin"},
+        allow_redirects=False,
+    )
+    assert same.status_code == 302
+
+
 def test_nothing_of_tensorboard_answers_without_the_servers_login(server):
     write_scalars(server.root / "runs", "loss")
     board = open_board(server, "runs")
