@@ -13,7 +13,7 @@ import { errorSentence, JobAPIError } from '../common/errors';
 import { FlavorPicker, useFlavorList } from '../runAsJob/flavorPicker';
 import { availableFlavors, defaultFlavor } from '../runAsJob/flavors';
 import { FormBody, FormDialog } from '../common/formDialog';
-import { FormError } from '../common/formError';
+import { FormError, problemsByField } from '../common/formError';
 import { Checkbox, Field, FieldGroup } from '../common/formFields';
 import {
   IFieldProblem,
@@ -45,8 +45,7 @@ import {
 import { ISchedule } from '../schedules/scheduleModels';
 import {
   pipelineScheduleRequest,
-  scheduleFieldOf,
-  ScheduleProblems
+  scheduleFieldOf
 } from '../schedules/scheduleRule';
 
 /**
@@ -360,18 +359,14 @@ function PipelineBuilderView(
     } catch (reason) {
       failed(reason);
       if (scheduled && reason instanceof JobAPIError) {
-        // The schedule's own problems stand next to its fields.
-        const byField: ScheduleProblems = {};
-        for (const problem of reason.problems) {
-          const field = scheduleFieldOf(problem.field);
-          if (field) {
-            byField[field] = problem.message;
-          }
-        }
-        setScheduleProblems(byField);
-        setProblems(
-          reason.problems.filter(problem => !scheduleFieldOf(problem.field))
+        // The schedule's own problems stand next to their fields (each field's joined,
+        // as in the Run as Job dialog); the others in the list.
+        const { byField, rest } = problemsByField(
+          reason.problems,
+          scheduleFieldOf
         );
+        setScheduleProblems(byField);
+        setProblems(rest);
       }
       return null;
     } finally {

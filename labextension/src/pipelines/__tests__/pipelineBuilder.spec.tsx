@@ -82,8 +82,15 @@ class Server {
     return answer.promise;
   }
   readonly schedules: ICreateSchedule[] = [];
+  /**
+   * The job service's refusal of the next schedule, if any.
+   */
+  scheduleRefusal: JobAPIError | null = null;
   async createSchedule(request: ICreateSchedule) {
     this.schedules.push(request);
+    if (this.scheduleRefusal) {
+      throw this.scheduleRefusal;
+    }
     return { schedule_id: 'sched-1' } as ISchedule;
   }
   getPipelineTemplate(): Promise<ICreatePipeline> {
@@ -287,6 +294,43 @@ describe('The pipeline builder', () => {
     expect(request.pipeline?.stages).toHaveLength(3);
     expect((await result).value).toEqual({ schedule_id: 'sched-1' });
     expect(dialog.isDisposed).toBe(true);
+  });
+
+  it('shows each of the schedule’s problems next to its field, two on one field together', async () => {
+    // Given a job service that refuses the schedule: its start and its end (both told at
+    // the end date's field, as the Run as Job dialog tells them), and a pipeline problem
+    const server = new Server();
+    server.scheduleRefusal = new JobAPIError(
+      new Response(null, { status: 400 }),
+      {
+        message: 'The schedule is not valid.',
+        reason: 'invalid',
+        errors: [
+          { field: 'start_time', message: 'The start is in the past.' },
+          { field: 'end_time', message: 'The end is before the start.' },
+          { field: 'pipeline.name', message: 'Name the pipeline.' }
+        ]
+      }
+    );
+    const { one } = await openBuilder(server);
+    await typeInto(one('[data-testid="builder-name"]'), 'nightly');
+    await settle(() => one('[data-testid="schedule-repeat-checkbox"]').click());
+    await settle(() => one('[data-testid="schedule-rhythm-cron"]').click());
+    await typeInto(one('[data-testid="schedule-cron"]'), '0 2 * * *');
+
+    // When she creates the schedule
+    await settle(() =>
+      one<HTMLButtonElement>('.jp-JupyterToJob-submit').click()
+    );
+
+    // Then both problems of the end date's field stand next to it, and the pipeline's in
+    // the list
+    expect(one('[data-testid="schedule-error-end_time"]').textContent).toBe(
+      'The start is in the past. The end is before the start.'
+    );
+    const listed = one('[data-testid="builder-error"]').textContent ?? '';
+    expect(listed).toContain('Name the pipeline.');
+    expect(listed).not.toContain('The start is in the past.');
   });
 
   it('asks for one mail when the pipeline ends, where the job service can send it', async () => {
