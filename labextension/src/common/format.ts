@@ -48,9 +48,8 @@ export function formatTime(iso: string | null, now: Date = new Date()): string {
   if (moment === null) {
     return '—';
   }
-  const clock = `${pad(moment.getHours())}:${pad(moment.getMinutes())}`;
-  const zone = zoneName(moment);
-  const withZone = (text: string) => (zone ? `${text} ${zone}` : text);
+  const clock = clockOf(moment);
+  const withZone = (text: string) => withZoneOf(moment, text);
   const sameDay =
     moment.getFullYear() === now.getFullYear() &&
     moment.getMonth() === now.getMonth() &&
@@ -95,7 +94,7 @@ export function tellMoment(iso: string | null, now: Date = new Date()): string {
   const dayNumber = (date: Date) =>
     Date.UTC(date.getFullYear(), date.getMonth(), date.getDate()) / 86400000;
   const days = dayNumber(moment) - dayNumber(now);
-  const clock = `${pad(moment.getHours())}:${pad(moment.getMinutes())}`;
+  const clock = clockOf(moment);
   const weekday = new Intl.DateTimeFormat('en-GB', { weekday: 'short' }).format(
     moment
   );
@@ -110,8 +109,7 @@ export function tellMoment(iso: string | null, now: Date = new Date()): string {
     );
     words = `${weekday} ${moment.getDate()} ${month} ${clock}`;
   }
-  const zone = zoneName(moment);
-  return zone ? `${words} ${zone}` : words;
+  return withZoneOf(moment, words);
 }
 
 /**
@@ -172,6 +170,17 @@ export function parseTime(iso: string | null | undefined): Date | null {
   }
   const moment = new Date(iso);
   return Number.isNaN(moment.getTime()) ? null : moment;
+}
+
+/** "09:05": the moment's clock in the browser's zone. */
+function clockOf(moment: Date): string {
+  return `${pad(moment.getHours())}:${pad(moment.getMinutes())}`;
+}
+
+/** `text` followed by the short name of the browser's zone at `moment`, if it has one. */
+function withZoneOf(moment: Date, text: string): string {
+  const zone = zoneName(moment);
+  return zone ? `${text} ${zone}` : text;
 }
 
 function pad(value: number): string {
