@@ -99,27 +99,23 @@ def _fraction_text(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
+def _load_json(load: HolderUse | DeviceReading) -> dict[str, Any]:
+    """The utilisation and memory a holder's use and a GPU's reading both carry."""
+    return {"utilization_pct": load.utilization_pct, "memory_used_mib": load.memory_used_mib}
+
+
 def use_json(use: HolderUse | None) -> dict[str, Any] | None:
     """A holder's use as the map's JSON carries it (None: no reading of its GPU)."""
     if use is None:
         return None
-    return {
-        "utilization_pct": use.utilization_pct,
-        "memory_used_mib": use.memory_used_mib,
-        "measured": use.measured,
-        "device_wide_because": use.device_wide,
-    }
+    return {**_load_json(use), "measured": use.measured, "device_wide_because": use.device_wide}
 
 
 def reading_json(reading: DeviceReading | None) -> dict[str, Any] | None:
     """A GPU's own reading as the map's JSON carries it (None: no reading)."""
     if reading is None:
         return None
-    return {
-        "utilization_pct": reading.utilization_pct,
-        "memory_used_mib": reading.memory_used_mib,
-        "temperature_c": reading.temperature_c,
-    }
+    return {**_load_json(reading), "temperature_c": reading.temperature_c}
 
 
 def _slice_json(
