@@ -13,8 +13,9 @@ is then placed hour by hour, with departures first, queued jobs next and arrival
   still fit, no limits and no reservations;
 - **whole GPU**: each request takes a whole free GPU.
 
-A refused server is gone (the student does not retry); a job that cannot start waits in
-a first-in, first-out queue and is retried every hour.
+A refused server asks again every hour until its owner would have left (the refusal says
+"Try again in a few minutes"); a job that cannot start waits in a first-in, first-out
+queue and is retried every hour. Refused servers ask before the hour's new arrivals.
 
 **What is counted.** Every request has a *nominal* size, the least it could take on any
 GPU it may use: its fraction of the GPU's time (a memory-only share on the largest card,
@@ -50,9 +51,8 @@ memory ours runs, after MIG, over all the servers want. Crowded hours count in t
 totals, which are printed too.
 
 **Where ours loses** is printed per fitting hour, by cause: servers refused in a fitting
-hour, and servers refused in an earlier crowded hour who would still be running (a refused
-student does not retry, while the limit runs them again as soon as demand fits the fleet:
-those hours count against any placement that refuses someone while the fleet is crowded).
+hour and not yet started by a retry, and servers refused in an earlier crowded hour and not
+yet started by a retry (the limit runs them as soon as demand fits the fleet).
 
 The generator is this module's own, not :mod:`benchmarks.synthetic_catalog`: that catalog
 has no memory-only shares and no job flavors, and its 20,000 enrolments would swamp any
@@ -482,6 +482,15 @@ class MIGCheck:
 
 
 @dataclass
+class RefusedServer:
+    """A server refused at ``hour``, and the later hour a retry ``started`` it, if any."""
+
+    request: Request
+    hour: int
+    started: int | None = None
+
+
+@dataclass
 class Outcome:
     """What one placement served, hour by hour, and what it refused."""
 
@@ -497,8 +506,10 @@ class Outcome:
     server_time_booked: list[Fraction] = field(default_factory=lambda: [Fraction(0)] * HOURS)
     """Servers alone, as booked (MIG stranding included)."""
     refused_at: list[int] = field(default_factory=lambda: [0] * HOURS)
-    refused_servers: list[tuple[Request, int]] = field(default_factory=list)
-    """Each refused server and the hour it was refused."""
+    refused_servers: list[RefusedServer] = field(default_factory=list)
+    """Each refused server, the hour it was first refused and the hour a retry started it."""
+    served_on_retry: int = 0
+    """Refused servers started later, when they asked again."""
     held_memory_hours: int = 0
     servers: int = 0
     servers_started: int = 0
@@ -527,6 +538,8 @@ def simulate(term: Term, placement: Placement, mig: MIGCheck | None = None) -> O
         arrivals.setdefault(request.arrive, []).append(request)
     running: dict[str, tuple[Request, int]] = {}  # key -> (request, hour it leaves)
     queue: list[Request] = []
+    retrying: list[Request] = []  # refused servers, asked again every hour until they leave
+    refusals: dict[int, RefusedServer] = {}  # by id(): a student's key recurs on each class day
     queued_once: set[str] = set()
     started = time.perf_counter()
     for hour in range(HOURS):
@@ -536,7 +549,9 @@ def simulate(term: Term, placement: Placement, mig: MIGCheck | None = None) -> O
                 placement.release(request)
                 del running[key]
 
-        def attempt(request: Request, hour: int = hour, now: datetime = now) -> bool:
+        def attempt(
+            request: Request, hour: int = hour, now: datetime = now, retry: bool = False
+        ) -> bool:
             jobs_of_owner = [
                 r.subject for r, _ in running.values() if r.job and r.user.name == request.user.name
             ]
@@ -548,6 +563,9 @@ def simulate(term: Term, placement: Placement, mig: MIGCheck | None = None) -> O
                     out.jobs_started += 1
                 else:
                     out.servers_started += 1
+                    if retry:
+                        out.served_on_retry += 1
+                        refusals[id(request)].started = hour
                 return True
             fits = _fits(sizes[request.key], placement.free(request.share))
             if request.job:
@@ -557,15 +575,17 @@ def simulate(term: Term, placement: Placement, mig: MIGCheck | None = None) -> O
                     queued_once.add(request.key)
                     out.jobs_queued += 1
                     out.jobs_queued_fitting += fits
-            else:
+            elif not retry:
                 out.refused += 1
                 out.refused_at[hour] += 1
-                out.refused_servers.append((request, hour))
+                refusals[id(request)] = RefusedServer(request, hour)
+                out.refused_servers.append(refusals[id(request)])
                 out.refused_fitting += fits
                 out.refusal_codes[result] = out.refusal_codes.get(result, 0) + 1
             return False
 
         queue = [request for request in queue if not attempt(request)]
+        retrying = [r for r in retrying if r.leave > hour and not attempt(r, retry=True)]
         for request in arrivals.get(hour, []):
             if request.job:
                 out.jobs += 1
@@ -579,7 +599,8 @@ def simulate(term: Term, placement: Placement, mig: MIGCheck | None = None) -> O
                     queue.append(request)
             else:
                 out.servers += 1
-                attempt(request)
+                if not attempt(request):
+                    retrying.append(request)
         held = [(request, placement.held[key]) for key, (request, _) in running.items()]
         lost = mig.stranded(held, devices) if mig else set()
         out.stranded_keys |= lost
@@ -627,7 +648,7 @@ class Limit:
     """Servers wanting a GPU plus jobs running as if each started on arrival."""
     servers_time: list[Fraction]
     servers_memory: list[int]
-    """Servers wanting a GPU (their hours are fixed: a refused student does not retry)."""
+    """Servers wanting a GPU (their hours are fixed: from arrival to leaving)."""
     fleet_time: int
     fleet_memory: int
 
@@ -784,10 +805,11 @@ class HourLoss:
     time: Fraction
     memory: int
     crowded: tuple[Fraction, int] = (Fraction(0), 0)
-    """Servers refused in an earlier, crowded hour (demand over the fleet): the student
-    does not retry, so the hours they wanted after it count as lost here."""
+    """Servers refused in an earlier, crowded hour (demand over the fleet) and not started
+    by a retry before this hour."""
     fitting: tuple[Fraction, int] = (Fraction(0), 0)
-    """Servers refused in a fitting hour; the rest of the loss is servers stranded by MIG."""
+    """Servers refused in a fitting hour and not started by a retry before this hour; the
+    rest of the loss is servers stranded by MIG."""
 
 
 def losses(out: Outcome, limit: Limit, devices: list[GPUDevice]) -> list[HourLoss]:
@@ -801,10 +823,12 @@ def losses(out: Outcome, limit: Limit, devices: list[GPUDevice]) -> list[HourLos
         memory_lost = limit.servers_memory[hour] - out.server_memory[hour]
         if time_lost > 0 or memory_lost > 0:
             found[hour] = HourLoss(hour, time_lost, memory_lost)
-    for request, refused_at in out.refused_servers:
+    for refusal in out.refused_servers:
+        request = refusal.request
         fraction, memory = nominal(request.share, devices)
-        cause = "crowded" if refused_at in congested else "fitting"
-        for hour in range(request.arrive, min(request.leave, HOURS)):
+        cause = "crowded" if refusal.hour in congested else "fitting"
+        until = min(request.leave, HOURS) if refusal.started is None else refusal.started
+        for hour in range(request.arrive, until):
             if hour in found:
                 lost = found[hour]
                 time_so_far, memory_so_far = getattr(lost, cause)
@@ -829,8 +853,7 @@ def loss_lines(out: Outcome, limit: Limit, devices: list[GPUDevice]) -> list[str
     lines = [
         f"{out.name} in the fitting hours misses {float(hours):.2f} GPU-hours and "
         f"{memory:.0f} GiB-hours of servers (nominal): {crowded[0]:.2f} / {crowded[1]:.0f} of "
-        f"servers refused in a crowded hour who would still be running (the student does not "
-        f"retry), {fitting[0]:.2f} / {fitting[1]:.0f} of servers refused in a fitting hour, "
+        f"servers refused in a crowded hour and not yet started by a retry, {fitting[0]:.2f} / {fitting[1]:.0f} of servers refused in a fitting hour, "
         f"{stranded[0]:.2f} / {stranded[1]:.0f} of servers stranded by MIG; per hour (GPU, "
         "GiB; c: refused when crowded, f: refused when fitting, m: stranded by MIG):"
     ]
@@ -858,6 +881,7 @@ def table(limit: Limit, outcomes: list[Outcome]) -> list[str]:
         "fitting hours",
         "booked",
         "refused",
+        "on retry",
         "could fit",
         "jobs queued",
         "could fit",
@@ -875,6 +899,7 @@ def table(limit: Limit, outcomes: list[Outcome]) -> list[str]:
                 f"{share.fitting_time:.1%} / {share.fitting_memory:.1%}",
                 f"{share.fitting_booked:.1%}",
                 f"{out.refused} ({share.fitting_refused})",
+                str(out.served_on_retry),
                 str(out.refused_fitting),
                 str(out.jobs_queued),
                 str(out.jobs_queued_fitting),
@@ -931,7 +956,8 @@ def run() -> Section:
         "the A100s (admitted, but their MIG profiles do not fit the card); fitting hours: "
         "servers alone, after MIG, in the hours where demand fits the fleet (there the limit "
         "serves every server), and booked: their time before MIG; refused: server starts "
-        "refused (the student does not retry; in brackets: in the fitting hours); "
+        "refused at least once (in brackets: first refused in the fitting hours); on retry: "
+        "of those, started when they asked again in a later hour; "
         "could fit: refused or first queued while the fleet's free capacity, pooled over the "
         "GPUs the request may use, held it",
         f"ours refused by code: {codes or 'none'}; shares stranded by MIG: ours "
