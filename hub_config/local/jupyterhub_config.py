@@ -211,7 +211,7 @@ c.JupyterHub.template_vars["gpu_map_service"] = "course-sessions"
 c.JupyterHub.template_vars["course_page_service"] = "course-sessions"
 
 # -- the spawner ----------------------------------------------------------------------------
-c.JupyterHub.spawner_class = "gpuspawner.spawners.local.SimpleLocalGPUSpawner"
+c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
 # The hub's one admission: every start is a Grant from it (the job service gets the same
 # settings below, through job_service()).
 c.GPUAdmission.catalog_path = str(CATALOG)

@@ -113,7 +113,7 @@ else:
 
 # -- servers: as their owner, within their profile's limits ---------------------------------
 # The demo's admission (c.GPUAdmission: catalog, GPUs, ledger) serves this spawner as it is.
-c.JupyterHub.spawner_class = "gpuspawner.spawners.local.LocalGPUSpawner"
+c.JupyterHub.spawner_class = "gpuspawner.local.LocalGPUSpawner"
 c.GPUAdmission.gpu_inventory = "auto"  # NVML when there are GPUs, else the simulated ones
 c.CgroupLimits.enforce = os.environ.setdefault("GPUSPAWNER_CGROUPS", "auto")
 

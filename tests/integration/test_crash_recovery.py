@@ -71,7 +71,7 @@ from jupyter_to_job.hub import (
 from jupyter_to_job.scopes import hub_custom_scopes
 
 c.JupyterHub.authenticator_class = "dummy"
-c.JupyterHub.spawner_class = "gpuspawner.spawners.local.SimpleLocalGPUSpawner"
+c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
 c.GPUAdmission.catalog_path = {str(catalog_dir)!r}
 c.GPUAdmission.gpu_inventory = "simulated"
 c.GPUAdmission.simulated_gpus = {ONE_GPU!r}

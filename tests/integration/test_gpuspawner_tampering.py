@@ -33,7 +33,7 @@ def test_gpuspawner_refuses_tampered_requests_without_creating_pods(
     hub = start_hub(
         f"""
 c.JupyterHub.authenticator_class = "dummy"
-c.JupyterHub.spawner_class = "gpuspawner.spawners.kubernetes.GPUSpawner"
+c.JupyterHub.spawner_class = "gpuspawner.kubernetes.GPUSpawner"
 c.GPUSpawner.namespace = "default"
 c.GPUAdmission.catalog_path = {str(catalog_dir)!r}
 c.GPUAdmission.sharing_backend = "hami"

@@ -145,7 +145,7 @@ auth.oauth_callback_url = f"http://127.0.0.1:{{c.JupyterHub.port}}/hub/oauth_cal
 auth.update(oidc_endpoints(os.environ["CAMPUS_OIDC_ISSUER"]))
 auth.group_aliases = {{"/campus/it/hpc-admins": "admins"}}
 
-c.JupyterHub.spawner_class = "gpuspawner.spawners.local.SimpleLocalGPUSpawner"
+c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
 c.GPUAdmission.catalog_path = {str(catalog)!r}
 c.GPUAdmission.gpu_inventory = "simulated"
 c.GPUAdmission.simulated_gpus = [{{"model": "RTX 4090", "memory": "24GiB", "count": 2}}]

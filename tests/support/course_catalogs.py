@@ -87,7 +87,7 @@ def spawner_config(catalog_dir: Path, gpus: str, extra: str = "") -> str:
 import sys
 from pathlib import Path
 c.JupyterHub.authenticator_class = "dummy"
-c.JupyterHub.spawner_class = "gpuspawner.spawners.local.SimpleLocalGPUSpawner"
+c.JupyterHub.spawner_class = "gpuspawner.local.SimpleLocalGPUSpawner"
 c.GPUAdmission.catalog_path = {str(catalog_dir)!r}
 c.GPUAdmission.gpu_inventory = "simulated"
 c.GPUAdmission.simulated_gpus = {gpus}

@@ -31,7 +31,7 @@ def test_there_is_an_overlay_for_every_backend():
 def test_the_z2jh_values_and_rbac_parse():
     values = yaml.safe_load((K8S / "values.yaml").read_text())
     assert values["hub"]["config"]["JupyterHub"]["spawner_class"] == (
-        "gpuspawner.spawners.kubernetes.GPUSpawner"
+        "gpuspawner.kubernetes.GPUSpawner"
     )
     kinds = [doc["kind"] for doc in yaml.safe_load_all((K8S / "rbac.yaml").read_text())]
     assert kinds == ["ClusterRole", "ClusterRoleBinding", *["Role", "RoleBinding"] * 4]

@@ -133,7 +133,7 @@ def hub_config(chart_hub: ChartHub, catalog_mount: Path) -> Config:
 
 def test_the_hub_spawns_with_gpuspawner_and_the_mounted_catalog(hub_config, chart_hub):
     values = shipped_values()
-    assert hub_config.JupyterHub.spawner_class == "gpuspawner.spawners.kubernetes.GPUSpawner"
+    assert hub_config.JupyterHub.spawner_class == "gpuspawner.kubernetes.GPUSpawner"
     from traitlets.utils.importstring import import_item
 
     assert import_item(hub_config.JupyterHub.spawner_class) is GPUSpawner
