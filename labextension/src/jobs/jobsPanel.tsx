@@ -9,7 +9,7 @@ import * as React from 'react';
 import { featuresOf, JobsAPI } from '../common/api';
 import { JobAPIError } from '../common/errors';
 import { jobsIcon } from '../common/icons';
-import { ask } from '../common/questions';
+import { ask, IQuestion } from '../common/questions';
 import { JobsModel } from './jobsModel';
 import { IJobActions, JobsView } from './jobsView';
 import {
@@ -83,6 +83,7 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   constructor(options: IJobsPanelOptions) {
     super(options.model);
     this._options = options;
+    this._questions = panelQuestions(options.trans);
     const openTensorBoard = options.openTensorBoard;
     if (openTensorBoard) {
       this._actions.openTensorBoard = job =>
@@ -289,8 +290,14 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   }
 
   private _actions: IJobActions = {
-    stop: job => void this._stop(job),
-    remove: job => void this._remove(job),
+    stop: job =>
+      void this._ifConfirmed(this._questions.stopJob(job), () =>
+        this.model.stop(job)
+      ),
+    remove: job =>
+      void this._ifConfirmed(this._questions.removeJob(job), () =>
+        this.model.remove(job)
+      ),
     rerun: job => void this._rerun(job),
     openNotebook: job => void this._openNotebook(job),
     downloadHtml: job => void this._download(job, 'html'),
@@ -305,7 +312,10 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   private _scheduleActions: IScheduleActions = {
     pause: schedule => void this._options.schedules?.pause(schedule),
     resume: schedule => void this._options.schedules?.resume(schedule),
-    remove: schedule => void this._removeSchedule(schedule),
+    remove: schedule =>
+      void this._ifConfirmed(this._questions.removeSchedule(schedule), () =>
+        this._options.schedules?.remove(schedule)
+      ),
     showJob: jobId => {
       this.showTab('jobs');
       void this.model.showJob(jobId);
@@ -314,8 +324,14 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   };
 
   private _pipelineActions: IPipelineActions = {
-    stop: pipeline => void this._stopPipeline(pipeline),
-    remove: pipeline => void this._removePipeline(pipeline),
+    stop: pipeline =>
+      void this._ifConfirmed(this._questions.stopPipeline(pipeline), () =>
+        this._options.pipelines?.stop(pipeline)
+      ),
+    remove: pipeline =>
+      void this._ifConfirmed(this._questions.removePipeline(pipeline), () =>
+        this._options.pipelines?.remove(pipeline)
+      ),
     rerun: pipeline => void this._options.pipelines?.rerun(pipeline),
     showJob: jobId => {
       this.showTab('jobs');
@@ -323,54 +339,16 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     }
   };
 
-  private async _stopPipeline(pipeline: IDescribePipeline): Promise<void> {
-    const { trans, pipelines } = this._options;
-    if (
-      await ask({
-        warn: true,
-        title: trans.__('Stop the pipeline “%1”?', pipeline.name),
-        body: trans.__(
-          'Its running jobs are stopped and the stages not started yet are skipped. Logs and outputs so far are kept.'
-        ),
-        keep: trans.__('Keep running'),
-        act: trans.__('Stop pipeline')
-      })
-    ) {
-      await pipelines?.stop(pipeline);
-    }
-  }
-
-  private async _removePipeline(pipeline: IDescribePipeline): Promise<void> {
-    const { trans, pipelines } = this._options;
-    if (
-      await ask({
-        warn: true,
-        title: trans.__('Delete the pipeline “%1”?', pipeline.name),
-        body: trans.__(
-          'The pipeline leaves this list. Its jobs, their logs and outputs stay in the Jobs tab, and its shared folder stays in your files.'
-        ),
-        keep: trans.__('Cancel'),
-        act: trans.__('Delete pipeline')
-      })
-    ) {
-      await pipelines?.remove(pipeline);
-    }
-  }
-
-  private async _removeSchedule(schedule: ISchedule): Promise<void> {
-    const { trans, schedules } = this._options;
-    if (
-      await ask({
-        warn: true,
-        title: trans.__('Delete the schedule “%1”?', scheduleName(schedule)),
-        body: trans.__(
-          'No more runs start. The jobs it already started, their logs and outputs stay in the Jobs tab.'
-        ),
-        keep: trans.__('Keep it'),
-        act: trans.__('Delete schedule')
-      })
-    ) {
-      await schedules?.remove(schedule);
+  /**
+   * Ask `question` as a warning (going on stops work or deletes something) and
+   * `act` only on yes.
+   */
+  private async _ifConfirmed(
+    question: IQuestion,
+    act: () => Promise<void> | undefined
+  ): Promise<void> {
+    if (await ask({ ...question, warn: true })) {
+      await act();
     }
   }
 
@@ -396,43 +374,6 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
     });
   }
 
-  private async _stop(job: IDescribeJob): Promise<void> {
-    const { trans } = this._options;
-    const running = job.status === 'RUNNING';
-    if (
-      await ask({
-        warn: true,
-        title: trans.__('Stop “%1”?', job.name),
-        body: running
-          ? trans.__(
-              'The running cell is interrupted and the job ends as Stopped. Its log and the notebook as executed so far are kept.'
-            )
-          : trans.__('The job leaves the queue and ends as Stopped.'),
-        keep: trans.__('Keep running'),
-        act: trans.__('Stop job')
-      })
-    ) {
-      await this.model.stop(job);
-    }
-  }
-
-  private async _remove(job: IDescribeJob): Promise<void> {
-    const { trans } = this._options;
-    if (
-      await ask({
-        warn: true,
-        title: trans.__('Delete “%1”?', job.name),
-        body: trans.__(
-          'The job, its log and its outputs are deleted for good. Executed notebooks you saved into your files stay.'
-        ),
-        keep: trans.__('Cancel'),
-        act: trans.__('Delete job')
-      })
-    ) {
-      await this.model.remove(job);
-    }
-  }
-
   private _openNotebook(job: IDescribeJob): Promise<void> {
     return this.model.run('open', async () => {
       const path = await saveExecutedNotebook(
@@ -453,8 +394,68 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
   }
 
   private _options: IJobsPanelOptions;
+  private _questions: IPanelQuestions;
   private _tab: JobsPanelTab = 'jobs';
   private _shown = false;
+}
+
+/**
+ * What the Jobs panel asks before it stops or deletes a job, pipeline or schedule.
+ */
+interface IPanelQuestions {
+  stopJob(job: IDescribeJob): IQuestion;
+  removeJob(job: IDescribeJob): IQuestion;
+  stopPipeline(pipeline: IDescribePipeline): IQuestion;
+  removePipeline(pipeline: IDescribePipeline): IQuestion;
+  removeSchedule(schedule: ISchedule): IQuestion;
+}
+
+function panelQuestions(trans: TranslationBundle): IPanelQuestions {
+  return {
+    stopJob: job => ({
+      title: trans.__('Stop “%1”?', job.name),
+      body:
+        job.status === 'RUNNING'
+          ? trans.__(
+              'The running cell is interrupted and the job ends as Stopped. Its log and the notebook as executed so far are kept.'
+            )
+          : trans.__('The job leaves the queue and ends as Stopped.'),
+      keep: trans.__('Keep running'),
+      act: trans.__('Stop job')
+    }),
+    removeJob: job => ({
+      title: trans.__('Delete “%1”?', job.name),
+      body: trans.__(
+        'The job, its log and its outputs are deleted for good. Executed notebooks you saved into your files stay.'
+      ),
+      keep: trans.__('Cancel'),
+      act: trans.__('Delete job')
+    }),
+    stopPipeline: pipeline => ({
+      title: trans.__('Stop the pipeline “%1”?', pipeline.name),
+      body: trans.__(
+        'Its running jobs are stopped and the stages not started yet are skipped. Logs and outputs so far are kept.'
+      ),
+      keep: trans.__('Keep running'),
+      act: trans.__('Stop pipeline')
+    }),
+    removePipeline: pipeline => ({
+      title: trans.__('Delete the pipeline “%1”?', pipeline.name),
+      body: trans.__(
+        'The pipeline leaves this list. Its jobs, their logs and outputs stay in the Jobs tab, and its shared folder stays in your files.'
+      ),
+      keep: trans.__('Cancel'),
+      act: trans.__('Delete pipeline')
+    }),
+    removeSchedule: schedule => ({
+      title: trans.__('Delete the schedule “%1”?', scheduleName(schedule)),
+      body: trans.__(
+        'No more runs start. The jobs it already started, their logs and outputs stay in the Jobs tab.'
+      ),
+      keep: trans.__('Keep it'),
+      act: trans.__('Delete schedule')
+    })
+  };
 }
 
 /**
