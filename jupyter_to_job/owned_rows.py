@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Engine, Table, select, update
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy import JSON, Engine, String, Table, Text, delete, select, update
+from sqlalchemy.orm import Mapped, mapped_column, sessionmaker
 
 from .errors import JobError
 from .store import Base, add_missing_columns
@@ -16,8 +16,18 @@ from .store import Base, add_missing_columns
 RowT = TypeVar("RowT", bound=Base)
 
 
+class OwnedRequest:
+    """The columns of a row made from one person's request (``spec``) and where it stands."""
+
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    status_message: Mapped[str | None] = mapped_column(Text)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class OwnedRows(Generic[RowT]):
-    """Reads and writes of one table of owned rows (``row_class``), keyed by ``key``."""
+    """Reads and writes of one table of owned rows (``row_class``), keyed by ``key``; the
+    other ``tables`` hold rows that belong to one of them (by a ``key`` column of theirs)."""
 
     def __init__(
         self,
@@ -30,6 +40,7 @@ class OwnedRows(Generic[RowT]):
         self.engine = engine
         self.row_class = row_class
         self._key = getattr(row_class, key)
+        self._key_name = key
         self._not_found = not_found
         self._tables = tables
         self._sessions = sessionmaker(engine, expire_on_commit=False)
@@ -53,6 +64,12 @@ class OwnedRows(Generic[RowT]):
     def update(self, key: str, **values: Any) -> None:
         with self._sessions.begin() as session:
             session.execute(update(self.row_class).where(self._key == key).values(**values))
+
+    def delete(self, key: str) -> None:
+        """Delete the row ``key`` and the rows that belong to it."""
+        with self._sessions.begin() as session:
+            for table in reversed(self._tables):
+                session.execute(delete(table).where(table.c[self._key_name] == key))
 
     def of_owner(self, owner: str) -> list[RowT]:
         """``owner``'s rows, newest first."""

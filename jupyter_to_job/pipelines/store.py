@@ -15,7 +15,6 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    delete,
     select,
     update,
 )
@@ -23,23 +22,19 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from gpuspawner.core.databases import UTCDateTime
 
-from ..owned_rows import OwnedRows
+from ..owned_rows import OwnedRequest, OwnedRows
 from ..store import Base, JobRow, utcnow
 from .errors import PipelineNotFound
 from .models import PipelineStatus
 
 
-class PipelineRow(Base):
+class PipelineRow(OwnedRequest, Base):
     """One pipeline: its request (``spec``, a CreatePipeline) and where it stands."""
 
     __tablename__ = "pipelines"
 
     pipeline_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    owner: Mapped[str] = mapped_column(String(255), index=True)
     name: Mapped[str] = mapped_column(String(255))
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    status_message: Mapped[str | None] = mapped_column(Text)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     current_stage: Mapped[int | None] = mapped_column(Integer)
     schedule_id: Mapped[str | None] = mapped_column(String(64))
     """The schedule whose run started it (its jobs say so too); None: started by hand."""
@@ -138,8 +133,3 @@ class PipelineStore(OwnedRows[PipelineRow]):
         with self._sessions() as session:
             rows = session.scalars(select(JobRow).where(JobRow.job_id.in_(job_ids)))
             return {row.job_id: row for row in rows}
-
-    def delete(self, pipeline_id: str) -> None:
-        with self._sessions.begin() as session:
-            session.execute(delete(PipelineJobRow).where(PipelineJobRow.pipeline_id == pipeline_id))
-            session.execute(delete(PipelineRow).where(PipelineRow.pipeline_id == pipeline_id))

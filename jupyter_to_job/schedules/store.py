@@ -7,14 +7,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Engine,
     Integer,
     String,
     Table,
     Text,
     UniqueConstraint,
-    delete,
     select,
     update,
 )
@@ -22,22 +20,18 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from gpuspawner.core.databases import UTCDateTime
 
-from ..owned_rows import OwnedRows
+from ..owned_rows import OwnedRequest, OwnedRows
 from ..store import Base
 from .errors import ScheduleNotFound
 from .models import RECENT_RUNS, ScheduleStatus
 
 
-class ScheduleRow(Base):
+class ScheduleRow(OwnedRequest, Base):
     """One schedule: its request (``spec``, a CreateSchedule) and where it stands."""
 
     __tablename__ = "schedules"
 
     schedule_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    owner: Mapped[str] = mapped_column(String(255), index=True)
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    status_message: Mapped[str | None] = mapped_column(Text)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     working_dir: Mapped[str | None] = mapped_column(Text)
     runs: Mapped[int] = mapped_column(Integer, default=0)
     failures_in_a_row: Mapped[int] = mapped_column(Integer, default=0)
@@ -187,8 +181,3 @@ class ScheduleStore(OwnedRows[ScheduleRow]):
                 .where(ScheduleRunRow.schedule_id == schedule_id, ScheduleRunRow.slot_time == slot)
                 .values(**values)
             )
-
-    def delete(self, schedule_id: str) -> None:
-        with self._sessions.begin() as session:
-            session.execute(delete(ScheduleRunRow).where(ScheduleRunRow.schedule_id == schedule_id))
-            session.execute(delete(ScheduleRow).where(ScheduleRow.schedule_id == schedule_id))
