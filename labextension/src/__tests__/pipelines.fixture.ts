@@ -1,7 +1,71 @@
+import { INotebookParameter, JsonValue } from '../common/models';
 import {
+  ICreatePipeline,
   IDescribePipeline,
   IDescribePipelineJob
 } from '../pipelines/pipelineModels';
+
+/**
+ * The notebooks open in the builder scenarios, in the order they opened.
+ */
+export const OPEN_NOTEBOOKS = [
+  'course/prepare.ipynb',
+  'course/train.ipynb',
+  'course/eval.ipynb'
+];
+
+/**
+ * The one parameter train.ipynb declares.
+ */
+export const EPOCHS: INotebookParameter = {
+  name: 'epochs',
+  inferred_type_name: 'int',
+  default: '3',
+  help: ''
+};
+
+/**
+ * The builder scenarios' "nightly" request: prepare alone, then the stage `stage`
+ * running train (on `trainFlavor`, with 10 epochs) and eval side by side; prepare
+ * and eval on the default flavor; `parameters` pipeline-wide.
+ */
+export function nightlyRequest(
+  stage: string,
+  trainFlavor: string,
+  parameters: { [name: string]: JsonValue }
+): ICreatePipeline {
+  return {
+    name: 'nightly',
+    stages: [
+      {
+        name: '1-prepare',
+        jobs: [
+          {
+            input_path: 'course/prepare.ipynb',
+            flavor: 'quarter-4090',
+            parameters: {}
+          }
+        ]
+      },
+      {
+        name: stage,
+        jobs: [
+          {
+            input_path: 'course/train.ipynb',
+            flavor: trainFlavor,
+            parameters: { epochs: 10 }
+          },
+          {
+            input_path: 'course/eval.ipynb',
+            flavor: 'quarter-4090',
+            parameters: {}
+          }
+        ]
+      }
+    ],
+    parameters
+  };
+}
 
 /**
  * A job of a pipeline, with `overrides` on top of a completed one.

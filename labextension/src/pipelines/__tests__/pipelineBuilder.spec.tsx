@@ -27,18 +27,17 @@ import {
   settle as settleTurns,
   typeInto as typeText
 } from '../../__tests__/jobsPanel.fixture';
-import { makeFailedPipeline } from '../../__tests__/pipelines.fixture';
+import {
+  EPOCHS,
+  makeFailedPipeline,
+  nightlyRequest,
+  OPEN_NOTEBOOKS
+} from '../../__tests__/pipelines.fixture';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
 
 const CPU = makeFlavor({ id: 'cpu', title: 'CPU job', gpu: null });
 const QUARTER = makeFlavor({ id: 'quarter-4090', default: true });
-const EPOCHS: INotebookParameter = {
-  name: 'epochs',
-  inferred_type_name: 'int',
-  default: '3',
-  help: ''
-};
 
 /**
  * A job API whose answers the test gives when it wants.
@@ -114,16 +113,10 @@ function choose(select: HTMLSelectElement, value: string): Promise<void> {
   });
 }
 
-const OPEN = [
-  'course/prepare.ipynb',
-  'course/train.ipynb',
-  'course/eval.ipynb'
-];
-
 async function openBuilder(server: Server, features = DEFAULT_FEATURES) {
   const dialog = new PipelineBuilderDialog({
     api: server.api,
-    notebooks: OPEN,
+    notebooks: OPEN_NOTEBOOKS,
     features,
     trans: nullTranslator.load('jupyter_to_job')
   });
@@ -205,37 +198,9 @@ describe('The pipeline builder', () => {
 
     // Then the pipeline goes out as arranged
     expect(server.created).toHaveLength(1);
-    expect(server.created[0].request).toEqual({
-      name: 'nightly',
-      stages: [
-        {
-          name: '1-prepare',
-          jobs: [
-            {
-              input_path: 'course/prepare.ipynb',
-              flavor: 'quarter-4090',
-              parameters: {}
-            }
-          ]
-        },
-        {
-          name: '2-train',
-          jobs: [
-            {
-              input_path: 'course/train.ipynb',
-              flavor: 'cpu',
-              parameters: { epochs: 10 }
-            },
-            {
-              input_path: 'course/eval.ipynb',
-              flavor: 'quarter-4090',
-              parameters: {}
-            }
-          ]
-        }
-      ],
-      parameters: { seed: 42 }
-    });
+    expect(server.created[0].request).toEqual(
+      nightlyRequest('2-train', 'cpu', { seed: 42 })
+    );
     // And the dialog closes on the pipeline the server made
     const pipeline = makeFailedPipeline({ status: 'RUNNING' });
     await settle(() => server.created[0].answer.resolve(pipeline));

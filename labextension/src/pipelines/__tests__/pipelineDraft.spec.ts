@@ -2,7 +2,6 @@
  * The pipeline builder's arrangement of the open notebooks into stages, and the
  * create request it makes.
  */
-import { INotebookParameter } from '../../common/models';
 import {
   defaultTemplatePath,
   initialDraft,
@@ -15,22 +14,15 @@ import {
   updateJob,
   wideParameters
 } from '../pipelineDraft';
-
-const EPOCHS: INotebookParameter = {
-  name: 'epochs',
-  inferred_type_name: 'int',
-  default: '3',
-  help: ''
-};
-const OPEN = [
-  'course/prepare.ipynb',
-  'course/train.ipynb',
-  'course/eval.ipynb'
-];
+import {
+  EPOCHS,
+  nightlyRequest,
+  OPEN_NOTEBOOKS
+} from '../../__tests__/pipelines.fixture';
 
 describe('arranging the open notebooks into stages', () => {
   it('starts with one stage per notebook, in the order they opened', () => {
-    const draft = initialDraft(OPEN);
+    const draft = initialDraft(OPEN_NOTEBOOKS);
     expect(draft.name).toBe('prepare pipeline');
     expect(
       draft.stages.map(stage => [stage.name, stage.jobs.map(job => job.path)])
@@ -43,7 +35,7 @@ describe('arranging the open notebooks into stages', () => {
 
   it('runs two notebooks side by side once one is moved into the other’s stage, keeping its settings', () => {
     // Given eval has its own flavor
-    let draft = updateJob(initialDraft(OPEN), 'course/eval.ipynb', {
+    let draft = updateJob(initialDraft(OPEN_NOTEBOOKS), 'course/eval.ipynb', {
       flavor: 'cpu'
     });
     // When eval moves into stage 2 (train's)
@@ -57,7 +49,11 @@ describe('arranging the open notebooks into stages', () => {
   });
 
   it('leaves a notebook out, puts it back into a new last stage', () => {
-    let draft = moveNotebook(initialDraft(OPEN), 'course/prepare.ipynb', -1);
+    let draft = moveNotebook(
+      initialDraft(OPEN_NOTEBOOKS),
+      'course/prepare.ipynb',
+      -1
+    );
     expect(draft.unused).toEqual(['course/prepare.ipynb']);
     expect(draft.stages).toHaveLength(2);
     draft = moveToNewStage(draft, 'course/prepare.ipynb');
@@ -72,7 +68,11 @@ describe('arranging the open notebooks into stages', () => {
 
 describe('the pipeline request of the builder', () => {
   it('sends each job with its flavor (the default where none was picked) and changed parameters, and the pipeline-wide values', () => {
-    let draft = moveNotebook(initialDraft(OPEN), 'course/eval.ipynb', 1);
+    let draft = moveNotebook(
+      initialDraft(OPEN_NOTEBOOKS),
+      'course/eval.ipynb',
+      1
+    );
     draft = updateJob(draft, 'course/train.ipynb', {
       flavor: 'whole-gpu',
       texts: { epochs: '10' }
@@ -92,42 +92,15 @@ describe('the pipeline request of the builder', () => {
 
     expect(result).toEqual({
       ok: true,
-      request: {
-        name: 'nightly',
-        stages: [
-          {
-            name: '1-prepare',
-            jobs: [
-              {
-                input_path: 'course/prepare.ipynb',
-                flavor: 'quarter-4090',
-                parameters: {}
-              }
-            ]
-          },
-          {
-            name: 'train',
-            jobs: [
-              {
-                input_path: 'course/train.ipynb',
-                flavor: 'whole-gpu',
-                parameters: { epochs: 10 }
-              },
-              {
-                input_path: 'course/eval.ipynb',
-                flavor: 'quarter-4090',
-                parameters: {}
-              }
-            ]
-          }
-        ],
-        parameters: { seed: 42, note: 'first try' }
-      }
+      request: nightlyRequest('train', 'whole-gpu', {
+        seed: 42,
+        note: 'first try'
+      })
     });
   });
 
   it('says what must change first: a parameter that cannot be read, two stages of one name', () => {
-    let draft = updateJob(initialDraft(OPEN), 'course/train.ipynb', {
+    let draft = updateJob(initialDraft(OPEN_NOTEBOOKS), 'course/train.ipynb', {
       texts: { epochs: 'many' }
     });
     draft = renameStage(draft, 2, '2-train');
@@ -140,14 +113,17 @@ describe('the pipeline request of the builder', () => {
   });
 
   it('waits for the notebooks’ parameters before it sends anything', () => {
-    const result = pipelineRequest(initialDraft(OPEN), () => null);
+    const result = pipelineRequest(initialDraft(OPEN_NOTEBOOKS), () => null);
     expect(result.ok).toBe(false);
   });
 });
 
 describe('templates', () => {
   it('are saved beside the first notebook, named after the pipeline', () => {
-    const draft = { ...initialDraft(OPEN), name: 'Train & Evaluate!' };
+    const draft = {
+      ...initialDraft(OPEN_NOTEBOOKS),
+      name: 'Train & Evaluate!'
+    };
     expect(defaultTemplatePath(draft)).toBe(
       'course/train-evaluate.pipeline.yaml'
     );
