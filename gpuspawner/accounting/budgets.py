@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from fractions import Fraction
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
 from ..policy.budget_spec import budget_text, format_gpu_hours
@@ -18,21 +18,11 @@ from ..policy.catalog import Catalog
 from ..policy.catalog_models import Course, JobFlavor, ResearchAllocation
 from ..policy.entitlements import Profile, Role, UserIdentity
 from ..policy.wording import Told
-from .intervals import UsageInterval, day_start, week_of
+from .intervals import day_start, week_of
 
-
-class UsageSource(Protocol):
-    """Where used GPU-hours come from (the :class:`~.store.UsageStore`)."""
-
-    def intervals(
-        self,
-        begin: datetime | None = None,
-        finish: datetime | None = None,
-        *,
-        owner: str | None = None,
-        course: str | None = None,
-        allocation: str | None = None,
-    ) -> list[UsageInterval]: ...
+if TYPE_CHECKING:
+    # Only for annotations: the budgets need no database driver of their own.
+    from .store import UsageStore
 
 
 @dataclass(frozen=True)
@@ -157,7 +147,7 @@ class BudgetStatus:
 
 
 def course_budget(
-    course: Course, student: str, usage: UsageSource, now: datetime
+    course: Course, student: str, usage: UsageStore, now: datetime
 ) -> BudgetStatus | None:
     """``student``'s budget in ``course`` this week (None: the course has none)."""
     if course.budget is None:
@@ -183,7 +173,7 @@ def course_budget(
 
 
 def research_budget(
-    catalog: Catalog, grant: ResearchAllocation, usage: UsageSource, now: datetime
+    catalog: Catalog, grant: ResearchAllocation, usage: UsageStore, now: datetime
 ) -> BudgetStatus | None:
     """The allocation's budget for its term, all holders together (None: it has none)."""
     if grant.budget is None:
@@ -208,7 +198,7 @@ def server_budget(
     profile: Profile,
     role: Role,
     user: UserIdentity,
-    usage: UsageSource,
+    usage: UsageStore,
     now: datetime,
 ) -> BudgetStatus | None:
     """The budget a server of ``profile`` started by ``user`` (seeing it as ``role``) draws on."""
@@ -222,7 +212,7 @@ def server_budget(
 
 
 def job_budget(
-    catalog: Catalog, user: UserIdentity, flavor: JobFlavor, usage: UsageSource, now: datetime
+    catalog: Catalog, user: UserIdentity, flavor: JobFlavor, usage: UsageStore, now: datetime
 ) -> BudgetStatus | None:
     """The budget a job of ``flavor`` run by ``user`` draws on (None: none applies)."""
     if user.admin or flavor.share is None:
