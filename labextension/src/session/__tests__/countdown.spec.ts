@@ -5,22 +5,14 @@ import {
   WARNING_MINUTES
 } from '../countdown';
 import { zoneName } from '../../common/format';
-import { IServerSession } from '../../common/models';
+import {
+  makeServerSession as session,
+  MINUTE
+} from '../../__tests__/session.fixture';
 
-const MINUTE = 60 * 1000;
 const now = new Date('2024-05-06T10:00:00.000Z');
 const inMinutes = (minutes: number) =>
   new Date(now.getTime() + minutes * MINUTE).toISOString();
-
-function session(overrides: Partial<IServerSession> = {}): IServerSession {
-  return {
-    profile: 'ML101 lab',
-    gpu_share: '1/4 of an RTX 4090, 6 GiB',
-    class_end: null,
-    session_end: null,
-    ...overrides
-  };
-}
 
 describe('the GPU share in the status bar', () => {
   it('names the share of the server', () => {

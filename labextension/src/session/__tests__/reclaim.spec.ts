@@ -11,25 +11,13 @@ import {
   KEEP_LABEL,
   ReclaimWatcher
 } from '../reclaimWarning';
+import {
+  makeIdleWarning as idle,
+  MINUTE
+} from '../../__tests__/session.fixture';
 
-const MINUTE = 60 * 1000;
 const fetchedAt = new Date('2025-03-03T09:22:00.000Z');
 const after = (ms: number) => new Date(fetchedAt.getTime() + ms);
-
-function idle(overrides: Partial<IReclaimWarning> = {}): IReclaimWarning {
-  return {
-    server: '',
-    profile: 'ml101',
-    reason: 'idle',
-    stop_at: '2025-03-03T09:30:00Z',
-    seconds_left: 480,
-    can_keep: true,
-    message:
-      'Your server will be stopped at 10:30: its GPU has not been used for ' +
-      '30 min. Save your work.',
-    ...overrides
-  };
-}
 
 describe('the reclaim countdown in the status bar', () => {
   it('counts the time left from when the lab read the warning', () => {

@@ -10,14 +10,12 @@ import {
   SessionStatus,
   SessionStatusModel
 } from '../sessionStatus';
-import { IServerSession } from '../../common/models';
+import { makeServerSession, MINUTE } from '../../__tests__/session.fixture';
 
-const SESSION: IServerSession = {
+const SESSION = makeServerSession({
   profile: 'Machine Learning 101',
-  gpu_share: '1/4 of an RTX 4090, 6 GiB',
-  class_end: null,
-  session_end: new Date(Date.now() + 42 * 60 * 1000).toISOString()
-};
+  session_end: new Date(Date.now() + 42 * MINUTE).toISOString()
+});
 
 function statusItem(commands: string[]): {
   item: SessionStatus;
