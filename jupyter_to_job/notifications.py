@@ -17,11 +17,10 @@ import smtplib
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter
@@ -78,10 +77,10 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def _duration_seconds(row: JobRow) -> float | None:
-    if row.start_time is None or row.end_time is None:
+def _seconds_between(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
         return None
-    return round((row.end_time - row.start_time).total_seconds(), 3)
+    return round((end - start).total_seconds(), 3)
 
 
 def _duration_words(seconds: float | None) -> str:
@@ -97,18 +96,40 @@ def _duration_words(seconds: float | None) -> str:
     return f"{secs} s"
 
 
-@dataclass(frozen=True)
-class PipelineEnd:
-    """What the owner of a pipeline that ended is told."""
+class PipelineEnd(Protocol):
+    """What the owner of a pipeline that ended is told of it (its row, once it ended)."""
 
     pipeline_id: str
     name: str
     owner: str
     status: str
     """COMPLETED, FAILED or STOPPED."""
-    reason: str | None
+    status_message: str | None
     create_time: datetime
-    end_time: datetime
+    end_time: datetime | None
+
+
+def _ended_payload(
+    key: str,
+    ended: JobRow | PipelineEnd,
+    start: datetime | None,
+    links: dict[str, str],
+    **more: Any,
+) -> dict[str, Any]:
+    """The webhook's body about a job or pipeline that ended (``key``: its id's field);
+    ``more`` goes after the reason."""
+    return {
+        key: getattr(ended, key),
+        "name": ended.name,
+        "owner": ended.owner,
+        "status": ended.status,
+        "reason": ended.status_message,
+        **more,
+        "start_time": _iso(start),
+        "end_time": _iso(ended.end_time),
+        "duration_seconds": _seconds_between(start, ended.end_time),
+        "links": links,
+    }
 
 
 class JobNotifier(LoggingConfigurable):
@@ -236,18 +257,7 @@ class JobNotifier(LoggingConfigurable):
         return links
 
     def payload(self, row: JobRow) -> dict[str, Any]:
-        return {
-            "job_id": row.job_id,
-            "name": row.name,
-            "owner": row.owner,
-            "status": row.status,
-            "reason": row.status_message,
-            "flavor": row.flavor,
-            "start_time": _iso(row.start_time),
-            "end_time": _iso(row.end_time),
-            "duration_seconds": _duration_seconds(row),
-            "links": self.links(row),
-        }
+        return _ended_payload("job_id", row, row.start_time, self.links(row), flavor=row.flavor)
 
     # -- when a job ends ----------------------------------------------------------------
 
@@ -293,27 +303,18 @@ class JobNotifier(LoggingConfigurable):
         return {"lab": f"{hub}/user/{end.owner}/lab", "pipeline": api}
 
     def pipeline_payload(self, end: PipelineEnd) -> dict[str, Any]:
-        return {
-            "pipeline_id": end.pipeline_id,
-            "name": end.name,
-            "owner": end.owner,
-            "status": end.status,
-            "reason": end.reason,
-            "start_time": _iso(end.create_time),
-            "end_time": _iso(end.end_time),
-            "duration_seconds": round((end.end_time - end.create_time).total_seconds(), 3),
-            "links": self.pipeline_links(end),
-        }
+        return _ended_payload("pipeline_id", end, end.create_time, self.pipeline_links(end))
 
     def pipeline_message(self, end: PipelineEnd, address: str) -> EmailMessage:
         status = end.status.lower()
         links = self.pipeline_links(end)
+        assert end.end_time is not None
         seconds = (end.end_time - end.create_time).total_seconds()
         lines = [
             f"Your pipeline {end.name!r} {status}.",
             "",
             f"Status:   {end.status}",
-            f"Reason:   {end.reason or '-'}",
+            f"Reason:   {end.status_message or '-'}",
             f"Duration: {_duration_words(seconds)}",
             "",
             f"Open JupyterLab (Jobs panel): {links['lab']}",
@@ -321,12 +322,7 @@ class JobNotifier(LoggingConfigurable):
             "",
             f"Pipeline id: {end.pipeline_id}",
         ]
-        mail = EmailMessage()
-        mail["Subject"] = f"Pipeline {end.name} {status}"
-        mail["From"] = self.mail_from
-        mail["To"] = address
-        mail.set_content("\n".join(lines) + "\n")
-        return mail
+        return self._mail_to(address, f"Pipeline {end.name} {status}", lines)
 
     def _pipeline_failed(self, end: PipelineEnd, channel: str, error: BaseException) -> None:
         NOTIFICATIONS_FAILED.labels(channel=channel).inc()
@@ -393,7 +389,7 @@ class JobNotifier(LoggingConfigurable):
             "",
             f"Status:   {row.job_status.value}",
             f"Reason:   {row.status_message or '-'}",
-            f"Duration: {_duration_words(_duration_seconds(row))}",
+            f"Duration: {_duration_words(_seconds_between(row.start_time, row.end_time))}",
             f"Flavor:   {row.flavor or '-'}",
             f"Notebook: {row.input_path}",
             "",
@@ -404,8 +400,11 @@ class JobNotifier(LoggingConfigurable):
             if fmt in links:
                 lines.append(f"Output ({fmt}): {links[fmt]}")
         lines += ["", f"Job id: {row.job_id}"]
+        return self._mail_to(address, f"Job {row.name} {status}", lines)
+
+    def _mail_to(self, address: str, subject: str, lines: list[str]) -> EmailMessage:
         mail = EmailMessage()
-        mail["Subject"] = f"Job {row.name} {status}"
+        mail["Subject"] = subject
         mail["From"] = self.mail_from
         mail["To"] = address
         mail.set_content("\n".join(lines) + "\n")

@@ -20,7 +20,6 @@ from ..executors import LocalExecutor
 from ..job_admission import JobTicket
 from ..manager import JobManager
 from ..models import CreateJob, JobErrorInfo, JobNotify, JobStatus
-from ..notifications import PipelineEnd
 from ..runfiles import PIPELINE_DIR_VARIABLE
 from ..snapshot import notebook_snapshot
 from ..store import JobRow, utcnow
@@ -460,16 +459,7 @@ class Pipelines(LoggingConfigurable):
         if row is None or row.end_time is None:
             return
         spec = CreatePipeline.model_validate(row.spec)
-        end = PipelineEnd(
-            pipeline_id=row.pipeline_id,
-            name=row.name,
-            owner=row.owner,
-            status=row.status,
-            reason=row.status_message,
-            create_time=row.create_time,
-            end_time=row.end_time,
-        )
-        self.manager.notifier.pipeline_ended(end, spec.notify)
+        self.manager.notifier.pipeline_ended(row, spec.notify)
 
     # -- describing -------------------------------------------------------------------------
 
