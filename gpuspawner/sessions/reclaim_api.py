@@ -91,10 +91,7 @@ class KeepHandler(ReclaimTokenHandler):
         service = self.api.service
         catalog = self.api.current_catalog()
         model = await _owner_model(service, self.caller.name)
-        try:
-            kept = service.keep(catalog, model, body.get("server", ""))
-        except KeepRefused as refusal:
-            raise Refused(refusal.status, refusal.message, "cannot-keep") from None
+        kept = service.keep(catalog, model, body.get("server", ""))
         self.write_json(
             200,
             {

@@ -17,6 +17,7 @@ from gpuspawner.core.telemetry import DeviceTelemetry
 from gpuspawner.holder_use import HolderUse, use_by_holder, use_of_servers
 from gpuspawner.policy import Catalog, Course
 from gpuspawner.policy.capacity import Allocation
+from gpuspawner.policy.instructors import InstructorRefusal
 from gpuspawner.policy.schedule import UTC
 from gpuspawner.policy.wording import when
 
@@ -386,13 +387,12 @@ class SessionsService:
             log.exception("Unexpected error in a sessions round; continuing")
 
 
-class KeepRefused(Exception):
-    """A "keep my server" refused: an HTTP status and a sentence for the owner."""
+class KeepRefused(InstructorRefusal):
+    """A "keep my server" refused: an HTTP status and a sentence for the owner, which the
+    course API answers as any of its refusals (reason ``cannot-keep``)."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        super().__init__(status, message, "cannot-keep")
 
 
 @dataclass(frozen=True)
