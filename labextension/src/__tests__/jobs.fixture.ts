@@ -43,6 +43,18 @@ export function makeJob(overrides: Partial<IDescribeJob> = {}): IDescribeJob {
 }
 
 /**
+ * Jobs of a list, one a row: its id, name and creation time (what lists sort, find
+ * and link jobs by), then what else differs from `makeJob`'s completed job.
+ */
+export function listedJobs(
+  rows: [string, string, string, Partial<IDescribeJob>?][]
+): IDescribeJob[] {
+  return rows.map(([job_id, name, create_time, overrides]) =>
+    makeJob({ job_id, name, create_time, ...overrides })
+  );
+}
+
+/**
  * A flavor as the API lists it, with `overrides` on top of an available GPU share.
  */
 export function makeFlavor(

@@ -6,32 +6,14 @@ import {
   sortJobs,
   upsertJob
 } from '../jobList';
-import { makeJob } from '../../__tests__/jobs.fixture';
+import { listedJobs, makeJob } from '../../__tests__/jobs.fixture';
 
-const train = makeJob({
-  job_id: 'a-1',
-  name: 'Train ResNet',
-  status: 'RUNNING',
-  create_time: '2024-05-06T10:00:00.000Z'
-});
-const sweep = makeJob({
-  job_id: 'b-2',
-  name: 'lr sweep 10',
-  status: 'COMPLETED',
-  create_time: '2024-05-06T09:00:00.000Z'
-});
-const eval2 = makeJob({
-  job_id: 'c-3',
-  name: 'eval 2',
-  status: 'FAILED',
-  create_time: '2024-05-06T11:00:00.000Z'
-});
-const queued = makeJob({
-  job_id: 'd-4',
-  name: 'lr sweep 9',
-  status: 'QUEUED',
-  create_time: '2024-05-06T08:00:00.000Z'
-});
+const [train, sweep, eval2, queued] = listedJobs([
+  ['a-1', 'Train ResNet', '2024-05-06T10:00:00.000Z', { status: 'RUNNING' }],
+  ['b-2', 'lr sweep 10', '2024-05-06T09:00:00.000Z', { status: 'COMPLETED' }],
+  ['c-3', 'eval 2', '2024-05-06T11:00:00.000Z', { status: 'FAILED' }],
+  ['d-4', 'lr sweep 9', '2024-05-06T08:00:00.000Z', { status: 'QUEUED' }]
+]);
 const jobs = [train, sweep, eval2, queued];
 const ids = (list: { job_id: string }[]) => list.map(job => job.job_id);
 
@@ -107,16 +89,10 @@ describe('sortJobs', () => {
   });
 
   it('breaks ties newest first, so the order is stable between refreshes', () => {
-    const older = makeJob({
-      job_id: 'x',
-      name: 'same',
-      create_time: '2024-01-01T00:00:00Z'
-    });
-    const newer = makeJob({
-      job_id: 'y',
-      name: 'same',
-      create_time: '2024-02-01T00:00:00Z'
-    });
+    const [older, newer] = listedJobs([
+      ['x', 'same', '2024-01-01T00:00:00Z'],
+      ['y', 'same', '2024-02-01T00:00:00Z']
+    ]);
     expect(ids(sortJobs([older, newer], { by: 'name', order: 'asc' }))).toEqual(
       ['y', 'x']
     );

@@ -13,7 +13,7 @@ import { DEFAULT_FEATURES, JobsAPI } from '../../common/api';
 import { JobsModel } from '../jobsModel';
 import { IJobActions, JobsView } from '../jobsView';
 import { IDescribeJob } from '../../common/models';
-import { makeJob } from '../../__tests__/jobs.fixture';
+import { listedJobs, makeJob } from '../../__tests__/jobs.fixture';
 import { emptyLog } from '../../__tests__/jobsPanel.fixture';
 
 // React's act() outside a test renderer
@@ -133,23 +133,11 @@ describe('JobsView: only the actions the viewer may take', () => {
 describe('JobsView: a job and its reruns link each other', () => {
   it('shows a rerun its original and the original its reruns, and a click shows that job', async () => {
     // Given "loop run1" and two reruns of it, one under a name typed by its owner
-    const original = makeJob({
-      job_id: 'run-1',
-      name: 'loop run1',
-      create_time: '2024-05-06T10:00:00Z'
-    });
-    const second = makeJob({
-      job_id: 'run-2',
-      name: 'loop run1 (2)',
-      rerun_of: 'run-1',
-      create_time: '2024-05-06T10:05:00Z'
-    });
-    const third = makeJob({
-      job_id: 'run-3',
-      name: 'seed 2',
-      rerun_of: 'run-1',
-      create_time: '2024-05-06T10:09:00Z'
-    });
+    const [original, second, third] = listedJobs([
+      ['run-1', 'loop run1', '2024-05-06T10:00:00Z'],
+      ['run-2', 'loop run1 (2)', '2024-05-06T10:05:00Z', { rerun_of: 'run-1' }],
+      ['run-3', 'seed 2', '2024-05-06T10:09:00Z', { rerun_of: 'run-1' }]
+    ]);
     const shown: string[] = [];
     const { node, widget, model } = await renderPanel(
       [original, third, second],
