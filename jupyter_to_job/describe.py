@@ -32,6 +32,26 @@ def job_outputs(row: JobRow, files: JobFiles) -> list[tuple[JobOutput, Path]]:
     return found
 
 
+# What a job's description shows as its row keeps it (the rest is converted below).
+_AS_STORED = (
+    "job_id",
+    "owner",
+    "name",
+    "flavor",
+    "status_message",
+    "exit_code",
+    "cells_total",
+    "current_cell",
+    "input_path",
+    "deadline_seconds",
+    "cell_timeout_seconds",
+    "kernel_name",
+    "pipeline_id",
+    "schedule_id",
+    "rerun_of",
+)
+
+
 def describe_job(
     row: JobRow,
     files: JobFiles,
@@ -47,36 +67,22 @@ def describe_job(
             device_ids=list(row.gpu.get("device_ids", [])),
         )
     return DescribeJob(
-        job_id=row.job_id,
-        owner=row.owner,
-        name=row.name,
-        flavor=row.flavor,
+        **{field: getattr(row, field) for field in _AS_STORED},
         status=row.job_status,
-        status_message=row.status_message,
         create_time=iso_utc(row.create_time) or "",
         update_time=iso_utc(row.update_time) or "",
         start_time=iso_utc(row.start_time),
         end_time=iso_utc(row.end_time),
-        exit_code=row.exit_code,
         error=JobErrorInfo.model_validate(row.error) if row.error else None,
         cells_completed=row.cells_completed or 0,
-        cells_total=row.cells_total,
-        current_cell=row.current_cell,
         queue_position=queue_position,
         outputs=[output for output, _ in job_outputs(row, files)],
         log_size=log_size,
-        input_path=row.input_path,
         parameters=row.parameters or {},
-        deadline_seconds=row.deadline_seconds,
-        cell_timeout_seconds=row.cell_timeout_seconds,
         output_formats=cast(list[OutputFormat], row.output_formats or ["ipynb"]),
-        kernel_name=row.kernel_name,
         gpu=gpu,
         nodes=int((row.gpu or {}).get("nodes") or 1),
         attempt=attempts.attempt if attempts is not None else 1,
         max_attempts=attempts.max_attempts if attempts is not None else 1,
         checkpoint_folder=attempts.checkpoint_folder if attempts is not None else None,
-        pipeline_id=row.pipeline_id,
-        schedule_id=row.schedule_id,
-        rerun_of=row.rerun_of,
     )
