@@ -219,21 +219,19 @@ def check_notebooks_size(body: bytes, rest: dict[str, Any], limit: int, what: st
 
 
 def too_large(what: str, limit: int) -> ApiError:
-    return ApiError(
-        413,
-        f"{what} is larger than {_size(limit)}, the most a job takes. Clear its outputs "
-        "(Edit → Clear Outputs of All Cells), save it, and try again.",
-        "too-large",
-    )
+    advice = "Clear its outputs (Edit → Clear Outputs of All Cells), save it, and try again."
+    return _over_limit(what, limit, "a job takes", advice)
 
 
 def body_too_large(limit: int, what_to_send: str) -> ApiError:
     """The 413 of a request body (not a notebook) over ``limit``."""
+    return _over_limit("The request body", limit, "this address takes", what_to_send)
+
+
+def _over_limit(what: str, limit: int, taker: str, advice: str) -> ApiError:
+    """The 413 of ``what``, larger than ``limit``, the most ``taker`` (takes)."""
     return ApiError(
-        413,
-        f"The request body is larger than {_size(limit)}, the most this address takes. "
-        f"{what_to_send}",
-        "too-large",
+        413, f"{what} is larger than {_size(limit)}, the most {taker}. {advice}", "too-large"
     )
 
 
