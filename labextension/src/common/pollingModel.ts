@@ -201,10 +201,40 @@ export abstract class PollingModel extends VDomModel {
 }
 
 /**
- * A polling model of a list of things with ids (pipelines, schedules): one
- * action at a time per item, and an item to bring into view.
+ * How a list tab's model is made: the API it asks, and the milliseconds between
+ * refreshes (each list has its default).
  */
-export abstract class ItemListModel<T> extends PollingModel {
+export interface IItemListModelOptions<A> {
+  api: A;
+  refreshInterval?: number;
+}
+
+/**
+ * What a kind of list fixes: its poll's name ("pipelines"), its refresh interval
+ * by default, and the field of an item that holds its id.
+ */
+export interface IItemListKind<T> {
+  name: string;
+  interval: number;
+  idKey: { [K in keyof T]: T[K] extends string ? K : never }[keyof T];
+}
+
+/**
+ * A polling model of a list of things with ids (pipelines, schedules) that asks
+ * the API `A`: one action at a time per item, and an item to bring into view.
+ */
+export abstract class ItemListModel<T, A> extends PollingModel {
+  constructor(options: IItemListModelOptions<A>, kind: IItemListKind<T>) {
+    super({
+      name: `@campus-gpu-hub/jupyter-to-job:${kind.name}`,
+      interval: options.refreshInterval ?? kind.interval
+    });
+    this.api = options.api;
+    this._idKey = kind.idKey;
+  }
+
+  readonly api: A;
+
   /**
    * The item an action is under way for, or null.
    */
@@ -227,7 +257,19 @@ export abstract class ItemListModel<T> extends PollingModel {
     await this.refresh();
   }
 
-  protected abstract idOf(item: T): string;
+  /**
+   * Delete `item` on the server and drop it from the list.
+   */
+  remove(item: T): Promise<void> {
+    return this.actOn(item, async () => {
+      await this.erase(item);
+      this.drop(item);
+    });
+  }
+
+  protected idOf(item: T): string {
+    return item[this._idKey] as string;
+  }
 
   protected get items(): readonly T[] {
     return this._items;
@@ -241,6 +283,11 @@ export abstract class ItemListModel<T> extends PollingModel {
    * The list from the server.
    */
   protected abstract list(): Promise<T[]>;
+
+  /**
+   * Delete `item` on the server.
+   */
+  protected abstract erase(item: T): Promise<void>;
 
   /**
    * Put `item` first and bring it into view.
@@ -267,6 +314,7 @@ export abstract class ItemListModel<T> extends PollingModel {
     return this.act(this.idOf(item), work);
   }
 
+  private readonly _idKey: IItemListKind<T>['idKey'];
   private _items: T[] = [];
   private _highlighted: string | null = null;
 }

@@ -22,16 +22,13 @@ export interface IPipelinesModelOptions {
  * Like the job list, it refreshes while the tab is shown and some pipeline can
  * still change, and not otherwise.
  */
-export class PipelinesModel extends ItemListModel<IDescribePipeline> {
+export class PipelinesModel extends ItemListModel<
+  IDescribePipeline,
+  IPipelinesModelOptions['api']
+> {
   constructor(options: IPipelinesModelOptions) {
-    super({
-      name: '@campus-gpu-hub/jupyter-to-job:pipelines',
-      interval: options.refreshInterval ?? 2000
-    });
-    this.api = options.api;
+    super(options, { name: 'pipelines', interval: 2000, idKey: 'pipeline_id' });
   }
-
-  readonly api: IPipelinesModelOptions['api'];
 
   /**
    * The user's pipelines, newest first.
@@ -79,22 +76,15 @@ export class PipelinesModel extends ItemListModel<IDescribePipeline> {
     });
   }
 
+  protected list(): Promise<IDescribePipeline[]> {
+    return this.api.listPipelines();
+  }
+
   /**
    * Delete a finished pipeline (its jobs stay in the Jobs tab).
    */
-  remove(pipeline: IDescribePipeline): Promise<void> {
-    return this.actOn(pipeline, async () => {
-      await this.api.deletePipeline(pipeline.pipeline_id);
-      this.drop(pipeline);
-    });
-  }
-
-  protected idOf(pipeline: IDescribePipeline): string {
-    return pipeline.pipeline_id;
-  }
-
-  protected list(): Promise<IDescribePipeline[]> {
-    return this.api.listPipelines();
+  protected erase(pipeline: IDescribePipeline): Promise<void> {
+    return this.api.deletePipeline(pipeline.pipeline_id);
   }
 
   protected keepsPolling(): boolean {

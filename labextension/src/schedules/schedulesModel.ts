@@ -19,16 +19,17 @@ export interface ISchedulesModelOptions {
  * and the last action's sentence (a failed pause, resume or delete). It refreshes
  * only while the tab is shown.
  */
-export class SchedulesModel extends ItemListModel<ISchedule> {
+export class SchedulesModel extends ItemListModel<
+  ISchedule,
+  ISchedulesModelOptions['api']
+> {
   constructor(options: ISchedulesModelOptions) {
-    super({
-      name: '@campus-gpu-hub/jupyter-to-job:schedules',
-      interval: options.refreshInterval ?? 15000
+    super(options, {
+      name: 'schedules',
+      interval: 15000,
+      idKey: 'schedule_id'
     });
-    this.api = options.api;
   }
-
-  readonly api: ISchedulesModelOptions['api'];
 
   /**
    * The user's schedules, newest first.
@@ -53,21 +54,14 @@ export class SchedulesModel extends ItemListModel<ISchedule> {
     });
   }
 
+  protected list(): Promise<ISchedule[]> {
+    return this.api.listSchedules();
+  }
+
   /**
    * Delete a schedule (the jobs it started stay).
    */
-  remove(schedule: ISchedule): Promise<void> {
-    return this.actOn(schedule, async () => {
-      await this.api.deleteSchedule(schedule.schedule_id);
-      this.drop(schedule);
-    });
-  }
-
-  protected idOf(schedule: ISchedule): string {
-    return schedule.schedule_id;
-  }
-
-  protected list(): Promise<ISchedule[]> {
-    return this.api.listSchedules();
+  protected erase(schedule: ISchedule): Promise<void> {
+    return this.api.deleteSchedule(schedule.schedule_id);
   }
 }
