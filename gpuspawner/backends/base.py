@@ -23,6 +23,9 @@ from .framework_limits import NO_GPU_ENVIRONMENT, framework_memory_limits, share
 
 # GPU Feature Discovery (GFD) node label with the GPU's product name, e.g. NVIDIA-A100-SXM4-80GB.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# GFD labels with the node's number of GPUs and each one's memory in MiB.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 # GFD label saying how the node's device plugin shares its GPUs: none, time-slicing or mps.
 GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 # GFD label with the number of slots (replicas) each GPU of the node is advertised as.

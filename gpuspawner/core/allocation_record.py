@@ -10,12 +10,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..backends.base import GPU_COUNT_LABEL, GPU_MEMORY_LABEL, GPU_PRODUCT_LABEL
 from ..policy import Allocation, CapacityPool, GPUDevice
 
 ALLOCATION_ANNOTATION = "gpuspawner.campus-gpu-hub.org/allocation"
-GPU_COUNT_LABEL = "nvidia.com/gpu.count"
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 # GFD's label per MIG slice kind under the device plugin's mixed strategy.

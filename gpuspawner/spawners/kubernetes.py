@@ -17,16 +17,15 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import Bool, Float, default
 
-from ..backends.base import PodGPUPlan, cpu_only_plan
-from ..backends.protect import is_enforcement_variable
-from ..core.allocation_record import (
-    ALLOCATION_ANNOTATION,
+from ..backends.base import (
     GPU_COUNT_LABEL,
     GPU_MEMORY_LABEL,
     GPU_PRODUCT_LABEL,
-    devices_from_nodes,
-    encode_allocation,
+    PodGPUPlan,
+    cpu_only_plan,
 )
+from ..backends.protect import is_enforcement_variable
+from ..core.allocation_record import ALLOCATION_ANNOTATION, devices_from_nodes, encode_allocation
 from ..core.grant import Grant
 from ..core.pod_plan import apply_pod_plan
 from .cluster_inventory import ClusterInventory, ClusterInventoryMixin
