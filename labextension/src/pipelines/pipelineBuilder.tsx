@@ -13,7 +13,7 @@ import { errorSentence, JobAPIError } from '../common/errors';
 import { FlavorPicker, useFlavorList } from '../runAsJob/flavorPicker';
 import { availableFlavors, defaultFlavor } from '../runAsJob/flavors';
 import { FormBody, FormDialog } from '../common/formDialog';
-import { FormError, problemsByField } from '../common/formError';
+import { FormError } from '../common/formError';
 import { Checkbox, Field, FieldGroup } from '../common/formFields';
 import {
   IFieldProblem,
@@ -43,10 +43,8 @@ import {
   useScheduleRepeat
 } from '../schedules/scheduleFields';
 import { ISchedule } from '../schedules/scheduleModels';
-import {
-  pipelineScheduleRequest,
-  scheduleFieldOf
-} from '../schedules/scheduleRule';
+import { submitRepeatable } from '../schedules/repeatable';
+import { pipelineScheduleRequest } from '../schedules/scheduleRule';
 
 /**
  * What the builder made: a pipeline run now, or a schedule that runs it again and
@@ -286,11 +284,7 @@ function PipelineBuilderView(
   const [saved, setSaved] = React.useState<string | null>(null);
   const [notifyEmail, setNotifyEmail] = React.useState(false);
   const schedule = useScheduleRepeat();
-  const {
-    repeat,
-    form: scheduleForm,
-    setProblems: setScheduleProblems
-  } = schedule;
+  const { repeat, form: scheduleForm } = schedule;
   const { list: flavorList, retry: retryFlavors } = useFlavorList(api);
   const { read, latest, settled } = useNotebookParameters(api, notebooks);
   // What went wrong is brought into view: the body scrolls, the buttons do not.
@@ -333,45 +327,25 @@ function PipelineBuilderView(
         ? { notify: { email: true } }
         : {})
     };
-    const scheduled = repeat
-      ? pipelineScheduleRequest(pipeline, scheduleForm)
-      : null;
-    if (scheduled && !scheduled.ok) {
-      setScheduleProblems(scheduled.problems);
-      setError([
-        trans.__('Some schedule fields need a change; see the marked boxes.')
-      ]);
-      return null;
-    }
-    setBusy(
-      scheduled
-        ? trans.__('Creating the schedule…')
-        : trans.__('Starting the pipeline…')
-    );
-    setError([]);
-    setProblems([]);
-    setScheduleProblems({});
-    try {
-      if (scheduled?.ok) {
-        return await api.createSchedule(scheduled.request);
-      }
-      return await api.createPipeline(pipeline);
-    } catch (reason) {
-      failed(reason);
-      if (scheduled && reason instanceof JobAPIError) {
-        // The schedule's own problems stand next to their fields (each field's joined,
-        // as in the Run as Job dialog); the others in the list.
-        const { byField, rest } = problemsByField(
-          reason.problems,
-          scheduleFieldOf
-        );
-        setScheduleProblems(byField);
-        setProblems(rest);
-      }
-      return null;
-    } finally {
-      setBusy(null);
-    }
+    return submitRepeatable({
+      api,
+      schedule,
+      scheduled: repeat
+        ? pipelineScheduleRequest(pipeline, scheduleForm)
+        : null,
+      create: () => api.createPipeline(pipeline),
+      say: sentence => setError(sentence === null ? [] : [sentence]),
+      setProblems,
+      setBusy: busy =>
+        setBusy(
+          busy
+            ? repeat
+              ? trans.__('Creating the schedule…')
+              : trans.__('Starting the pipeline…')
+            : null
+        ),
+      trans
+    });
   };
 
   const saveTemplate = async (): Promise<void> => {

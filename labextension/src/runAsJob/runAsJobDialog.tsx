@@ -3,7 +3,7 @@ import { UUID } from '@lumino/coreutils';
 import * as React from 'react';
 
 import { featuresOf, JobsAPI } from '../common/api';
-import { errorSentence, JobAPIError } from '../common/errors';
+import { errorSentence } from '../common/errors';
 import { FlavorPicker, useFlavorList } from './flavorPicker';
 import {
   availableFlavors,
@@ -13,7 +13,7 @@ import {
   defaultFlavor
 } from './flavors';
 import { FormBody, FormDialog } from '../common/formDialog';
-import { FormError, problemsByField } from '../common/formError';
+import { FormError } from '../common/formError';
 import { Checkbox, Field } from '../common/formFields';
 import {
   IDescribeJob,
@@ -31,7 +31,8 @@ import {
   useScheduleRepeat
 } from '../schedules/scheduleFields';
 import { ISchedule } from '../schedules/scheduleModels';
-import { scheduleFieldOf, scheduleRequest } from '../schedules/scheduleRule';
+import { submitRepeatable } from '../schedules/repeatable';
+import { scheduleRequest } from '../schedules/scheduleRule';
 import {
   createRequest,
   defaultJobName,
@@ -248,11 +249,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
   const [notifyEmail, setNotifyEmail] = React.useState(false);
   // "Repeat on a schedule": the form makes a schedule instead of a one-off job.
   const schedule = useScheduleRepeat();
-  const {
-    repeat,
-    form: scheduleForm,
-    setProblems: setScheduleProblems
-  } = schedule;
+  const { repeat, form: scheduleForm } = schedule;
   const [submitting, setSubmitting] = React.useState(false);
   const [error, setError] = React.useState<string | null>(null);
   const [problems, setProblems] = React.useState<IFieldProblem[]>([]);
@@ -398,39 +395,16 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       notifyEmail: features.notify_email && notifyEmail,
       rerunOf: rerun ?? null
     });
-    let scheduled = null;
-    if (repeat) {
-      scheduled = scheduleRequest(jobRequest, scheduleForm);
-      if (!scheduled.ok) {
-        setScheduleProblems(scheduled.problems);
-        setError(
-          trans.__('Some schedule fields need a change; see the marked boxes.')
-        );
-        return null;
-      }
-    }
-    setSubmitting(true);
-    setError(null);
-    setProblems([]);
-    setScheduleProblems({});
-    try {
-      if (scheduled?.ok) {
-        return await api.createSchedule(scheduled.request);
-      }
-      return await api.createJob(jobRequest);
-    } catch (reason) {
-      setError(errorSentence(reason));
-      const all = reason instanceof JobAPIError ? reason.problems : [];
-      // A schedule's problems show next to their fields; the others in the list.
-      const { byField, rest } = problemsByField(all, path =>
-        repeat ? scheduleFieldOf(path) : null
-      );
-      setScheduleProblems(byField);
-      setProblems(rest);
-      return null;
-    } finally {
-      setSubmitting(false);
-    }
+    return submitRepeatable({
+      api,
+      schedule,
+      scheduled: repeat ? scheduleRequest(jobRequest, scheduleForm) : null,
+      create: () => api.createJob(jobRequest),
+      say: setError,
+      setProblems,
+      setBusy: setSubmitting,
+      trans
+    });
   };
   // The dialog's Submit button calls the latest submit (with the latest state); an
   // error it did not expect still ends in a sentence, never in a dialog that hangs.
