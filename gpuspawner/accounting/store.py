@@ -28,6 +28,9 @@ from ..core.databases import UTCDateTime, database_engine
 from ..holder_use import HolderUse
 from .intervals import IntervalUse, UsageInterval
 
+_AS_IN_INTERVAL = ("key", "kind", "owner", "name", "profile", "course", "allocation", "started")
+"""The columns that hold the :class:`UsageInterval` field of the same name, as it is."""
+
 
 class _Base(DeclarativeBase):
     """The usage record's tables."""
@@ -59,18 +62,22 @@ class UsageRow(_Base):
     end_reason: Mapped[str | None] = mapped_column(String(32))
     """``stopped``; ``gone``: found no longer running after a restart."""
 
+    @classmethod
+    def of(cls, interval: UsageInterval, devices: Iterable[str]) -> UsageRow:
+        """The row that opens ``interval`` (its ``ended`` and ``use`` are not stored here)."""
+        return cls(
+            **{column: getattr(interval, column) for column in _AS_IN_INTERVAL},
+            groups=sorted(interval.groups),
+            share_numerator=interval.share.numerator,
+            share_denominator=interval.share.denominator,
+            devices=list(devices),
+        )
+
     def interval(self, use: IntervalUse | None = None) -> UsageInterval:
         return UsageInterval(
-            key=self.key,
-            kind=self.kind,
-            owner=self.owner,
-            name=self.name,
-            profile=self.profile,
+            **{column: getattr(self, column) for column in _AS_IN_INTERVAL},
             share=Fraction(self.share_numerator, self.share_denominator),
-            started=self.started,
             ended=self.ended,
-            course=self.course,
-            allocation=self.allocation,
             groups=tuple(self.groups or ()),
             use=use,
         )
@@ -137,22 +144,7 @@ class UsageStore:
             if existing is not None:
                 existing.ended = max(interval.started, existing.started)
                 existing.end_reason = "replaced"
-            session.add(
-                UsageRow(
-                    key=interval.key,
-                    kind=interval.kind,
-                    owner=interval.owner,
-                    name=interval.name,
-                    profile=interval.profile,
-                    course=interval.course,
-                    allocation=interval.allocation,
-                    groups=sorted(interval.groups),
-                    share_numerator=interval.share.numerator,
-                    share_denominator=interval.share.denominator,
-                    devices=list(devices),
-                    started=interval.started,
-                )
-            )
+            session.add(UsageRow.of(interval, devices))
         return True
 
     def close_interval(self, key: str, ended: datetime, reason: str = "stopped") -> bool:
