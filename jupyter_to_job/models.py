@@ -27,7 +27,16 @@ _TOKEN = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class JobStatus(StrEnum):
+class EndsAsAJob:
+    """For a status enum whose final values are a job's: COMPLETED, FAILED, STOPPED."""
+
+    @property
+    def is_final(self) -> bool:
+        """True once the job (or pipeline) can change no more."""
+        return self in FINAL_STATUSES
+
+
+class JobStatus(EndsAsAJob, StrEnum):
     """Where a job is in its life.
 
     CREATED → QUEUED → RUNNING → (STOPPING →) COMPLETED | FAILED | STOPPED.
@@ -40,11 +49,6 @@ class JobStatus(StrEnum):
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     STOPPED = "STOPPED"
-
-    @property
-    def is_final(self) -> bool:
-        """True once the job can change no more."""
-        return self in FINAL_STATUSES
 
     @property
     def is_active(self) -> bool:

@@ -12,6 +12,7 @@ from pydantic import Field, JsonValue, field_validator
 from ..models import (
     MAX_DEADLINE_SECONDS,
     CreateJob,
+    EndsAsAJob,
     JobErrorInfo,
     JobNotify,
     NotebookJobChecks,
@@ -154,16 +155,12 @@ class CreatePipeline(WireModel):
         )
 
 
-class PipelineStatus(StrEnum):
+class PipelineStatus(EndsAsAJob, StrEnum):
     RUNNING = "RUNNING"
     STOPPING = "STOPPING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     STOPPED = "STOPPED"
-
-    @property
-    def is_final(self) -> bool:
-        return self in (PipelineStatus.COMPLETED, PipelineStatus.FAILED, PipelineStatus.STOPPED)
 
 
 class StageStatus(StrEnum):
