@@ -66,10 +66,8 @@ class JSONErrorsMixin:
         log_error(log, value, as_api_error(value))
 
 
-class JobServiceHandler(JSONErrorsMixin, HubAuthenticated, web.RequestHandler):
-    """Base of the authenticated handlers: ``self.caller`` is who the hub says is asking."""
-
-    caller: Caller
+class HubScopedMixin:
+    """A handler of the job API that lets in whom the hub grants one of ``access_scopes``."""
 
     def initialize(self, api: JobsAPI, hub_auth: Any, access_scopes: set[str]) -> None:
         self.api = api
@@ -79,6 +77,12 @@ class JobServiceHandler(JSONErrorsMixin, HubAuthenticated, web.RequestHandler):
     @property
     def hub_scopes(self) -> set[str]:
         return self._access_scopes
+
+
+class JobServiceHandler(JSONErrorsMixin, HubScopedMixin, HubAuthenticated, web.RequestHandler):
+    """Base of the authenticated handlers: ``self.caller`` is who the hub says is asking."""
+
+    caller: Caller
 
     async def prepare(self) -> None:
         # Async, instead of HubAuth's thread-pool bridge behind get_current_user.

@@ -21,6 +21,7 @@ from ..models import MAX_LIST_ITEMS, MAX_NAME_LENGTH, CreateJob, DescribeJob
 from ..pipelines_api import PipelinesAPI
 from ..rest import OUTPUT_CONTENT_TYPES, ApiError, as_api_error, content_disposition
 from ..schedules_api import SchedulesAPI
+from .handlers import HubScopedMixin
 
 JOB_ID = r"(?P<job_id>[^/]+)"
 
@@ -59,7 +60,7 @@ def tensorboard_link(hub_prefix: str, job: DescribeJob) -> str:
     return f"{hub_prefix}user/{quote(job.owner)}/jupyter-to-job/tensorboard/open?{query}"
 
 
-class JobsPageBase(HubOAuthenticated, web.RequestHandler):
+class JobsPageBase(HubScopedMixin, HubOAuthenticated, web.RequestHandler):
     """Signed in through the hub; ``self.caller`` is who the hub says is looking."""
 
     def initialize(
@@ -71,16 +72,10 @@ class JobsPageBase(HubOAuthenticated, web.RequestHandler):
         pipelines: PipelinesAPI | None = None,
         base: str = "",
     ) -> None:
-        self.api = api
-        self.hub_auth = page_auth
-        self._access_scopes = access_scopes
+        super().initialize(api, page_auth, access_scopes)
         self.schedules = schedules
         self.pipelines = pipelines
         self.base = base
-
-    @property
-    def hub_scopes(self) -> set[str]:
-        return self._access_scopes
 
     @property
     def caller(self) -> Caller:
