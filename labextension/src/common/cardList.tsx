@@ -4,6 +4,7 @@
  * loading and empty hints, and a card's header buttons and highlighting.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { PollingModel } from './pollingModel';
@@ -113,9 +114,10 @@ export function Card(
   return (
     <li
       ref={ref}
-      className={
-        'jp-JupyterToJob-card' + (highlighted ? ' jp-mod-selected' : '')
-      }
+      className={classes(
+        'jp-JupyterToJob-card',
+        highlighted && 'jp-mod-selected'
+      )}
       {...data}
       aria-label={label}
     >

@@ -2,7 +2,7 @@ import { MainAreaWidget } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { Contents, ServerConnection } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { VDomRenderer } from '@jupyterlab/ui-components';
+import { classes, VDomRenderer } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
@@ -192,10 +192,10 @@ export class JobsPanel extends VDomRenderer<JobsModel> {
               id={`jp-JupyterToJob-tab-${tab}`}
               aria-selected={this._tab === tab}
               aria-controls={`jp-JupyterToJob-tabpanel-${tab}`}
-              className={
-                'jp-JupyterToJob-tab' +
-                (this._tab === tab ? ' jp-mod-current' : '')
-              }
+              className={classes(
+                'jp-JupyterToJob-tab',
+                this._tab === tab && 'jp-mod-current'
+              )}
               data-testid={`jobs-tab-${tab}`}
               onClick={() => this.showTab(tab)}
             >

@@ -4,6 +4,7 @@
  * every change of the model.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { formatElapsed, formatTime } from '../common/format';
@@ -229,10 +230,10 @@ function JobsTable(
         {jobs.map(job => (
           <tr
             key={job.job_id}
-            className={
-              'jp-JupyterToJob-row' +
-              (job.job_id === selectedId ? ' jp-mod-selected' : '')
-            }
+            className={classes(
+              'jp-JupyterToJob-row',
+              job.job_id === selectedId && 'jp-mod-selected'
+            )}
             data-testid="job-row"
             data-job-id={job.job_id}
             data-status={job.status}
@@ -455,10 +456,10 @@ export function ProgressBar(props: { job: IDescribeJob }): JSX.Element {
     progress.fraction === null ? 0 : Math.round(progress.fraction * 100);
   return (
     <div
-      className={
-        'jp-JupyterToJob-progress' +
-        (indeterminate ? ' jp-mod-indeterminate' : '')
-      }
+      className={classes(
+        'jp-JupyterToJob-progress',
+        indeterminate && 'jp-mod-indeterminate'
+      )}
       data-testid="job-progress"
       data-done={progress.done}
       data-total={progress.total ?? ''}

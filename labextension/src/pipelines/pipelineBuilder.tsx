@@ -5,7 +5,7 @@
  */
 import { Dialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { Button } from '@jupyterlab/ui-components';
+import { Button, classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
@@ -467,10 +467,10 @@ function PipelineBuilderView(
               {stage.jobs.map(item => (
                 <li
                   key={item.path}
-                  className={
-                    'jp-JupyterToJob-stageJob' +
-                    (item.path === selected ? ' jp-mod-selected' : '')
-                  }
+                  className={classes(
+                    'jp-JupyterToJob-stageJob',
+                    item.path === selected && 'jp-mod-selected'
+                  )}
                   data-testid="builder-job"
                   data-path={item.path}
                 >

@@ -4,6 +4,7 @@
  * Stop and Delete when the viewer may; a job opens its log in the Jobs tab.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { Card, CardAction, CardList } from '../common/cardList';
@@ -206,7 +207,7 @@ function StageColumn(props: {
   const { stage, index, current, actions, trans } = props;
   return (
     <li
-      className={'jp-JupyterToJob-stage' + (current ? ' jp-mod-current' : '')}
+      className={classes('jp-JupyterToJob-stage', current && 'jp-mod-current')}
       data-testid="pipeline-stage"
       data-stage={stage.name}
       data-status={stage.status}
@@ -273,10 +274,10 @@ function PipelineJobItem(props: {
       </span>
       {why && (
         <span
-          className={
-            'jp-JupyterToJob-stageJobWhy' +
-            (job.status === 'FAILED' ? ' jp-mod-error' : '')
-          }
+          className={classes(
+            'jp-JupyterToJob-stageJobWhy',
+            job.status === 'FAILED' && 'jp-mod-error'
+          )}
           data-testid="pipeline-job-why"
         >
           {why}

@@ -3,6 +3,7 @@
  * could not be listed (with Retry), and the flavors to pick from once it came.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { JobsAPI } from '../common/api';
@@ -120,10 +121,10 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
       {offered.map(item => (
         <label
           key={item.id}
-          className={
-            'jp-JupyterToJob-flavor' +
-            (item.id === selected?.id ? ' jp-mod-selected' : '')
-          }
+          className={classes(
+            'jp-JupyterToJob-flavor',
+            item.id === selected?.id && 'jp-mod-selected'
+          )}
           data-testid="flavor-option"
           data-flavor-id={item.id}
         >
@@ -144,10 +145,10 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
             </span>
             {item.forecast && (
               <span
-                className={
-                  'jp-JupyterToJob-flavorForecast' +
-                  (item.starts_now === false ? ' jp-mod-waits' : '')
-                }
+                className={classes(
+                  'jp-JupyterToJob-flavorForecast',
+                  item.starts_now === false && 'jp-mod-waits'
+                )}
                 data-testid="flavor-forecast"
                 data-starts-now={item.starts_now ? 'true' : 'false'}
               >
@@ -156,10 +157,10 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
             )}
             {item.budget && (
               <span
-                className={
-                  'jp-JupyterToJob-flavorBudget' +
-                  (item.budget_exhausted ? ' jp-mod-exhausted' : '')
-                }
+                className={classes(
+                  'jp-JupyterToJob-flavorBudget',
+                  item.budget_exhausted && 'jp-mod-exhausted'
+                )}
                 data-testid="flavor-budget"
                 data-exhausted={item.budget_exhausted ? 'true' : 'false'}
                 title={

@@ -4,6 +4,7 @@
  * Used by the Run as Job dialog and, per job, by the pipeline builder.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { FieldGroup } from '../common/formFields';
@@ -68,10 +69,10 @@ export function ParameterEditor(props: IParameterEditorProps): JSX.Element {
               {parameter.name}
             </span>
             <input
-              className={
-                'jp-mod-styled jp-JupyterToJob-input' +
-                (problem ? ' jp-mod-error' : '')
-              }
+              className={classes(
+                'jp-mod-styled jp-JupyterToJob-input',
+                problem && 'jp-mod-error'
+              )}
               data-testid="parameter-input"
               data-parameter={parameter.name}
               value={texts[parameter.name] ?? ''}

@@ -5,6 +5,7 @@
  * form's checks or the server's.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
+import { classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { Checkbox, Field, FieldGroup } from '../common/formFields';
@@ -72,8 +73,11 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
   // `shown`: whether this input is the one the problem is about (of the two ways
   // to say how often, only the chosen one is outlined).
   const inputClass = (field: ScheduleField, extra = '', shown = true) =>
-    `jp-mod-styled jp-JupyterToJob-input ${extra}`.trim() +
-    (shown && problems[field] ? ' jp-mod-error' : '');
+    classes(
+      'jp-mod-styled jp-JupyterToJob-input',
+      extra,
+      shown && problems[field] && 'jp-mod-error'
+    );
   const preview = previewOf(form);
   return (
     <FieldGroup
