@@ -9,6 +9,7 @@ import * as React from 'react';
 
 import { PollingModel } from './pollingModel';
 import { TextButton } from './textButton';
+import { EmptyHint, Hint } from './hint';
 
 export interface ICardListProps {
   model: Pick<PollingModel, 'loaded' | 'message' | 'actionError' | 'refresh'>;
@@ -79,13 +80,9 @@ export function CardList(props: ICardListProps): JSX.Element {
           {model.actionError}
         </div>
       )}
-      {!model.loaded && (
-        <p className="jp-JupyterToJob-hint">{props.loadingText}</p>
-      )}
+      {!model.loaded && <Hint>{props.loadingText}</Hint>}
       {model.loaded && !model.message && props.empty && (
-        <p className="jp-JupyterToJob-empty" data-testid={`${kind}s-empty`}>
-          {props.emptyText}
-        </p>
+        <EmptyHint testid={`${kind}s-empty`}>{props.emptyText}</EmptyHint>
       )}
       <ul className="jp-JupyterToJob-cards" aria-label={props.label}>
         {props.children}

@@ -15,6 +15,7 @@ import { JobsModel } from './jobsModel';
 import { flavorTitle, ProgressBar, StatusBadge } from './jobsView';
 import { IDescribeJob } from '../common/models';
 import { queueText } from './jobStatus';
+import { EmptyHint, Hint } from '../common/hint';
 
 /**
  * The DOM id of the Jobs sidebar (the left sidebar's Jobs tab).
@@ -56,18 +57,18 @@ export function JobsSidebarList(props: {
   }
   if (!model.loaded) {
     return (
-      <p className="jp-JupyterToJob-hint" data-testid="jobs-sidebar-loading">
+      <Hint testid="jobs-sidebar-loading">
         {trans.__('Loading your jobs…')}
-      </p>
+      </Hint>
     );
   }
   if (model.jobs.length === 0) {
     return (
-      <p className="jp-JupyterToJob-empty" data-testid="jobs-sidebar-empty">
+      <EmptyHint testid="jobs-sidebar-empty">
         {trans.__(
           'You have no jobs yet. Open a notebook and click Run as Job on its toolbar.'
         )}
-      </p>
+      </EmptyHint>
     );
   }
   return (

@@ -31,6 +31,7 @@ import {
 } from '../common/models';
 import { hasOutput } from '../runAsJob/submission';
 import { TextButton } from '../common/textButton';
+import { EmptyHint, Hint } from '../common/hint';
 
 /**
  * What the panel does for the buttons of the detail (with confirmations).
@@ -101,23 +102,21 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
         </div>
       )}
       {!model.loaded && (
-        <p className="jp-JupyterToJob-hint" data-testid="jobs-loading">
-          {trans.__('Loading your jobs…')}
-        </p>
+        <Hint testid="jobs-loading">{trans.__('Loading your jobs…')}</Hint>
       )}
       {showList && (
         <div className="jp-JupyterToJob-split">
           <div className="jp-JupyterToJob-listPane">
             {model.jobs.length === 0 ? (
-              <p className="jp-JupyterToJob-empty" data-testid="jobs-empty">
+              <EmptyHint testid="jobs-empty">
                 {trans.__(
                   'You have no jobs yet. Open a notebook and click Run as Job on its toolbar.'
                 )}
-              </p>
+              </EmptyHint>
             ) : jobs.length === 0 ? (
-              <p className="jp-JupyterToJob-empty" data-testid="jobs-empty">
+              <EmptyHint testid="jobs-empty">
                 {trans.__('No job matches the filter.')}
-              </p>
+              </EmptyHint>
             ) : (
               <JobsTable {...props} jobs={jobs} />
             )}
@@ -552,9 +551,7 @@ function JobDetail(
         {statusLine(job)}
       </p>
       {model.busyAction && (
-        <p className="jp-JupyterToJob-hint" data-testid="job-action-busy">
-          {trans.__('Working on it…')}
-        </p>
+        <Hint testid="job-action-busy">{trans.__('Working on it…')}</Hint>
       )}
       {model.actionError && (
         <p
@@ -566,12 +563,12 @@ function JobDetail(
         </p>
       )}
       {!job.own && (
-        <p className="jp-JupyterToJob-hint" data-testid="job-not-yours">
+        <Hint testid="job-not-yours">
           {trans.__(
             'This is %1’s job: you can follow it and read its log and outputs; only %1 can rerun it.',
             job.owner
           )}
-        </p>
+        </Hint>
       )}
       <dl className="jp-JupyterToJob-facts">
         {!job.own && (

@@ -19,6 +19,7 @@ import {
   NotifyEvent
 } from '../common/models';
 import { TextButton } from '../common/textButton';
+import { Hint } from '../common/hint';
 
 /**
  * What the dialog needs.
@@ -271,9 +272,7 @@ function NotificationSettingsView(
   return (
     <div className="jp-JupyterToJob-form" data-testid="notification-settings">
       {!loaded && !loadError && (
-        <p className="jp-JupyterToJob-hint">
-          {trans.__('Reading your notification settings…')}
-        </p>
+        <Hint>{trans.__('Reading your notification settings…')}</Hint>
       )}
       <FormError
         testid="notification-settings-load-error"
@@ -386,7 +385,7 @@ function NotificationSettingsView(
           </div>
         </div>
       )}
-      {busy && <p className="jp-JupyterToJob-hint">{trans.__('Saving…')}</p>}
+      {busy && <Hint>{trans.__('Saving…')}</Hint>}
       <FormError
         testid="notification-settings-error"
         sentences={error ? [error] : []}

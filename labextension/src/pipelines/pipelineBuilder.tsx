@@ -45,6 +45,7 @@ import {
 import { ISchedule } from '../schedules/scheduleModels';
 import { submitRepeatable } from '../schedules/repeatable';
 import { pipelineScheduleRequest } from '../schedules/scheduleRule';
+import { Hint } from '../common/hint';
 
 /**
  * What the builder made: a pipeline run now, or a schedule that runs it again and
@@ -406,11 +407,11 @@ function PipelineBuilderView(
 
   if (notebooks.length === 0) {
     return (
-      <p className="jp-JupyterToJob-hint" data-testid="builder-no-notebooks">
+      <Hint testid="builder-no-notebooks">
         {trans.__(
           'Open the notebooks to chain first: the builder lists the open notebooks.'
         )}
-      </p>
+      </Hint>
     );
   }
 
@@ -584,11 +585,11 @@ function PipelineBuilderView(
         testid="builder-wide-parameters"
         legend={trans.__('Pipeline-wide parameters')}
       >
-        <p className="jp-JupyterToJob-hint">
+        <Hint>
           {trans.__(
             'Given to every job, over its own values. A value is read as JSON (3, true, [1, 2]) or else as text.'
           )}
-        </p>
+        </Hint>
         <WideParameterRows
           rows={draft.parameters}
           onChange={setWide}
@@ -623,7 +624,7 @@ function PipelineBuilderView(
         />
       </Field>
 
-      {busy && <p className="jp-JupyterToJob-hint">{busy}</p>}
+      {busy && <Hint>{busy}</Hint>}
       {saved && (
         <p
           className="jp-JupyterToJob-hint"

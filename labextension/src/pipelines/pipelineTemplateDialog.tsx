@@ -20,6 +20,7 @@ import {
   wideParameters
 } from './pipelineDraft';
 import { ICreatePipeline, IDescribePipeline } from './pipelineModels';
+import { Hint } from '../common/hint';
 
 /**
  * What the template dialog needs.
@@ -163,9 +164,7 @@ function PipelineTemplateView(
 
   return (
     <div className="jp-JupyterToJob-form" data-testid="pipeline-template-form">
-      {!template && !loadError && (
-        <p className="jp-JupyterToJob-hint">{trans.__('Reading %1…', path)}</p>
-      )}
+      {!template && !loadError && <Hint>{trans.__('Reading %1…', path)}</Hint>}
       <FormError
         testid="template-load-error"
         sentences={loadError ? [loadError] : []}
@@ -203,21 +202,17 @@ function PipelineTemplateView(
             legend={trans.__('Pipeline-wide parameters')}
           >
             {rows.length === 0 && (
-              <p className="jp-JupyterToJob-hint">
+              <Hint>
                 {trans.__(
                   'This template has no pipeline-wide parameters; add one to give every job a value.'
                 )}
-              </p>
+              </Hint>
             )}
             <WideParameterRows rows={rows} onChange={setRows} trans={trans} />
           </FieldGroup>
         </>
       )}
-      {busy && (
-        <p className="jp-JupyterToJob-hint">
-          {trans.__('Starting the pipeline…')}
-        </p>
-      )}
+      {busy && <Hint>{trans.__('Starting the pipeline…')}</Hint>}
       <FormError
         testid="template-error"
         sentences={error ? [error] : []}

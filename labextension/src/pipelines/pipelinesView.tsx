@@ -25,6 +25,7 @@ import {
 } from './pipelineStatus';
 import { PipelinesModel } from './pipelinesModel';
 import { TextButton } from '../common/textButton';
+import { Hint } from '../common/hint';
 
 /**
  * What the panel does for the pipeline buttons (with confirmations) and jobs.
@@ -219,9 +220,7 @@ function StageColumn(props: {
         <PipelineBadge status={stage.status} testid="stage-status-badge" />
       </div>
       {stage.status_message && (
-        <p className="jp-JupyterToJob-hint" data-testid="stage-status">
-          {stage.status_message}
-        </p>
+        <Hint testid="stage-status">{stage.status_message}</Hint>
       )}
       <ul className="jp-JupyterToJob-stageJobs">
         {stage.jobs.map((job, jobIndex) => (

@@ -14,6 +14,7 @@ import { availableFlavors, flavorLoad, flavorSummary } from './flavors';
 import { IJobFlavorInfo } from '../common/models';
 import { retryTransient } from '../common/retry';
 import { TextButton } from '../common/textButton';
+import { Hint } from '../common/hint';
 
 /**
  * The flavor list of one dialog: still loading, not listed (with the sentence to
@@ -90,9 +91,7 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
       legend={trans.__('Flavor')}
     >
       {list.status === 'loading' && (
-        <p className="jp-JupyterToJob-hint" data-testid="flavors-loading">
-          {trans.__('Loading the flavors…')}
-        </p>
+        <Hint testid="flavors-loading">{trans.__('Loading the flavors…')}</Hint>
       )}
       {list.status === 'failed' && (
         <div
@@ -112,11 +111,11 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
         </div>
       )}
       {list.status === 'loaded' && flavors.length === 0 && (
-        <p className="jp-JupyterToJob-hint" data-testid="flavors-none">
+        <Hint testid="flavors-none">
           {trans.__(
             'No job flavor is set up here, so notebooks cannot run as jobs. Ask the hub admins to add one.'
           )}
-        </p>
+        </Hint>
       )}
       {offered.map(item => (
         <label
@@ -181,9 +180,7 @@ export function FlavorPicker(props: IFlavorPickerProps): JSX.Element {
         </label>
       ))}
       {flavors.length > 0 && offered.length === 0 && (
-        <p className="jp-JupyterToJob-hint">
-          {trans.__('No job flavor is open to you right now.')}
-        </p>
+        <Hint>{trans.__('No job flavor is open to you right now.')}</Hint>
       )}
       {closed.length > 0 && (
         <p

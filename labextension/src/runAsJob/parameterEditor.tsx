@@ -10,6 +10,7 @@ import * as React from 'react';
 import { FieldGroup } from '../common/formFields';
 import { INotebookParameter } from '../common/models';
 import { changedParameters, parameterKind, stringTyped } from './parameters';
+import { Hint } from '../common/hint';
 
 /**
  * What the Parameters group shows and changes.
@@ -44,17 +45,15 @@ export function ParameterEditor(props: IParameterEditorProps): JSX.Element {
       legend={trans.__('Parameters')}
     >
       {parameters === null && (
-        <p className="jp-JupyterToJob-hint">
-          {trans.__('Reading the notebook’s parameters…')}
-        </p>
+        <Hint>{trans.__('Reading the notebook’s parameters…')}</Hint>
       )}
-      {error && <p className="jp-JupyterToJob-hint">{error}</p>}
+      {error && <Hint>{error}</Hint>}
       {parameters !== null && parameters.length === 0 && !error && (
-        <p className="jp-JupyterToJob-hint">
+        <Hint>
           {trans.__(
             'This notebook has no cell tagged “parameters”. Tag one (Property Inspector → Cell Tags) to change its values per job.'
           )}
-        </p>
+        </Hint>
       )}
       {(parameters ?? []).map(parameter => {
         const kind = parameterKind(parameter);

@@ -39,6 +39,7 @@ import {
   notebookStem,
   rerunName
 } from './submission';
+import { Hint } from '../common/hint';
 
 /**
  * What the dialog made: a job, or a schedule ("Repeat on a schedule").
@@ -531,9 +532,7 @@ function RunAsJobFormView(props: IFormViewProps): JSX.Element {
       )}
 
       {submitting && (
-        <p className="jp-JupyterToJob-hint" data-testid="run-as-job-submitting">
-          {trans.__('Submitting…')}
-        </p>
+        <Hint testid="run-as-job-submitting">{trans.__('Submitting…')}</Hint>
       )}
       <FormError
         testid="run-as-job-error"

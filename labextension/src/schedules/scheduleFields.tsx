@@ -18,6 +18,7 @@ import {
   ScheduleField,
   ScheduleProblems
 } from './scheduleRule';
+import { Hint } from '../common/hint';
 
 /**
  * What the schedule fields show and change.
@@ -245,9 +246,7 @@ export function ScheduleFields(props: IScheduleFieldsProps): JSX.Element {
         </Field>
       </div>
       {preview && (
-        <p className="jp-JupyterToJob-hint" data-testid="schedule-preview">
-          {trans.__('Runs: %1.', preview)}
-        </p>
+        <Hint testid="schedule-preview">{trans.__('Runs: %1.', preview)}</Hint>
       )}
     </FieldGroup>
   );
