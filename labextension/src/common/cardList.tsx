@@ -124,6 +124,23 @@ export function Card(
 }
 
 /**
+ * A card's header: its title, its status badge and its action buttons.
+ */
+export function CardHeader(props: {
+  title: string;
+  badge: React.ReactNode;
+  children: React.ReactNode;
+}): JSX.Element {
+  return (
+    <header className="jp-JupyterToJob-cardHeader">
+      <h3 className="jp-JupyterToJob-cardTitle">{props.title}</h3>
+      {props.badge}
+      <div className="jp-JupyterToJob-actions">{props.children}</div>
+    </header>
+  );
+}
+
+/**
  * A button in a card's header ("Pause", "Delete"...), named for its card.
  */
 export function CardAction(props: {

@@ -7,7 +7,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { classes } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { Card, CardAction, CardList } from '../common/cardList';
+import { Card, CardAction, CardHeader, CardList } from '../common/cardList';
 import { formatTime } from '../common/format';
 import { ParameterFacts } from '../jobs/jobsView';
 import {
@@ -119,44 +119,43 @@ function PipelineCard(
       data-pipeline-id={pipeline.pipeline_id}
       data-status={pipeline.status}
     >
-      <header className="jp-JupyterToJob-cardHeader">
-        <h3 className="jp-JupyterToJob-cardTitle">{pipeline.name}</h3>
-        <PipelineBadge status={pipeline.status} />
-        <div className="jp-JupyterToJob-actions">
-          {shown.stop && (
-            <CardAction
-              testid="pipeline-action-stop"
-              label={trans.__('Stop “%1”', pipeline.name)}
-              disabled={busy}
-              onClick={() => actions.stop(pipeline)}
-              variant="warn"
-            >
-              {trans.__('Stop')}
-            </CardAction>
-          )}
-          {shown.rerun && (
-            <CardAction
-              testid="pipeline-action-rerun"
-              label={trans.__('Rerun “%1”', pipeline.name)}
-              disabled={busy}
-              onClick={() => actions.rerun(pipeline)}
-            >
-              {trans.__('Rerun')}
-            </CardAction>
-          )}
-          {shown.delete && (
-            <CardAction
-              testid="pipeline-action-delete"
-              label={trans.__('Delete “%1”', pipeline.name)}
-              disabled={busy}
-              onClick={() => actions.remove(pipeline)}
-              variant="danger"
-            >
-              {trans.__('Delete')}
-            </CardAction>
-          )}
-        </div>
-      </header>
+      <CardHeader
+        title={pipeline.name}
+        badge={<PipelineBadge status={pipeline.status} />}
+      >
+        {shown.stop && (
+          <CardAction
+            testid="pipeline-action-stop"
+            label={trans.__('Stop “%1”', pipeline.name)}
+            disabled={busy}
+            onClick={() => actions.stop(pipeline)}
+            variant="warn"
+          >
+            {trans.__('Stop')}
+          </CardAction>
+        )}
+        {shown.rerun && (
+          <CardAction
+            testid="pipeline-action-rerun"
+            label={trans.__('Rerun “%1”', pipeline.name)}
+            disabled={busy}
+            onClick={() => actions.rerun(pipeline)}
+          >
+            {trans.__('Rerun')}
+          </CardAction>
+        )}
+        {shown.delete && (
+          <CardAction
+            testid="pipeline-action-delete"
+            label={trans.__('Delete “%1”', pipeline.name)}
+            disabled={busy}
+            onClick={() => actions.remove(pipeline)}
+            variant="danger"
+          >
+            {trans.__('Delete')}
+          </CardAction>
+        )}
+      </CardHeader>
       {pipeline.status_message && (
         <p className="jp-JupyterToJob-statusLine" data-testid="pipeline-status">
           {pipeline.status_message}

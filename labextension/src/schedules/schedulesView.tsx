@@ -6,7 +6,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
-import { Card, CardAction, CardList } from '../common/cardList';
+import { Card, CardAction, CardHeader, CardList } from '../common/cardList';
 import { formatTime } from '../common/format';
 import { StatusBadge } from '../jobs/jobsView';
 import { ISchedule, IScheduleRun } from './scheduleModels';
@@ -46,6 +46,23 @@ function statusWord(status: ISchedule['status'], trans: TranslationBundle) {
     default:
       return trans.__('Ended');
   }
+}
+
+/**
+ * A schedule's status as a badge.
+ */
+function ScheduleBadge(props: {
+  status: ISchedule['status'];
+  trans: TranslationBundle;
+}): JSX.Element {
+  return (
+    <span
+      className={`jp-JupyterToJob-badge jp-JupyterToJob-badge-${props.status.toLowerCase()}`}
+      data-testid="schedule-status-badge"
+    >
+      {statusWord(props.status, props.trans)}
+    </span>
+  );
 }
 
 /**
@@ -97,48 +114,42 @@ function ScheduleCard(
       data-schedule-id={schedule.schedule_id}
       data-status={schedule.status}
     >
-      <header className="jp-JupyterToJob-cardHeader">
-        <h3 className="jp-JupyterToJob-cardTitle">{name}</h3>
-        <span
-          className={`jp-JupyterToJob-badge jp-JupyterToJob-badge-${schedule.status.toLowerCase()}`}
-          data-testid="schedule-status-badge"
-        >
-          {statusWord(schedule.status, trans)}
-        </span>
-        <div className="jp-JupyterToJob-actions">
-          {shown.pause && (
-            <CardAction
-              testid="schedule-action-pause"
-              label={trans.__('Pause “%1”', name)}
-              disabled={busy}
-              onClick={() => actions.pause(schedule)}
-            >
-              {trans.__('Pause')}
-            </CardAction>
-          )}
-          {shown.resume && (
-            <CardAction
-              testid="schedule-action-resume"
-              label={trans.__('Resume “%1”', name)}
-              disabled={busy}
-              onClick={() => actions.resume(schedule)}
-            >
-              {trans.__('Resume')}
-            </CardAction>
-          )}
-          {shown.delete && (
-            <CardAction
-              testid="schedule-action-delete"
-              label={trans.__('Delete “%1”', name)}
-              disabled={busy}
-              onClick={() => actions.remove(schedule)}
-              variant="danger"
-            >
-              {trans.__('Delete')}
-            </CardAction>
-          )}
-        </div>
-      </header>
+      <CardHeader
+        title={name}
+        badge={<ScheduleBadge status={schedule.status} trans={trans} />}
+      >
+        {shown.pause && (
+          <CardAction
+            testid="schedule-action-pause"
+            label={trans.__('Pause “%1”', name)}
+            disabled={busy}
+            onClick={() => actions.pause(schedule)}
+          >
+            {trans.__('Pause')}
+          </CardAction>
+        )}
+        {shown.resume && (
+          <CardAction
+            testid="schedule-action-resume"
+            label={trans.__('Resume “%1”', name)}
+            disabled={busy}
+            onClick={() => actions.resume(schedule)}
+          >
+            {trans.__('Resume')}
+          </CardAction>
+        )}
+        {shown.delete && (
+          <CardAction
+            testid="schedule-action-delete"
+            label={trans.__('Delete “%1”', name)}
+            disabled={busy}
+            onClick={() => actions.remove(schedule)}
+            variant="danger"
+          >
+            {trans.__('Delete')}
+          </CardAction>
+        )}
+      </CardHeader>
       {(schedule.status !== 'ACTIVE' || schedule.status_message) && (
         // An active schedule's news is its next run, in the facts below.
         <p className="jp-JupyterToJob-statusLine" data-testid="schedule-status">
