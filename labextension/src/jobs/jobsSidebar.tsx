@@ -12,10 +12,16 @@ import * as React from 'react';
 
 import { jobsIcon } from '../common/icons';
 import { JobsModel } from './jobsModel';
-import { flavorTitle, ProgressBar, StatusBadge } from './jobsView';
+import {
+  flavorTitle,
+  jobAttributes,
+  ProgressBar,
+  StatusBadge
+} from './jobsView';
 import { IDescribeJob } from '../common/models';
 import { queueText } from './jobStatus';
 import { EmptyHint, Hint } from '../common/hint';
+import { pressable } from '../common/pressable';
 
 /**
  * The DOM id of the Jobs sidebar (the left sidebar's Jobs tab).
@@ -100,17 +106,9 @@ function JobsSidebarItem(props: {
     <li
       className="jp-JupyterToJob-sidebarItem"
       data-testid="jobs-sidebar-item"
-      data-job-id={job.job_id}
-      data-status={job.status}
-      tabIndex={0}
+      {...jobAttributes(job)}
       title={trans.__('Show “%1” in the Jobs panel', job.name)}
-      onClick={open}
-      onKeyDown={event => {
-        if (event.key === 'Enter' || event.key === ' ') {
-          event.preventDefault();
-          open();
-        }
-      }}
+      {...pressable(open)}
     >
       <div className="jp-JupyterToJob-sidebarItemHead">
         <StatusBadge status={job.status} />

@@ -32,6 +32,7 @@ import {
 import { hasOutput } from '../runAsJob/submission';
 import { TextButton } from '../common/textButton';
 import { EmptyHint, Hint } from '../common/hint';
+import { pressable } from '../common/pressable';
 
 /**
  * What the panel does for the buttons of the detail (with confirmations).
@@ -234,18 +235,10 @@ function JobsTable(
               job.job_id === selectedId && 'jp-mod-selected'
             )}
             data-testid="job-row"
-            data-job-id={job.job_id}
-            data-status={job.status}
+            {...jobAttributes(job)}
             data-own={job.own ? 'true' : 'false'}
-            tabIndex={0}
             aria-selected={job.job_id === selectedId}
-            onClick={() => model.select(job.job_id)}
-            onKeyDown={event => {
-              if (event.key === 'Enter' || event.key === ' ') {
-                event.preventDefault();
-                model.select(job.job_id);
-              }
-            }}
+            {...pressable(() => model.select(job.job_id))}
           >
             <td>
               <StatusBadge status={job.status} />
@@ -445,6 +438,17 @@ export function StatusBadge(props: { status: JobStatus }): JSX.Element {
 }
 
 /**
+ * The attributes of a job's element (row, detail, sidebar item): its id and status,
+ * by which the browser tests find it.
+ */
+export function jobAttributes(job: IDescribeJob): {
+  'data-job-id': string;
+  'data-status': string;
+} {
+  return { 'data-job-id': job.job_id, 'data-status': job.status };
+}
+
+/**
  * Cells done of the total, as a bar with the numbers on it.
  */
 export function ProgressBar(props: { job: IDescribeJob }): JSX.Element {
@@ -503,8 +507,7 @@ function JobDetail(
     <section
       className="jp-JupyterToJob-detail"
       data-testid="job-detail"
-      data-job-id={job.job_id}
-      data-status={job.status}
+      {...jobAttributes(job)}
     >
       <header className="jp-JupyterToJob-detailHeader">
         <h2 className="jp-JupyterToJob-detailTitle">{job.name}</h2>

@@ -11,6 +11,7 @@ import * as React from 'react';
 import { JobsAPI } from '../common/api';
 import { CommandIDs } from '../common/commands';
 import { JobAPIError } from '../common/errors';
+import { isPressKey } from '../common/pressable';
 import { sessionStatusText } from './countdown';
 import { IServerSession } from '../common/models';
 import { IReadWarning, reclaimCountdown } from './reclaim';
@@ -130,7 +131,7 @@ export class SessionStatus extends VDomRenderer<SessionStatusModel> {
     this.node.tabIndex = 0;
     this.node.addEventListener('click', () => this.toggleDetails());
     this.node.addEventListener('keydown', event => {
-      if (event.key === 'Enter' || event.key === ' ') {
+      if (isPressKey(event)) {
         event.preventDefault();
         this.toggleDetails();
       }
