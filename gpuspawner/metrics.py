@@ -88,6 +88,9 @@ class PoolView:
     catalog: Catalog | None = None
     pods: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Allocation key -> (namespace, pod), on Kubernetes."""
+    node_pods: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """(allocation key, node) -> (namespace, pod): a job on several nodes has a pod on each
+    (device ids are ``<node>/<index>``); where absent, ``pods`` names the holder's pod."""
     queue_length: int | None = None
     """Servers waiting in the Kueue queue; None when the hub does not queue."""
 
@@ -130,8 +133,10 @@ def pool_metrics(view: PoolView) -> list[GaugeMetricFamily]:
         name = allocation.key.split(":", 1)[1]
         if kind == "server":
             name = name.split("/", 1)[1] if "/" in name else ""
-        namespace, pod = view.pods.get(allocation.key, ("", ""))
+        holder = view.pods.get(allocation.key, ("", ""))
         for device_id in allocation.device_ids:
+            node = device_id.rsplit("/", 1)[0]
+            namespace, pod = view.node_pods.get((allocation.key, node), holder)
             gpu = names.get(device_id, device_id)
             key = (gpu, allocation.course_id or "", allocation.profile_id, kind, view.backend)
             counts[key] = counts.get(key, 0) + 1
@@ -322,6 +327,7 @@ def view_of_spawners(spawners: list[Any]) -> PoolView:
         readings=readings,
         catalog=admission.catalog_in_force(),
         pods=pods,
+        node_pods=dict(getattr(first, "allocation_node_pods", dict)()),
         queue_length=queue_length,
     )
 

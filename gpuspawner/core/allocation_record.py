@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..backends.base import GPU_COUNT_LABEL, GPU_MEMORY_LABEL, GPU_PRODUCT_LABEL
@@ -141,6 +141,26 @@ def pods_by_allocation(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str
     to holders with it.
     """
     found: dict[str, tuple[str, str]] = {}
+    for key, _, namespace, name in _live_pods(pods):
+        found.setdefault(key, (namespace, name))
+    return found
+
+
+def pods_by_allocation_node(
+    pods: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """The pod holding each recorded allocation on each node, by ``(key, node)``: a job on
+    several nodes has one pod per node, each holding the GPUs of its node (device ids are
+    ``<node>/<index>``). Pods not on a node yet are left out."""
+    found: dict[tuple[str, str], tuple[str, str]] = {}
+    for key, node, namespace, name in _live_pods(pods):
+        if node:
+            found.setdefault((key, node), (namespace, name))
+    return found
+
+
+def _live_pods(pods: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, str, str, str]]:
+    """``(key, node, namespace, pod)`` of each live pod that holds a recorded allocation."""
     for pod in pods:
         metadata = pod.get("metadata") or {}
         raw = (metadata.get("annotations") or {}).get(ALLOCATION_ANNOTATION)
@@ -152,8 +172,9 @@ def pods_by_allocation(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str
             key = json.loads(raw)["key"]
         except (ValueError, KeyError, TypeError):
             continue
-        found.setdefault(str(key), (str(metadata.get("namespace") or ""), str(metadata["name"])))
-    return found
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        namespace = metadata.get("namespace") or ""
+        yield str(key), str(node), str(namespace), str(metadata["name"])
 
 
 def pool_from_cluster(

@@ -13,7 +13,12 @@ from kubernetes_asyncio.client.rest import ApiException
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
-from ..core.allocation_record import allocations_from_pods, devices_from_nodes, pods_by_allocation
+from ..core.allocation_record import (
+    allocations_from_pods,
+    devices_from_nodes,
+    pods_by_allocation,
+    pods_by_allocation_node,
+)
 from ..policy import Allocation, CapacityPool, GPUDevice
 
 # Jobs' keys in the pool (``JobTicket.key`` of the job service).
@@ -33,6 +38,8 @@ class ClusterInventory:
         self.jobs_loaded_at = 0.0
         self.pods: dict[str, tuple[str, str]] = {}
         """Allocation key -> (namespace, pod), from the pods' records (for the metrics)."""
+        self.node_pods: dict[tuple[str, str], tuple[str, str]] = {}
+        """(allocation key, node) -> (namespace, pod): each pod of a job on several nodes."""
         self.lock = asyncio.Lock()
         self.workloads: Any = None
         """Kueue mode: the namespace's Workloads (``kueue_mode.QueueListing``)."""
@@ -103,6 +110,11 @@ class ClusterInventoryMixin(LoggingConfigurable):
         For the metrics, which join the DCGM exporter's per-pod readings to holders.
         """
         return dict(self._inventory.pods)
+
+    def allocation_node_pods(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """The pod of each slice on each node, by (allocation key, node): a job on several
+        nodes holds the GPUs of each node through that node's pod."""
+        return dict(self._inventory.node_pods)
 
     def gpu_devices(self) -> list[GPUDevice]:
         pool = self._inventory.pool
@@ -211,6 +223,12 @@ class ClusterInventoryMixin(LoggingConfigurable):
             if not servers and not key.startswith(JOB_KEY_PREFIX)
         }
         inventory.pods = {**kept, **pods_by_allocation(pods)}
+        kept_nodes = {
+            where: pod
+            for where, pod in inventory.node_pods.items()
+            if not servers and not where[0].startswith(JOB_KEY_PREFIX)
+        }
+        inventory.node_pods = {**kept_nodes, **pods_by_allocation_node(pods)}
         for warning in warnings:
             self.log.warning("%s", warning)
         return found

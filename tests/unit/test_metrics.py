@@ -10,6 +10,11 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.registry import Collector
 
+from gpuspawner.core.allocation_record import (
+    ALLOCATION_ANNOTATION,
+    pods_by_allocation,
+    pods_by_allocation_node,
+)
 from gpuspawner.core.telemetry import DeviceReading, ProcessReading
 from gpuspawner.metrics import PoolView, counted_admission, pool_metrics
 from gpuspawner.policy import CapacityPool, GPUDevice, GPUShare, Refusal, load_catalog
@@ -262,3 +267,50 @@ research:
         if s.name == "gpuspawner_profile_idle_limit_seconds"
     ]
     assert len(limits) == 1
+
+
+def test_a_job_on_two_nodes_names_each_nodes_pod_beside_that_nodes_gpus():
+    # Given a job holding a whole GPU on each of two nodes (device ids are <node>/<index>),
+    # whose pods' records say which pod runs on which node
+    pool = CapacityPool(
+        [GPUDevice(f"gpu-node-{n}/0", n, "H100 80GB HBM3", 80 * GIB) for n in (0, 1)]
+    )
+    whole = GPUShare(fraction=Fraction(1))
+    pool.allocate("job:j7", owner="cy", profile_id="train", course_id=None, share=whole, nodes=2)
+    pods = [
+        {
+            "metadata": {
+                "name": f"j2j-j7-{rank}",
+                "namespace": "jobs",
+                "annotations": {ALLOCATION_ANNOTATION: '{"key": "job:j7"}'},
+            },
+            "spec": {"nodeName": f"gpu-node-{rank}"},
+            "status": {"phase": "Running"},
+        }
+        for rank in (1, 0)
+    ]
+    view = PoolView(
+        pool,
+        "hami",
+        pods=pods_by_allocation(pods),
+        node_pods=pods_by_allocation_node(pods),
+    )
+
+    # When Prometheus scrapes the hub
+    registry = scrape(pool_metrics(view))
+
+    # Then each GPU's allocation series names the pod on its own node, so the DCGM
+    # exporter's per-pod readings join to the right GPU
+    for rank in (0, 1):
+        info = {
+            "gpu": pool.devices[rank].label,
+            "user": "cy",
+            "course": "",
+            "profile": "train",
+            "kind": "job",
+            "name": "j7",
+            "fraction": "1/1",
+            "namespace": "jobs",
+            "pod": f"j2j-j7-{rank}",
+        }
+        assert registry.get_sample_value("gpuspawner_allocation_info", info) == 1
