@@ -29,6 +29,7 @@ from jupyter_to_job.models import CreateJob, DescribeJob, JobCheckpoint, JobStat
 from jupyter_to_job.service.flavor_admission import FlavorAdmission, IdentityBook
 from tests.support import eventually
 from tests.support.job_managers import ManagerFactory, finished
+from tests.support.k8s_cluster import create_priority_class
 from tests.support.k8s_job_pods import make_home_claim
 from tests.support.k8s_spawners import make_gpu_spawner, write_class_catalog
 from tests.support.kueue_queues import cluster_queue, condition, make_queues, workload_of
@@ -58,9 +59,7 @@ async def whole_gpu_flavor(k8s_api: Any, tmp_path: Path) -> FlavorAdmission:
 
 async def class_servers_first(k8s_api: Any) -> None:
     """One GPU of quota shared by research jobs and ML101's servers, the servers first."""
-    await client.SchedulingV1Api(k8s_api).create_priority_class(
-        {"metadata": {"name": "class-servers"}, "value": 1000}
-    )
+    await create_priority_class(k8s_api, "class-servers", 1000)
     queue = cluster_queue("campus-gpus", 1, preemption={"withinClusterQueue": "LowerPriority"})
     await make_queues(k8s_api, queue, [JOBS_QUEUE, SERVERS_QUEUE])
 

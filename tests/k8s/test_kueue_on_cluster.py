@@ -28,7 +28,7 @@ from kubernetes_asyncio import client
 
 from gpuspawner.spawners.kubernetes import ALLOCATION_ANNOTATION, GPUSpawner
 from gpuspawner.spawners.kueue import QUEUE_LABEL, QUEUED_LABEL
-from tests.support.k8s_cluster import wait_for
+from tests.support.k8s_cluster import create_priority_class, wait_for
 from tests.support.k8s_spawners import ProgressLog, make_gpu_spawner, write_class_catalog
 from tests.support.kueue_queues import (
     cluster_queue,
@@ -329,9 +329,7 @@ async def test_a_server_kueue_preempts_before_it_starts_ends_with_a_sentence(
     )
 
     # When work of a higher priority (an exam's server, say) joins the queue
-    await client.SchedulingV1Api(k8s_api).create_priority_class(
-        {"metadata": {"name": "exam-servers"}, "value": 1000}
-    )
+    await create_priority_class(k8s_api, "exam-servers", 1000)
     await client.CoreV1Api(k8s_api).create_namespaced_pod(
         "default",
         {

@@ -244,6 +244,34 @@ async def wait_for(
         await asyncio.sleep(interval)
 
 
+async def create_priority_class(k8s_api: Any, name: str, value: int) -> None:
+    """Create a PriorityClass and wait until admission knows it: the API server's Priority
+    plugin reads classes from its informer, so a pod naming a class made a moment ago can
+    be refused ("no PriorityClass with name ... was found") until the cache has it. A pod
+    created with ``dryRun`` passes admission without being made."""
+    await client.SchedulingV1Api(k8s_api).create_priority_class(
+        {"metadata": {"name": name}, "value": value}
+    )
+    probe = {
+        "metadata": {"name": f"priority-probe-{name}"},
+        "spec": {
+            "priorityClassName": name,
+            "containers": [{"name": "probe", "image": "quay.io/jupyter/base-notebook"}],
+        },
+    }
+
+    async def admitted() -> bool:
+        try:
+            await client.CoreV1Api(k8s_api).create_namespaced_pod("default", probe, dry_run="All")
+        except client.ApiException as error:
+            if error.status == 403 and "no PriorityClass" in str(error.body):
+                return False
+            raise
+        return True
+
+    await wait_for(admitted, timeout=30, interval=0.1, what=f"PriorityClass {name} in admission")
+
+
 def status_body(error: client.ApiException) -> dict[str, Any]:
     """The Status object of an API error (reason, message, code, details)."""
     return json.loads(error.body)
