@@ -173,6 +173,10 @@ test("the course page tells the class's and the servers' times in the reader's z
     await teacher.locator('input[name=password]').fill('any password');
     await teacher.locator('#login_submit').click();
     await expect(teacher).toHaveURL(/\/hub\/home/);
+    // (the home page's hidden reclaim frame signs in to the sessions service too; two
+    // sign-ins to one service at the same instant share one OAuth state cookie, so the
+    // instructor moves on once the home page has loaded it, as a person would)
+    await teacher.waitForLoadState('networkidle');
     await teacher.goto('/services/course-sessions/courses');
     const section = teacher.locator('#course-gpu-demo');
 

@@ -35,10 +35,14 @@ for (const scheme of ['light', 'dark'] as const) {
   }) => {
     fs.mkdirSync(SHOTS, { recursive: true });
     const { context, page } = await signInToHome(browser, USER, scheme);
-    await expect(
-      page.locator('#stop'),
-      `${USER} must have no server running for the spawn page to show`
-    ).toBeHidden();
+    // (the server a test before stopped may still be stopping: the home page says so)
+    await expect(async () => {
+      await page.goto('/hub/home');
+      await expect(
+        page.locator('#stop'),
+        `${USER} must have no server running for the spawn page to show`
+      ).toBeHidden({ timeout: 2000 });
+    }).toPass({ timeout: 60 * 1000 });
 
     for (const size of SIZES) {
       await page.setViewportSize(size);
