@@ -23,7 +23,7 @@ from ..backends import BACKENDS, make_backend
 from ..backends.base import SharingBackend
 from ..metrics import counted_admission
 from ..policy import CapacityPool, Catalog, GPUDevice, Refusal, UserIdentity
-from ..policy.admission import JobDecision, JobForecast, admit, admit_job, forecast_job
+from ..policy.admission import JobForecast, admit, admit_job, forecast_job
 from ..policy.entitlements import entitlement_for
 from ..policy.prewarm import verify_prewarm_token
 from ..policy.storage import kubernetes_volumes, parse_mounts, parse_storage_source
@@ -45,12 +45,6 @@ def unknown_flavor(flavor_id: object, offered: Collection[str] | None = None) ->
     )
 
 
-def _text_setting(help: str) -> Unicode[str, str | bytes]:
-    """A ``c.GPUAdmission`` path, URL or file setting, empty unless set; ``help`` ends with
-    an example."""
-    return Unicode("", config=True, help=help)
-
-
 class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
     """The one admission of a process: configured once, it turns requests into Grants.
 
@@ -58,8 +52,10 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
     (``c.GPUAdmission.*``); see the module docstring.
     """
 
-    catalog_path = _text_setting(
-        """
+    catalog_path = Unicode(
+        "",
+        config=True,
+        help="""
         The course catalog: one YAML file or a folder of them. Servers' profiles and jobs'
         flavors come from it. Reloaded when a file changes; an invalid new catalog is
         logged and the last good one stays in force (check edits with
@@ -68,7 +64,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         Example::
 
             c.GPUAdmission.catalog_path = "/etc/jupyterhub/courses/"
-        """
+        """,
     )
 
     sharing_backend = Unicode(
@@ -105,8 +101,10 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         """,
     )
 
-    hami_core_library = _text_setting(
-        """
+    hami_core_library = Unicode(
+        "",
+        config=True,
+        help="""
         One machine: HAMi-core's ``libvgpu.so``. When set, GPU servers and jobs run with
         it preloaded and ``CUDA_DEVICE_MEMORY_LIMIT``/``CUDA_DEVICE_SM_LIMIT`` set, which
         enforces the memory share instead of only suggesting it.
@@ -114,11 +112,13 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         Example::
 
             c.GPUAdmission.hami_core_library = "/opt/hami/libvgpu.so"
-        """
+        """,
     )
 
-    allocation_ledger = _text_setting(
-        """
+    allocation_ledger = Unicode(
+        "",
+        config=True,
+        help="""
         One machine: the file, shared by the hub and the job service, holding who holds
         which GPU slice, so servers and "Run as Job" jobs never get the same slice.
         Empty: each process keeps its allocations in memory.
@@ -126,11 +126,13 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         Example::
 
             c.GPUAdmission.allocation_ledger = "/var/lib/jupyterhub/gpu-allocations.json"
-        """
+        """,
     )
 
-    usage_db_url = _text_setting(
-        """
+    usage_db_url = Unicode(
+        "",
+        config=True,
+        help="""
         The GPU-hour usage record (a SQLAlchemy URL: a SQLite file, or PostgreSQL), shared
         by the hub and the job service: one row per server or job holding a GPU share,
         for ``gpuspawner usage`` reports and the catalog's ``budget`` limits. Empty: no
@@ -139,11 +141,13 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         Example::
 
             c.GPUAdmission.usage_db_url = "sqlite:////var/lib/jupyterhub/gpu-usage.sqlite"
-        """
+        """,
     )
 
-    experimental_root = _text_setting(
-        """
+    experimental_root = Unicode(
+        "",
+        config=True,
+        help="""
         One machine: the experimental zone's folder (``settings.experimental_zone`` in the
         catalog), holding a folder per user; a profile's ``source: experimental`` storage
         is ``<root>/<user>/<entry name>``, linked into the home. The course-sessions
@@ -154,7 +158,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         Example::
 
             c.GPUAdmission.experimental_root = "/srv/experimental"
-        """
+        """,
     )
 
     gpu_inventory = Enum(
@@ -186,8 +190,10 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         """,
     )
 
-    telemetry_path = _text_setting(
-        """
+    telemetry_path = Unicode(
+        "",
+        config=True,
+        help="""
         One machine: a JSON file of simulated GPU readings (utilisation, memory,
         temperature per GPU) for demos and tests; empty reads NVML. The hub's metrics and
         GPU-aware reclaim both read telemetry from here (``device_telemetry()``). On
@@ -196,7 +202,7 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         Example::
 
             c.GPUAdmission.telemetry_path = "/tmp/gpu-readings.json"
-        """
+        """,
     )
 
     prewarm_secret = Unicode(
@@ -402,12 +408,15 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
         )
         self._within_budget(pool, key, "job", self.job_budget(catalog, user, decision.flavor, now))
-        return self._render_job(
+        return render_grant(
             pool,
-            user,
+            "job",
             key,
-            decision,
+            user,
+            decision.flavor,
+            decision.allocation,
             object_name,
+            **self._rendering(),
             charge=charge_of_flavor(catalog, user, decision.flavor, now),
         )
 
@@ -452,7 +461,16 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
             decision = admit_job(
                 catalog, pool, user, flavor_id, key=key, now=now, running_jobs=running_jobs
             )
-            return self._render_job(pool, user, key, decision, "")
+            return render_grant(
+                pool,
+                "job",
+                key,
+                user,
+                decision.flavor,
+                decision.allocation,
+                "",
+                **self._rendering(),
+            )
         except Refusal:
             return None
         finally:
@@ -480,28 +498,6 @@ class GPUAdmission(GPUHourAccounting, LoggingConfigurable):
         budget = self.job_budget(catalog, user, flavor, now)
         if budget is not None and budget.exhausted:
             raise budget.refusal("job")
-
-    def _render_job(
-        self,
-        pool: CapacityPool,
-        user: UserIdentity,
-        key: str,
-        decision: JobDecision,
-        object_name: str,
-        **when: Any,
-    ) -> Grant:
-        """The grant of an admitted job (:meth:`grant_job`, :meth:`preview_job`)."""
-        return render_grant(
-            pool,
-            "job",
-            key,
-            user,
-            decision.flavor,
-            decision.allocation,
-            object_name,
-            **self._rendering(),
-            **when,
-        )
 
     def _rendering(self) -> dict[str, Any]:
         """How this admission renders a grant: :func:`~gpuspawner.core.grant.render_grant`'s
