@@ -217,18 +217,18 @@ class ClusterInventoryMixin(LoggingConfigurable):
         )
         found, warnings = allocations_from_pods(pods)
         inventory = self._inventory
-        kept = {
-            key: pod
-            for key, pod in inventory.pods.items()
-            if not servers and not key.startswith(JOB_KEY_PREFIX)
+
+        def kept(key: str) -> bool:  # servers' pods, when only jobs' were listed again
+            return not servers and not key.startswith(JOB_KEY_PREFIX)
+
+        inventory.pods = {
+            **{key: pod for key, pod in inventory.pods.items() if kept(key)},
+            **pods_by_allocation(pods),
         }
-        inventory.pods = {**kept, **pods_by_allocation(pods)}
-        kept_nodes = {
-            where: pod
-            for where, pod in inventory.node_pods.items()
-            if not servers and not where[0].startswith(JOB_KEY_PREFIX)
+        inventory.node_pods = {
+            **{where: pod for where, pod in inventory.node_pods.items() if kept(where[0])},
+            **pods_by_allocation_node(pods),
         }
-        inventory.node_pods = {**kept_nodes, **pods_by_allocation_node(pods)}
         for warning in warnings:
             self.log.warning("%s", warning)
         return found
